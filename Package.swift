@@ -1,0 +1,54 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+let package = Package(
+    name: "TinyFire",
+    products: [
+        .library(name: "TinyFire", targets: ["TinyFire"]),
+        .executable(name: "fire-agent", targets: ["fire-agent"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // zlib, linked from the system (Debian: zlib1g-dev).
+        .systemLibrary(
+            name: "CZlib",
+            path: "Sources/CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+        // epoll, eventfd and GNU extensions that Swift's Glibc module does not export.
+        .target(name: "CTinyFireSystem", path: "Sources/CTinyFireSystem"),
+        .target(
+            name: "TinyFire",
+            dependencies: [
+                "CZlib",
+                "CTinyFireSystem",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "fire-agent",
+            dependencies: [
+                "TinyFire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "tinyfire-bench",
+            dependencies: ["TinyFire"],
+            path: "bench/tinyfire-bench"
+        ),
+        .testTarget(
+            name: "TinyFireTests",
+            dependencies: [
+                "TinyFire",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+    ]
+)

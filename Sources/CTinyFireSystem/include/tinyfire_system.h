@@ -1,0 +1,30 @@
+#ifndef TINYFIRE_SYSTEM_H
+#define TINYFIRE_SYSTEM_H
+/* Linux system calls that Swift's Glibc module does not export: epoll, eventfd, and a few
+ * GNU extensions. Thin pass-throughs; no state, no allocation. */
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+/* Epoll flag values as plain integers (the C enum does not import cleanly). */
+static const uint32_t tinyfire_epollin = EPOLLIN;
+static const uint32_t tinyfire_epollout = EPOLLOUT;
+static const uint32_t tinyfire_epollerr = EPOLLERR;
+static const uint32_t tinyfire_epollhup = EPOLLHUP;
+static const uint32_t tinyfire_epollrdhup = EPOLLRDHUP;
+
+int tinyfire_epoll_create(void);
+int tinyfire_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data);
+/* Waits; fills parallel arrays of event bits and data words. Returns count, or -1 with errno. */
+int tinyfire_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int capacity, int timeout_ms);
+int tinyfire_eventfd(void);
+
+static const int tinyfire_epoll_ctl_add = EPOLL_CTL_ADD;
+static const int tinyfire_epoll_ctl_mod = EPOLL_CTL_MOD;
+static const int tinyfire_epoll_ctl_del = EPOLL_CTL_DEL;
+
+/* Names the calling thread (at most 15 bytes are kept). */
+void tinyfire_set_thread_name(const char *name);
+/* mkostemp(template, O_CLOEXEC). */
+int tinyfire_mkstemp_cloexec(char *template_path);
+#endif

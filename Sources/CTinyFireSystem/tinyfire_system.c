@@ -1,0 +1,37 @@
+#define _GNU_SOURCE
+#include "tinyfire_system.h"
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+int tinyfire_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+int tinyfire_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
+    struct epoll_event event;
+    event.events = events;
+    event.data.u64 = data;
+    return epoll_ctl(epfd, op, fd, &event);
+}
+
+int tinyfire_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int capacity, int timeout_ms) {
+    struct epoll_event buffer[64];
+    if (capacity > 64) capacity = 64;
+    int n = epoll_wait(epfd, buffer, capacity, timeout_ms);
+    for (int i = 0; i < n; i++) {
+        events[i] = buffer[i].events;
+        data[i] = buffer[i].data.u64;
+    }
+    return n;
+}
+
+int tinyfire_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+void tinyfire_set_thread_name(const char *name) {
+    char short_name[16];
+    int i = 0;
+    for (; name[i] && i < 15; i++) short_name[i] = name[i];
+    short_name[i] = 0;
+    pthread_setname_np(pthread_self(), short_name);
+}
+
+int tinyfire_mkstemp_cloexec(char *template_path) { return mkostemp(template_path, O_CLOEXEC); }

@@ -1,0 +1,104 @@
+/// Bounds, timeouts and policies for every request of a `Session`.
+///
+/// All memory a request can use is bounded by these values: the read buffer per connection,
+/// the header block, the in-memory body, and the number of connections per host.
+public struct SessionConfiguration: Sendable {
+    /// Time allowed for DNS resolution plus TCP connect. Default `defaultConnectTimeout` (30 s).
+    public var connectTimeout: Duration
+    /// Longest time with no byte sent or received once connected. Default
+    /// `defaultIdleTimeout` (60 s, like URLSession's `timeoutIntervalForRequest`).
+    public var idleTimeout: Duration
+    /// Longest time for the whole request, redirects and retries included; nil for none
+    /// (the default).
+    public var totalTimeout: Duration?
+    /// Abort when slower than this for a whole window, like curl's `--speed-limit`/
+    /// `--speed-time`; nil (the default) for no limit.
+    public var lowSpeedLimit: LowSpeedLimit?
+    /// Bound on a response's status line plus header fields (and, separately, its trailers).
+    /// Default `ResponseParser.Limits.defaultMaxHeaderBlockBytes` (64 KiB).
+    public var maxHeaderBlockBytes: Int
+    /// Bound on a body collected in memory (`DataRequest`), counted after decompression.
+    /// Default `defaultMaxInMemoryBodyBytes` (16 MiB).
+    public var maxInMemoryBodyBytes: Int
+    /// Size of each connection's read buffer. Default `defaultReadBufferSize` (128 KiB).
+    public var readBufferSize: Int
+    /// Most connections open to one scheme/host/port at once. Default 6.
+    public var maxConnectionsPerHost: Int
+    /// How long an unused keep-alive connection stays open. Default 60 s.
+    public var idleConnectionTimeout: Duration
+    /// Most redirects followed per request; 0 disables following. Default 10.
+    public var maxRedirects: Int
+    /// Whether an https URL may redirect to http. Default false.
+    public var allowsInsecureRedirects: Bool
+    /// Whether gzip and deflate responses are decoded (and `Accept-Encoding` sent by
+    /// default). Default true.
+    public var automaticDecompression: Bool
+    /// Headers added to every request unless the request sets them. Default
+    /// `HTTPHeaders.defaultHeaders`.
+    public var headers: HTTPHeaders
+
+    /// 30 seconds.
+    public static let defaultConnectTimeout: Duration = .seconds(30)
+    /// 60 seconds.
+    public static let defaultIdleTimeout: Duration = .seconds(60)
+    /// 16 MiB.
+    public static let defaultMaxInMemoryBodyBytes = 16 * 1024 * 1024
+    /// 128 KiB.
+    public static let defaultReadBufferSize = 128 * 1024
+    /// 6 connections.
+    public static let defaultMaxConnectionsPerHost = 6
+    /// 10 redirects.
+    public static let defaultMaxRedirects = 10
+
+    /// The default configuration.
+    public static var `default`: SessionConfiguration { SessionConfiguration() }
+
+    /// Creates a configuration; every parameter has the documented default.
+    public init(
+        connectTimeout: Duration = SessionConfiguration.defaultConnectTimeout,
+        idleTimeout: Duration = SessionConfiguration.defaultIdleTimeout,
+        totalTimeout: Duration? = nil,
+        lowSpeedLimit: LowSpeedLimit? = nil,
+        maxHeaderBlockBytes: Int = ResponseParser.Limits.defaultMaxHeaderBlockBytes,
+        maxInMemoryBodyBytes: Int = SessionConfiguration.defaultMaxInMemoryBodyBytes,
+        readBufferSize: Int = SessionConfiguration.defaultReadBufferSize,
+        maxConnectionsPerHost: Int = SessionConfiguration.defaultMaxConnectionsPerHost,
+        idleConnectionTimeout: Duration = .seconds(60),
+        maxRedirects: Int = SessionConfiguration.defaultMaxRedirects,
+        allowsInsecureRedirects: Bool = false,
+        automaticDecompression: Bool = true,
+        headers: HTTPHeaders = .defaultHeaders
+    ) {
+        self.connectTimeout = connectTimeout
+        self.idleTimeout = idleTimeout
+        self.totalTimeout = totalTimeout
+        self.lowSpeedLimit = lowSpeedLimit
+        self.maxHeaderBlockBytes = maxHeaderBlockBytes
+        self.maxInMemoryBodyBytes = maxInMemoryBodyBytes
+        self.readBufferSize = max(1024, readBufferSize)
+        self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
+        self.idleConnectionTimeout = idleConnectionTimeout
+        self.maxRedirects = max(0, maxRedirects)
+        self.allowsInsecureRedirects = allowsInsecureRedirects
+        self.automaticDecompression = automaticDecompression
+        self.headers = headers
+    }
+}
+
+/// A minimum transfer rate: fewer than `bytesPerSecond` on average over any whole `window`
+/// aborts the transfer (for dying cellular links that never quite drop).
+public struct LowSpeedLimit: Sendable, Equatable {
+    /// Minimum average rate, bytes per second.
+    public var bytesPerSecond: Int
+    /// Length of the measuring window.
+    public var window: Duration
+
+    /// Creates a limit.
+    /// - Parameters:
+    ///   - bytesPerSecond: minimum average rate.
+    ///   - window: how long the rate may stay below it.
+    public init(bytesPerSecond: Int, window: Duration) {
+        self.bytesPerSecond = bytesPerSecond
+        self.window = window
+    }
+}

@@ -1,0 +1,632 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+
+/// What a request asks the engine to send.
+struct RequestSpec: Sendable {
+    var url: URL
+    var method: HTTPMethod
+    var headers: HTTPHeaders
+    var body: Data?
+}
+
+/// The request object behind a transfer: it chooses the body sink and receives the outcome.
+/// Called on the loop thread.
+protocol TransferOwner: AnyObject, Sendable {
+    /// Whether `cancel()` was called before the transfer started.
+    var isCancelled: Bool { get }
+    /// The sink for the final response's body.
+    func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink
+    /// The final response head arrived (redirects are not reported).
+    func transferDidReceiveResponse(_ response: HTTPResponse, request: HTTPRequest)
+    /// The transfer ended; called exactly once.
+    func transferDidFinish(
+        _ result: Result<SinkOutput, TinyFireError>, request: HTTPRequest?, response: HTTPResponse?,
+        metrics: TransferMetrics)
+}
+
+/// Timings and counts for one request, redirects included.
+public struct TransferMetrics: Sendable {
+    /// URLs redirected to, in order.
+    public var redirects: [String] = []
+    /// Whether the final hop ran on a kept-alive connection.
+    public var reusedConnection = false
+    /// Whether a stale kept-alive connection forced one automatic retry.
+    public var retriedOnStaleConnection = false
+    /// The peer address of the final hop (`127.0.0.1:8080`, `[::1]:443`).
+    public var remoteAddress: String?
+    /// DNS time of the final hop, when it resolved.
+    public var nameLookup: Duration?
+    /// TCP connect time of the final hop, when it connected.
+    public var connect: Duration?
+    /// From the start of the final hop to the first response byte.
+    public var timeToFirstByte: Duration?
+    /// From the start of the request to its end.
+    public var total: Duration = .zero
+    /// Request bytes written on the final hop (head and body).
+    public var requestBytesSent: UInt64 = 0
+    /// Response bytes read on the final hop (head and body, as on the wire).
+    public var responseBytesReceived: UInt64 = 0
+    /// Response body bytes after de-chunking, before decompression.
+    public var responseBodyBytes: UInt64 = 0
+    /// Response body bytes after decompression.
+    public var decodedBodyBytes: UInt64 = 0
+}
+
+/// Owns the loop, the pool and the live transfers of one `Session`.
+final class Engine: @unchecked Sendable {
+    let configuration: SessionConfiguration
+    private let loopResult: Result<EventLoop, TinyFireError>
+    private var pool: ConnectionPool?
+    /// Live transfers by owner, loop-confined.
+    private var active: [ObjectIdentifier: Transfer] = [:]
+
+    init(configuration: SessionConfiguration) {
+        self.configuration = configuration
+        do {
+            let loop = try EventLoop(name: "tinyfire-io")
+            loopResult = .success(loop)
+            pool = ConnectionPool(
+                loop: loop, maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+                idleTimeout: configuration.idleConnectionTimeout)
+        } catch {
+            loopResult = .failure(error)
+        }
+    }
+
+    /// Starts a transfer for `owner` (from any thread).
+    func start(_ spec: RequestSpec, owner: TransferOwner) {
+        switch loopResult {
+        case .failure(let error):
+            owner.transferDidFinish(.failure(error), request: nil, response: nil, metrics: TransferMetrics())
+        case .success(let loop):
+            loop.execute { [self] in
+                guard let pool else { return }
+                let transfer = Transfer(spec: spec, owner: owner, engine: self, loop: loop, pool: pool)
+                active[ObjectIdentifier(owner)] = transfer
+                transfer.start()
+            }
+        }
+    }
+
+    /// Cancels `owner`'s transfer, if it is running (from any thread).
+    func cancel(_ owner: TransferOwner) {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in
+            active[ObjectIdentifier(owner)]?.cancel(with: .explicitlyCancelled)
+        }
+    }
+
+    /// Called by a transfer when it ends (loop thread).
+    func transferEnded(_ owner: TransferOwner) {
+        active[ObjectIdentifier(owner)] = nil
+    }
+
+    /// Fails every live transfer, closes every connection and stops the loop.
+    func shutdown() {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in
+            for transfer in Array(active.values) { transfer.cancel(with: .sessionDeinitialized) }
+            pool?.closeAll()
+            pool = nil
+        }
+        // The stop flag is checked after tasks run, so the task above runs first.
+        loop.shutdown()
+    }
+}
+
+/// Drives one request through DNS, connect, exchange, redirects and the stale-connection
+/// retry: a state machine over the events of its connection and timers. Loop-confined.
+final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sendable {
+    /// Bytes of a redirect response's body read and dropped before closing the connection
+    /// instead: 64 KiB.
+    static let redirectDrainLimit = 64 * 1024
+
+    private let owner: TransferOwner
+    private let engine: Engine
+    private let loop: EventLoop
+    private let pool: ConnectionPool
+    private let configuration: SessionConfiguration
+    private var spec: RequestSpec
+
+    private(set) var phase: TransferPhase = .resolving
+    private var finished = false
+    private let started = Instant.now()
+    private var hopStarted = Instant.now()
+    private var connectDeadline = Instant.now()
+    private var lastActivity = Instant.now()
+    private var lowSpeedWindowStart = Instant.now()
+    private var lowSpeedWindowBytes: UInt64 = 0
+    private var timer: TimerHandle?
+    private var resolveGeneration: UInt64 = 0
+
+    private var key = PoolKey(scheme: "http", host: "", port: 80)
+    private var holdsReservedSlot = false
+    private var connector: Connector?
+    private var connection: HTTPConnection?
+    private var retriedStale = false
+    private var forceNewConnection = false
+
+    private var head: [UInt8] = []
+    private var request: HTTPRequest?
+    private var response: HTTPResponse?
+    private var sink: ResponseBodySink?
+    private var decoder: ContentDecoder?
+    private var redirectTarget: RequestSpec?
+    private var drained = 0
+    private var hopBytesSent: UInt64 = 0
+    private var hopBytesReceived: UInt64 = 0
+    private var metrics = TransferMetrics()
+    private var resolvedAt: Instant?
+
+    init(spec: RequestSpec, owner: TransferOwner, engine: Engine, loop: EventLoop, pool: ConnectionPool) {
+        self.spec = spec
+        self.owner = owner
+        self.engine = engine
+        self.loop = loop
+        self.pool = pool
+        self.configuration = engine.configuration
+    }
+
+    // MARK: - Start and hops
+
+    func start() {
+        if owner.isCancelled {
+            finish(.failure(.explicitlyCancelled))
+            return
+        }
+        startHop()
+    }
+
+    private func startHop() {
+        do {
+            try prepareHead()
+        } catch {
+            finish(.failure(error))
+            return
+        }
+        hopStarted = .now()
+        acquireConnection()
+    }
+
+    /// Builds the request head for the current hop.
+    private func prepareHead() throws(TinyFireError) {
+        let url = spec.url
+        let text = url.absoluteString
+        guard let scheme = url.scheme?.lowercased() else { throw .invalidURL(url: text, reason: "no scheme") }
+        guard scheme == "http" else {
+            if scheme == "https" {
+                throw .invalidURL(url: text, reason: "https is not supported by this build yet (TLS on mbedTLS is not implemented)")
+            }
+            throw .invalidURL(url: text, reason: "unsupported scheme \(quoted(scheme))")
+        }
+        guard var host = url.host(percentEncoded: true), !host.isEmpty else {
+            throw .invalidURL(url: text, reason: "no host")
+        }
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let port = url.port ?? 80
+        guard (1...65535).contains(port) else { throw .invalidURL(url: text, reason: "port \(port) out of range") }
+        key = PoolKey(scheme: scheme, host: host, port: port)
+
+        var path = url.path(percentEncoded: true)
+        if path.isEmpty { path = "/" }
+        if let query = url.query(percentEncoded: true) { path += "?" + query }
+        let hostForHeader = host.contains(":") ? "[\(host)]" : host
+        let authority = port == 80 ? hostForHeader : "\(hostForHeader):\(port)"
+
+        var headers = spec.headers.merging(defaults: configuration.headers)
+        if !configuration.automaticDecompression && spec.headers.value(for: "Accept-Encoding") == nil {
+            headers.remove(name: "Accept-Encoding")
+        }
+        var request = HTTPRequest(
+            method: HTTPRequest.Method(spec.method.rawValue) ?? .get, scheme: scheme, authority: authority,
+            path: path, headerFields: headers.fields)
+        if HTTPRequest.Method(spec.method.rawValue) == nil {
+            throw .invalidRequest(reason: "invalid method \(quoted(spec.method.rawValue))")
+        }
+        request.headerFields[.connection] = nil
+        let framing: RequestBodyFraming
+        if let body = spec.body {
+            framing = .contentLength(UInt64(body.count))
+        } else if ["POST", "PUT", "PATCH", "QUERY"].contains(spec.method.rawValue) {
+            framing = .contentLength(0)
+        } else {
+            framing = .none
+        }
+        do {
+            try RequestHeadSerializer.serialize(
+                request, framing: framing, limit: configuration.maxHeaderBlockBytes, into: &head)
+        } catch {
+            switch error {
+            case .invalidMethod(let method): throw .invalidRequest(reason: "invalid method \(quoted(method))")
+            case .invalidTarget(let target): throw .invalidRequest(reason: "invalid request target \(quoted(target))")
+            case .invalidHeader(let name): throw .invalidRequest(reason: "header \(name) contains CR, LF or NUL")
+            case .tooLarge(let limit): throw .invalidRequest(reason: "request head exceeds \(limit) bytes")
+            }
+        }
+        self.request = request
+    }
+
+    private func acquireConnection() {
+        phase = .waitingForConnection
+        let forceNew = forceNewConnection
+        switch pool.lease(key, forceNew: forceNew, waiter: self) {
+        case .reuse(let connection):
+            metrics.nameLookup = nil
+            metrics.connect = nil
+            use(connection)
+        case .connect:
+            holdsReservedSlot = true
+            resolve()
+        case .wait:
+            armTimer()
+        }
+    }
+
+    func poolSlotMayBeAvailable() {
+        guard !finished, phase == .waitingForConnection else { return }
+        acquireConnection()
+    }
+
+    private func resolve() {
+        phase = .resolving
+        connectDeadline = .now() + configuration.connectTimeout
+        armTimer()
+        resolveGeneration += 1
+        let generation = resolveGeneration
+        let host = key.host
+        let port = key.port
+        let resolveStart = Instant.now()
+        DNSResolver.resolve(host: host, port: port) { [self] result in
+            loop.execute { [self] in
+                guard !finished, generation == resolveGeneration, phase == .resolving else { return }
+                resolvedAt = .now()
+                metrics.nameLookup = resolvedAt!.since(resolveStart)
+                switch result {
+                case .failure(let error):
+                    fail(.nameResolutionFailed(message: error.message))
+                case .success(let addresses):
+                    connect(to: addresses)
+                }
+            }
+        }
+    }
+
+    private func connect(to addresses: [SocketAddress]) {
+        phase = .connecting
+        guard !addresses.isEmpty else {
+            fail(.nameResolutionFailed(message: "no IPv4 or IPv6 address"))
+            return
+        }
+        let connectStart = Instant.now()
+        let connector = Connector(loop: loop, addresses: addresses)
+        self.connector = connector
+        connector.start { [self] result in
+            self.connector = nil
+            switch result {
+            case .failure(let failure):
+                fail(.connectFailed(attempts: failure.attempts))
+            case .success(let connected):
+                metrics.connect = Instant.now().since(connectStart)
+                do throws(TinyFireError) {
+                    let connection = try HTTPConnection(
+                        key: key, fd: connected.fd, remoteAddress: connected.address, loop: loop,
+                        readBufferSize: configuration.readBufferSize)
+                    holdsReservedSlot = false
+                    pool.didOpen(connection)
+                    use(connection)
+                } catch {
+                    finish(.failure(error))
+                }
+            }
+        }
+    }
+
+    private func use(_ connection: HTTPConnection) {
+        self.connection = connection
+        phase = .sendingRequest
+        hopBytesSent = 0
+        hopBytesReceived = 0
+        drained = 0
+        metrics.responseBodyBytes = 0
+        metrics.decodedBodyBytes = 0
+        metrics.timeToFirstByte = nil
+        metrics.reusedConnection = connection.isReused
+        metrics.remoteAddress = connection.remoteAddress.description
+        lastActivity = .now()
+        lowSpeedWindowStart = lastActivity
+        lowSpeedWindowBytes = 0
+        armTimer()
+        connection.start(
+            head: head, body: spec.body ?? Data(), isHeadRequest: spec.method == .head,
+            limits: ResponseParser.Limits(maxHeaderBlockBytes: configuration.maxHeaderBlockBytes),
+            delegate: self)
+    }
+
+    // MARK: - Exchange events
+
+    func exchangeDidSend(bytes: Int) {
+        hopBytesSent += UInt64(bytes)
+        lastActivity = .now()
+        lowSpeedWindowBytes += UInt64(bytes)
+        if phase == .sendingRequest && hopBytesSent == UInt64(head.count + (spec.body?.count ?? 0)) {
+            phase = .awaitingResponse
+        }
+    }
+
+    func exchangeDidReceive(bytes: Int) {
+        if hopBytesReceived == 0 { metrics.timeToFirstByte = Instant.now().since(hopStarted) }
+        hopBytesReceived += UInt64(bytes)
+        lastActivity = .now()
+        lowSpeedWindowBytes += UInt64(bytes)
+    }
+
+    func exchangeDidReceiveInformational(_ head: ResponseHead) {}
+
+    func exchangeDidReceiveHead(_ head: ResponseHead) throws {
+        phase = .receivingBody
+        var fields = HTTPFields()
+        for field in head.fields {
+            if let name = HTTPField.Name(field.name) { fields.append(HTTPField(name: name, value: field.value)) }
+        }
+        let status = HTTPResponse.Status(code: head.status, reasonPhrase: head.reason)
+        let response = HTTPResponse(status: status, headerFields: fields)
+        self.response = response
+
+        if let target = try redirect(for: head) {
+            redirectTarget = target
+            return
+        }
+        var expected: UInt64?
+        if case .contentLength(let n) = head.framing { expected = n }
+        if configuration.automaticDecompression && spec.method != .head, head.framing != .none {
+            do {
+                if let coding = try ContentCoding.from(headerValues: head.listValues("Content-Encoding")) {
+                    decoder = try ContentDecoder(coding: coding)
+                    expected = nil
+                }
+            } catch {
+                throw error
+            }
+        }
+        if let request { owner.transferDidReceiveResponse(response, request: request) }
+        sink = try owner.transferMakeSink(for: response, expectedLength: expected)
+    }
+
+    func exchangeDidReceiveBody(_ bytes: UnsafeRawBufferPointer) throws {
+        metrics.responseBodyBytes += UInt64(bytes.count)
+        if redirectTarget != nil {
+            drained += bytes.count
+            if drained > Self.redirectDrainLimit { throw RedirectDrainAbort() }
+            return
+        }
+        guard let sink else { return }
+        if let decoder {
+            try decoder.decode(bytes) { decoded in
+                metrics.decodedBodyBytes += UInt64(decoded.count)
+                try sink.write(decoded)
+            }
+        } else {
+            metrics.decodedBodyBytes += UInt64(bytes.count)
+            try sink.write(bytes)
+        }
+    }
+
+    func exchangeDidComplete(trailers: [RawHeaderField]) {
+        connection = nil
+        if let target = redirectTarget {
+            follow(target)
+            return
+        }
+        do {
+            try decoder?.finish()
+            let output = try sink?.finish() ?? SinkOutput.none
+            finish(.success(output))
+        } catch {
+            fail(reason(for: error))
+        }
+    }
+
+    func exchangeDidFail(_ failure: ExchangeFailure) {
+        connection = nil
+        if case .delegate(let error) = failure.kind, error is RedirectDrainAbort, let target = redirectTarget {
+            follow(target)
+            return
+        }
+        if !failure.receivedResponseBytes && failure.connectionWasReused && spec.method.isIdempotent && !retriedStale {
+            // A kept-alive connection the server had closed: one retry on a fresh connection.
+            retriedStale = true
+            metrics.retriedOnStaleConnection = true
+            forceNewConnection = true
+            sink?.discard()
+            sink = nil
+            acquireConnection()
+            return
+        }
+        switch failure.kind {
+        case .io(let code, _):
+            fail(.connectionError(code: code, message: errnoMessage(code)))
+        case .parse(let error):
+            fail(.invalidResponse(error))
+        case .delegate(let error):
+            fail(reason(for: error))
+        }
+    }
+
+    private func reason(for error: any Error) -> TransferError.Reason {
+        switch error {
+        case let error as SinkError:
+            switch error {
+            case .limitExceeded(let limit): return .bodyLimitExceeded(limit: limit)
+            case .writeFailed(let path, let message): return .fileWriteFailed(path: path, message: message)
+            }
+        case let error as ContentDecodingError:
+            return .contentDecodingFailed(error)
+        case let error as RedirectError:
+            return error.reason
+        default:
+            return .connectionError(code: 0, message: "\(error)")
+        }
+    }
+
+    // MARK: - Redirects
+
+    private struct RedirectDrainAbort: Error {}
+    private struct RedirectError: Error { var reason: TransferError.Reason }
+
+    /// The next hop when `head` is a redirect to follow, nil otherwise.
+    private func redirect(for head: ResponseHead) throws -> RequestSpec? {
+        guard [301, 302, 303, 307, 308].contains(head.status), configuration.maxRedirects > 0,
+            let location = head.firstValue("Location")
+        else { return nil }
+        guard metrics.redirects.count < configuration.maxRedirects else {
+            throw RedirectError(reason: .tooManyRedirects(limit: configuration.maxRedirects))
+        }
+        guard let target = URL(string: location, relativeTo: spec.url)?.absoluteURL,
+            let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            target.host(percentEncoded: true)?.isEmpty == false
+        else {
+            throw RedirectError(reason: .invalidRedirect(location: location))
+        }
+        if spec.url.scheme?.lowercased() == "https" && scheme == "http" && !configuration.allowsInsecureRedirects {
+            throw RedirectError(reason: .insecureRedirect(location: target.absoluteString))
+        }
+        var next = spec
+        next.url = target
+        if head.status == 303 && spec.method != .head
+            || (head.status == 301 || head.status == 302) && spec.method == .post
+        {
+            next.method = .get
+            next.body = nil
+            for name in ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"] {
+                next.headers.remove(name: name)
+            }
+        }
+        let sameOrigin =
+            target.scheme?.lowercased() == spec.url.scheme?.lowercased()
+            && target.host(percentEncoded: true)?.lowercased() == spec.url.host(percentEncoded: true)?.lowercased()
+            && (target.port ?? defaultPort(target)) == (spec.url.port ?? defaultPort(spec.url))
+        if !sameOrigin {
+            for name in ["Authorization", "Cookie", "Proxy-Authorization"] { next.headers.remove(name: name) }
+        }
+        return next
+    }
+
+    private func defaultPort(_ url: URL) -> Int {
+        url.scheme?.lowercased() == "https" ? 443 : 80
+    }
+
+    private func follow(_ target: RequestSpec) {
+        metrics.redirects.append(target.url.absoluteString)
+        redirectTarget = nil
+        response = nil
+        decoder = nil
+        sink = nil
+        forceNewConnection = false
+        spec = target
+        startHop()
+    }
+
+    // MARK: - Timeouts
+
+    private func armTimer() {
+        if let timer { loop.cancel(timer) }
+        var deadline: Instant?
+        func consider(_ candidate: Instant) {
+            if deadline == nil || candidate < deadline! { deadline = candidate }
+        }
+        if let total = configuration.totalTimeout { consider(started + total) }
+        switch phase {
+        case .resolving, .connecting:
+            consider(connectDeadline)
+        case .sendingRequest, .awaitingResponse, .receivingBody:
+            consider(lastActivity + configuration.idleTimeout)
+            if let limit = configuration.lowSpeedLimit { consider(lowSpeedWindowStart + limit.window) }
+        case .waitingForConnection:
+            break
+        }
+        guard let deadline else {
+            timer = nil
+            return
+        }
+        timer = loop.schedule(at: deadline) { [weak self] in
+            self?.timer = nil
+            self?.checkTimeouts()
+        }
+    }
+
+    private func checkTimeouts() {
+        guard !finished else { return }
+        let now = Instant.now()
+        if let total = configuration.totalTimeout, started + total <= now {
+            fail(.timedOut(.total, limit: total))
+            return
+        }
+        switch phase {
+        case .resolving, .connecting:
+            if connectDeadline <= now {
+                fail(.timedOut(.connect, limit: configuration.connectTimeout))
+                return
+            }
+        case .sendingRequest, .awaitingResponse, .receivingBody:
+            if lastActivity + configuration.idleTimeout <= now {
+                fail(.timedOut(.idle, limit: configuration.idleTimeout))
+                return
+            }
+            if let limit = configuration.lowSpeedLimit, lowSpeedWindowStart + limit.window <= now {
+                let elapsed = max(now.since(lowSpeedWindowStart).seconds, 0.001)
+                let rate = Double(lowSpeedWindowBytes) / elapsed
+                if rate < Double(limit.bytesPerSecond) {
+                    fail(.lowSpeed(bytesPerSecond: limit.bytesPerSecond, window: limit.window, measuredBytesPerSecond: Int(rate)))
+                    return
+                }
+                lowSpeedWindowStart = now
+                lowSpeedWindowBytes = 0
+            }
+        case .waitingForConnection:
+            break
+        }
+        armTimer()
+    }
+
+    // MARK: - End
+
+    /// Ends the transfer with `error` (cancel, session going away).
+    func cancel(with error: TinyFireError) {
+        finish(.failure(error))
+    }
+
+    private func fail(_ reason: TransferError.Reason) {
+        let error = TransferError(
+            method: spec.method.rawValue, url: spec.url.absoluteString, host: key.host, phase: phase,
+            reason: reason, bytesSent: hopBytesSent, bytesReceived: hopBytesReceived)
+        finish(.failure(.sessionTaskFailed(error)))
+    }
+
+    private func finish(_ result: Result<SinkOutput, TinyFireError>) {
+        guard !finished else { return }
+        finished = true
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        connector?.cancel()
+        connector = nil
+        connection?.abort()
+        connection = nil
+        if holdsReservedSlot {
+            holdsReservedSlot = false
+            pool.connectFailed(key)
+        }
+        pool.removeWaiter(self, for: key)
+        if case .failure = result { sink?.discard() }
+        sink = nil
+        decoder = nil
+        metrics.total = Instant.now().since(started)
+        metrics.requestBytesSent = hopBytesSent
+        metrics.responseBytesReceived = hopBytesReceived
+        engine.transferEnded(owner)
+        owner.transferDidFinish(result, request: request, response: response, metrics: metrics)
+    }
+}

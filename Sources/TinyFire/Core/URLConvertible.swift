@@ -1,0 +1,23 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A value that can become a `URL`, as in Alamofire (`String` and `URL` conform).
+public protocol URLConvertible: Sendable {
+    /// The URL.
+    /// - Throws: `TinyFireError.invalidURL` when the value is not a URL.
+    func asURL() throws(TinyFireError) -> URL
+}
+
+extension String: URLConvertible {
+    public func asURL() throws(TinyFireError) -> URL {
+        guard let url = URL(string: self) else { throw .invalidURL(url: self, reason: "not a valid URL") }
+        return url
+    }
+}
+
+extension URL: URLConvertible {
+    public func asURL() throws(TinyFireError) -> URL { self }
+}

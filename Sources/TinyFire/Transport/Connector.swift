@@ -1,0 +1,156 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Connects to the first reachable address of a list, Happy Eyeballs style (RFC 8305): one
+/// attempt starts; if it has not succeeded after `attemptDelay`, the next address starts in
+/// parallel; a failure starts the next at once. The first to connect wins, the rest are closed.
+///
+/// Loop-confined. The overall deadline is the caller's (the request's connect timeout), which
+/// ends this with `cancel()`.
+final class Connector {
+    /// Default delay before a parallel attempt: 250 ms (RFC 8305 recommends 150–250 ms).
+    static let defaultAttemptDelay: Duration = .milliseconds(250)
+
+    private final class Attempt: EventLoopHandler {
+        let fd: Int32
+        let address: SocketAddress
+        var registration: Registration?
+        weak var owner: Connector?
+
+        init(fd: Int32, address: SocketAddress) {
+            self.fd = fd
+            self.address = address
+        }
+
+        func handleEvents(_ events: UInt32) {
+            owner?.attemptReady(self)
+        }
+    }
+
+    private let loop: EventLoop
+    private let addresses: [SocketAddress]
+    private let attemptDelay: Duration
+    private var nextIndex = 0
+    private var inFlight: [Attempt] = []
+    private var delayTimer: TimerHandle?
+    private var failures: [String] = []
+    private var completion: ((Result<(fd: Int32, address: SocketAddress), ConnectFailure>) -> Void)?
+
+    /// Every address refused or failed.
+    struct ConnectFailure: Error {
+        /// One "address: reason" entry per address tried.
+        var attempts: [String]
+    }
+
+    init(loop: EventLoop, addresses: [SocketAddress], attemptDelay: Duration = Connector.defaultAttemptDelay) {
+        self.loop = loop
+        self.addresses = addresses
+        self.attemptDelay = attemptDelay
+    }
+
+    /// Starts connecting; `completion` is called once, on the loop, unless `cancel()` comes first.
+    func start(_ completion: @escaping (Result<(fd: Int32, address: SocketAddress), ConnectFailure>) -> Void) {
+        self.completion = completion
+        startNextAttempt()
+    }
+
+    /// Abandons every attempt; the completion is not called.
+    func cancel() {
+        completion = nil
+        closeAll(except: nil)
+    }
+
+    private func startNextAttempt() {
+        if let timer = delayTimer {
+            loop.cancel(timer)
+            delayTimer = nil
+        }
+        while nextIndex < addresses.count {
+            let address = addresses[nextIndex]
+            nextIndex += 1
+            let fd: Int32
+            switch Socket.makeTCP(family: address.family) {
+            case .success(let created): fd = created
+            case .failure(let error):
+                failures.append("\(address): socket: \(errnoMessage(error.code))")
+                continue
+            }
+            let attempt = Attempt(fd: fd, address: address)
+            let status = Socket.connect(fd, to: address)
+            if status == nil {
+                succeed(attempt)
+                return
+            }
+            guard status == EINPROGRESS else {
+                failures.append("\(address): \(errnoMessage(status ?? 0))")
+                close(fd)
+                continue
+            }
+            do {
+                attempt.registration = try loop.register(fd, interest: .write, handler: attempt)
+            } catch {
+                failures.append("\(address): \(error)")
+                close(fd)
+                continue
+            }
+            attempt.owner = self
+            inFlight.append(attempt)
+            if nextIndex < addresses.count {
+                delayTimer = loop.schedule(at: .now() + attemptDelay) { [weak self] in
+                    self?.delayTimer = nil
+                    self?.startNextAttempt()
+                }
+            }
+            return
+        }
+        if inFlight.isEmpty { fail() }
+    }
+
+    private func attemptReady(_ attempt: Attempt) {
+        let code = Socket.pendingError(attempt.fd)
+        if code == 0 {
+            succeed(attempt)
+            return
+        }
+        failures.append("\(attempt.address): \(errnoMessage(code))")
+        remove(attempt)
+        close(attempt.fd)
+        if inFlight.isEmpty { startNextAttempt() }
+    }
+
+    private func succeed(_ attempt: Attempt) {
+        if let registration = attempt.registration { loop.deregister(registration) }
+        inFlight.removeAll { $0 === attempt }
+        closeAll(except: attempt)
+        let completion = self.completion
+        self.completion = nil
+        completion?(.success((attempt.fd, attempt.address)))
+    }
+
+    private func fail() {
+        let completion = self.completion
+        self.completion = nil
+        completion?(.failure(ConnectFailure(attempts: failures)))
+    }
+
+    private func remove(_ attempt: Attempt) {
+        if let registration = attempt.registration { loop.deregister(registration) }
+        attempt.registration = nil
+        inFlight.removeAll { $0 === attempt }
+    }
+
+    private func closeAll(except keep: Attempt?) {
+        if let timer = delayTimer {
+            loop.cancel(timer)
+            delayTimer = nil
+        }
+        for attempt in inFlight where attempt !== keep {
+            if let registration = attempt.registration { loop.deregister(registration) }
+            close(attempt.fd)
+        }
+        inFlight.removeAll()
+    }
+}

@@ -1,0 +1,78 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Dispatch
+
+/// Resolves host names with getaddrinfo, off the event loop.
+///
+/// getaddrinfo blocks (it reads /etc/hosts, asks the configured DNS servers) and cannot be
+/// interrupted, so it runs on a Dispatch queue, never on the I/O thread nor on Swift's
+/// cooperative pool; the caller's connect timeout bounds how long a request waits for it.
+enum DNSResolver {
+    private static let queue = DispatchQueue(label: "tinyfire.dns", attributes: .concurrent)
+
+    /// Resolves `host` for TCP on `port`.
+    /// - Parameters:
+    ///   - host: a name or a numeric IPv4/IPv6 address (without brackets).
+    ///   - port: the TCP port.
+    ///   - completion: called on a Dispatch thread with the addresses, IPv6 and IPv4
+    ///     interleaved starting with the family getaddrinfo preferred (RFC 8305 §4), or with
+    ///     getaddrinfo's message.
+    static func resolve(
+        host: String, port: Int, completion: @escaping @Sendable (Result<[SocketAddress], ResolutionError>) -> Void
+    ) {
+        queue.async {
+            completion(resolveNow(host: host, port: port))
+        }
+    }
+
+    /// A failed resolution, with getaddrinfo's message.
+    struct ResolutionError: Error, Sendable {
+        var message: String
+    }
+
+    static func resolveNow(host: String, port: Int) -> Result<[SocketAddress], ResolutionError> {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_protocol = Int32(IPPROTO_TCP)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let first = list else {
+            let message = status == EAI_SYSTEM ? errnoMessage(errno) : String(cString: gai_strerror(status))
+            return .failure(ResolutionError(message: message))
+        }
+        defer { freeaddrinfo(first) }
+        var v6: [SocketAddress] = []
+        var v4: [SocketAddress] = []
+        var preferred: Int32 = 0
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let entry = cursor {
+            let info = entry.pointee
+            if let address = info.ai_addr, info.ai_family == AF_INET || info.ai_family == AF_INET6 {
+                var storage = sockaddr_storage()
+                withUnsafeMutableBytes(of: &storage) { raw in
+                    raw.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(info.ai_addrlen)))
+                }
+                let socketAddress = SocketAddress(storage: storage, length: info.ai_addrlen)
+                if preferred == 0 { preferred = info.ai_family }
+                if info.ai_family == AF_INET6 { v6.append(socketAddress) } else { v4.append(socketAddress) }
+            }
+            cursor = info.ai_next
+        }
+        return .success(interleave(first: preferred == AF_INET ? v4 : v6, second: preferred == AF_INET ? v6 : v4))
+    }
+
+    /// Alternates two lists, starting with `first`.
+    static func interleave(first: [SocketAddress], second: [SocketAddress]) -> [SocketAddress] {
+        var result: [SocketAddress] = []
+        result.reserveCapacity(first.count + second.count)
+        for index in 0..<max(first.count, second.count) {
+            if index < first.count { result.append(first[index]) }
+            if index < second.count { result.append(second[index]) }
+        }
+        return result
+    }
+}

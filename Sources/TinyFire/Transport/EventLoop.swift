@@ -1,0 +1,357 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import CTinyFireSystem
+import Synchronization
+
+/// A point on the monotonic clock, in nanoseconds. Never goes back, unaffected by wall-clock
+/// changes (NTP steps on a board that just booted are common).
+struct Instant: Comparable, Sendable, Hashable {
+    var nanoseconds: UInt64
+
+    static func now() -> Instant {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Instant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
+    }
+
+    static func < (a: Instant, b: Instant) -> Bool { a.nanoseconds < b.nanoseconds }
+
+    static func + (a: Instant, d: Duration) -> Instant {
+        Instant(nanoseconds: a.nanoseconds &+ d.nanosecondsClamped)
+    }
+
+    /// Time from `earlier` to `self`, zero if `earlier` is later.
+    func since(_ earlier: Instant) -> Duration {
+        .nanoseconds(Int64(clamping: nanoseconds >= earlier.nanoseconds ? nanoseconds - earlier.nanoseconds : 0))
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds, clamped to 0...UInt64.max.
+    var nanosecondsClamped: UInt64 {
+        let (seconds, attoseconds) = components
+        if seconds < 0 { return 0 }
+        let (ns, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return UInt64.max }
+        return ns &+ UInt64(attoseconds / 1_000_000_000)
+    }
+
+    /// The duration in seconds as a Double, for messages and rates.
+    var seconds: Double {
+        let (s, a) = components
+        return Double(s) + Double(a) / 1e18
+    }
+}
+
+/// Something registered with the event loop that wants readiness events for one descriptor.
+/// Implementations are confined to the loop thread.
+protocol EventLoopHandler: AnyObject {
+    /// Called on the loop thread with the epoll event bits that fired.
+    func handleEvents(_ events: UInt32)
+}
+
+/// Readiness interest for a registered descriptor.
+struct Interest: OptionSet, Sendable {
+    let rawValue: UInt32
+    static let read = Interest(rawValue: tinyfire_epollin | tinyfire_epollrdhup)
+    static let write = Interest(rawValue: tinyfire_epollout)
+}
+
+/// Epoll bits, for handlers.
+enum EpollBits {
+    static let readable = tinyfire_epollin
+    static let writable = tinyfire_epollout
+    static let hangup = tinyfire_epollhup | tinyfire_epollrdhup
+    static let error = tinyfire_epollerr
+}
+
+/// A handle to a scheduled timer, for cancelling it.
+struct TimerHandle: Hashable, Sendable {
+    fileprivate let id: UInt64
+}
+
+/// A registration of a descriptor with the loop, for changing interest or removing it.
+struct Registration: Hashable, Sendable {
+    let fd: Int32
+    fileprivate let id: UInt64
+}
+
+/// One I/O thread running epoll over non-blocking descriptors, with timers.
+///
+/// Everything that touches sockets, parsers and connection state runs on this thread; other
+/// threads hand it work with `execute(_:)`. One per `Session`. Memory: the registration table
+/// and the timer heap grow with the number of live connections and pending timers only.
+final class EventLoop: @unchecked Sendable {
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let inbox = Mutex<[@Sendable () -> Void]>([])
+    private var thread = pthread_t()
+    private let threadStarted = Mutex<Bool>(false)
+    private let stopRequested = Atomic<Bool>(false)
+
+    // Loop-thread state.
+    private var handlers: [UInt64: EventLoopHandler] = [:]
+    private var nextRegistrationID: UInt64 = 1
+    private var timers = TimerQueue()
+
+    /// Creates the loop and starts its thread.
+    /// - Parameter name: the thread's name (visible in `top -H`), at most 15 bytes.
+    /// - Throws: `TinyFireError.resourceExhausted` when the kernel refuses epoll or eventfd.
+    init(name: String) throws(TinyFireError) {
+        let ep = tinyfire_epoll_create()
+        guard ep >= 0 else { throw .resourceExhausted("epoll_create1: \(errnoMessage(errno))") }
+        let wake = tinyfire_eventfd()
+        guard wake >= 0 else {
+            close(ep)
+            throw .resourceExhausted("eventfd: \(errnoMessage(errno))")
+        }
+        epollFD = ep
+        wakeFD = wake
+        tinyfire_epoll_ctl(epollFD, tinyfire_epoll_ctl_add, wakeFD, tinyfire_epollin, 0)
+
+        let box = Unmanaged.passRetained(LoopStart(loop: self, name: name))
+        let status = pthread_create(&thread, nil, { raw in
+            let start = Unmanaged<LoopStart>.fromOpaque(raw!).takeRetainedValue()
+            let loop = start.loop
+            start.name.withCString { tinyfire_set_thread_name($0) }
+            loop.run()
+            return nil
+        }, box.toOpaque())
+        guard status == 0 else {
+            box.release()
+            close(ep)
+            close(wake)
+            throw .resourceExhausted("pthread_create: \(errnoMessage(status))")
+        }
+        threadStarted.withLock { $0 = true }
+    }
+
+    /// Whether the caller is on the loop thread.
+    var inEventLoop: Bool { pthread_equal(pthread_self(), thread) != 0 }
+
+    /// Runs `task` on the loop thread, soon.
+    func execute(_ task: @escaping @Sendable () -> Void) {
+        let wasEmpty = inbox.withLock { queue -> Bool in
+            queue.append(task)
+            return queue.count == 1
+        }
+        if wasEmpty { wake() }
+    }
+
+    /// Asks the loop to stop after the current iteration, and waits for its thread to end
+    /// unless called from the loop itself. Pending tasks are dropped.
+    func shutdown() {
+        stopRequested.store(true, ordering: .releasing)
+        wake()
+        if !inEventLoop && threadStarted.withLock({ $0 }) {
+            pthread_join(thread, nil)
+        }
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = withUnsafeBytes(of: &one) { write(wakeFD, $0.baseAddress, 8) }
+    }
+
+    // MARK: - Descriptors (loop thread only)
+
+    /// Starts watching `fd` for `interest` on behalf of `handler` (held strongly until
+    /// `deregister`).
+    func register(_ fd: Int32, interest: Interest, handler: EventLoopHandler) throws(TinyFireError) -> Registration {
+        let id = nextRegistrationID
+        nextRegistrationID += 1
+        guard tinyfire_epoll_ctl(epollFD, tinyfire_epoll_ctl_add, fd, interest.rawValue, id) == 0 else {
+            throw .resourceExhausted("epoll_ctl(ADD): \(errnoMessage(errno))")
+        }
+        handlers[id] = handler
+        return Registration(fd: fd, id: id)
+    }
+
+    /// Changes what a registered descriptor is watched for.
+    func reregister(_ registration: Registration, interest: Interest) {
+        tinyfire_epoll_ctl(epollFD, tinyfire_epoll_ctl_mod, registration.fd, interest.rawValue, registration.id)
+    }
+
+    /// Stops watching a descriptor (before it is closed).
+    func deregister(_ registration: Registration) {
+        tinyfire_epoll_ctl(epollFD, tinyfire_epoll_ctl_del, registration.fd, 0, 0)
+        handlers[registration.id] = nil
+    }
+
+    // MARK: - Timers (loop thread only)
+
+    /// Runs `action` on the loop thread at or after `deadline`.
+    @discardableResult
+    func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> TimerHandle {
+        TimerHandle(id: timers.insert(deadline: deadline, action: action))
+    }
+
+    /// Cancels a timer; harmless if it already ran.
+    func cancel(_ timer: TimerHandle) {
+        timers.remove(timer.id)
+    }
+
+    // MARK: - The loop
+
+    private func run() {
+        let capacity: Int32 = 64
+        let eventBits = UnsafeMutablePointer<UInt32>.allocate(capacity: Int(capacity))
+        let eventData = UnsafeMutablePointer<UInt64>.allocate(capacity: Int(capacity))
+        defer {
+            eventBits.deallocate()
+            eventData.deallocate()
+            handlers.removeAll()
+            timers = TimerQueue()
+            close(epollFD)
+            close(wakeFD)
+        }
+        while !stopRequested.load(ordering: .acquiring) {
+            var timeoutMs: Int32 = -1
+            if let next = timers.nextDeadline() {
+                let now = Instant.now()
+                if next <= now {
+                    timeoutMs = 0
+                } else {
+                    let ns = next.nanoseconds - now.nanoseconds
+                    timeoutMs = Int32(clamping: (ns + 999_999) / 1_000_000)
+                }
+            }
+            let count = tinyfire_epoll_wait(epollFD, eventBits, eventData, capacity, timeoutMs)
+            if count > 0 {
+                for index in 0..<Int(count) {
+                    let id = eventData[index]
+                    if id == 0 {
+                        var value: UInt64 = 0
+                        _ = withUnsafeMutableBytes(of: &value) { read(wakeFD, $0.baseAddress, 8) }
+                        continue
+                    }
+                    // Looked up per event: an earlier handler in this batch may have
+                    // deregistered this one.
+                    handlers[id]?.handleEvents(eventBits[index])
+                }
+            }
+            runInbox()
+            runTimers()
+        }
+    }
+
+    private func runInbox() {
+        let tasks = inbox.withLock { queue -> [@Sendable () -> Void] in
+            let tasks = queue
+            queue.removeAll(keepingCapacity: true)
+            return tasks
+        }
+        for task in tasks { task() }
+    }
+
+    private func runTimers() {
+        let now = Instant.now()
+        while let action = timers.popExpired(now: now) {
+            action()
+        }
+    }
+}
+
+private final class LoopStart {
+    let loop: EventLoop
+    let name: String
+    init(loop: EventLoop, name: String) {
+        self.loop = loop
+        self.name = String(name.utf8.prefix(15)) ?? "tinyfire"
+    }
+}
+
+/// A binary min-heap of deadlines with cancellation by id. Cancelled entries stay in the heap
+/// until they surface or the heap is compacted (when they outnumber live ones), so memory is
+/// bounded by a small multiple of the live timers.
+struct TimerQueue {
+    private struct Entry {
+        var deadline: Instant
+        var id: UInt64
+    }
+
+    private var heap: [Entry] = []
+    private var actions: [UInt64: () -> Void] = [:]
+    private var nextID: UInt64 = 1
+
+    mutating func nextDeadline() -> Instant? {
+        while let first = heap.first, actions[first.id] == nil {
+            _ = popFirst()
+        }
+        return heap.first?.deadline
+    }
+
+    mutating func insert(deadline: Instant, action: @escaping () -> Void) -> UInt64 {
+        let id = nextID
+        nextID += 1
+        actions[id] = action
+        heap.append(Entry(deadline: deadline, id: id))
+        siftUp(heap.count - 1)
+        return id
+    }
+
+    mutating func remove(_ id: UInt64) {
+        guard actions.removeValue(forKey: id) != nil else { return }
+        if heap.count > 64 && heap.count > actions.count * 3 { compact() }
+    }
+
+    mutating func popExpired(now: Instant) -> (() -> Void)? {
+        while let first = heap.first, first.deadline <= now {
+            _ = popFirst()
+            if let action = actions.removeValue(forKey: first.id) { return action }
+        }
+        return nil
+    }
+
+    private mutating func compact() {
+        heap.removeAll { actions[$0.id] == nil }
+        for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
+    }
+
+    private mutating func popFirst() -> Entry {
+        let first = heap[0]
+        let last = heap.removeLast()
+        if !heap.isEmpty {
+            heap[0] = last
+            siftDown(0)
+        }
+        return first
+    }
+
+    private func less(_ a: Int, _ b: Int) -> Bool {
+        heap[a].deadline < heap[b].deadline
+            || (heap[a].deadline == heap[b].deadline && heap[a].id < heap[b].id)
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var child = start
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard less(child, parent) else { return }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var parent = start
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < heap.count && less(left, smallest) { smallest = left }
+            if right < heap.count && less(right, smallest) { smallest = right }
+            if smallest == parent { return }
+            heap.swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+}
+
+/// `strerror` for an errno value.
+func errnoMessage(_ code: Int32) -> String {
+    String(cString: strerror(code))
+}

@@ -1,0 +1,317 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Receives what happens to one request/response exchange on a connection. Called on the
+/// loop thread. A throwing callback aborts the exchange (the connection is closed) and comes
+/// back as `exchangeDidFail` with `.delegate(error)`.
+protocol HTTPExchangeDelegate: AnyObject {
+    func exchangeDidSend(bytes: Int)
+    func exchangeDidReceive(bytes: Int)
+    func exchangeDidReceiveInformational(_ head: ResponseHead)
+    func exchangeDidReceiveHead(_ head: ResponseHead) throws
+    func exchangeDidReceiveBody(_ bytes: UnsafeRawBufferPointer) throws
+    func exchangeDidComplete(trailers: [RawHeaderField])
+    func exchangeDidFail(_ failure: ExchangeFailure)
+}
+
+/// Why an exchange ended without a complete response.
+struct ExchangeFailure: Error {
+    enum Kind {
+        /// A system call failed (errno).
+        case io(Int32, while: String)
+        /// The response violated HTTP/1.1, or the connection closed early.
+        case parse(HTTPParseError)
+        /// The delegate threw (sink full, write error, corrupt gzip, …).
+        case delegate(any Error)
+    }
+
+    var kind: Kind
+    /// Whether any byte of the response arrived before the failure.
+    var receivedResponseBytes: Bool
+    /// Whether the connection had carried an earlier exchange (a candidate stale connection).
+    var connectionWasReused: Bool
+}
+
+/// The key a pooled connection is filed under.
+struct PoolKey: Hashable, Sendable, CustomStringConvertible {
+    var scheme: String
+    var host: String
+    var port: Int
+
+    var description: String { "\(scheme)://\(host):\(port)" }
+}
+
+/// One HTTP/1.1 connection over a non-blocking socket: writes a request head and body, feeds
+/// what it reads to a `ResponseParser`, and hands events to the exchange's delegate. Carries
+/// one exchange at a time (no pipelining). Loop-confined.
+///
+/// Memory: one read buffer of `readBufferSize` bytes, allocated when the connection opens,
+/// plus the parser's head buffer (bounded by the header block limit).
+final class HTTPConnection: EventLoopHandler {
+    enum State {
+        case idle(since: Instant)
+        case active
+        case closed
+    }
+
+    let key: PoolKey
+    let fd: Int32
+    let remoteAddress: SocketAddress
+    private let loop: EventLoop
+    private var registration: Registration?
+    private let readBuffer: UnsafeMutableRawBufferPointer
+    private(set) var state: State = .active
+    /// Completed exchanges; > 0 means the next one runs on a reused connection.
+    private(set) var completedExchanges = 0
+    weak var pool: ConnectionPool?
+
+    // The current exchange.
+    private var delegate: HTTPExchangeDelegate?
+    private var parser = ResponseParser(isHeadRequest: false)
+    private var outHead: [UInt8] = []
+    private var outBody = Data()
+    private var written = 0
+    private var sending = false
+    private var watchingWrite = false
+    /// The final head's persistence decision.
+    private var responseKeepAlive = false
+    /// The request body was not fully sent (the server answered early).
+    private var requestCutShort = false
+
+    init(key: PoolKey, fd: Int32, remoteAddress: SocketAddress, loop: EventLoop, readBufferSize: Int) throws(TinyFireError) {
+        self.key = key
+        self.fd = fd
+        self.remoteAddress = remoteAddress
+        self.loop = loop
+        self.readBuffer = .allocate(byteCount: readBufferSize, alignment: 16)
+        do {
+            registration = try loop.register(fd, interest: .read, handler: self)
+        } catch {
+            readBuffer.deallocate()
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
+    deinit {
+        readBuffer.deallocate()
+    }
+
+    var isReused: Bool { completedExchanges > 0 }
+
+    /// Starts an exchange: writes `head` and `body`, then reads the response.
+    func start(
+        head: [UInt8], body: Data, isHeadRequest: Bool, limits: ResponseParser.Limits,
+        delegate: HTTPExchangeDelegate
+    ) {
+        state = .active
+        self.delegate = delegate
+        parser = ResponseParser(isHeadRequest: isHeadRequest, limits: limits)
+        outHead = head
+        outBody = body
+        written = 0
+        sending = true
+        responseKeepAlive = false
+        requestCutShort = false
+        writeRequest()
+    }
+
+    /// Abandons the current exchange and closes the connection, without calling the delegate.
+    func abort() {
+        delegate = nil
+        close()
+    }
+
+    /// Puts the connection in the idle state (the pool calls this).
+    func markIdle(now: Instant) {
+        state = .idle(since: now)
+    }
+
+    func close() {
+        if case .closed = state { return }
+        state = .closed
+        if let registration {
+            loop.deregister(registration)
+            self.registration = nil
+        }
+        Glibc.close(fd)
+        delegate = nil
+        outBody = Data()
+        pool?.connectionClosed(self)
+    }
+
+    // MARK: - Events
+
+    func handleEvents(_ events: UInt32) {
+        switch state {
+        case .closed:
+            return
+        case .idle:
+            // An idle connection that becomes readable was closed by the server (or it sent
+            // bytes nobody asked for): either way it cannot be reused.
+            close()
+        case .active:
+            if sending && events & EpollBits.writable != 0 {
+                writeRequest()
+            }
+            guard case .active = state, delegate != nil else { return }
+            if events & (EpollBits.readable | EpollBits.hangup | EpollBits.error) != 0 {
+                readResponse()
+            }
+        }
+    }
+
+    private func writeRequest() {
+        while sending {
+            let headCount = outHead.count
+            let result: IOResult = outHead.withUnsafeBytes { headBytes in
+                outBody.withUnsafeBytes { bodyBytes in
+                    let first = written < headCount ? UnsafeRawBufferPointer(rebasing: headBytes[written...]) : UnsafeRawBufferPointer(start: nil, count: 0)
+                    let bodyOffset = max(0, written - headCount)
+                    let second = UnsafeRawBufferPointer(rebasing: bodyBytes[bodyOffset...])
+                    return Socket.write(fd, first, second)
+                }
+            }
+            switch result {
+            case .bytes(let n):
+                written += n
+                delegate?.exchangeDidSend(bytes: n)
+                if written == headCount + outBody.count {
+                    sending = false
+                    outBody = Data()
+                    setWatchingWrite(false)
+                }
+            case .wouldBlock:
+                setWatchingWrite(true)
+                return
+            case .endOfFile:
+                return
+            case .failed(let code):
+                // The server may have answered and closed (413, 401): read what it said
+                // before reporting the write error.
+                sending = false
+                setWatchingWrite(false)
+                readResponse(writeError: code)
+                return
+            }
+        }
+    }
+
+    private func setWatchingWrite(_ on: Bool) {
+        guard watchingWrite != on, let registration else { return }
+        watchingWrite = on
+        loop.reregister(registration, interest: on ? [.read, .write] : .read)
+    }
+
+    private func readResponse(writeError: Int32? = nil) {
+        // Several reads per wakeup while the socket keeps filling the buffer; a short read
+        // means it is drained, which saves the EAGAIN round trip.
+        for _ in 0..<8 {
+            guard case .active = state, delegate != nil else { return }
+            switch Socket.read(fd, into: readBuffer) {
+            case .bytes(let n):
+                delegate?.exchangeDidReceive(bytes: n)
+                process(UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]))
+                if n < readBuffer.count { return }
+            case .wouldBlock:
+                if let writeError { fail(.io(writeError, while: "sending the request")) }
+                return
+            case .endOfFile:
+                if let writeError, !parser.hasReceivedBytes {
+                    fail(.io(writeError, while: "sending the request"))
+                    return
+                }
+                endOfInput()
+                return
+            case .failed(let code):
+                fail(.io(code, while: parser.hasReceivedBytes ? "receiving the response" : "waiting for the response"))
+                return
+            }
+        }
+    }
+
+    private func process(_ input: UnsafeRawBufferPointer) {
+        var offset = 0
+        while let delegate {
+            let event: ResponseParser.Event
+            let consumed: Int
+            do {
+                (consumed, event) = try parser.parse(UnsafeRawBufferPointer(rebasing: input[offset...]))
+            } catch {
+                fail(.parse(error))
+                return
+            }
+            let base = offset
+            offset += consumed
+            do {
+                switch event {
+                case .needMore:
+                    return
+                case .informational(let head):
+                    delegate.exchangeDidReceiveInformational(head)
+                case .head(let head):
+                    if sending {
+                        // An early final response (413, 401…) ends the upload; the
+                        // connection cannot be reused since the body was cut short.
+                        sending = false
+                        outHead = []
+                        outBody = Data()
+                        setWatchingWrite(false)
+                        requestCutShort = true
+                    }
+                    responseKeepAlive = head.keepAlive
+                    try delegate.exchangeDidReceiveHead(head)
+                case .body(let range):
+                    try delegate.exchangeDidReceiveBody(UnsafeRawBufferPointer(rebasing: input[(base + range.lowerBound)..<(base + range.upperBound)]))
+                case .end(let trailers):
+                    complete(trailers: trailers, leftover: input.count - offset)
+                    return
+                }
+            } catch {
+                fail(.delegate(error))
+                return
+            }
+        }
+    }
+
+    private func endOfInput() {
+        do {
+            let event = try parser.inputEnded()
+            if case .end(let trailers) = event {
+                complete(trailers: trailers, leftover: 0, peerClosed: true)
+            }
+        } catch {
+            fail(.parse(error))
+        }
+    }
+
+    private func complete(trailers: [RawHeaderField], leftover: Int, peerClosed: Bool = false) {
+        guard let delegate else { return }
+        self.delegate = nil
+        let reusable = !peerClosed && leftover == 0 && !requestCutShort && !sending && responseKeepAlive
+        completedExchanges += 1
+        if reusable {
+            pool?.release(self)
+        } else {
+            close()
+        }
+        delegate.exchangeDidComplete(trailers: trailers)
+    }
+
+    private func fail(_ kind: ExchangeFailure.Kind) {
+        guard let delegate else { return }
+        let failure = ExchangeFailure(
+            kind: kind, receivedResponseBytes: parser.hasReceivedBytes, connectionWasReused: isReused)
+        self.delegate = nil
+        close()
+        delegate.exchangeDidFail(failure)
+    }
+}

@@ -1,0 +1,59 @@
+import TinyFire
+
+/// fire-agent's exit statuses. Where curl has a code for the same failure, fire-agent uses
+/// curl's number, so scripts written for curl read them the same way. docs/CLI.md lists them.
+enum ExitStatus: Int32 {
+    /// A complete transfer with a 2xx status.
+    case success = 0
+    /// Redirect to a scheme that is not allowed (https → http), or another refused protocol.
+    case unsupportedProtocol = 1
+    /// The URL or the request could not be used.
+    case malformedURL = 3
+    /// The host name did not resolve.
+    case couldNotResolveHost = 6
+    /// No address accepted the connection.
+    case couldNotConnect = 7
+    /// The server's response broke HTTP/1.1.
+    case weirdServerReply = 8
+    /// The server answered with a status outside 2xx.
+    case httpError = 22
+    /// Writing the body (to -o or stdout) failed.
+    case writeError = 23
+    /// Reading a local file (-d @file) failed.
+    case readError = 26
+    /// A timeout fired: connect, idle, total or low speed.
+    case timedOut = 28
+    /// More redirects than --max-redirs.
+    case tooManyRedirects = 47
+    /// The connection failed or closed while receiving.
+    case receiveError = 56
+    /// The body's Content-Encoding could not be decoded.
+    case badContentEncoding = 61
+    /// The body exceeded a configured size limit.
+    case sizeLimitExceeded = 63
+    /// Out of system resources, or anything else.
+    case internalError = 99
+
+    /// The status for a TinyFire error.
+    init(_ error: TinyFireError) {
+        switch error {
+        case .invalidURL, .invalidRequest: self = .malformedURL
+        case .explicitlyCancelled, .sessionDeinitialized, .resourceExhausted: self = .internalError
+        case .responseValidationFailed: self = .httpError
+        case .sessionTaskFailed(let transfer):
+            switch transfer.reason {
+            case .nameResolutionFailed: self = .couldNotResolveHost
+            case .connectFailed: self = .couldNotConnect
+            case .timedOut, .lowSpeed: self = .timedOut
+            case .connectionError: self = .receiveError
+            case .invalidResponse: self = .weirdServerReply
+            case .contentDecodingFailed: self = .badContentEncoding
+            case .bodyLimitExceeded: self = .sizeLimitExceeded
+            case .tooManyRedirects: self = .tooManyRedirects
+            case .insecureRedirect: self = .unsupportedProtocol
+            case .invalidRedirect: self = .weirdServerReply
+            case .fileWriteFailed: self = .writeError
+            }
+        }
+    }
+}

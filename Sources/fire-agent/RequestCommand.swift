@@ -1,0 +1,227 @@
+import ArgumentParser
+import HTTPTypes
+import TinyFire
+
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `fire-agent request URL`: one HTTP transfer, curl style.
+struct RequestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "request",
+        abstract: "Perform one HTTP request (curl-like). Exit 0 only for a complete 2xx response.",
+        discussion: """
+            The body goes to stdout, or with -o to a file that appears only once the body is \
+            complete (written to a hidden sibling, then renamed). See docs/CLI.md for exit codes.
+            """
+    )
+
+    @Argument(help: "The URL (http://…).")
+    var url: String
+
+    @Option(name: [.customShort("X"), .long], help: "Request method (default GET, or POST with -d).")
+    var method: String?
+
+    @Option(name: [.customShort("H"), .long], help: "Extra header 'Name: value' (repeatable).")
+    var header: [String] = []
+
+    @Option(name: [.customShort("d"), .long], help: "Request body; @FILE reads it from a file.")
+    var data: String?
+
+    @Option(name: [.customShort("o"), .long], help: "Write the body to FILE instead of stdout.")
+    var output: String?
+
+    @Flag(name: [.customShort("i"), .customLong("include")], help: "Include the response head in the output.")
+    var include = false
+
+    @Flag(name: [.customShort("v"), .long], help: "Show the request and response heads and phase timings on stderr.")
+    var verbose = false
+
+    @Option(name: .customLong("timeout"), help: "Total time allowed, in seconds (curl's --max-time).")
+    var timeout: Double?
+
+    @Option(name: .customLong("connect-timeout"), help: "Time allowed for DNS plus connect, in seconds (default 30).")
+    var connectTimeout: Double?
+
+    @Option(name: .customLong("idle-timeout"), help: "Time allowed without any byte moving, in seconds (default 60).")
+    var idleTimeout: Double?
+
+    @Option(name: .customLong("speed-limit"), help: "Abort when slower than this many bytes/s for --speed-time seconds.")
+    var speedLimit: Int?
+
+    @Option(name: .customLong("speed-time"), help: "Window for --speed-limit, in seconds (default 30).")
+    var speedTime: Double = 30
+
+    @Option(name: .customLong("max-redirs"), help: "Redirects to follow at most (default 10; 0 disables).")
+    var maxRedirects: Int = SessionConfiguration.defaultMaxRedirects
+
+    @Option(name: .customLong("max-body"), help: "Largest request body read from -d @FILE, in bytes (default 16 MiB).")
+    var maxRequestBody: Int = SessionConfiguration.defaultMaxInMemoryBodyBytes
+
+    func run() async throws {
+        signal(SIGPIPE, SIG_IGN)
+        let status = await perform()
+        if status != .success { throw ExitCode(status.rawValue) }
+    }
+
+    private func perform() async -> ExitStatus {
+        var configuration = SessionConfiguration()
+        if let timeout { configuration.totalTimeout = .milliseconds(Int64(timeout * 1000)) }
+        if let connectTimeout { configuration.connectTimeout = .milliseconds(Int64(connectTimeout * 1000)) }
+        if let idleTimeout { configuration.idleTimeout = .milliseconds(Int64(idleTimeout * 1000)) }
+        if let speedLimit {
+            configuration.lowSpeedLimit = LowSpeedLimit(bytesPerSecond: speedLimit, window: .milliseconds(Int64(speedTime * 1000)))
+        }
+        configuration.maxRedirects = maxRedirects
+        configuration.headers.update(name: "User-Agent", value: "fire-agent/\(HTTPHeaders.tinyFireVersion) TinyFire/\(HTTPHeaders.tinyFireVersion)")
+
+        var headers = HTTPHeaders()
+        for line in header {
+            guard let colon = line.firstIndex(of: ":") else {
+                return fail(.malformedURL, "invalid header \(line.debugDescription): expected 'Name: value'")
+            }
+            let name = trimmed(line[..<colon])
+            let value = trimmed(line[line.index(after: colon)...])
+            guard HTTPField.Name(name) != nil else {
+                return fail(.malformedURL, "invalid header name \(name.debugDescription)")
+            }
+            headers.add(name: name, value: value)
+        }
+
+        var body: Data?
+        if let data {
+            if data.hasPrefix("@") {
+                let path = String(data.dropFirst())
+                switch readFile(path, limit: maxRequestBody) {
+                case .success(let contents): body = contents
+                case .failure(let error): return fail(.readError, error.message)
+                }
+            } else {
+                body = Data(data.utf8)
+            }
+            if headers.value(for: "Content-Type") == nil {
+                headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+            }
+        }
+        let method = HTTPMethod(rawValue: method ?? (body == nil ? "GET" : "POST"))
+
+        // Where the body goes.
+        let target: DownloadRequest.Target
+        var outputFD: Int32 = -1
+        if let output, output != "-" {
+            var info = stat()
+            if stat(output, &info) == 0 && (info.st_mode & S_IFMT) != S_IFREG {
+                // /dev/null, a FIFO, a terminal: write straight through.
+                outputFD = open(output, O_WRONLY | O_CLOEXEC)
+                guard outputFD >= 0 else {
+                    return fail(.writeError, "cannot open \(output): \(String(cString: strerror(errno)))")
+                }
+                target = .descriptor(outputFD)
+            } else {
+                let url = URL(filePath: output)
+                target = .destination { _, _ in (url, [.removePreviousFile]) }
+            }
+        } else {
+            target = .descriptor(STDOUT_FILENO)
+        }
+        defer { if outputFD >= 0 { close(outputFD) } }
+
+        let session = Session(configuration: configuration)
+        let request = session.download(
+            url, method: method, headers: headers, body: body, target: target,
+            acceptableStatusCodes: 200..<300, includeResponseHead: include)
+        if verbose {
+            request.onHTTPResponse { [request] response in
+                var lines: [String] = []
+                if let sent = request.request {
+                    lines.append("> \(sent.method.rawValue) \(sent.path ?? "/") HTTP/1.1")
+                    lines.append("> Host: \(sent.authority ?? "")")
+                    for field in sent.headerFields { lines.append("> \(field.name.rawName): \(field.value)") }
+                    lines.append(">")
+                }
+                lines.append("< HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)")
+                for field in response.headerFields { lines.append("< \(field.name.rawName): \(field.value)") }
+                lines.append("<")
+                printError(lines.joined(separator: "\n"))
+            }
+        }
+        let response = await request.downloadResponse
+        if verbose, let metrics = response.metrics { printError(describe(metrics)) }
+        switch response.result {
+        case .success:
+            return .success
+        case .failure(let error):
+            let status = ExitStatus(error)
+            if case .responseValidationFailed(.unacceptableStatusCode(let code)) = error {
+                let reason = response.response?.status.reasonPhrase ?? ""
+                return fail(status, "HTTP \(code) \(reason) from \(url)" + (output != nil ? " (no output written)" : ""))
+            }
+            return fail(status, error.description)
+        }
+    }
+
+    private func describe(_ metrics: TransferMetrics) -> String {
+        func ms(_ duration: Duration?) -> String {
+            guard let duration else { return "-" }
+            let (s, a) = duration.components
+            let micros = s * 1_000_000 + a / 1_000_000_000_000
+            let fraction = String(micros % 1000)
+            return "\(micros / 1000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction) ms"
+        }
+        var text = "* remote \(metrics.remoteAddress ?? "-")\(metrics.reusedConnection ? " (reused connection)" : "")"
+        for hop in metrics.redirects { text += "\n* redirected to \(hop)" }
+        text += "\n* dns \(ms(metrics.nameLookup)), connect \(ms(metrics.connect)), first byte \(ms(metrics.timeToFirstByte)), total \(ms(metrics.total))"
+        text += "\n* sent \(metrics.requestBytesSent) bytes, received \(metrics.responseBytesReceived) bytes (body \(metrics.responseBodyBytes) on the wire, \(metrics.decodedBodyBytes) decoded)"
+        return text
+    }
+
+    private func fail(_ status: ExitStatus, _ message: String) -> ExitStatus {
+        printError("fire-agent: \(message)")
+        return status
+    }
+}
+
+/// Reads a whole file up to `limit` bytes.
+func readFile(_ path: String, limit: Int) -> Result<Data, ReadFileError> {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return .failure(ReadFileError("cannot open \(path): \(String(cString: strerror(errno)))")) }
+    defer { close(fd) }
+    var data = Data()
+    var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n == 0 { return .success(data) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            return .failure(ReadFileError("cannot read \(path): \(String(cString: strerror(errno)))"))
+        }
+        guard data.count + n <= limit else {
+            return .failure(ReadFileError("\(path) is larger than the request body limit of \(limit) bytes (--max-body)"))
+        }
+        data.append(contentsOf: buffer[0..<n])
+    }
+}
+
+struct ReadFileError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+func printError(_ text: String) {
+    let line = text + "\n"
+    _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+}
+
+/// `text` without leading and trailing spaces and tabs.
+func trimmed(_ text: Substring) -> String {
+    var slice = text
+    while let first = slice.first, first == " " || first == "\t" { slice = slice.dropFirst() }
+    while let last = slice.last, last == " " || last == "\t" { slice = slice.dropLast() }
+    return String(slice)
+}
