@@ -47,6 +47,7 @@ let package = Package(
             name: "TinyFireTests",
             dependencies: [
                 "TinyFire",
+                "CZlib",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),

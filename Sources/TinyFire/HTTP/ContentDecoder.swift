@@ -56,11 +56,11 @@ final class ContentDecoder {
     private let output: UnsafeMutableRawBufferPointer
     private var initialized = false
     private var finished = false
-    /// Whether inflate has accepted any input (the raw-deflate fallback is decided before).
-    private var sawInput = false
+    /// For deflate: whether the zlib-or-raw question is settled, and the header bytes seen.
+    private var modeDecided = false
+    private var probe: [UInt8] = []
     /// Whether any compressed byte was passed in.
     private var receivedInput = false
-    private var triedRawFallback = false
 
     /// Creates a decoder.
     /// - Parameters:
@@ -94,8 +94,27 @@ final class ContentDecoder {
     func decode(
         _ input: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
-        guard !input.isEmpty, let base = input.baseAddress else { return }
+        guard !input.isEmpty else { return }
         receivedInput = true
+        var rest = input
+        if coding == .deflate && !modeDecided {
+            // "deflate" should be zlib-wrapped, but some servers send raw deflate: look at
+            // the 2-byte zlib header (RFC 1950 §2.2) before choosing.
+            let take = min(2 - probe.count, rest.count)
+            probe.append(contentsOf: rest[0..<take])
+            rest = UnsafeRawBufferPointer(rebasing: rest[take...])
+            guard probe.count == 2 else { return }
+            modeDecided = true
+            let isZlib = probe[0] & 0x0F == 8 && (UInt16(probe[0]) << 8 | UInt16(probe[1])) % 31 == 0
+            if !isZlib { try start(windowBits: -15) }
+            let header = probe
+            try header.withUnsafeBytes { try inflateAll($0, emit: emit) }
+        }
+        try inflateAll(rest, emit: emit)
+    }
+
+    private func inflateAll(_ input: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        guard !input.isEmpty, let base = input.baseAddress else { return }
         var offset = 0
         while offset < input.count {
             if finished {
@@ -123,27 +142,15 @@ final class ContentDecoder {
                     }
                 case Z_STREAM_END:
                     finished = true
-                case Z_DATA_ERROR where coding == .deflate && !sawInput && !triedRawFallback:
-                    // Not a zlib header: retry the same bytes as raw deflate.
-                    triedRawFallback = true
-                    try start(windowBits: -15)
-                    stream.next_in = UnsafeMutablePointer(mutating: base.advanced(by: offset).assumingMemoryBound(to: UInt8.self))
-                    stream.avail_in = UInt32(chunk)
-                    continue
                 default:
                     throw ContentDecodingError.corrupt(coding: coding, message: zlibMessage(status))
                 }
-                sawInput = true
                 if produced > 0 {
                     try emit(UnsafeRawBufferPointer(rebasing: output[0..<produced]))
                 }
                 if finished || (stream.avail_in == 0 && stream.avail_out != 0) { break }
             } while true
             offset += chunk - Int(stream.avail_in)
-            if !finished && stream.avail_in != 0 {
-                // inflate made no progress on remaining input: cannot happen with a free output buffer.
-                throw ContentDecodingError.corrupt(coding: coding, message: "no progress")
-            }
         }
     }
 

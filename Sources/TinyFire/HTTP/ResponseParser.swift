@@ -336,8 +336,7 @@ public struct ResponseParser: Sendable {
             func fail() -> HTTPParseError { .invalidHeaderLine(String(decoding: line, as: UTF8.self)) }
             if line.first == 0x20 || line.first == 0x09 {
                 // obs-fold: a user agent replaces it with a space (RFC 9112 §5.2).
-                guard !fields.isEmpty else { throw fail() }
-                let more = try fieldValue(line[...])
+                guard !fields.isEmpty, let more = fieldValue(line[...]) else { throw fail() }
                 let previous = fields[fields.count - 1].value
                 fields[fields.count - 1].value = previous.isEmpty ? more : previous + " " + more
                 continue
@@ -347,19 +346,20 @@ public struct ResponseParser: Sendable {
                 throw fail()  // includes whitespace before the colon (RFC 9112 §5.1)
             }
             let name = String(decoding: line[line.startIndex..<colon], as: UTF8.self)
-            let value = try fieldValue(line[(colon + 1)...])
+            guard let value = fieldValue(line[(colon + 1)...]) else { throw fail() }
             fields.append(RawHeaderField(name: name, value: value))
         }
         return fields
     }
 
-    private func fieldValue(_ raw: ArraySlice<UInt8>) throws(HTTPParseError) -> String {
+    /// The trimmed value, or nil when it holds NUL, CR or LF.
+    private func fieldValue(_ raw: ArraySlice<UInt8>) -> String? {
         var start = raw.startIndex
         var end = raw.endIndex
         while start < end && (raw[start] == 0x20 || raw[start] == 0x09) { start += 1 }
         while end > start && (raw[end - 1] == 0x20 || raw[end - 1] == 0x09) { end -= 1 }
         for byte in raw[start..<end] where byte == 0 || byte == 0x0D || byte == 0x0A {
-            throw .invalidHeaderLine(String(decoding: raw, as: UTF8.self))
+            return nil
         }
         return String(decoding: raw[start..<end], as: UTF8.self)
     }
@@ -412,7 +412,7 @@ public struct ResponseParser: Sendable {
     private func parseChunkSizeLine() throws(HTTPParseError) -> UInt64 {
         var line = lineBuffer[...]
         if line.last == 0x0D { line = line.dropLast() }
-        func fail() -> HTTPParseError { .invalidChunkSize(String(decoding: lineBuffer, as: UTF8.self)) }
+        func fail() -> HTTPParseError { .invalidChunkSize(String(decoding: line, as: UTF8.self)) }
         var size: UInt64 = 0
         var digits = 0
         var index = line.startIndex

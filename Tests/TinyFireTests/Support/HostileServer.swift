@@ -1,0 +1,133 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A small misbehaving HTTP server for the failures no real peer shows on demand: it listens
+/// on 127.0.0.1, and for each accepted connection runs a script with blocking socket calls on
+/// its own thread. Stopped (listener closed) by `stop()` or deinit.
+final class HostileServer: @unchecked Sendable {
+    /// One accepted connection, for the script.
+    struct Client {
+        let fd: Int32
+        /// The connection's index (0 for the first accepted).
+        let index: Int
+
+        /// Reads until the end of a request head (and the Content-Length body, if any).
+        @discardableResult
+        func readRequest() -> String {
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                if let range = findHeadEnd(bytes) {
+                    let head = String(decoding: bytes[..<range], as: UTF8.self)
+                    var length = 0
+                    for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
+                        length = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? 0
+                    }
+                    while bytes.count < range + length {
+                        let n = read(fd, &buffer, buffer.count)
+                        if n <= 0 { break }
+                        bytes.append(contentsOf: buffer[0..<n])
+                    }
+                    return head
+                }
+                let n = read(fd, &buffer, buffer.count)
+                if n <= 0 { return String(decoding: bytes, as: UTF8.self) }
+                bytes.append(contentsOf: buffer[0..<n])
+            }
+        }
+
+        private func findHeadEnd(_ bytes: [UInt8]) -> Int? {
+            guard bytes.count >= 4 else { return nil }
+            for index in 3..<bytes.count
+            where bytes[index - 3] == 13 && bytes[index - 2] == 10 && bytes[index - 1] == 13 && bytes[index] == 10 {
+                return index + 1
+            }
+            return nil
+        }
+
+        func send(_ text: String) { send(Data(text.utf8)) }
+
+        func send(_ data: Data) {
+            data.withUnsafeBytes { raw in
+                var offset = 0
+                while offset < raw.count {
+                    let n = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                    if n <= 0 { return }
+                    offset += n
+                }
+            }
+        }
+
+        /// Closes with a TCP reset instead of a FIN.
+        func reset() {
+            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+            close(fd)
+        }
+
+        func sleep(_ seconds: Double) { usleep(useconds_t(seconds * 1_000_000)) }
+    }
+
+    let port: Int
+    private let listener: Int32
+    private final class Counters: Sendable {
+        let stopped = Atomic<Bool>(false)
+        let accepted = Atomic<Int>(0)
+    }
+    private let counters = Counters()
+
+    var base: String { "http://127.0.0.1:\(port)" }
+    /// Connections accepted so far.
+    var connectionCount: Int { counters.accepted.load(ordering: .relaxed) }
+
+    /// Starts listening.
+    /// - Parameter script: run for each connection on its own thread; the connection is
+    ///   closed when it returns (unless the script closed or reset it).
+    init(script: @escaping @Sendable (Client) -> Void) throws {
+        let listenFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(listenFD, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listenFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listenFD, 16) == 0 else {
+            close(listenFD)
+            throw FixtureError(description: "hostile server cannot listen: \(String(cString: strerror(errno)))")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listenFD, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        listener = listenFD
+        let counters = self.counters
+        let thread = Thread {
+            while !counters.stopped.load(ordering: .relaxed) {
+                let fd = accept(listenFD, nil, nil)
+                if fd < 0 { return }
+                let index = counters.accepted.wrappingAdd(1, ordering: .relaxed).oldValue
+                let worker = Thread {
+                    script(Client(fd: fd, index: index))
+                    close(fd)
+                }
+                worker.start()
+            }
+        }
+        thread.start()
+    }
+
+    func stop() {
+        guard !counters.stopped.exchange(true, ordering: .relaxed) else { return }
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    deinit { stop() }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Errors of the test fixtures themselves (a peer that would not start).
+struct FixtureError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Processes the fixtures started; killed when the test process exits.
+private let spawnedProcesses = Mutex<[Process]>([])
+/// Pid files of servers whose launcher does not keep the server's pid (pyenv shims fork).
+private let pidFiles = Mutex<[String]>([])
+
+private let registerCleanup: Void = {
+    atexit {
+        for process in spawnedProcesses.withLock({ $0 }) where process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+        }
+        // Plain system calls: Foundation may be partly torn down during exit.
+        for path in pidFiles.withLock({ $0 }) {
+            let fd = open(path, O_RDONLY)
+            guard fd >= 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 32)
+            let n = read(fd, &buffer, buffer.count)
+            close(fd)
+            guard n > 0 else { continue }
+            let digits = buffer[0..<n].prefix { $0 >= 48 && $0 <= 57 }
+            if let pid = Int32(String(decoding: digits, as: UTF8.self)) { kill(pid, SIGTERM) }
+        }
+    }
+}()
+
+/// A free TCP port on 127.0.0.1 (bound, then released).
+func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    _ = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Waits until something accepts TCP connections on 127.0.0.1:`port`.
+func waitForPort(_ port: Int, timeout: TimeInterval = 15) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        let status = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        close(fd)
+        if status == 0 { return }
+        usleep(50_000)
+    }
+    throw FixtureError(description: "nothing listening on port \(port) after \(timeout) s")
+}
+
+func startProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> Process {
+    _ = registerCleanup
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    // Never the test runner's own stdout/stderr: swift test waits for every holder of those
+    // pipes to close them, and a server outliving the run would hold it forever.
+    let logPath = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "tinyfire-\(URL(fileURLWithPath: executable).lastPathComponent)-\(getpid()).log").path
+    FileManager.default.createFile(atPath: logPath, contents: nil)
+    let log = FileHandle(forWritingAtPath: logPath) ?? FileHandle.nullDevice
+    process.standardInput = FileHandle.nullDevice
+    process.standardOutput = log
+    process.standardError = log
+    try process.run()
+    spawnedProcesses.withLock { $0.append(process) }
+    return process
+}
+
+/// Finds an executable on PATH (and in the usual sbin directories, where nginx lives).
+func which(_ name: String) -> String? {
+    let path = (ProcessInfo.processInfo.environment["PATH"] ?? "") + ":/usr/sbin:/sbin:/usr/local/bin"
+    for directory in path.split(separator: ":") {
+        let candidate = "\(directory)/\(name)"
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    return nil
+}
+
+/// nginx on loopback (IPv4 and IPv6) serving generated files, started once per test process.
+final class NginxFixture: Sendable {
+    static let shared = Result { try NginxFixture() }
+
+    let port: Int
+    let root: String
+    /// 1 MiB of pseudo-random bytes at /1m.bin.
+    let oneMiB: Data
+    /// A compressible text at /text.txt (served gzip'd when asked).
+    let text: Data
+
+    var base: String { "http://127.0.0.1:\(port)" }
+
+    private init() throws {
+        guard let nginx = which("nginx") else { throw FixtureError(description: "nginx is not installed (apt-get install nginx-light)") }
+        port = freePort()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-nginx-\(getpid())")
+        root = directory.appendingPathComponent("www").path
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        var generator = SplitMix64(seed: 42)
+        oneMiB = Data((0..<(1 << 20)).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+        try oneMiB.write(to: URL(fileURLWithPath: root + "/1m.bin"))
+        text = Data(String(repeating: "TinyFire streams through fixed buffers. ", count: 5000).utf8)
+        try text.write(to: URL(fileURLWithPath: root + "/text.txt"))
+        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: root + "/hello.txt"))
+        try Data().write(to: URL(fileURLWithPath: root + "/empty.txt"))
+        let dir = directory.path
+        let config = """
+            worker_processes 1;
+            daemon off;
+            pid \(dir)/nginx.pid;
+            error_log \(dir)/error.log;
+            events { worker_connections 256; }
+            http {
+              access_log off;
+              sendfile on;
+              client_body_temp_path \(dir)/body;
+              proxy_temp_path \(dir)/proxy;
+              fastcgi_temp_path \(dir)/fastcgi;
+              uwsgi_temp_path \(dir)/uwsgi;
+              scgi_temp_path \(dir)/scgi;
+              keepalive_requests 100000;
+              default_type application/octet-stream;
+              gzip on; gzip_types text/plain; gzip_min_length 10;
+              types { text/plain txt; }
+              server {
+                listen 127.0.0.1:\(port);
+                listen [::1]:\(port);
+                root \(root);
+                location = /redirect { return 302 /hello.txt; }
+                location = /redirect-absolute { return 301 http://localhost:\(port)/hello.txt; }
+                location = /loop { return 302 /loop; }
+                location = /no-content { return 204; }
+              }
+            }
+            """
+        try config.write(toFile: dir + "/nginx.conf", atomically: true, encoding: .utf8)
+        _ = try startProcess(nginx, ["-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
+        try waitForPort(port)
+    }
+}
+
+/// httpbin under gunicorn, started once per test process.
+final class HttpbinFixture: Sendable {
+    static let shared = Result { try HttpbinFixture() }
+
+    let port: Int
+    var base: String { "http://127.0.0.1:\(port)" }
+
+    private init() throws {
+        guard which("gunicorn") != nil, let python = which("python3") else {
+            throw FixtureError(description: "gunicorn is not installed (pip install httpbin gunicorn)")
+        }
+        port = freePort()
+        let pidFile = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-gunicorn-\(getpid()).pid").path
+        pidFiles.withLock { $0.append(pidFile) }
+        // The test runner blocks signals in its threads and children inherit the mask, so
+        // gunicorn would never see SIGTERM: clear the mask, then exec gunicorn.
+        let unblockAndExec = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execvp('gunicorn', ['gunicorn'] + sys.argv[1:])"
+        _ = try startProcess(python, ["-c", unblockAndExec, "-p", pidFile, "-b", "127.0.0.1:\(port)", "-w", "2", "-k", "sync", "--log-level", "error", "httpbin:app"])
+        try waitForPort(port, timeout: 30)
+    }
+}
+
+/// A deterministic generator for test data.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
