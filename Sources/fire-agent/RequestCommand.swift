@@ -3,12 +3,12 @@ import HTTPTypes
 import TinyFire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// `fire-agent request URL`: one HTTP transfer, curl style.
@@ -79,7 +79,8 @@ struct RequestCommand: AsyncParsableCommand {
             configuration.lowSpeedLimit = LowSpeedLimit(bytesPerSecond: speedLimit, window: .milliseconds(Int64(speedTime * 1000)))
         }
         configuration.maxRedirects = maxRedirects
-        configuration.headers.update(name: "User-Agent", value: "fire-agent/\(HTTPHeaders.tinyFireVersion) TinyFire/\(HTTPHeaders.tinyFireVersion)")
+        configuration.headers.update(
+            name: "User-Agent", value: "fire-agent/\(HTTPHeaders.tinyFireVersion) TinyFire/\(HTTPHeaders.tinyFireVersion)")
 
         var headers = HTTPHeaders()
         for line in header {
@@ -176,8 +177,10 @@ struct RequestCommand: AsyncParsableCommand {
         }
         var text = "* remote \(metrics.remoteAddress ?? "-")\(metrics.reusedConnection ? " (reused connection)" : "")"
         for hop in metrics.redirects { text += "\n* redirected to \(hop)" }
-        text += "\n* dns \(ms(metrics.nameLookup)), connect \(ms(metrics.connect)), first byte \(ms(metrics.timeToFirstByte)), total \(ms(metrics.total))"
-        text += "\n* sent \(metrics.requestBytesSent) bytes, received \(metrics.responseBytesReceived) bytes (body \(metrics.responseBodyBytes) on the wire, \(metrics.decodedBodyBytes) decoded)"
+        text +=
+            "\n* dns \(ms(metrics.nameLookup)), connect \(ms(metrics.connect)), first byte \(ms(metrics.timeToFirstByte)), total \(ms(metrics.total))"
+        text +=
+            "\n* sent \(metrics.requestBytesSent) bytes, received \(metrics.responseBytesReceived) bytes (body \(metrics.responseBodyBytes) on the wire, \(metrics.decodedBodyBytes) decoded)"
         return text
     }
 

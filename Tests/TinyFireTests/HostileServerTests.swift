@@ -103,8 +103,9 @@ struct HostileServerTests {
                 client.send("xx")
             }
         }
-        let session = Session(configuration: SessionConfiguration(
-            lowSpeedLimit: LowSpeedLimit(bytesPerSecond: 1000, window: .seconds(1))))
+        let session = Session(
+            configuration: SessionConfiguration(
+                lowSpeedLimit: LowSpeedLimit(bytesPerSecond: 1000, window: .seconds(1))))
         let error = try #require(transferReason(await session.request(server.base).awaited))
         guard case .lowSpeed(bytesPerSecond: 1000, window: _, measuredBytesPerSecond: let measured) = error.reason else {
             Issue.record("got \(error)")

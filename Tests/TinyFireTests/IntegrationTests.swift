@@ -142,7 +142,8 @@ struct NginxTests {
             return
         }
         #expect(try Data(contentsOf: destination) == Data("old".utf8))
-        let replaced = await Session().download("\(server.base)/hello.txt") { _, _ in (destination, [.removePreviousFile]) }.downloadResponse
+        let replaced = await Session().download("\(server.base)/hello.txt") { _, _ in (destination, [.removePreviousFile]) }
+            .downloadResponse
         #expect(replaced.error == nil)
         #expect(try Data(contentsOf: destination) == Data("hello\n".utf8))
     }
@@ -243,7 +244,9 @@ struct HttpbinTests {
     func upload() async throws {
         let server = try httpbin()
         let body = Data("{\"fire\":1}".utf8)
-        let response = await Session().upload(body, to: "\(server.base)/anything", method: .put, headers: ["Content-Type": "application/json"]).awaited
+        let response = await Session().upload(
+            body, to: "\(server.base)/anything", method: .put, headers: ["Content-Type": "application/json"]
+        ).awaited
         let echoed = try json(response.data)
         #expect(echoed["method"] as? String == "PUT")
         #expect(echoed["data"] as? String == "{\"fire\":1}")

@@ -86,7 +86,8 @@ struct ResponseParserTests {
 
     @Test("chunked body with extensions and trailers", arguments: splits)
     func chunkedWithExtensionsAndTrailers(split: Int) throws {
-        let input = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        let input =
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
             + "5;name=value\r\nhello\r\n1A ; x\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nX-Checksum: 42\r\nX-Other: y\r\n\r\n"
         let parsed = try parseAll(input, split: split, eof: false)
         #expect(parsed.head?.framing == .chunked)
@@ -224,18 +225,22 @@ struct ResponseParserTests {
         }
     }
 
-    @Test("malformed status lines are rejected", arguments: [
-        "HTTP/2 200 OK", "HTTP/1.1 20 OK", "ICY 200 OK", "HTTP/1.1 200OK", "HTTP/1.1 099 Low", "HTTP/1.1 200 O\u{1}K",
-    ])
+    @Test(
+        "malformed status lines are rejected",
+        arguments: [
+            "HTTP/2 200 OK", "HTTP/1.1 20 OK", "ICY 200 OK", "HTTP/1.1 200OK", "HTTP/1.1 099 Low", "HTTP/1.1 200 O\u{1}K",
+        ])
     func badStatusLine(line: String) {
         #expect(throws: HTTPParseError.invalidStatusLine(line)) {
             try parseAll("\(line)\r\nContent-Length: 0\r\n\r\n")
         }
     }
 
-    @Test("malformed header lines are rejected", arguments: [
-        "No-Colon", "Bad Name: x", "Space-Before-Colon : x", ": empty-name", "X-Nul: a\u{0}b", "X-CR: a\rb",
-    ])
+    @Test(
+        "malformed header lines are rejected",
+        arguments: [
+            "No-Colon", "Bad Name: x", "Space-Before-Colon : x", ": empty-name", "X-Nul: a\u{0}b", "X-CR: a\rb",
+        ])
     func badHeaderLine(line: String) {
         #expect(throws: HTTPParseError.invalidHeaderLine(line)) {
             try parseAll("HTTP/1.1 200 OK\r\n\(line)\r\nContent-Length: 0\r\n\r\n")
@@ -256,10 +261,12 @@ struct ResponseParserTests {
 
     @Test("error messages name the problem")
     func messages() {
-        #expect(HTTPParseError.truncatedBody(expected: 100, received: 10).description
-            == "connection closed after 10 of 100 body bytes (Content-Length)")
-        #expect(HTTPParseError.headerBlockTooLarge(limit: 65536).description
-            == "response head exceeds the header block limit of 65536 bytes")
+        #expect(
+            HTTPParseError.truncatedBody(expected: 100, received: 10).description
+                == "connection closed after 10 of 100 body bytes (Content-Length)")
+        #expect(
+            HTTPParseError.headerBlockTooLarge(limit: 65536).description
+                == "response head exceeds the header block limit of 65536 bytes")
         #expect(HTTPParseError.invalidChunkSize("z\rz").description == "invalid chunk size line \"z\\rz\"")
     }
 }

@@ -1,10 +1,11 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Dispatch
 import HTTPTypes
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A request whose body is collected in memory, bounded by the session's
 /// `maxInMemoryBodyBytes` (counted after decompression).
@@ -109,6 +110,7 @@ public struct DataResponse<Success: Sendable, Failure: Error>: Sendable, CustomD
             request: request, response: response, data: data, metrics: metrics, result: result.map(transform))
     }
 
+    /// One line: method, target, status, body size and outcome.
     public var debugDescription: String {
         let method = request?.method.rawValue ?? "?"
         let target = (request?.authority ?? "") + (request?.path ?? "")

@@ -1,11 +1,12 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Dispatch
 import HTTPTypes
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// A request whose body streams to a file (or to a descriptor) through the connection's fixed
 /// read buffer: memory does not grow with the body.
@@ -21,6 +22,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         /// Replace a file already at the destination (otherwise that is an error).
         public static let removePreviousFile = Options(rawValue: 1 << 1)
 
+        /// The option bits.
         public let rawValue: Int
         /// Creates options from raw bits.
         public init(rawValue: Int) { self.rawValue = rawValue }
@@ -28,9 +30,10 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     /// Chooses where the body goes once the response head is known. `temporaryURL` is the
     /// location TinyFire would pick by default (in the temporary directory).
-    public typealias Destination = @Sendable (_ temporaryURL: URL, _ response: HTTPResponse) -> (
-        destinationURL: URL, options: Options
-    )
+    public typealias Destination =
+        @Sendable (_ temporaryURL: URL, _ response: HTTPResponse) -> (
+            destinationURL: URL, options: Options
+        )
 
     package enum Target: Sendable {
         case destination(Destination?)

@@ -91,8 +91,10 @@ public struct HTTPHeaders: Sendable, Equatable, ExpressibleByDictionaryLiteral, 
         return result
     }
 
+    /// Iterates the fields in order.
     public func makeIterator() -> HTTPFields.Iterator { fields.makeIterator() }
 
+    /// `Name: value` lines.
     public var description: String {
         fields.map { "\($0.name.rawName): \($0.value)" }.joined(separator: "\n")
     }
@@ -108,13 +110,13 @@ public struct HTTPHeaders: Sendable, Equatable, ExpressibleByDictionaryLiteral, 
 
     static var machineArchitecture: String {
         #if arch(x86_64)
-        return "x86_64"
+            return "x86_64"
         #elseif arch(arm64)
-        return "aarch64"
+            return "aarch64"
         #elseif arch(arm)
-        return "armv7"
+            return "armv7"
         #else
-        return "unknown"
+            return "unknown"
         #endif
     }
 }

@@ -1,11 +1,12 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Dispatch
 import HTTPTypes
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The base of every request type, as in Alamofire: lifecycle (`resume`, `cancel`), state,
 /// the final request/response heads, metrics and error.

@@ -1,9 +1,10 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Dispatch
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Creates and runs requests, as Alamofire's `Session`: one I/O thread (epoll) and one
 /// connection pool per session, shared by all its requests.

@@ -24,6 +24,7 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case unacceptableStatusCode(code: Int)
     }
 
+    /// One line naming what went wrong.
     public var description: String {
         switch self {
         case .invalidURL(let url, let reason): return "invalid URL \(quoted(url)): \(reason)"
@@ -123,6 +124,7 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
     /// Response bytes read on the failing hop (wire bytes, head included).
     public var bytesReceived: UInt64
 
+    /// `METHOD URL failed while PHASE: reason`.
     public var description: String {
         "\(method) \(url) failed while \(phase.rawValue): \(reasonDescription)"
     }
@@ -143,7 +145,8 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
             }
             return "\(what) \(formatSeconds(limit)) exceeded (host \(host), sent \(bytesSent) bytes, received \(bytesReceived) bytes)"
         case .lowSpeed(let limit, let window, let measured):
-            return "transfer slower than \(limit) bytes/s over \(formatSeconds(window)) (measured \(measured) bytes/s, received \(bytesReceived) bytes)"
+            return
+                "transfer slower than \(limit) bytes/s over \(formatSeconds(window)) (measured \(measured) bytes/s, received \(bytesReceived) bytes)"
         case .connectionError(_, let message):
             return "connection to \(host) failed: \(message) (sent \(bytesSent) bytes, received \(bytesReceived) bytes)"
         case .invalidResponse(let error):

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// A value that can become a `URL`, as in Alamofire (`String` and `URL` conform).
@@ -12,6 +12,8 @@ public protocol URLConvertible: Sendable {
 }
 
 extension String: URLConvertible {
+    /// Parses the string as a URL.
+    /// - Throws: `TinyFireError.invalidURL` when it is not one.
     public func asURL() throws(TinyFireError) -> URL {
         guard let url = URL(string: self) else { throw .invalidURL(url: self, reason: "not a valid URL") }
         return url
@@ -19,5 +21,6 @@ extension String: URLConvertible {
 }
 
 extension URL: URLConvertible {
+    /// The URL itself.
     public func asURL() throws(TinyFireError) -> URL { self }
 }

@@ -33,6 +33,7 @@ public enum ContentDecodingError: Error, Sendable, Equatable, CustomStringConver
     /// The compressed stream ended before its end marker.
     case truncated(coding: ContentCoding)
 
+    /// One line naming what went wrong.
     public var description: String {
         switch self {
         case .unsupported(let name): return "unsupported Content-Encoding \(quoted(name))"

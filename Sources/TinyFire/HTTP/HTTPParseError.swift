@@ -34,6 +34,7 @@ public enum HTTPParseError: Error, Sendable, Equatable, CustomStringConvertible 
     /// Bytes arrived after a complete response, where no response was expected.
     case unexpectedBytesAfterResponse(count: Int)
 
+    /// One line naming what was wrong with the response.
     public var description: String {
         switch self {
         case .headerBlockTooLarge(let limit):

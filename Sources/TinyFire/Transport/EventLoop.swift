@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 import CTinyFireSystem
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// A point on the monotonic clock, in nanoseconds. Never goes back, unaffected by wall-clock
 /// changes (NTP steps on a board that just booted are common).
@@ -113,13 +114,15 @@ final class EventLoop: @unchecked Sendable {
         tinyfire_epoll_ctl(epollFD, tinyfire_epoll_ctl_add, wakeFD, tinyfire_epollin, 0)
 
         let box = Unmanaged.passRetained(LoopStart(loop: self, name: name))
-        let status = pthread_create(&thread, nil, { raw in
-            let start = Unmanaged<LoopStart>.fromOpaque(raw!).takeRetainedValue()
-            let loop = start.loop
-            start.name.withCString { tinyfire_set_thread_name($0) }
-            loop.run()
-            return nil
-        }, box.toOpaque())
+        let status = pthread_create(
+            &thread, nil,
+            { raw in
+                let start = Unmanaged<LoopStart>.fromOpaque(raw!).takeRetainedValue()
+                let loop = start.loop
+                start.name.withCString { tinyfire_set_thread_name($0) }
+                loop.run()
+                return nil
+            }, box.toOpaque())
         guard status == 0 else {
             box.release()
             close(ep)

@@ -1,12 +1,12 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// Receives what happens to one request/response exchange on a connection. Called on the
@@ -174,7 +174,9 @@ final class HTTPConnection: EventLoopHandler {
             let headCount = outHead.count
             let result: IOResult = outHead.withUnsafeBytes { headBytes in
                 outBody.withUnsafeBytes { bodyBytes in
-                    let first = written < headCount ? UnsafeRawBufferPointer(rebasing: headBytes[written...]) : UnsafeRawBufferPointer(start: nil, count: 0)
+                    let first =
+                        written < headCount
+                        ? UnsafeRawBufferPointer(rebasing: headBytes[written...]) : UnsafeRawBufferPointer(start: nil, count: 0)
                     let bodyOffset = max(0, written - headCount)
                     let second = UnsafeRawBufferPointer(rebasing: bodyBytes[bodyOffset...])
                     return Socket.write(fd, first, second)
@@ -270,7 +272,8 @@ final class HTTPConnection: EventLoopHandler {
                     responseKeepAlive = head.keepAlive
                     try delegate.exchangeDidReceiveHead(head)
                 case .body(let range):
-                    try delegate.exchangeDidReceiveBody(UnsafeRawBufferPointer(rebasing: input[(base + range.lowerBound)..<(base + range.upperBound)]))
+                    try delegate.exchangeDidReceiveBody(
+                        UnsafeRawBufferPointer(rebasing: input[(base + range.lowerBound)..<(base + range.upperBound)]))
                 case .end(let trailers):
                     complete(trailers: trailers, leftover: input.count - offset)
                     return

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// An IPv4 or IPv6 socket address, as getaddrinfo returned it.
@@ -18,8 +18,9 @@ struct SocketAddress: Sendable, CustomStringConvertible {
         var copy = storage
         let status = withUnsafePointer(to: &copy) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                getnameinfo($0, length, &host, socklen_t(host.count), &service, socklen_t(service.count),
-                            NI_NUMERICHOST | NI_NUMERICSERV)
+                getnameinfo(
+                    $0, length, &host, socklen_t(host.count), &service, socklen_t(service.count),
+                    NI_NUMERICHOST | NI_NUMERICSERV)
             }
         }
         guard status == 0 else { return "?" }

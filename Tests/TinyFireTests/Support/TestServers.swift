@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Errors of the test fixtures themselves (a peer that would not start).
@@ -80,8 +80,9 @@ func startProcess(_ executable: String, _ arguments: [String], environment: [Str
     // Never the test runner's own stdout/stderr: swift test waits for every holder of those
     // pipes to close them, and a server outliving the run would hold it forever.
     let logPath = FileManager.default.temporaryDirectory.appendingPathComponent(
-        "tinyfire-\(URL(fileURLWithPath: executable).lastPathComponent)-\(getpid()).log").path
-    FileManager.default.createFile(atPath: logPath, contents: nil)
+        "tinyfire-\(URL(fileURLWithPath: executable).lastPathComponent)-\(getpid()).log"
+    ).path
+    _ = FileManager.default.createFile(atPath: logPath, contents: nil)
     let log = FileHandle(forWritingAtPath: logPath) ?? FileHandle.nullDevice
     process.standardInput = FileHandle.nullDevice
     process.standardOutput = log
@@ -179,8 +180,14 @@ final class HttpbinFixture: Sendable {
         pidFiles.withLock { $0.append(pidFile) }
         // The test runner blocks signals in its threads and children inherit the mask, so
         // gunicorn would never see SIGTERM: clear the mask, then exec gunicorn.
-        let unblockAndExec = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execvp('gunicorn', ['gunicorn'] + sys.argv[1:])"
-        _ = try startProcess(python, ["-c", unblockAndExec, "-p", pidFile, "-b", "127.0.0.1:\(port)", "-w", "2", "-k", "sync", "--log-level", "error", "httpbin:app"])
+        let unblockAndExec =
+            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execvp('gunicorn', ['gunicorn'] + sys.argv[1:])"
+        _ = try startProcess(
+            python,
+            [
+                "-c", unblockAndExec, "-p", pidFile, "-b", "127.0.0.1:\(port)", "-w", "2", "-k", "sync", "--log-level", "error",
+                "httpbin:app",
+            ])
         try waitForPort(port, timeout: 30)
     }
 }

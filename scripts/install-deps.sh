@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what TinyFire's build, tests and demo need on Debian 12, only where missing:
+# zlib headers, nginx, curl and GNU time (benchmarks) from apt; httpbin and gunicorn from PyPI.
+set -euo pipefail
+need_apt=()
+[ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_apt+=(nginx-light)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+[ -x /usr/bin/time ] || need_apt+=(time)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "install-deps: apt-get install ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+# nginx-light's package enables a default site on port 80; the tests run their own instance.
+if ! python3 -c "import httpbin, gunicorn" >/dev/null 2>&1; then
+    echo "install-deps: pip install httpbin gunicorn"
+    python3 -m pip install -q "httpbin==0.10.4" "gunicorn==27.0.1"
+    command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
+fi
+export PATH="/opt/swift/usr/bin:$PATH"
+command -v swift >/dev/null 2>&1 || { echo "install-deps: Swift not found (expected /opt/swift)" >&2; exit 1; }
