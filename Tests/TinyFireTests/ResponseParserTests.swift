@@ -143,6 +143,13 @@ struct ResponseParserTests {
         #expect(parsed.body == [UInt8(ascii: "z")])
     }
 
+    @Test("empty lines before the status line are skipped", arguments: splits)
+    func leadingEmptyLines(split: Int) throws {
+        let parsed = try parseAll("\r\n\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", split: split)
+        #expect(parsed.head?.status == 200)
+        #expect(parsed.body == Array("ok".utf8))
+    }
+
     @Test("empty reason phrase")
     func emptyReason() throws {
         let parsed = try parseAll("HTTP/1.1 404\r\nContent-Length: 0\r\n\r\n")

@@ -145,7 +145,11 @@ public struct DataTask<Value: Sendable>: Sendable {
             let transform = self.transform
             return await withTaskCancellationHandler {
                 await withCheckedContinuation { continuation in
-                    request.response { response in continuation.resume(returning: transform(response)) }
+                    // Resumed straight from the thread that completes the request: a
+                    // continuation resume only enqueues the task, so no queue hop is needed.
+                    request.appendFinishHandler {
+                        continuation.resume(returning: transform(request.makeResponse()))
+                    }
                 }
             } onCancel: {
                 request.cancel()

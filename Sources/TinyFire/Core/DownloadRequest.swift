@@ -156,7 +156,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         get async {
             await withTaskCancellationHandler {
                 await withCheckedContinuation { continuation in
-                    response { continuation.resume(returning: $0) }
+                    appendFinishHandler { [self] in continuation.resume(returning: makeResponse()) }
                 }
             } onCancel: {
                 cancel()

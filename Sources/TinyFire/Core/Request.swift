@@ -36,8 +36,8 @@ public class Request: @unchecked Sendable {
         var httpResponseHandlers: [(DispatchQueue, @Sendable (HTTPResponse) -> Void)] = []
     }
 
-    /// A unique identifier.
-    public let id = UUID()
+    /// A unique identifier (a version-4 UUID).
+    public let id = RequestIdentifiers.next()
     /// The session that made the request.
     public let session: Session
     let spec: Result<RequestSpec, TinyFireError>
@@ -181,5 +181,40 @@ extension Request: TransferOwner {
         metrics: TransferMetrics
     ) {
         complete(result, request: request, response: response, metrics: metrics)
+    }
+}
+
+/// Request identifiers without a system call each: a per-process random seed (one getrandom)
+/// and a counter, mixed with SplitMix64 into version-4 UUIDs.
+enum RequestIdentifiers {
+    private static let seed: (UInt64, UInt64) = {
+        var generator = SystemRandomNumberGenerator()
+        return (generator.next(), generator.next())
+    }()
+    private static let counter = Atomic<UInt64>(0)
+
+    static func next() -> UUID {
+        let n = counter.wrappingAdd(1, ordering: .relaxed).newValue
+        let high = mix(seed.0 &+ n)
+        let low = mix(seed.1 ^ n)
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for index in 0..<8 {
+            bytes[index] = UInt8(truncatingIfNeeded: high >> (8 * UInt64(index)))
+            bytes[8 + index] = UInt8(truncatingIfNeeded: low >> (8 * UInt64(index)))
+        }
+        bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
+        bytes[8] = bytes[8] & 0x3F | 0x80  // RFC 4122 variant
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
+    }
+
+    private static func mix(_ value: UInt64) -> UInt64 {
+        var z = value &+ 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

@@ -228,7 +228,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         if HTTPRequest.Method(spec.method.rawValue) == nil {
             throw .invalidRequest(reason: "invalid method \(quoted(spec.method.rawValue))")
         }
-        request.headerFields[.connection] = nil
+        if request.headerFields.contains(.connection) { request.headerFields[.connection] = nil }
         let framing: RequestBodyFraming
         if let body = spec.body {
             framing = .contentLength(UInt64(body.count))
@@ -336,7 +336,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         metrics.decodedBodyBytes = 0
         metrics.timeToFirstByte = nil
         metrics.reusedConnection = connection.isReused
-        metrics.remoteAddress = connection.remoteAddress.description
+        metrics.remoteAddress = connection.remoteAddressDescription
         lastActivity = .now()
         lowSpeedWindowStart = lastActivity
         lowSpeedWindowBytes = 0

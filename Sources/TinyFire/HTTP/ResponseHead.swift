@@ -69,31 +69,55 @@ public struct ResponseHead: Sendable, Equatable {
 extension String {
     /// ASCII case-insensitive comparison, as HTTP field names and tokens require.
     func caseInsensitiveEquals(_ other: String) -> Bool {
-        let a = utf8
-        let b = other.utf8
-        guard a.count == b.count else { return false }
-        for (x, y) in zip(a, b) where x != y {
-            guard asciiLower(x) == asciiLower(y) else { return false }
+        var a = self
+        var b = other
+        guard a.utf8.count == b.utf8.count else { return false }
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                for index in 0..<x.count where x[index] != y[index] {
+                    guard asciiLower(x[index]) == asciiLower(y[index]) else { return false }
+                }
+                return true
+            }
         }
-        return true
     }
 }
 
 extension StringProtocol {
-    /// The string without leading and trailing spaces and horizontal tabs.
+    /// The string without leading and trailing spaces and horizontal tabs (bytes, not
+    /// grapheme clusters: HTTP whitespace is ASCII).
     func trimmingHTTPWhitespace() -> String {
-        let scalars = unicodeScalars
-        var start = scalars.startIndex
-        var end = scalars.endIndex
-        while start < end, scalars[start] == " " || scalars[start] == "\t" {
-            start = scalars.index(after: start)
+        let bytes = utf8
+        var start: UTF8View.Index?
+        var end = bytes.startIndex
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let next = bytes.index(after: index)
+            if bytes[index] != 0x20 && bytes[index] != 0x09 {
+                if start == nil { start = index }
+                end = next
+            }
+            index = next
         }
-        while end > start {
-            let before = scalars.index(before: end)
-            guard scalars[before] == " " || scalars[before] == "\t" else { break }
-            end = before
-        }
-        return String(String.UnicodeScalarView(scalars[start..<end]))
+        guard let start else { return "" }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
+    }
+}
+
+/// Calls `body` with each comma-separated element of a field value, trimmed of spaces and
+/// tabs (RFC 9110 §5.6.1 lists), as bytes.
+@inline(__always)
+func forEachListElement(_ value: ArraySlice<UInt8>, keepEmpty: Bool, _ body: (ArraySlice<UInt8>) -> Void) {
+    var start = value.startIndex
+    while true {
+        let end = value[start...].firstIndex(of: 0x2C) ?? value.endIndex
+        var a = start
+        var b = end
+        while a < b && (value[a] == 0x20 || value[a] == 0x09) { a += 1 }
+        while b > a && (value[b - 1] == 0x20 || value[b - 1] == 0x09) { b -= 1 }
+        if keepEmpty || a < b { body(value[a..<b]) }
+        guard end < value.endIndex else { return }
+        start = end + 1
     }
 }
 

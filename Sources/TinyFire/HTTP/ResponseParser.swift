@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// An incremental HTTP/1.1 response parser: a sans-I/O state machine.
 ///
 /// Feed it whatever bytes arrived with `parse(_:)`; it returns how many it consumed and one
@@ -217,7 +223,8 @@ public struct ResponseParser: Sendable {
             else {
                 return (input.count, .needMore)
             }
-            let trailers = try parseFieldLines(startingAt: 0)
+            var ignored = FramingFields()
+            let trailers = try parseFieldLines(startingAt: 0, framingFields: &ignored)
             lineBuffer.removeAll(keepingCapacity: true)
             state = .complete
             return (end, .end(trailers: trailers))
@@ -248,34 +255,49 @@ public struct ResponseParser: Sendable {
 
     // MARK: - Head
 
-    /// Copies bytes into `lineBuffer` until an empty line ends the block.
+    /// Copies bytes into `lineBuffer` until an empty line ends the block. Scans for LF with
+    /// memchr and copies whole lines, not byte by byte.
     /// - Returns: the number of input bytes up to and including the block's final LF, or nil
     ///   when the block is not complete yet (all input copied).
     private mutating func scanBlock(
         _ input: UnsafeRawBufferPointer, limit: Int, isTrailer: Bool
     ) throws(HTTPParseError) -> Int? {
+        guard let base = input.baseAddress else { return nil }
         var index = 0
         while index < input.count {
-            let byte = input[index]
-            index += 1
-            if byte == 0x0A {
-                if currentLineLength == 0 {
-                    // Leading empty lines before a status line are tolerated (RFC 9112 §2.2).
-                    if !isTrailer && lineBuffer.isEmpty { continue }
-                    lineBuffer.append(byte)
-                    currentLineLength = 0
-                    return index
-                }
-                currentLineLength = 0
-            } else if byte != 0x0D {
-                currentLineLength += 1
+            let remaining = input.count - index
+            guard let found = memchr(base + index, 0x0A, remaining) else {
+                // No line end yet: keep the partial line.
+                try appendToBlock(UnsafeRawBufferPointer(start: base + index, count: remaining), limit: limit, isTrailer: isTrailer)
+                currentLineLength += remaining
+                return nil
             }
-            if lineBuffer.count >= limit {
-                throw isTrailer ? .trailersTooLarge(limit: limit) : .headerBlockTooLarge(limit: limit)
+            let lf = base.distance(to: UnsafeRawPointer(found))
+            let segment = UnsafeRawBufferPointer(start: base + index, count: lf - index)
+            let partial = currentLineLength
+            let lineLength = partial + segment.count
+            // Empty means nothing but an optional CR before the LF.
+            let lastByte: UInt8? = segment.last ?? (currentLineLength > 0 ? lineBuffer.last : nil)
+            let isEmpty = lineLength == 0 || (lineLength == 1 && lastByte == 0x0D)
+            currentLineLength = 0
+            if isEmpty && !isTrailer && lineBuffer.count == partial {
+                // Empty lines before a status line are tolerated (RFC 9112 §2.2).
+                lineBuffer.removeAll(keepingCapacity: true)
+                index = lf + 1
+                continue
             }
-            lineBuffer.append(byte)
+            try appendToBlock(UnsafeRawBufferPointer(start: base + index, count: lf + 1 - index), limit: limit, isTrailer: isTrailer)
+            index = lf + 1
+            if isEmpty { return index }
         }
         return nil
+    }
+
+    private mutating func appendToBlock(_ bytes: UnsafeRawBufferPointer, limit: Int, isTrailer: Bool) throws(HTTPParseError) {
+        guard lineBuffer.count + bytes.count <= limit else {
+            throw isTrailer ? .trailersTooLarge(limit: limit) : .headerBlockTooLarge(limit: limit)
+        }
+        lineBuffer.append(contentsOf: bytes)
     }
 
     private func parseHead() throws(HTTPParseError) -> ResponseHead {
@@ -287,12 +309,13 @@ public struct ResponseParser: Sendable {
         if lineEnd > 0 && buffer[lineEnd - 1] == 0x0D { lineEnd -= 1 }
         let statusLine = buffer[0..<lineEnd]
         let (minor, status, reason) = try parseStatusLine(statusLine)
-        let fields = try parseFieldLines(startingAt: firstLF + 1)
+        var framingFields = FramingFields()
+        let fields = try parseFieldLines(startingAt: firstLF + 1, framingFields: &framingFields)
         var head = ResponseHead(
             minorVersion: minor, status: status, reason: reason, fields: fields,
             framing: .none, keepAlive: true)
-        head.keepAlive = Self.isPersistent(head)
-        head.framing = try framing(for: head)
+        head.keepAlive = Self.isPersistent(minorVersion: minor, framingFields)
+        head.framing = try framing(status: status, framingFields)
         if case .untilClose = head.framing { head.keepAlive = false }
         return head
     }
@@ -321,8 +344,19 @@ public struct ResponseParser: Sendable {
         return (minor, status, reason)
     }
 
+    /// The values of the fields that decide framing and persistence, gathered while parsing so
+    /// that no field list is searched again.
+    struct FramingFields {
+        var contentLengths: [String] = []
+        var transferCodings: [String] = []
+        var connectionClose = false
+        var connectionKeepAlive = false
+    }
+
     /// Parses `field-line CRLF` lines from `lineBuffer[start...]` up to the empty line.
-    private func parseFieldLines(startingAt start: Int) throws(HTTPParseError) -> [RawHeaderField] {
+    private func parseFieldLines(
+        startingAt start: Int, framingFields: inout FramingFields
+    ) throws(HTTPParseError) -> [RawHeaderField] {
         var fields: [RawHeaderField] = []
         let buffer = lineBuffer
         var lineStart = start
@@ -336,7 +370,8 @@ public struct ResponseParser: Sendable {
             func fail() -> HTTPParseError { .invalidHeaderLine(String(decoding: line, as: UTF8.self)) }
             if line.first == 0x20 || line.first == 0x09 {
                 // obs-fold: a user agent replaces it with a space (RFC 9112 §5.2).
-                guard !fields.isEmpty, let more = fieldValue(line[...]) else { throw fail() }
+                guard !fields.isEmpty, let moreBytes = fieldValueBytes(line[...]) else { throw fail() }
+                let more = String(decoding: moreBytes, as: UTF8.self)
                 let previous = fields[fields.count - 1].value
                 fields[fields.count - 1].value = previous.isEmpty ? more : previous + " " + more
                 continue
@@ -345,15 +380,30 @@ public struct ResponseParser: Sendable {
             for byte in line[line.startIndex..<colon] where !isTokenByte(byte) {
                 throw fail()  // includes whitespace before the colon (RFC 9112 §5.1)
             }
-            let name = String(decoding: line[line.startIndex..<colon], as: UTF8.self)
-            guard let value = fieldValue(line[(colon + 1)...]) else { throw fail() }
-            fields.append(RawHeaderField(name: name, value: value))
+            let nameBytes = line[line.startIndex..<colon]
+            let name = String(decoding: nameBytes, as: UTF8.self)
+            guard let valueBytes = fieldValueBytes(line[(colon + 1)...]) else { throw fail() }
+            fields.append(RawHeaderField(name: name, value: String(decoding: valueBytes, as: UTF8.self)))
+            if equalsLowercased(nameBytes, "content-length") {
+                forEachListElement(valueBytes, keepEmpty: true) {
+                    framingFields.contentLengths.append(String(decoding: $0, as: UTF8.self))
+                }
+            } else if equalsLowercased(nameBytes, "transfer-encoding") {
+                forEachListElement(valueBytes, keepEmpty: false) {
+                    framingFields.transferCodings.append(String(decoding: $0, as: UTF8.self))
+                }
+            } else if equalsLowercased(nameBytes, "connection") {
+                forEachListElement(valueBytes, keepEmpty: false) { option in
+                    if equalsLowercased(option, "close") { framingFields.connectionClose = true }
+                    if equalsLowercased(option, "keep-alive") { framingFields.connectionKeepAlive = true }
+                }
+            }
         }
         return fields
     }
 
-    /// The trimmed value, or nil when it holds NUL, CR or LF.
-    private func fieldValue(_ raw: ArraySlice<UInt8>) -> String? {
+    /// The trimmed value bytes, or nil when they hold NUL, CR or LF.
+    private func fieldValueBytes(_ raw: ArraySlice<UInt8>) -> ArraySlice<UInt8>? {
         var start = raw.startIndex
         var end = raw.endIndex
         while start < end && (raw[start] == 0x20 || raw[start] == 0x09) { start += 1 }
@@ -361,27 +411,23 @@ public struct ResponseParser: Sendable {
         for byte in raw[start..<end] where byte == 0 || byte == 0x0D || byte == 0x0A {
             return nil
         }
-        return String(decoding: raw[start..<end], as: UTF8.self)
+        return raw[start..<end]
     }
 
-    private static func isPersistent(_ head: ResponseHead) -> Bool {
-        let connection = head.listValues("Connection")
-        if connection.contains(where: { $0.caseInsensitiveEquals("close") }) { return false }
-        if head.minorVersion == 0 {
-            return connection.contains { $0.caseInsensitiveEquals("keep-alive") }
-        }
-        return true
+    private static func isPersistent(minorVersion: Int, _ fields: FramingFields) -> Bool {
+        if fields.connectionClose { return false }
+        return minorVersion == 0 ? fields.connectionKeepAlive : true
     }
 
     /// Message body length, RFC 9112 §6.3, for a response.
-    private func framing(for head: ResponseHead) throws(HTTPParseError) -> BodyFraming {
-        if isHeadRequest || head.status < 200 || head.status == 204 || head.status == 304 {
+    private func framing(status: Int, _ fields: FramingFields) throws(HTTPParseError) -> BodyFraming {
+        if isHeadRequest || status < 200 || status == 204 || status == 304 {
             return .none
         }
-        let codings = head.listValues("Transfer-Encoding")
-        let lengths = head.fields.filter { $0.name.caseInsensitiveEquals("Content-Length") }
+        let codings = fields.transferCodings
+        let values = fields.contentLengths
         if !codings.isEmpty {
-            if !lengths.isEmpty { throw .contentLengthWithTransferEncoding }
+            if !values.isEmpty { throw .contentLengthWithTransferEncoding }
             // Only `chunked` is supported as a transfer coding; it must be final and appear once.
             let chunkedCount = codings.filter { $0.caseInsensitiveEquals("chunked") }.count
             for coding in codings where !coding.caseInsensitiveEquals("chunked") {
@@ -390,14 +436,7 @@ public struct ResponseParser: Sendable {
             if chunkedCount > 1 { throw .unsupportedTransferCoding(codings.joined(separator: ", ")) }
             return .chunked
         }
-        if !lengths.isEmpty {
-            var values: [String] = []
-            for field in lengths {
-                for element in field.value.split(separator: ",", omittingEmptySubsequences: false) {
-                    values.append(element.trimmingHTTPWhitespace())
-                }
-            }
-            guard let first = values.first else { return .untilClose }
+        if let first = values.first {
             for value in values where value != first {
                 throw .conflictingContentLength(values)
             }
@@ -433,6 +472,19 @@ public struct ResponseParser: Sendable {
         }
         return size
     }
+}
+
+/// Whether `bytes` equal `lowercase` (which must be lowercase ASCII) ignoring ASCII case.
+@inline(__always)
+func equalsLowercased(_ bytes: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
+    guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+    let expected = lowercase.utf8Start
+    var index = 0
+    for byte in bytes {
+        guard asciiLower(byte) == expected[index] else { return false }
+        index += 1
+    }
+    return true
 }
 
 @inline(__always)

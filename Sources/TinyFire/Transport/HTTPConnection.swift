@@ -65,6 +65,8 @@ final class HTTPConnection: EventLoopHandler {
     let key: PoolKey
     let fd: Int32
     let remoteAddress: SocketAddress
+    /// `remoteAddress` as text, computed once (getnameinfo is not free).
+    let remoteAddressDescription: String
     private let loop: EventLoop
     private var registration: Registration?
     private let readBuffer: UnsafeMutableRawBufferPointer
@@ -90,6 +92,7 @@ final class HTTPConnection: EventLoopHandler {
         self.key = key
         self.fd = fd
         self.remoteAddress = remoteAddress
+        self.remoteAddressDescription = remoteAddress.description
         self.loop = loop
         self.readBuffer = .allocate(byteCount: readBufferSize, alignment: 16)
         do {
