@@ -8,13 +8,19 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 runs="${1:-3}"
 scripts/install-deps.sh
-swift build -c release --product fire-agent >/dev/null
-swift build -c release --product tinyfire-bench >/dev/null
-bin="$(swift build -c release --show-bin-path)"
-agent="$bin/fire-agent"
-
 work="$(mktemp -d /tmp/tinyfire-bench.XXXXXX)"
 chmod 755 "$work"
+# The shipping form: fully static release executables.
+bin="$(scripts/build-static.sh fire-agent tinyfire-bench)"
+agent="$bin/fire-agent"
+[ -x "$agent" ] && [ -x "$bin/tinyfire-bench" ] || { echo "build failed" >&2; exit 1; }
+size_bytes=$(stat -c %s "$agent")
+strip -o "$work.stripped" "$agent" 2>/dev/null || cp "$agent" "$work.stripped"
+stripped_bytes=$(stat -c %s "$work.stripped")
+gzip_bytes=$(gzip -9 -c "$work.stripped" | wc -c)
+rm -f "$work.stripped"
+
+
 cleanup() { [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 mkdir -p "$work/www"
@@ -122,6 +128,8 @@ print(f"| keep-alive 1 KiB GETs, requests/s ({int(n)} sequential) | {n/cka:.0f} 
 print(f"| one process, 1 KiB GET, wall ms (mean of 50) | {c1:.2f} | {t1:.2f} | {t1/c1:.2f} |")
 print(f"| one process, 1 KiB GET, peak RSS MiB | {c1r/1024:.1f} | {t1r/1024:.1f} | {t1r/c1r:.2f} |")
 PY
+echo
+echo "fire-agent static binary: $((size_bytes / 1024)) KiB, stripped $((stripped_bytes / 1024)) KiB, stripped+gzip $((gzip_bytes / 1024)) KiB."
 echo
 echo "curl: $(curl --version | head -1 | cut -d' ' -f1-2); nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///'); runs per figure: $runs (median); $(nproc) cores; $(date -u +%Y-%m-%d)."
 } >> "$report"

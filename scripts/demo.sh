@@ -9,9 +9,9 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 scripts/install-deps.sh
 
-echo "== building fire-agent (release)"
-swift build -c release --product fire-agent >/dev/null
-agent="$(swift build -c release --show-bin-path)/fire-agent"
+echo "== building fire-agent (release, fully static)"
+agent="$(scripts/build-static.sh fire-agent)/fire-agent"
+[ -x "$agent" ] || { echo "build failed" >&2; exit 1; }
 
 work="$(mktemp -d /tmp/fire-agent-demo.XXXXXX)"
 nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
