@@ -1,5 +1,7 @@
 import ArgumentParser
+import Dispatch
 import HTTPTypes
+import Synchronization
 import TinyFire
 
 #if canImport(Glibc)
@@ -12,7 +14,7 @@ import TinyFire
 #endif
 
 /// `fire-agent request URL`: one HTTP transfer, curl style.
-struct RequestCommand: AsyncParsableCommand {
+struct RequestCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "request",
         abstract: "Perform one HTTP request (curl-like). Exit 0 only for a complete 2xx response.",
@@ -64,13 +66,13 @@ struct RequestCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-body"), help: "Largest request body read from -d @FILE, in bytes (default 16 MiB).")
     var maxRequestBody: Int = SessionConfiguration.defaultMaxInMemoryBodyBytes
 
-    func run() async throws {
+    func run() throws {
         signal(SIGPIPE, SIG_IGN)
-        let status = await perform()
+        let status = perform()
         if status != .success { throw ExitCode(status.rawValue) }
     }
 
-    private func perform() async -> ExitStatus {
+    private func perform() -> ExitStatus {
         var configuration = SessionConfiguration()
         if let timeout { configuration.totalTimeout = .milliseconds(Int64(timeout * 1000)) }
         if let connectTimeout { configuration.connectTimeout = .milliseconds(Int64(connectTimeout * 1000)) }
@@ -152,7 +154,7 @@ struct RequestCommand: AsyncParsableCommand {
                 printError(lines.joined(separator: "\n"))
             }
         }
-        let response = await request.downloadResponse
+        let response = request.waitForResponse()
         if verbose, let metrics = response.metrics { printError(describe(metrics)) }
         switch response.result {
         case .success:
@@ -227,4 +229,20 @@ func trimmed(_ text: Substring) -> String {
     while let first = slice.first, first == " " || first == "\t" { slice = slice.dropFirst() }
     while let last = slice.last, last == " " || last == "\t" { slice = slice.dropLast() }
     return String(slice)
+}
+
+extension DownloadRequest {
+    /// Blocks the calling thread until the request finishes (a CLI's main thread, never the
+    /// session's queues).
+    func waitForResponse() -> DownloadResponse<URL?, TinyFireError> {
+        let done = DispatchSemaphore(value: 0)
+        let box = Mutex<DownloadResponse<URL?, TinyFireError>?>(nil)
+        response(queue: DispatchQueue(label: "fire-agent.wait")) { response in
+            box.withLock { $0 = response }
+            done.signal()
+        }
+        done.wait()
+        return box.withLock { $0 }
+            ?? DownloadResponse(request: nil, response: nil, fileURL: nil, metrics: nil, result: .failure(.explicitlyCancelled))
+    }
 }

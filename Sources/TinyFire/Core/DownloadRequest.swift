@@ -178,6 +178,18 @@ public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
     /// The result.
     public let result: Result<Success, Failure>
 
+    /// Creates a response.
+    public init(
+        request: HTTPRequest?, response: HTTPResponse?, fileURL: URL?, metrics: TransferMetrics?,
+        result: Result<Success, Failure>
+    ) {
+        self.request = request
+        self.response = response
+        self.fileURL = fileURL
+        self.metrics = metrics
+        self.result = result
+    }
+
     /// The success value, if any.
     public var value: Success? { try? result.get() }
     /// The failure, if any.
