@@ -79,12 +79,32 @@ print(f'| {label} | {client} | {size/e/1e6:.0f} | {(u+s)/(size/$gib):.2f} | {rss
 }
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[2])/float(sys.argv[1]):.2f}')" "$1" "$2"; }
 
+# measure_pair "CMD A" "CMD B": runs A and B alternately $runs times each (same background
+# load for both); prints "A-medians B-medians" (elapsed user sys maxrss_kb each).
+measure_pair() {
+    local a=() b=()
+    for _ in $(seq "$runs"); do
+        rm -f "$work/out.bin"; sync
+        /usr/bin/time -f "%e %U %S %M" -o "$work/time.txt" bash -c "$1" >/dev/null
+        a+=("$(cat "$work/time.txt")")
+        rm -f "$work/out.bin"; sync
+        /usr/bin/time -f "%e %U %S %M" -o "$work/time.txt" bash -c "$2" >/dev/null
+        b+=("$(cat "$work/time.txt")")
+    done
+    { printf '%s\n' "${a[@]}"; echo --; printf '%s\n' "${b[@]}"; } | python3 -c '
+import sys, statistics
+text = sys.stdin.read().split("--")
+out = []
+for part in text:
+    rows = [list(map(float, l.split())) for l in part.splitlines() if l.strip()]
+    out += [str(statistics.median(c)) for c in zip(*rows)]
+print(" ".join(out))'
+}
+
 for target in file discard; do
     if [ "$target" = file ]; then out="$work/out.bin"; else out=/dev/null; fi
-    # TinyFire first, then curl: whichever runs second would otherwise inherit the first's
-    # dirty page-cache writeback (the `sync` before each run bounds that too).
-    read -r te tu ts tr < <(measure "$agent" request -o "$out" "$base/1g.bin")
-    read -r ce cu cs cr < <(measure curl -s -o "$out" "$base/1g.bin")
+    # Alternating runs, with `sync` before each so neither inherits the other's writeback.
+    read -r te tu ts tr ce cu cs cr < <(measure_pair "$agent request -o $out $base/1g.bin" "curl -s -o $out $base/1g.bin")
     row "1 GiB to $target" curl "$ce" "$cu" "$cs" "$cr" $gib "1.00"
     row "1 GiB to $target" TinyFire "$te" "$tu" "$ts" "$tr" $gib "$(ratio "$te" "$ce") (throughput)"
 done
@@ -94,11 +114,23 @@ read -r _ _ _ tr1m < <(measure "$agent" request -o "$work/out.bin" "$base/1m.bin
 read -r _ _ _ cr1g < <(measure curl -s -o "$work/out.bin" "$base/1g.bin")
 read -r _ _ _ tr1g < <(measure "$agent" request -o "$work/out.bin" "$base/1g.bin")
 
-# 10,000 sequential 1 KiB GETs on one keep-alive connection.
+# 10,000 sequential 1 KiB GETs on one keep-alive connection: five rounds, TinyFire and curl
+# interleaved so both see the same background load; medians of the wall times.
 n=10000
 for _ in $(seq $n); do echo "url = \"$base/1k.bin\""; echo 'output = "/dev/null"'; done > "$work/curl-urls.txt"
-curl_ka=$( { /usr/bin/time -f "%e" curl -s -K "$work/curl-urls.txt" >/dev/null; } 2>&1 | tail -1)
-tf_ka=$("$bin/tinyfire-bench" keepalive "$base/1k.bin" $n | sed 's/.*seconds=\([0-9.]*\).*/\1/')
+read -r curl_ka tf_ka < <(python3 - "$bin/tinyfire-bench" "$base/1k.bin" "$n" "$work/curl-urls.txt" <<'PY'
+import re, statistics, subprocess, sys, time
+bench, url, n, urls = sys.argv[1:]
+tf, cu = [], []
+for _ in range(5):
+    out = subprocess.run([bench, "keepalive", url, n], capture_output=True, text=True, check=True).stdout
+    tf.append(float(re.search(r"seconds=([0-9.]+)", out).group(1)))
+    t = time.perf_counter()
+    subprocess.run(["curl", "-s", "-K", urls], check=True)
+    cu.append(time.perf_counter() - t)
+print(statistics.median(cu), statistics.median(tf))
+PY
+)
 
 # One whole process for a 1 KiB GET (50 runs, mean wall time; peak RSS median).
 one() { python3 - "$@" <<'PY'
@@ -124,7 +156,7 @@ cr1m, tr1m, cr1g, tr1g, cka, tka, n, c1, t1, c1r, t1r = map(float, sys.argv[1:])
 print(f"| peak RSS, 1 MiB download (MiB) | {cr1m/1024:.1f} | {tr1m/1024:.1f} | {tr1m/cr1m:.2f} |")
 print(f"| peak RSS, 1 GiB download (MiB) | {cr1g/1024:.1f} | {tr1g/1024:.1f} | {tr1g/cr1g:.2f} |")
 print(f"| peak RSS growth 1 MiB → 1 GiB (KiB) | {cr1g-cr1m:.0f} | {tr1g-tr1m:.0f} | |")
-print(f"| keep-alive 1 KiB GETs, requests/s ({int(n)} sequential) | {n/cka:.0f} | {n/tka:.0f} | {(n/tka)/(n/cka):.2f} |")
+print(f"| keep-alive 1 KiB GETs, requests/s ({int(n)} sequential, median of 5 interleaved rounds) | {n/cka:.0f} | {n/tka:.0f} | {(n/tka)/(n/cka):.2f} |")
 print(f"| one process, 1 KiB GET, wall ms (mean of 50) | {c1:.2f} | {t1:.2f} | {t1/c1:.2f} |")
 print(f"| one process, 1 KiB GET, peak RSS MiB | {c1r/1024:.1f} | {t1r/1024:.1f} | {t1r/c1r:.2f} |")
 PY

@@ -1,3 +1,4 @@
+import Dispatch
 import TinyFire
 
 // In-process benchmark loops for bench/run.sh.
@@ -15,7 +16,18 @@ import TinyFire
 
 @main
 struct TinyFireBench {
-    static func main() async {
+    /// Synchronous entry point (see fire-agent's FireAgent.swift for why): the loop runs in a
+    /// detached task and the main thread waits for it.
+    static func main() {
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            await run()
+            done.signal()
+        }
+        done.wait()
+    }
+
+    static func run() async {
         let arguments = CommandLine.arguments
         guard arguments.count == 4, arguments[1] == "keepalive", let count = Int(arguments[3]), count > 0 else {
             print("usage: tinyfire-bench keepalive URL COUNT")
