@@ -215,6 +215,30 @@ struct NginxTests {
         }
     }
 
+    @Test("a released session closes its connections, epoll and eventfd: no descriptor leaks")
+    func noDescriptorLeak() async throws {
+        let server = try nginx()
+        func openDescriptors() -> Int {
+            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+        }
+        // Warm up anything process-wide (DNS queue, Dispatch threads) first.
+        _ = await Session().request("\(server.base)/hello.txt").awaited
+        let before = openDescriptors()
+        let sessions = 40
+        for _ in 0..<sessions {
+            let session = Session(configuration: SessionConfiguration(maxConnectionsPerHost: 2))
+            async let a = session.request("\(server.base)/hello.txt").awaited
+            async let b = session.request("\(server.base)/1m.bin").awaited
+            let (first, second) = await (a, b)
+            #expect(first.error == nil && second.error == nil)
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        // Other suites run in parallel and open descriptors of their own, so the count may
+        // move a little; a leak of even one descriptor per session would add 40 or more.
+        let growth = openDescriptors() - before
+        #expect(growth < sessions / 2, "\(growth) descriptors more after \(sessions) sessions")
+    }
+
     @Test("the per-host limit queues requests instead of opening more connections")
     func perHostLimit() async throws {
         let server = try nginx()

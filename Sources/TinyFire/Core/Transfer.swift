@@ -161,7 +161,6 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     private var hopBytesSent: UInt64 = 0
     private var hopBytesReceived: UInt64 = 0
     private var metrics = TransferMetrics()
-    private var resolvedAt: Instant?
 
     init(spec: RequestSpec, owner: TransferOwner, engine: Engine, loop: EventLoop, pool: ConnectionPool) {
         self.spec = spec
@@ -284,8 +283,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         DNSResolver.resolve(host: host, port: port) { [self] result in
             loop.execute { [self] in
                 guard !finished, generation == resolveGeneration, phase == .resolving else { return }
-                resolvedAt = .now()
-                metrics.nameLookup = resolvedAt!.since(resolveStart)
+                metrics.nameLookup = Instant.now().since(resolveStart)
                 switch result {
                 case .failure(let error):
                     fail(.nameResolutionFailed(message: error.message))
@@ -537,7 +535,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         if let timer { loop.cancel(timer) }
         var deadline: Instant?
         func consider(_ candidate: Instant) {
-            if deadline == nil || candidate < deadline! { deadline = candidate }
+            if let current = deadline, current <= candidate { return }
+            deadline = candidate
         }
         if let total = configuration.totalTimeout { consider(started + total) }
         switch phase {

@@ -160,9 +160,10 @@ final class AtomicFileSink: ResponseBodySink {
 
 /// Writes every byte, retrying short writes and EINTR, waiting on EAGAIN.
 private func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, name: String) throws(SinkError) {
+    guard let base = bytes.baseAddress else { return }
     var offset = 0
     while offset < bytes.count {
-        let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+        let n = Glibc.write(fd, base + offset, bytes.count - offset)
         if n >= 0 {
             offset += n
             continue

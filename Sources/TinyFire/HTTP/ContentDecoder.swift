@@ -55,6 +55,7 @@ final class ContentDecoder {
     let coding: ContentCoding
     private var stream = z_stream()
     private let output: UnsafeMutableRawBufferPointer
+    private let outputStart: UnsafeMutablePointer<UInt8>
     private var initialized = false
     private var finished = false
     /// For deflate: whether the zlib-or-raw question is settled, and the header bytes seen.
@@ -69,7 +70,10 @@ final class ContentDecoder {
     ///   - outputCapacity: bytes of decoded output produced per closure call, at most.
     init(coding: ContentCoding, outputCapacity: Int = ContentDecoder.defaultOutputCapacity) throws(ContentDecodingError) {
         self.coding = coding
-        self.output = UnsafeMutableRawBufferPointer.allocate(byteCount: outputCapacity, alignment: 16)
+        let output = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, outputCapacity), alignment: 16)
+        self.output = output
+        // A fresh allocation of at least one byte always has a base address.
+        self.outputStart = output.baseAddress.unsafelyUnwrapped.assumingMemoryBound(to: UInt8.self)
         // 15 + 32: zlib or gzip header, detected automatically.
         try start(windowBits: coding == .gzip ? 15 + 16 : 15)
     }
@@ -130,7 +134,7 @@ final class ContentDecoder {
             stream.next_in = UnsafeMutablePointer(mutating: base.advanced(by: offset).assumingMemoryBound(to: UInt8.self))
             stream.avail_in = UInt32(chunk)
             repeat {
-                stream.next_out = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                stream.next_out = outputStart
                 stream.avail_out = UInt32(output.count)
                 let status = inflate(&stream, Z_NO_FLUSH)
                 let produced = output.count - Int(stream.avail_out)

@@ -133,8 +133,8 @@ final class ConnectionPool {
             let expiry = since + idleTimeout
             if expiry <= now {
                 connection.close()
-            } else if earliest == nil || expiry < earliest! {
-                earliest = expiry
+            } else {
+                earliest = min(earliest ?? expiry, expiry)
             }
         }
         if let earliest { schedulePrune(at: earliest) }

@@ -204,6 +204,8 @@ final class EventLoop: @unchecked Sendable {
         let eventBits = UnsafeMutablePointer<UInt32>.allocate(capacity: Int(capacity))
         let eventData = UnsafeMutablePointer<UInt64>.allocate(capacity: Int(capacity))
         defer {
+            // Tasks posted just before shutdown (the engine's "close every connection") still run.
+            runInbox()
             eventBits.deallocate()
             eventData.deallocate()
             handlers.removeAll()

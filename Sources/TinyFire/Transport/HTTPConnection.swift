@@ -98,13 +98,16 @@ final class HTTPConnection: EventLoopHandler {
         do {
             registration = try loop.register(fd, interest: .read, handler: self)
         } catch {
-            readBuffer.deallocate()
+            // Fully initialized, so deinit still runs: it frees the buffer; close the fd here.
             Glibc.close(fd)
+            state = .closed
             throw error
         }
     }
 
     deinit {
+        // Normally closed through close(); a connection dropped with its loop still owns its fd.
+        if case .closed = state {} else { Glibc.close(fd) }
         readBuffer.deallocate()
     }
 
