@@ -9,7 +9,6 @@ export PATH="/opt/swift/usr/bin:$PATH"
 runs="${1:-3}"
 scripts/install-deps.sh
 work="$(mktemp -d /tmp/tinyfire-bench.XXXXXX)"
-chmod 755 "$work"
 # The shipping form: fully static release executables.
 bin="$(scripts/build-static.sh fire-agent tinyfire-bench)"
 agent="$bin/fire-agent"
@@ -21,30 +20,15 @@ gzip_bytes=$(gzip -9 -c "$work.stripped" | wc -c)
 rm -f "$work.stripped"
 
 
-cleanup() { [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. scripts/local-nginx.sh
+trap 'stop_local_nginx "$work"; rm -rf "$work"' EXIT
 mkdir -p "$work/www"
 head -c $((1024 * 1024 * 1024)) /dev/urandom > "$work/www/1g.bin"
 head -c $((1024 * 1024)) /dev/urandom > "$work/www/1m.bin"
 head -c 1024 /dev/urandom > "$work/www/1k.bin"
-chmod -R a+rX "$work/www"
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/error.log;
-events { worker_connections 64; }
-http {
-  access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;
-  client_body_temp_path $work/body; proxy_temp_path $work/proxy; fastcgi_temp_path $work/fastcgi;
-  uwsgi_temp_path $work/uwsgi; scgi_temp_path $work/scgi;
-  server { listen 127.0.0.1:$port; root $work/www; }
-}
-CONF
+start_local_nginx "$work"
 nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
-"$nginx_bin" -c "$work/nginx.conf" -e "$work/error.log"
-base="http://127.0.0.1:$port"
-for _ in $(seq 50); do curl -s -o /dev/null "$base/1k.bin" && break; sleep 0.1; done
+
 # Warm the page cache so neither client pays for reading the file from disk.
 cat "$work/www/1g.bin" > /dev/null
 

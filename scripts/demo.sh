@@ -14,32 +14,12 @@ agent="$(scripts/build-static.sh fire-agent)/fire-agent"
 [ -x "$agent" ] || { echo "build failed" >&2; exit 1; }
 
 work="$(mktemp -d /tmp/fire-agent-demo.XXXXXX)"
-nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
-cleanup() {
-    [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-chmod 755 "$work"
+. scripts/local-nginx.sh
+trap 'stop_local_nginx "$work"; rm -rf "$work"' EXIT
 mkdir -p "$work/www"
 head -c $((64 * 1024 * 1024)) /dev/urandom > "$work/www/firmware.bin"
 echo '{"device":"demo","status":"ok"}' > "$work/www/status.json"
-chmod -R a+rX "$work/www"
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/error.log;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path $work/body; proxy_temp_path $work/proxy; fastcgi_temp_path $work/fastcgi;
-  uwsgi_temp_path $work/uwsgi; scgi_temp_path $work/scgi;
-  server { listen 127.0.0.1:$port; root $work/www; location = /latest { return 302 /firmware.bin; } }
-}
-CONF
-"$nginx_bin" -c "$work/nginx.conf" -e "$work/error.log"
-for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/status.json" && break; sleep 0.1; done
+start_local_nginx "$work" "location = /latest { return 302 /firmware.bin; }"
 
 echo "== fire-agent request -v http://127.0.0.1:$port/status.json"
 "$agent" request -v "http://127.0.0.1:$port/status.json"
