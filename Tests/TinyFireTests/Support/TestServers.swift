@@ -172,16 +172,18 @@ final class HttpbinFixture: Sendable {
     var base: String { "http://127.0.0.1:\(port)" }
 
     private init() throws {
-        guard which("gunicorn") != nil, let python = which("python3") else {
+        guard let python = which("python3"), pythonCanImport(python, "gunicorn"), pythonCanImport(python, "httpbin") else {
             throw FixtureError(description: "gunicorn is not installed (pip install httpbin gunicorn)")
         }
         port = freePort()
         let pidFile = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-gunicorn-\(getpid()).pid").path
         pidFiles.withLock { $0.append(pidFile) }
         // The test runner blocks signals in its threads and children inherit the mask, so
-        // gunicorn would never see SIGTERM: clear the mask, then exec gunicorn.
+        // gunicorn would never see SIGTERM: clear the mask, then run gunicorn's entry point in
+        // this interpreter (no console script or pyenv shim needed on PATH).
         let unblockAndExec =
-            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execvp('gunicorn', ['gunicorn'] + sys.argv[1:])"
+            "import signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+            + "sys.argv = ['gunicorn'] + sys.argv[1:]; from gunicorn.app.wsgiapp import run; run()"
         _ = try startProcess(
             python,
             [
@@ -190,6 +192,18 @@ final class HttpbinFixture: Sendable {
             ])
         try waitForPort(port, timeout: 30)
     }
+}
+
+/// Whether `python` can import `module`.
+func pythonCanImport(_ python: String, _ module: String) -> Bool {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: python)
+    process.arguments = ["-c", "import \(module)"]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return false }
+    process.waitUntilExit()
+    return process.terminationStatus == 0
 }
 
 /// A deterministic generator for test data.
