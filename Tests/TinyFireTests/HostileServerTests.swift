@@ -211,6 +211,20 @@ struct HostileServerTests {
         }
     }
 
+    @Test("an unsupported Content-Encoding is a content decoding error naming it")
+    func unsupportedEncoding() async throws {
+        let server = try HostileServer { client in
+            client.readRequest()
+            client.send("HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 4\r\n\r\nxxxx")
+        }
+        let error = try #require(transferReason(await Session().request(server.base).awaited))
+        guard case .contentDecodingFailed(.unsupported("br")) = error.reason else {
+            Issue.record("got \(error)")
+            return
+        }
+        #expect(error.description.contains("unsupported Content-Encoding \"br\""))
+    }
+
     @Test("an early 413 stops the upload cleanly")
     func earlyFinalResponse() async throws {
         let server = try HostileServer { client in

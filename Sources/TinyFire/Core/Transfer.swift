@@ -382,13 +382,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         var expected: UInt64?
         if case .contentLength(let n) = head.framing { expected = n }
         if configuration.automaticDecompression && spec.method != .head, head.framing != .none {
-            do {
-                if let coding = try ContentCoding.from(headerValues: head.listValues("Content-Encoding")) {
-                    decoder = try ContentDecoder(coding: coding)
-                    expected = nil
-                }
-            } catch {
-                throw error
+            if let coding = try ContentCoding.from(headerValues: head.listValues("Content-Encoding")) {
+                decoder = try ContentDecoder(coding: coding)
+                expected = nil
             }
         }
         if let request { owner.transferDidReceiveResponse(response, request: request) }
