@@ -40,21 +40,13 @@ public class DataRequest: Request, @unchecked Sendable {
     }
 
     func makeResponse() -> DataResponse<Data?, TinyFireError> {
-        let (request, response, metrics, output) = protected.withLock { ($0.request, $0.response, $0.metrics, $0.output) }
-        let result: Result<Data?, TinyFireError>
-        var data: Data?
-        switch output {
-        case .success(.data(let body)):
-            data = body
-            result = .success(body)
-        case .success:
-            result = .success(nil)
-        case .failure(let error):
-            result = .failure(error)
-        case nil:
-            result = .failure(.explicitlyCancelled)
+        let outcome = outcome { output -> Data? in
+            if case .data(let body) = output { return body }
+            return nil
         }
-        return DataResponse(request: request, response: response, data: data, metrics: metrics, result: result)
+        return DataResponse(
+            request: outcome.request, response: outcome.response, data: outcome.value, metrics: outcome.metrics,
+            result: outcome.result)
     }
 
     /// An async handle on this request's response (Swift concurrency).

@@ -134,21 +134,13 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 
     func makeResponse() -> DownloadResponse<URL?, TinyFireError> {
-        let (request, response, metrics, output) = protected.withLock { ($0.request, $0.response, $0.metrics, $0.output) }
-        let result: Result<URL?, TinyFireError>
-        var fileURL: URL?
-        switch output {
-        case .success(.file(let url)):
-            fileURL = url
-            result = .success(url)
-        case .success:
-            result = .success(nil)
-        case .failure(let error):
-            result = .failure(error)
-        case nil:
-            result = .failure(.explicitlyCancelled)
+        let outcome = outcome { output -> URL? in
+            if case .file(let url) = output { return url }
+            return nil
         }
-        return DownloadResponse(request: request, response: response, fileURL: fileURL, metrics: metrics, result: result)
+        return DownloadResponse(
+            request: outcome.request, response: outcome.response, fileURL: outcome.value, metrics: outcome.metrics,
+            result: outcome.result)
     }
 
     /// The whole response, awaited (Swift concurrency). Cancelling the task cancels the request.

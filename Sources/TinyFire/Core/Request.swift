@@ -155,6 +155,31 @@ public class Request: @unchecked Sendable {
     /// The outcome, once finished.
     var output: Result<SinkOutput, TinyFireError>? { protected.withLock { $0.output } }
 
+    /// A consistent snapshot of the request's outcome for building a response value.
+    struct Outcome<Value> {
+        var request: HTTPRequest?
+        var response: HTTPResponse?
+        var metrics: TransferMetrics?
+        /// What the sink produced, when it is of the kind `extract` looks for.
+        var value: Value?
+        var result: Result<Value?, TinyFireError>
+    }
+
+    /// Snapshots request, response, metrics and result; `extract` picks the value out of the
+    /// sink's output (nil when the body went elsewhere).
+    func outcome<Value>(_ extract: (SinkOutput) -> Value?) -> Outcome<Value> {
+        let (request, response, metrics, output) = protected.withLock { ($0.request, $0.response, $0.metrics, $0.output) }
+        switch output {
+        case .success(let sinkOutput):
+            let value = extract(sinkOutput)
+            return Outcome(request: request, response: response, metrics: metrics, value: value, result: .success(value))
+        case .failure(let error):
+            return Outcome(request: request, response: response, metrics: metrics, value: nil, result: .failure(error))
+        case nil:
+            return Outcome(request: request, response: response, metrics: metrics, value: nil, result: .failure(.explicitlyCancelled))
+        }
+    }
+
     // MARK: - TransferOwner
 
     func makeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
@@ -195,20 +220,12 @@ enum RequestIdentifiers {
 
     static func next() -> UUID {
         let n = counter.wrappingAdd(1, ordering: .relaxed).newValue
-        let high = mix(seed.0 &+ n)
-        let low = mix(seed.1 ^ n)
-        var bytes = [UInt8](repeating: 0, count: 16)
-        for index in 0..<8 {
-            bytes[index] = UInt8(truncatingIfNeeded: high >> (8 * UInt64(index)))
-            bytes[8 + index] = UInt8(truncatingIfNeeded: low >> (8 * UInt64(index)))
-        }
-        bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
-        bytes[8] = bytes[8] & 0x3F | 0x80  // RFC 4122 variant
-        return UUID(
-            uuid: (
-                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
-            ))
+        // Bytes 0-7 come from `high`, 8-15 from `low`, little-endian; byte 6 carries the
+        // version (4), byte 8 the RFC 4122 variant.
+        let high = mix(seed.0 &+ n) & ~(0xF0 << 48) | (0x40 << 48)
+        let low = mix(seed.1 ^ n) & ~0xC0 | 0x80
+        let words = (high.littleEndian, low.littleEndian)
+        return UUID(uuid: withUnsafeBytes(of: words) { $0.loadUnaligned(as: uuid_t.self) })
     }
 
     private static func mix(_ value: UInt64) -> UInt64 {

@@ -221,12 +221,10 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         if !configuration.automaticDecompression && spec.headers.value(for: "Accept-Encoding") == nil {
             headers.remove(name: "Accept-Encoding")
         }
-        var request = HTTPRequest(
-            method: HTTPRequest.Method(spec.method.rawValue) ?? .get, scheme: scheme, authority: authority,
-            path: path, headerFields: headers.fields)
-        if HTTPRequest.Method(spec.method.rawValue) == nil {
+        guard let method = HTTPRequest.Method(spec.method.rawValue) else {
             throw .invalidRequest(reason: "invalid method \(quoted(spec.method.rawValue))")
         }
+        var request = HTTPRequest(method: method, scheme: scheme, authority: authority, path: path, headerFields: headers.fields)
         if request.headerFields.contains(.connection) { request.headerFields[.connection] = nil }
         let framing: RequestBodyFraming
         if let body = spec.body {
@@ -442,7 +440,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             return
         }
         switch failure.kind {
-        case .io(let code, _):
+        case .io(let code):
             fail(.connectionError(code: code, message: errnoMessage(code)))
         case .parse(let error):
             fail(.invalidResponse(error))

@@ -133,12 +133,13 @@ final class AtomicFileSink: ResponseBodySink {
     func finish() throws(SinkError) -> SinkOutput {
         finished = true
         let path = destination.path(percentEncoded: false)
-        guard Glibc.close(fd) == 0 else {
+        let closed = Glibc.close(fd)
+        fd = -1  // closed even when close reports an error: never close this number again
+        guard closed == 0 else {
             let message = errnoMessage(errno)
             unlink(temporaryPath)
             throw .writeFailed(path: temporaryPath, message: message)
         }
-        fd = -1
         guard rename(temporaryPath, path) == 0 else {
             let message = errnoMessage(errno)
             unlink(temporaryPath)
@@ -148,12 +149,10 @@ final class AtomicFileSink: ResponseBodySink {
     }
 
     func discard() {
-        guard !finished || fd >= 0 else { return }
+        guard !finished else { return }  // finish() already renamed or removed the file
         finished = true
-        if fd >= 0 {
-            Glibc.close(fd)
-            fd = -1
-        }
+        Glibc.close(fd)
+        fd = -1
         unlink(temporaryPath)
     }
 }

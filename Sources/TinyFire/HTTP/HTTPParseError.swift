@@ -31,8 +31,6 @@ public enum HTTPParseError: Error, Sendable, Equatable, CustomStringConvertible 
     case truncatedBody(expected: UInt64, received: UInt64)
     /// The connection closed in the middle of a chunked body.
     case truncatedChunkedBody(received: UInt64)
-    /// Bytes arrived after a complete response, where no response was expected.
-    case unexpectedBytesAfterResponse(count: Int)
 
     /// One line naming what was wrong with the response.
     public var description: String {
@@ -67,8 +65,6 @@ public enum HTTPParseError: Error, Sendable, Equatable, CustomStringConvertible 
             return "connection closed after \(received) of \(expected) body bytes (Content-Length)"
         case .truncatedChunkedBody(let received):
             return "connection closed inside a chunked body after \(received) bytes"
-        case .unexpectedBytesAfterResponse(let count):
-            return "\(count) unexpected bytes after the end of the response"
         }
     }
 }

@@ -25,8 +25,8 @@ protocol HTTPExchangeDelegate: AnyObject {
 /// Why an exchange ended without a complete response.
 struct ExchangeFailure: Error {
     enum Kind {
-        /// A system call failed (errno).
-        case io(Int32, while: String)
+        /// A system call failed (errno); the transfer knows the phase.
+        case io(Int32)
         /// The response violated HTTP/1.1, or the connection closed early.
         case parse(HTTPParseError)
         /// The delegate threw (sink full, write error, corrupt gzip, …).
@@ -230,17 +230,17 @@ final class HTTPConnection: EventLoopHandler {
                 process(UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]))
                 if n < readBuffer.count { return }
             case .wouldBlock:
-                if let writeError { fail(.io(writeError, while: "sending the request")) }
+                if let writeError { fail(.io(writeError)) }
                 return
             case .endOfFile:
                 if let writeError, !parser.hasReceivedBytes {
-                    fail(.io(writeError, while: "sending the request"))
+                    fail(.io(writeError))
                     return
                 }
                 endOfInput()
                 return
             case .failed(let code):
-                fail(.io(code, while: parser.hasReceivedBytes ? "receiving the response" : "waiting for the response"))
+                fail(.io(code))
                 return
             }
         }

@@ -181,13 +181,13 @@ final class HttpbinFixture: Sendable {
         // The test runner blocks signals in its threads and children inherit the mask, so
         // gunicorn would never see SIGTERM: clear the mask, then run gunicorn's entry point in
         // this interpreter (no console script or pyenv shim needed on PATH).
-        let unblockAndExec =
+        let unblockAndRun =
             "import signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
             + "sys.argv = ['gunicorn'] + sys.argv[1:]; from gunicorn.app.wsgiapp import run; run()"
         _ = try startProcess(
             python,
             [
-                "-c", unblockAndExec, "-p", pidFile, "-b", "127.0.0.1:\(port)", "-w", "2", "-k", "sync", "--log-level", "error",
+                "-c", unblockAndRun, "-p", pidFile, "-b", "127.0.0.1:\(port)", "-w", "2", "-k", "sync", "--log-level", "error",
                 "httpbin:app",
             ])
         try waitForPort(port, timeout: 30)
