@@ -37,8 +37,11 @@ enum ExitStatus: Int32 {
     /// The status for a TinyFire error.
     init(_ error: TinyFireError) {
         switch error {
-        case .invalidURL, .invalidRequest: self = .malformedURL
-        case .explicitlyCancelled, .sessionDeinitialized, .resourceExhausted: self = .internalError
+        case .invalidURL, .invalidRequest, .createURLRequestFailed, .parameterEncoderFailed, .urlRequestValidationFailed:
+            self = .malformedURL
+        case .explicitlyCancelled, .sessionDeinitialized, .resourceExhausted, .requestAdaptationFailed, .requestRetryFailed,
+            .responseSerializationFailed:
+            self = .internalError
         case .responseValidationFailed: self = .httpError
         case .sessionTaskFailed(let transfer):
             switch transfer.reason {

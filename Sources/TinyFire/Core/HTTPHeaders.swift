@@ -1,8 +1,17 @@
 import HTTPTypes
+import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// An order-preserving, case-insensitive collection of header fields, as in Alamofire, stored
 /// as swift-http-types' `HTTPFields`.
-public struct HTTPHeaders: Sendable, Equatable, ExpressibleByDictionaryLiteral, Sequence, CustomStringConvertible {
+public struct HTTPHeaders: Sendable, Equatable, ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, Sequence,
+    CustomStringConvertible
+{
     /// The underlying fields.
     public var fields: HTTPFields
 
@@ -22,6 +31,36 @@ public struct HTTPHeaders: Sendable, Equatable, ExpressibleByDictionaryLiteral, 
     public init(dictionaryLiteral elements: (String, String)...) {
         self.init()
         for (name, value) in elements { add(name: name, value: value) }
+    }
+
+    /// Creates headers from `HTTPHeader` values, in order.
+    /// - Parameter elements: the headers.
+    public init(arrayLiteral elements: HTTPHeader...) {
+        self.init(elements)
+    }
+
+    /// Creates headers from `HTTPHeader` values, in order.
+    /// - Parameter headers: the headers.
+    public init(_ headers: [HTTPHeader]) {
+        self.init()
+        for header in headers { add(header) }
+    }
+
+    /// Appends a header, keeping earlier ones with the same name.
+    /// - Parameter header: the header.
+    public mutating func add(_ header: HTTPHeader) {
+        add(name: header.name, value: header.value)
+    }
+
+    /// Replaces every field with the header's name by the header, or appends it.
+    /// - Parameter header: the header.
+    public mutating func update(_ header: HTTPHeader) {
+        update(name: header.name, value: header.value)
+    }
+
+    /// The headers as `HTTPHeader` values, in order.
+    public var headers: [HTTPHeader] {
+        fields.map { HTTPHeader(name: $0.name.rawName, value: $0.value) }
     }
 
     /// Creates headers from a dictionary (order is the dictionary's).
@@ -102,11 +141,12 @@ public struct HTTPHeaders: Sendable, Equatable, ExpressibleByDictionaryLiteral, 
     /// TinyFire's version, as sent in `User-Agent`.
     public static let tinyFireVersion = "0.1.0"
 
-    /// `Accept-Encoding: gzip, deflate`, `User-Agent: TinyFire/<version> (Linux; <arch>)`.
-    public static let defaultHeaders: HTTPHeaders = [
-        "Accept-Encoding": "gzip, deflate",
-        "User-Agent": "TinyFire/\(tinyFireVersion) (Linux; \(machineArchitecture))",
-    ]
+    /// The headers every session sends unless told otherwise, as Alamofire's
+    /// `HTTPHeaders.default`: `Accept-Encoding`, `Accept-Language` (from the environment's
+    /// locale) and `User-Agent` (`<executable>/<version> TinyFire/<version> (Linux; <arch>)`).
+    public static var `default`: HTTPHeaders {
+        [.defaultAcceptEncoding, .defaultAcceptLanguage, .defaultUserAgent]
+    }
 
     static var machineArchitecture: String {
         #if arch(x86_64)
@@ -118,5 +158,149 @@ public struct HTTPHeaders: Sendable, Equatable, ExpressibleByDictionaryLiteral, 
         #else
             return "unknown"
         #endif
+    }
+}
+
+/// One header field, as Alamofire's `HTTPHeader`, with constructors for the common ones.
+public struct HTTPHeader: Sendable, Hashable, CustomStringConvertible {
+    /// The field name.
+    public let name: String
+    /// The field value.
+    public let value: String
+
+    /// Creates a header.
+    /// - Parameters:
+    ///   - name: the field name.
+    ///   - value: the field value.
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+
+    /// `name: value`.
+    public var description: String { "\(name): \(value)" }
+
+    /// `Accept`.
+    /// - Parameter value: media ranges.
+    /// - Returns: the header.
+    public static func accept(_ value: String) -> HTTPHeader { HTTPHeader(name: "Accept", value: value) }
+
+    /// `Accept-Charset`.
+    /// - Parameter value: charsets.
+    /// - Returns: the header.
+    public static func acceptCharset(_ value: String) -> HTTPHeader { HTTPHeader(name: "Accept-Charset", value: value) }
+
+    /// `Accept-Language`.
+    /// - Parameter value: language ranges.
+    /// - Returns: the header.
+    public static func acceptLanguage(_ value: String) -> HTTPHeader { HTTPHeader(name: "Accept-Language", value: value) }
+
+    /// `Accept-Encoding`.
+    /// - Parameter value: codings.
+    /// - Returns: the header.
+    public static func acceptEncoding(_ value: String) -> HTTPHeader { HTTPHeader(name: "Accept-Encoding", value: value) }
+
+    /// `Authorization: Basic base64(username:password)`.
+    /// - Parameters:
+    ///   - username: the user.
+    ///   - password: the password.
+    /// - Returns: the header.
+    public static func authorization(username: String, password: String) -> HTTPHeader {
+        let credential = Data("\(username):\(password)".utf8).base64EncodedString()
+        return authorization("Basic \(credential)")
+    }
+
+    /// `Authorization: Bearer token`.
+    /// - Parameter bearerToken: the token.
+    /// - Returns: the header.
+    public static func authorization(bearerToken: String) -> HTTPHeader { authorization("Bearer \(bearerToken)") }
+
+    /// `Authorization` with any value.
+    /// - Parameter value: the credentials.
+    /// - Returns: the header.
+    public static func authorization(_ value: String) -> HTTPHeader { HTTPHeader(name: "Authorization", value: value) }
+
+    /// `Content-Disposition`.
+    /// - Parameter value: the disposition.
+    /// - Returns: the header.
+    public static func contentDisposition(_ value: String) -> HTTPHeader { HTTPHeader(name: "Content-Disposition", value: value) }
+
+    /// `Content-Encoding`.
+    /// - Parameter value: the coding.
+    /// - Returns: the header.
+    public static func contentEncoding(_ value: String) -> HTTPHeader { HTTPHeader(name: "Content-Encoding", value: value) }
+
+    /// `Content-Type`.
+    /// - Parameter value: the media type.
+    /// - Returns: the header.
+    public static func contentType(_ value: String) -> HTTPHeader { HTTPHeader(name: "Content-Type", value: value) }
+
+    /// `User-Agent`.
+    /// - Parameter value: the product tokens.
+    /// - Returns: the header.
+    public static func userAgent(_ value: String) -> HTTPHeader { HTTPHeader(name: "User-Agent", value: value) }
+
+    /// `Accept-Encoding: gzip;q=1.0, deflate;q=0.9` (the codings TinyFire decodes).
+    public static let defaultAcceptEncoding = acceptEncoding(["gzip", "deflate"].qualityEncoded())
+
+    /// `Accept-Language` from the environment (`LANGUAGE`, `LC_ALL`, `LC_MESSAGES`, `LANG`), up
+    /// to six languages with falling quality; `en;q=1.0` for the C/POSIX locale.
+    public static var defaultAcceptLanguage: HTTPHeader {
+        acceptLanguage(preferredLanguages(environment: ProcessInfo.processInfo.environment).prefix(6).qualityEncoded())
+    }
+
+    /// `User-Agent: <executable>/<version> TinyFire/<version> (Linux; <arch>)`; the version is
+    /// what `setApplicationVersion(_:)` set, `unknown` before that.
+    public static var defaultUserAgent: HTTPHeader {
+        userAgent(userAgentString(executable: executableName, version: applicationVersion.withLock { $0 }))
+    }
+
+    /// Records the application's version for the default `User-Agent` of sessions created
+    /// afterwards.
+    /// - Parameter version: e.g. `1.4.2`.
+    public static func setApplicationVersion(_ version: String) {
+        applicationVersion.withLock { $0 = version }
+    }
+
+    private static let applicationVersion = Mutex<String>("unknown")
+
+    static var executableName: String {
+        let path = CommandLine.arguments.first ?? "unknown"
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        return name.isEmpty ? "unknown" : String(name.map { $0 == " " ? "-" : $0 })
+    }
+
+    static func userAgentString(executable: String, version: String) -> String {
+        "\(executable)/\(version) TinyFire/\(HTTPHeaders.tinyFireVersion) (Linux; \(HTTPHeaders.machineArchitecture))"
+    }
+
+    /// Language tags from POSIX locale variables: `de_DE.UTF-8` → `de-DE`.
+    static func preferredLanguages(environment: [String: String]) -> [String] {
+        var candidates: [String] = []
+        if let language = environment["LANGUAGE"], !language.isEmpty {
+            candidates = language.split(separator: ":").map(String.init)
+        } else if let value = ["LC_ALL", "LC_MESSAGES", "LANG"].lazy.compactMap({ environment[$0] }).first(where: { !$0.isEmpty }) {
+            candidates = [value]
+        }
+        var tags: [String] = []
+        for candidate in candidates {
+            var tag = Substring(candidate)
+            if let dot = tag.firstIndex(where: { $0 == "." || $0 == "@" }) { tag = tag[..<dot] }
+            let text = String(tag.map { $0 == "_" ? "-" : $0 })
+            guard !text.isEmpty, text != "C", text != "POSIX", !tags.contains(text) else { continue }
+            tags.append(text)
+        }
+        return tags.isEmpty ? ["en"] : tags
+    }
+}
+
+extension Collection<String> {
+    /// `a;q=1.0, b;q=0.9, …` (quality falls by 0.1, as Alamofire writes its defaults).
+    func qualityEncoded() -> String {
+        enumerated().map { index, value in
+            let quality = Swift.max(10 - index, 1)
+            let text = quality == 10 ? "1.0" : "0.\(quality)"
+            return "\(value);q=\(text)"
+        }.joined(separator: ", ")
     }
 }

@@ -34,7 +34,7 @@ public struct SessionConfiguration: Sendable {
     /// default). Default true.
     public var automaticDecompression: Bool
     /// Headers added to every request unless the request sets them. Default
-    /// `HTTPHeaders.defaultHeaders`.
+    /// `HTTPHeaders.default`.
     public var headers: HTTPHeaders
 
     /// 30 seconds.
@@ -67,7 +67,7 @@ public struct SessionConfiguration: Sendable {
         maxRedirects: Int = SessionConfiguration.defaultMaxRedirects,
         allowsInsecureRedirects: Bool = false,
         automaticDecompression: Bool = true,
-        headers: HTTPHeaders = .defaultHeaders
+        headers: HTTPHeaders = .default
     ) {
         self.connectTimeout = connectTimeout
         self.idleTimeout = idleTimeout

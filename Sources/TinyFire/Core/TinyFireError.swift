@@ -1,12 +1,28 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// Every error TinyFire reports, shaped after Alamofire's `AFError`.
 ///
 /// `description` is one line naming what went wrong: the host, the phase, byte counts
-/// expected and received, the limit crossed.
+/// expected and received, the limit crossed, the validator or serializer that refused.
 public enum TinyFireError: Error, Sendable, CustomStringConvertible {
     /// The URL could not be used: unparsable, no host, or a scheme TinyFire does not speak.
     case invalidURL(url: String, reason: String)
     /// The request itself cannot be written: a header with CR/LF, a head over the limit.
     case invalidRequest(reason: String)
+    /// A `URLRequestConvertible` threw while building the request.
+    case createURLRequestFailed(error: any Error)
+    /// A `ParameterEncoder` could not encode the parameters.
+    case parameterEncoderFailed(reason: ParameterEncoderFailureReason)
+    /// The request failed a check before sending (a body on GET).
+    case urlRequestValidationFailed(reason: URLRequestValidationFailureReason)
+    /// A `RequestAdapter` threw or failed.
+    case requestAdaptationFailed(error: any Error)
+    /// A `RequestRetrier` failed while deciding, after `originalError`.
+    case requestRetryFailed(retryError: any Error, originalError: any Error)
     /// `cancel()` was called.
     case explicitlyCancelled
     /// The `Session` was deinitialized while the request was in flight.
@@ -17,11 +33,55 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
     case sessionTaskFailed(TransferError)
     /// The response arrived but did not pass validation.
     case responseValidationFailed(reason: ResponseValidationFailureReason)
+    /// A response serializer could not produce its value.
+    case responseSerializationFailed(reason: ResponseSerializationFailureReason)
+
+    /// Why a `ParameterEncoder` failed.
+    public enum ParameterEncoderFailureReason: Sendable {
+        /// A part of the request the encoder needs.
+        public enum RequiredComponent: Sendable {
+            /// The URL was missing or could not be rebuilt with the query.
+            case url
+            /// The method was missing.
+            case httpMethod(rawValue: String)
+        }
+
+        /// The request lacked a part the encoder needs.
+        case missingRequiredComponent(RequiredComponent)
+        /// The underlying encoder threw.
+        case encoderFailed(error: any Error)
+    }
+
+    /// Why a request failed the pre-send check.
+    public enum URLRequestValidationFailureReason: Sendable {
+        /// A GET request carried a body (not sent; encode GET parameters into the query).
+        case bodyDataInGETRequest(Data)
+    }
 
     /// Why validation rejected a response.
-    public enum ResponseValidationFailureReason: Sendable, Equatable {
+    public enum ResponseValidationFailureReason: Sendable {
         /// The status code is not in the acceptable set.
         case unacceptableStatusCode(code: Int)
+        /// The response had no Content-Type and the acceptable types were not `*/*`.
+        case missingContentType(acceptableContentTypes: [String])
+        /// The Content-Type matched none of the acceptable types.
+        case unacceptableContentType(acceptableContentTypes: [String], responseContentType: String)
+        /// A custom validation closure returned this error.
+        case customValidationFailed(error: any Error)
+    }
+
+    /// Why a response serializer failed.
+    public enum ResponseSerializationFailureReason: Sendable {
+        /// The body was empty and the status and method do not allow an empty response.
+        case inputDataNilOrZeroLength
+        /// The body is not valid text in the named encoding.
+        case stringSerializationFailed(encoding: String.Encoding)
+        /// The decoder threw.
+        case decodingFailed(error: any Error)
+        /// The response was empty and the type has no empty value (`EmptyResponse`).
+        case invalidEmptyResponse(type: String)
+        /// A custom serializer threw.
+        case customSerializationFailed(error: any Error)
     }
 
     /// One line naming what went wrong.
@@ -29,12 +89,46 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .invalidURL(let url, let reason): return "invalid URL \(quoted(url)): \(reason)"
         case .invalidRequest(let reason): return "invalid request: \(reason)"
+        case .createURLRequestFailed(let error): return "cannot create the request: \(error)"
+        case .parameterEncoderFailed(.missingRequiredComponent(.url)):
+            return "parameter encoding failed: the request has no usable URL"
+        case .parameterEncoderFailed(.missingRequiredComponent(.httpMethod(let method))):
+            return "parameter encoding failed: the request has no usable method (\(method))"
+        case .parameterEncoderFailed(.encoderFailed(let error)):
+            return "parameter encoding failed: \(error)"
+        case .urlRequestValidationFailed(.bodyDataInGETRequest(let data)):
+            return "a GET request cannot carry a body (\(data.count) bytes); encode its parameters into the query"
+        case .requestAdaptationFailed(let error): return "request adapter failed: \(error)"
+        case .requestRetryFailed(let retryError, let originalError):
+            return "request retrier failed: \(retryError) (after: \(originalError))"
         case .explicitlyCancelled: return "request explicitly cancelled"
         case .sessionDeinitialized: return "session deinitialized while the request was in flight"
         case .resourceExhausted(let what): return "out of resources: \(what)"
         case .sessionTaskFailed(let error): return error.description
-        case .responseValidationFailed(.unacceptableStatusCode(let code)):
-            return "response status code \(code) was unacceptable"
+        case .responseValidationFailed(let reason):
+            switch reason {
+            case .unacceptableStatusCode(let code):
+                return "response status code \(code) was unacceptable"
+            case .missingContentType(let acceptable):
+                return "response has no Content-Type; acceptable: \(acceptable.joined(separator: ", "))"
+            case .unacceptableContentType(let acceptable, let actual):
+                return "response Content-Type \(quoted(actual)) is not one of: \(acceptable.joined(separator: ", "))"
+            case .customValidationFailed(let error):
+                return "custom validation failed: \(error)"
+            }
+        case .responseSerializationFailed(let reason):
+            switch reason {
+            case .inputDataNilOrZeroLength:
+                return "response serialization failed: the body is empty and an empty response is not allowed here"
+            case .stringSerializationFailed(let encoding):
+                return "response serialization failed: the body is not valid \(encoding) text"
+            case .decodingFailed(let error):
+                return "response serialization failed: decoding failed: \(error)"
+            case .invalidEmptyResponse(let type):
+                return "response serialization failed: empty response, and \(type) has no empty value (adopt EmptyResponse)"
+            case .customSerializationFailed(let error):
+                return "response serialization failed: \(error)"
+            }
         }
     }
 
@@ -51,6 +145,65 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         default: return false
         }
     }
+
+    /// Whether `cancel()` caused it.
+    public var isExplicitlyCancelledError: Bool {
+        if case .explicitlyCancelled = self { return true }
+        return false
+    }
+
+    /// Whether a response validator caused it.
+    public var isResponseValidationError: Bool {
+        if case .responseValidationFailed = self { return true }
+        return false
+    }
+
+    /// Whether a response serializer caused it.
+    public var isResponseSerializationError: Bool {
+        if case .responseSerializationFailed = self { return true }
+        return false
+    }
+
+    /// Whether the network or protocol caused it.
+    public var isSessionTaskError: Bool { transferError != nil }
+
+    /// Whether a request adapter caused it.
+    public var isRequestAdaptationError: Bool {
+        if case .requestAdaptationFailed = self { return true }
+        return false
+    }
+
+    /// Whether a request retrier caused it.
+    public var isRequestRetryError: Bool {
+        if case .requestRetryFailed = self { return true }
+        return false
+    }
+
+    /// The status code validation refused, if that is what happened.
+    public var responseCode: Int? {
+        if case .responseValidationFailed(.unacceptableStatusCode(let code)) = self { return code }
+        return nil
+    }
+
+    /// The error underneath, for cases that wrap one.
+    public var underlyingError: (any Error)? {
+        switch self {
+        case .createURLRequestFailed(let error), .requestAdaptationFailed(let error): return error
+        case .requestRetryFailed(let retryError, _): return retryError
+        case .parameterEncoderFailed(.encoderFailed(let error)): return error
+        case .responseValidationFailed(.customValidationFailed(let error)): return error
+        case .responseSerializationFailed(.decodingFailed(let error)),
+            .responseSerializationFailed(.customSerializationFailed(let error)):
+            return error
+        case .sessionTaskFailed(let error): return error
+        default: return nil
+        }
+    }
+}
+
+extension Error {
+    /// This error as a `TinyFireError`, when it is one (Alamofire's `asAFError`).
+    public var asTinyFireError: TinyFireError? { self as? TinyFireError }
 }
 
 /// Where in its life a transfer was when it failed.
