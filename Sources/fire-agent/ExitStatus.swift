@@ -40,7 +40,7 @@ enum ExitStatus: Int32 {
         case .invalidURL, .invalidRequest, .createURLRequestFailed, .parameterEncoderFailed, .urlRequestValidationFailed:
             self = .malformedURL
         case .explicitlyCancelled, .sessionDeinitialized, .resourceExhausted, .requestAdaptationFailed, .requestRetryFailed,
-            .responseSerializationFailed:
+            .responseSerializationFailed, .serverTrustEvaluationFailed:
             self = .internalError
         case .responseValidationFailed: self = .httpError
         case .sessionTaskFailed(let transfer):
@@ -54,7 +54,7 @@ enum ExitStatus: Int32 {
             case .bodyLimitExceeded: self = .sizeLimitExceeded
             case .tooManyRedirects: self = .tooManyRedirects
             case .insecureRedirect: self = .unsupportedProtocol
-            case .invalidRedirect: self = .weirdServerReply
+            case .invalidRedirect, .redirectBodyTooLarge: self = .weirdServerReply
             case .fileWriteFailed: self = .writeError
             }
         }

@@ -142,7 +142,7 @@ struct RequestCommand: ParsableCommand {
         if verbose {
             request.onHTTPResponse { [request] response in
                 var lines: [String] = []
-                if let sent = request.request {
+                if let sent = request.httpRequest {
                     lines.append("> \(sent.method.rawValue) \(sent.path ?? "/") HTTP/1.1")
                     lines.append("> Host: \(sent.authority ?? "")")
                     for field in sent.headerFields { lines.append("> \(field.name.rawName): \(field.value)") }

@@ -10,7 +10,7 @@ func httpbin() throws -> HttpbinFixture { try HttpbinFixture.shared.get() }
 extension DataRequest {
     /// The response, awaited.
     var awaited: DataResponse<Data?, TinyFireError> {
-        get async { await serializingData().response.map { Optional($0) } }
+        get async { await serializingResponse().response }
     }
 }
 
@@ -79,9 +79,10 @@ struct NginxTests {
         let relative = await session.request("\(server.base)/redirect").awaited
         #expect(relative.data == Data("hello\n".utf8))
         #expect(relative.metrics?.redirects == ["\(server.base)/hello.txt"])
-        let absolute = await session.request("\(server.base)/redirect-absolute").awaited
+        let absoluteRequest = session.request("\(server.base)/redirect-absolute")
+        let absolute = await absoluteRequest.awaited
         #expect(absolute.data == Data("hello\n".utf8))
-        #expect(absolute.request?.authority == "localhost:\(server.port)")
+        #expect(absoluteRequest.httpRequest?.authority == "localhost:\(server.port)")
     }
 
     @Test("stops a redirect loop at the limit")

@@ -47,13 +47,13 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     private let rejectedStatus = Mutex<Int?>(nil)
 
     init(
-        session: Session, spec: Result<RequestSpec, TinyFireError>, target: Target,
+        session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, target: Target,
         acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false
     ) {
         self.target = target
         self.acceptableStatusCodes = acceptableStatusCodes
         self.includeResponseHead = includeResponseHead
-        super.init(session: session, spec: spec)
+        super.init(session: session, convertible: convertible, interceptor: interceptor)
     }
 
     /// A destination in the temporary directory named after the response (or a UUID).
@@ -64,7 +64,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     /// The file the body was written to, once finished.
     public var fileURL: URL? {
-        if case .success(.file(let url)) = output { return url }
+        if case .file(let url) = protected.withLock({ $0.output }) { return url }
         return nil
     }
 
@@ -115,41 +115,40 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         completionHandler: @escaping @Sendable (DownloadResponse<URL?, TinyFireError>) -> Void
     ) -> Self {
         let queue = queue ?? session.rootQueue
-        appendFinishHandler { [self] in
+        appendResponseSerializer { [self] in
             let response = makeResponse()
-            queue.async { completionHandler(response) }
+            responseSerializerDidComplete { queue.async { completionHandler(response) } }
         }
         return self
     }
 
-    override func complete(
-        _ result: Result<SinkOutput, TinyFireError>, request: HTTPRequest?, response: HTTPResponse?,
-        metrics: TransferMetrics
-    ) {
-        var result = result
+    override func adjustTransferResult(_ result: Result<SinkOutput, TinyFireError>) -> Result<SinkOutput, TinyFireError> {
         if case .success = result, let code = rejectedStatus.withLock({ $0 }) {
-            result = .failure(.responseValidationFailed(reason: .unacceptableStatusCode(code: code)))
+            return .failure(.responseValidationFailed(reason: .unacceptableStatusCode(code: code)))
         }
-        super.complete(result, request: request, response: response, metrics: metrics)
+        return result
     }
 
     func makeResponse() -> DownloadResponse<URL?, TinyFireError> {
-        let outcome = outcome { output -> URL? in
-            if case .file(let url) = output { return url }
-            return nil
-        }
+        let snapshot = snapshot
+        var url: URL?
+        if case .file(let file) = snapshot.output { url = file }
+        let result: Result<URL?, TinyFireError> = snapshot.error.map { .failure($0) } ?? .success(url)
         return DownloadResponse(
-            request: outcome.request, response: outcome.response, fileURL: outcome.value, metrics: outcome.metrics,
-            result: outcome.result)
+            request: snapshot.request, response: snapshot.response, fileURL: url, metrics: snapshot.metrics, result: result)
     }
 
-    /// The whole response, awaited (Swift concurrency). Cancelling the task cancels the request.
+    /// The whole response, awaited (Swift concurrency). Cancelling the awaiting task cancels
+    /// the request.
     public var downloadResponse: DownloadResponse<URL?, TinyFireError> {
         get async {
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { continuation in
-                    appendFinishHandler { [self] in continuation.resume(returning: makeResponse()) }
-                }
+            let box = DownloadResponseBox()
+            appendResponseSerializer { [self] in
+                let response = makeResponse()
+                responseSerializerDidComplete { box.deliver(response) }
+            }
+            return await withTaskCancellationHandler {
+                await box.response
             } onCancel: {
                 cancel()
             }
@@ -157,10 +156,37 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 }
 
+/// The single outcome of a download, for an awaiting task.
+final class DownloadResponseBox: Sendable {
+    private let state = Mutex<(DownloadResponse<URL?, TinyFireError>?, CheckedContinuation<DownloadResponse<URL?, TinyFireError>, Never>?)>((nil, nil))
+
+    func deliver(_ response: DownloadResponse<URL?, TinyFireError>) {
+        let waiter = state.withLock { state in
+            state.0 = response
+            defer { state.1 = nil }
+            return state.1
+        }
+        waiter?.resume(returning: response)
+    }
+
+    var response: DownloadResponse<URL?, TinyFireError> {
+        get async {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state -> DownloadResponse<URL?, TinyFireError>? in
+                    if let response = state.0 { return response }
+                    state.1 = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        }
+    }
+}
+
 /// The outcome of a `DownloadRequest`.
 public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
-    /// The last request head sent.
-    public let request: HTTPRequest?
+    /// The request as sent (adapted, before redirects).
+    public let request: URLRequest?
     /// The final response head.
     public let response: HTTPResponse?
     /// Where the body was written (file destinations only).
@@ -172,7 +198,7 @@ public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
 
     /// Creates a response.
     public init(
-        request: HTTPRequest?, response: HTTPResponse?, fileURL: URL?, metrics: TransferMetrics?,
+        request: URLRequest?, response: HTTPResponse?, fileURL: URL?, metrics: TransferMetrics?,
         result: Result<Success, Failure>
     ) {
         self.request = request

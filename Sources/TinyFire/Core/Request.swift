@@ -8,11 +8,12 @@ import Synchronization
     import Foundation
 #endif
 
-/// The base of every request type, as in Alamofire: lifecycle (`resume`, `cancel`), state,
-/// the final request/response heads, metrics and error.
+/// The base of every request type, as in Alamofire: the pipeline (create → adapt → transfer →
+/// validate → retry or finish → serialize), the lifecycle (`resume`, `suspend`, `cancel`), and
+/// what the request produced.
 ///
-/// Thread-safe: mutable state lives in one struct behind a `Mutex`; handlers are never called
-/// while it is held.
+/// Thread-safe: mutable state lives in one struct behind a `Mutex`; no handler, adapter,
+/// retrier or monitor is called while it is held.
 public class Request: @unchecked Sendable {
     /// A request's lifecycle state.
     public enum State: Sendable, Equatable {
@@ -20,6 +21,8 @@ public class Request: @unchecked Sendable {
         case initialized
         /// Started (by `resume()` or by adding a response handler).
         case resumed
+        /// Paused by `suspend()`: no bytes are read until `resume()`.
+        case suspended
         /// `cancel()` was called.
         case cancelled
         /// Completed, successfully or not.
@@ -28,89 +31,173 @@ public class Request: @unchecked Sendable {
 
     struct MutableState {
         var state: State = .initialized
-        var request: HTTPRequest?
+        var initialRequest: URLRequest?
+        var requests: [URLRequest] = []
+        var httpRequest: HTTPRequest?
         var response: HTTPResponse?
-        var metrics: TransferMetrics?
-        var output: Result<SinkOutput, TinyFireError>?
-        var finishHandlers: [@Sendable () -> Void] = []
+        var allMetrics: [TransferMetrics] = []
+        var output: SinkOutput?
+        var error: TinyFireError?
+        var retryCount = 0
+        var transferRunning = false
+        var pendingSpec: RequestSpec?
+        var pipelineFinished = false
+        var redirectHandler: (any RedirectHandler)?
+
+        var validators: [@Sendable (URLRequest?, HTTPResponse, Data?) -> TinyFireError?] = []
+        var responseSerializers: [@Sendable () -> Void] = []
+        var nextSerializer = 0
+        var serializerCompletions: [@Sendable () -> Void] = []
+        var serializersRunning = false
+
+        var cURLHandlers: [(DispatchQueue?, @Sendable (String) -> Void)] = []
+        var urlRequestHandlers: [(DispatchQueue, @Sendable (URLRequest) -> Void)] = []
         var httpResponseHandlers: [(DispatchQueue, @Sendable (HTTPResponse) -> Void)] = []
+        var downloadProgress = ProgressReporter()
+        var uploadProgress = ProgressReporter()
     }
 
     /// A unique identifier (a version-4 UUID).
     public let id = RequestIdentifiers.next()
     /// The session that made the request.
     public let session: Session
-    let spec: Result<RequestSpec, TinyFireError>
+    /// The request's own interceptor (the session's runs first).
+    public let interceptor: (any RequestInterceptor)?
+    let convertible: any URLRequestConvertible
     let protected = Mutex(MutableState())
+    /// Set once any progress handler exists, so the I/O thread skips the lock otherwise.
+    let wantsProgress = Atomic<Bool>(false)
 
-    init(session: Session, spec: Result<RequestSpec, TinyFireError>) {
+    init(session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?) {
         self.session = session
-        self.spec = spec
+        self.convertible = convertible
+        self.interceptor = interceptor
     }
+
+    // MARK: - State
 
     /// The current state.
     public var state: State { protected.withLock { $0.state } }
+    /// Whether the request is initialized.
+    public var isInitialized: Bool { state == .initialized }
+    /// Whether the request is running.
+    public var isResumed: Bool { state == .resumed }
+    /// Whether the request is suspended.
+    public var isSuspended: Bool { state == .suspended }
     /// Whether `cancel()` was called.
     public var isCancelled: Bool { state == .cancelled }
-    /// Whether the request completed.
-    public var isFinished: Bool { protected.withLock { $0.output != nil } }
-    /// The last request head sent (after redirects), once sent.
-    public var request: HTTPRequest? { protected.withLock { $0.request } }
-    /// The final response head, once received.
+    /// Whether the request completed (after retries).
+    public var isFinished: Bool { protected.withLock { $0.pipelineFinished } }
+    /// Retries so far (0 on the first attempt).
+    public var retryCount: Int { protected.withLock { $0.retryCount } }
+    /// The request as first created, before adapters.
+    public var firstRequest: URLRequest? { protected.withLock { $0.requests.first } }
+    /// Every request sent, one per attempt, after adapters.
+    public var requests: [URLRequest] { protected.withLock { $0.requests } }
+    /// The latest request sent (Alamofire's `request`): adapted, before redirects.
+    public var request: URLRequest? { protected.withLock { $0.requests.last } }
+    /// Same as `request`.
+    public var lastRequest: URLRequest? { request }
+    /// The last request head written to the wire, after redirects.
+    public var httpRequest: HTTPRequest? { protected.withLock { $0.httpRequest } }
+    /// The final response head of the latest attempt.
     public var response: HTTPResponse? { protected.withLock { $0.response } }
-    /// Timings and counts, once finished.
-    public var metrics: TransferMetrics? { protected.withLock { $0.metrics } }
-    /// The error, if the request failed.
-    public var error: TinyFireError? {
-        protected.withLock { state in
-            if case .failure(let error) = state.output { return error }
-            return nil
-        }
-    }
+    /// Metrics of every attempt.
+    public var allMetrics: [TransferMetrics] { protected.withLock { $0.allMetrics } }
+    /// Metrics of the latest attempt.
+    public var metrics: TransferMetrics? { protected.withLock { $0.allMetrics.last } }
+    /// The error, once the request failed (or the latest attempt's error while retrying).
+    public var error: TinyFireError? { protected.withLock { $0.error } }
 
-    /// Starts the request if it has not started. Requests start on their own when a response
-    /// handler is added and the session's `startRequestsImmediately` is true.
+    var eventMonitor: CompositeEventMonitor? { session.eventMonitor }
+
+    // MARK: - Lifecycle
+
+    /// Starts the request, or continues a suspended one. Requests start on their own when a
+    /// response handler is added and the session's `startRequestsImmediately` is true.
     /// - Returns: the request.
     @discardableResult
     public func resume() -> Self {
-        let start = protected.withLock { state -> Bool in
-            guard state.state == .initialized else { return false }
-            state.state = .resumed
-            return true
+        enum Action { case none, setup, resumeTransfer, start(RequestSpec) }
+        let action = protected.withLock { state -> Action in
+            switch state.state {
+            case .initialized:
+                state.state = .resumed
+                return .setup
+            case .suspended:
+                state.state = .resumed
+                if state.transferRunning { return .resumeTransfer }
+                if let spec = state.pendingSpec {
+                    state.pendingSpec = nil
+                    state.transferRunning = true
+                    return .start(spec)
+                }
+                return .none
+            case .resumed, .cancelled, .finished:
+                return .none
+            }
         }
-        guard start else { return self }
-        switch spec {
-        case .success(let spec): session.engine.start(spec, owner: self)
-        case .failure(let error): complete(.failure(error), request: nil, response: nil, metrics: TransferMetrics())
+        switch action {
+        case .none:
+            return self
+        case .setup:
+            session.didResume(self)
+            eventMonitor?.requestDidResume(self)
+            performSetup()
+        case .resumeTransfer:
+            eventMonitor?.requestDidResume(self)
+            session.engine.resumeTransfer(self)
+        case .start(let spec):
+            eventMonitor?.requestDidResume(self)
+            startTransfer(spec)
         }
         return self
     }
 
-    /// Cancels the request; it finishes with `TinyFireError.explicitlyCancelled`. A request
-    /// that never started finishes at once.
+    /// Pauses the request: the transfer stops reading (the server's sends back up in TCP) and
+    /// its idle and low-speed timers stop; the total timeout keeps running. A request that has
+    /// not reached the network yet waits there.
+    /// - Returns: the request.
+    @discardableResult
+    public func suspend() -> Self {
+        let (changed, running) = protected.withLock { state -> (Bool, Bool) in
+            guard state.state == .resumed || state.state == .initialized else { return (false, false) }
+            state.state = .suspended
+            return (true, state.transferRunning)
+        }
+        guard changed else { return self }
+        if running { session.engine.suspendTransfer(self) }
+        eventMonitor?.requestDidSuspend(self)
+        return self
+    }
+
+    /// Cancels the request; it finishes with `TinyFireError.explicitlyCancelled` and its
+    /// response handlers run.
     /// - Returns: the request.
     @discardableResult
     public func cancel() -> Self {
-        let previous = protected.withLock { state -> State in
-            let previous = state.state
-            if previous == .initialized || previous == .resumed { state.state = .cancelled }
-            return previous
+        let (changed, running) = protected.withLock { state -> (Bool, Bool) in
+            guard !state.pipelineFinished, state.state != .cancelled, state.state != .finished else { return (false, false) }
+            state.state = .cancelled
+            return (true, state.transferRunning)
         }
-        switch previous {
-        case .initialized:
-            complete(.failure(.explicitlyCancelled), request: nil, response: nil, metrics: TransferMetrics())
-        case .resumed:
+        guard changed else { return self }
+        eventMonitor?.requestDidCancel(self)
+        if running {
+            // The transfer ends with .explicitlyCancelled and comes back through the pipeline.
             session.engine.cancel(self)
-        case .cancelled, .finished:
-            break
+        } else {
+            finish(.explicitlyCancelled)
         }
         return self
     }
 
-    /// Calls `handler` on `queue` when the final response head arrives, before the body.
+    // MARK: - Handlers
+
+    /// Calls `handler` on `queue` when the final response head of each attempt arrives,
+    /// before its body.
     /// - Parameters:
-    ///   - queue: where to call it; default `.main` is not used on Linux daemons, so the
-    ///     session's root queue is the default.
+    ///   - queue: where to call it; default the session's root queue.
     ///   - handler: receives the response head.
     /// - Returns: the request.
     @discardableResult
@@ -119,75 +206,455 @@ public class Request: @unchecked Sendable {
         return self
     }
 
-    /// Registers work to run when the request finishes, and starts it if the session says so.
-    func appendFinishHandler(_ handler: @escaping @Sendable () -> Void) {
-        let runNow = protected.withLock { state -> Bool in
-            if state.output != nil { return true }
-            state.finishHandlers.append(handler)
-            return false
+    /// Calls `handler` on `queue` with each `URLRequest` the request sends (one per attempt).
+    /// - Parameters:
+    ///   - queue: where to call it; default the session's root queue.
+    ///   - handler: receives the request.
+    /// - Returns: the request.
+    @discardableResult
+    public func onURLRequestCreation(on queue: DispatchQueue? = nil, perform handler: @escaping @Sendable (URLRequest) -> Void) -> Self {
+        let existing = protected.withLock { state -> URLRequest? in
+            state.urlRequestHandlers.append((queue ?? session.rootQueue, handler))
+            return state.requests.last
         }
-        if runNow {
-            handler()
-        } else if session.startRequestsImmediately {
-            resume()
+        if let existing { (queue ?? session.rootQueue).async { handler(existing) } }
+        return self
+    }
+
+    /// Uses `handler` for this request's redirects instead of the session's.
+    /// - Parameter handler: the handler.
+    /// - Returns: the request.
+    @discardableResult
+    public func redirect(using handler: any RedirectHandler) -> Self {
+        protected.withLock { $0.redirectHandler = handler }
+        return self
+    }
+
+    /// The redirect handler in effect: the request's, else the session's.
+    var effectiveRedirectHandler: (any RedirectHandler)? {
+        protected.withLock { $0.redirectHandler } ?? session.redirectHandler
+    }
+
+    // MARK: - Pipeline
+
+    private var adapter: (any RequestAdapter)? {
+        switch (session.interceptor, interceptor) {
+        case (nil, nil): return nil
+        case (let one?, nil), (nil, let one?): return one
+        case (let sessionInterceptor?, let requestInterceptor?):
+            return Interceptor(interceptors: [sessionInterceptor, requestInterceptor])
         }
     }
 
-    /// Records the outcome and runs the finish handlers (once).
-    func complete(
-        _ result: Result<SinkOutput, TinyFireError>, request: HTTPRequest?, response: HTTPResponse?,
-        metrics: TransferMetrics
-    ) {
-        let handlers = protected.withLock { state -> [@Sendable () -> Void] in
-            guard state.output == nil else { return [] }
-            state.output = result
-            state.request = request ?? state.request
-            state.response = response ?? state.response
-            state.metrics = metrics
+    private var retrier: (any RequestRetrier)? { adapter as? any RequestRetrier }
+
+    /// Builds the initial request, then runs the first attempt.
+    private func performSetup() {
+        let initial: URLRequest
+        do {
+            initial = try convertible.asURLRequest()
+        } catch {
+            let failure = (error as? TinyFireError) ?? .createURLRequestFailed(error: error)
+            eventMonitor?.request(self, didFailToCreateURLRequestWithError: failure)
+            retryOrFinish(failure)
+            return
+        }
+        protected.withLock { $0.initialRequest = initial }
+        eventMonitor?.request(self, didCreateInitialURLRequest: initial)
+        performAttempt(initial)
+    }
+
+    /// Checks and adapts `initial`, then starts its transfer.
+    private func performAttempt(_ initial: URLRequest) {
+        if (initial.method ?? .get) == .get, let body = initial.httpBody, !body.isEmpty {
+            retryOrFinish(.urlRequestValidationFailed(reason: .bodyDataInGETRequest(body)))
+            return
+        }
+        guard let adapter else {
+            didCreateURLRequest(initial)
+            return
+        }
+        let state = RequestAdapterState(requestID: id, session: session)
+        adapter.adapt(initial, using: state) { [self] result in
+            switch result {
+            case .success(let adapted):
+                eventMonitor?.request(self, didAdaptInitialRequest: initial, to: adapted)
+                didCreateURLRequest(adapted)
+            case .failure(let error):
+                let failure = (error as? TinyFireError) ?? .requestAdaptationFailed(error: error)
+                eventMonitor?.request(self, didFailToAdaptURLRequest: initial, withError: failure)
+                retryOrFinish(failure)
+            }
+        }
+    }
+
+    private func didCreateURLRequest(_ urlRequest: URLRequest) {
+        let (cURLHandlers, urlRequestHandlers) = protected.withLock { state in
+            state.requests.append(urlRequest)
+            return (state.cURLHandlers, state.urlRequestHandlers)
+        }
+        eventMonitor?.request(self, didCreateURLRequest: urlRequest)
+        if !cURLHandlers.isEmpty {
+            let description = cURLDescription(for: urlRequest)
+            for (queue, handler) in cURLHandlers {
+                if let queue { queue.async { handler(description) } } else { handler(description) }
+            }
+        }
+        for (queue, handler) in urlRequestHandlers { queue.async { handler(urlRequest) } }
+
+        let spec: RequestSpec
+        do throws(TinyFireError) {
+            spec = try RequestSpec(urlRequest)
+        } catch {
+            retryOrFinish(error)
+            return
+        }
+        enum Next { case start, wait, cancelled }
+        let next = protected.withLock { state -> Next in
+            switch state.state {
+            case .cancelled, .finished: return .cancelled
+            case .suspended:
+                state.pendingSpec = spec
+                return .wait
+            case .initialized, .resumed:
+                state.transferRunning = true
+                return .start
+            }
+        }
+        switch next {
+        case .start: startTransfer(spec)
+        case .wait: break
+        case .cancelled: finish(.explicitlyCancelled)
+        }
+    }
+
+    private func startTransfer(_ spec: RequestSpec) {
+        eventMonitor?.request(self, didStartTransferFor: protected.withLock { $0.requests.last } ?? URLRequest(url: spec.url))
+        session.engine.start(spec, owner: self)
+    }
+
+    /// Runs validators, then retries or finishes. Called when a transfer ends.
+    func didCompleteAttempt(_ transferError: TinyFireError?) {
+        var error = transferError
+        let (validators, request, response, output) = protected.withLock {
+            ($0.validators, $0.requests.last, $0.response, $0.output)
+        }
+        if error == nil, let response {
+            var data: Data?
+            if case .data(let body) = output { data = body }
+            for validator in validators {
+                if let failure = validator(request, response, data) {
+                    error = failure
+                    break
+                }
+            }
+        }
+        retryOrFinish(error)
+    }
+
+    /// Asks the retrier about `error` (if any), then retries or finishes.
+    private func retryOrFinish(_ error: TinyFireError?) {
+        guard let error else {
+            finish(nil)
+            return
+        }
+        protected.withLock { $0.error = error }
+        guard let retrier, !isCancelled, !error.isExplicitlyCancelledError else {
+            finish(isCancelled ? .explicitlyCancelled : error)
+            return
+        }
+        retrier.retry(self, for: session, dueTo: error) { [self] decision in
+            switch decision {
+            case .retry, .retryWithDelay:
+                retry(after: decision.delay)
+            case .doNotRetry:
+                finish(error)
+            case .doNotRetryWithError(let retryError):
+                finish(.requestRetryFailed(retryError: retryError, originalError: error))
+            }
+        }
+    }
+
+    /// Starts another attempt, after `delay` seconds.
+    func retry(after delay: TimeInterval?) {
+        let proceed = protected.withLock { state -> Bool in
+            guard state.state != .cancelled else { return false }
+            state.retryCount += 1
+            state.response = nil
+            state.output = nil
+            state.error = nil
+            state.pipelineFinished = false
+            if state.state == .finished { state.state = .resumed }
+            return true
+        }
+        guard proceed else {
+            finish(.explicitlyCancelled)
+            return
+        }
+        eventMonitor?.requestIsRetrying(self)
+        let attempt: @Sendable () -> Void = { [self] in
+            guard !isCancelled else {
+                finish(.explicitlyCancelled)
+                return
+            }
+            if let initial = protected.withLock({ $0.initialRequest }) {
+                performAttempt(initial)
+            } else {
+                performSetup()
+            }
+        }
+        if let delay, delay > 0 {
+            session.rootQueue.asyncAfter(deadline: .now() + delay, execute: attempt)
+        } else {
+            session.rootQueue.async(execute: attempt)
+        }
+    }
+
+    /// Records the outcome (once) and runs the response serializers.
+    func finish(_ error: TinyFireError?) {
+        let finished = protected.withLock { state -> Bool in
+            guard !state.pipelineFinished else { return false }
+            state.pipelineFinished = true
+            state.transferRunning = false
+            state.pendingSpec = nil
+            state.error = error
             if state.state != .cancelled { state.state = .finished }
-            let handlers = state.finishHandlers
-            state.finishHandlers = []
-            return handlers
+            return true
         }
-        for handler in handlers { handler() }
+        guard finished else { return }
+        eventMonitor?.requestDidFinish(self)
+        session.didFinish(self)
+        processNextResponseSerializer()
     }
 
-    /// The outcome, once finished.
-    var output: Result<SinkOutput, TinyFireError>? { protected.withLock { $0.output } }
+    // MARK: - Response serializers
 
-    /// A consistent snapshot of the request's outcome for building a response value.
-    struct Outcome<Value> {
-        var request: HTTPRequest?
+    /// Adds a serializer; it runs on the serialization queue once the request finishes (at
+    /// once if it already has). Starts the request when the session says so.
+    func appendResponseSerializer(_ serializer: @escaping @Sendable () -> Void) {
+        let (process, start) = protected.withLock { state -> (Bool, Bool) in
+            state.responseSerializers.append(serializer)
+            let process = state.pipelineFinished && !state.serializersRunning
+            if process { state.serializersRunning = true }
+            return (process, state.state == .initialized)
+        }
+        // A handler added after the finish serializes the stored outcome.
+        if process { processNextResponseSerializer() }
+        if start && session.startRequestsImmediately { resume() }
+    }
+
+    /// Runs the next serializer, or, when none is left, the completions collected so far.
+    func processNextResponseSerializer() {
+        enum Next { case run(@Sendable () -> Void), complete([@Sendable () -> Void]) }
+        let next = protected.withLock { state -> Next in
+            if state.nextSerializer < state.responseSerializers.count {
+                let serializer = state.responseSerializers[state.nextSerializer]
+                state.nextSerializer += 1
+                state.serializersRunning = true
+                return .run(serializer)
+            }
+            let completions = state.serializerCompletions
+            state.serializerCompletions = []
+            state.serializersRunning = false
+            if state.pipelineFinished {
+                // Serializers capture the request; dropping the ones that ran breaks the
+                // cycle. Handlers added later still run, from index 0.
+                state.responseSerializers.removeFirst(state.nextSerializer)
+                state.nextSerializer = 0
+            }
+            return .complete(completions)
+        }
+        switch next {
+        case .run(let serializer): session.serializationQueue.async(execute: serializer)
+        case .complete(let completions): for completion in completions { completion() }
+        }
+    }
+
+    /// Called by a serializer when its value is ready: queues its completion and moves on.
+    func responseSerializerDidComplete(_ completion: @escaping @Sendable () -> Void) {
+        protected.withLock { $0.serializerCompletions.append(completion) }
+        processNextResponseSerializer()
+    }
+
+    /// A serializer failed and the retrier wants another attempt: every serializer runs again
+    /// after it.
+    func retryFromSerializer(after delay: TimeInterval?) {
+        protected.withLock { state in
+            state.nextSerializer = 0
+            state.serializerCompletions = []
+            state.serializersRunning = false
+        }
+        retry(after: delay)
+    }
+
+    /// Asks the retrier about a serializer's failure. Calls `completion` with the error to
+    /// report, or nil when the request is retried instead.
+    func retryResult(forSerializationError error: TinyFireError, completion: @escaping @Sendable (TinyFireError?) -> Void) {
+        guard let retrier, !isCancelled, protected.withLock({ $0.error }) == nil else {
+            completion(error)
+            return
+        }
+        retrier.retry(self, for: session, dueTo: error) { [self] decision in
+            switch decision {
+            case .retry, .retryWithDelay:
+                retryFromSerializer(after: decision.delay)
+            case .doNotRetry:
+                completion(error)
+            case .doNotRetryWithError(let retryError):
+                completion((retryError as? TinyFireError) ?? .requestRetryFailed(retryError: retryError, originalError: error))
+            }
+        }
+    }
+
+    /// A consistent snapshot of what the request produced.
+    struct Snapshot {
+        var request: URLRequest?
         var response: HTTPResponse?
         var metrics: TransferMetrics?
-        /// What the sink produced, when it is of the kind `extract` looks for.
-        var value: Value?
-        var result: Result<Value?, TinyFireError>
+        var output: SinkOutput?
+        var error: TinyFireError?
     }
 
-    /// Snapshots request, response, metrics and result; `extract` picks the value out of the
-    /// sink's output (nil when the body went elsewhere).
-    func outcome<Value>(_ extract: (SinkOutput) -> Value?) -> Outcome<Value> {
-        let (request, response, metrics, output) = protected.withLock { ($0.request, $0.response, $0.metrics, $0.output) }
-        switch output {
-        case .success(let sinkOutput):
-            let value = extract(sinkOutput)
-            return Outcome(request: request, response: response, metrics: metrics, value: value, result: .success(value))
-        case .failure(let error):
-            return Outcome(request: request, response: response, metrics: metrics, value: nil, result: .failure(error))
-        case nil:
-            return Outcome(request: request, response: response, metrics: metrics, value: nil, result: .failure(.explicitlyCancelled))
+    var snapshot: Snapshot {
+        protected.withLock { Snapshot(request: $0.requests.last, response: $0.response, metrics: $0.allMetrics.last, output: $0.output, error: $0.error) }
+    }
+
+    // MARK: - Validation
+
+    func appendValidator(_ validator: @escaping @Sendable (URLRequest?, HTTPResponse, Data?) -> TinyFireError?) {
+        protected.withLock { $0.validators.append(validator) }
+    }
+
+    // MARK: - cURL
+
+    /// Calls `handler` with the cURL command of each request sent (once the request exists:
+    /// immediately if it already does). Called on the thread that creates the request unless a
+    /// queue is given.
+    /// - Parameters:
+    ///   - queue: where to call it; default inline.
+    ///   - handler: receives the command.
+    /// - Returns: the request.
+    @discardableResult
+    public func cURLDescription(on queue: DispatchQueue? = nil, calling handler: @escaping @Sendable (String) -> Void) -> Self {
+        let existing = protected.withLock { state -> URLRequest? in
+            state.cURLHandlers.append((queue, handler))
+            return state.requests.last
         }
+        if let existing {
+            let description = cURLDescription(for: existing)
+            if let queue { queue.async { handler(description) } } else { handler(description) }
+        }
+        return self
     }
 
-    // MARK: - TransferOwner
+    /// The cURL command of the latest request sent, or a note that none exists yet.
+    /// - Returns: the command.
+    public func cURLDescription() -> String {
+        guard let request else { return "$ curl command could not be created: the request has not been created yet" }
+        return cURLDescription(for: request)
+    }
+
+    func cURLDescription(for urlRequest: URLRequest) -> String {
+        CURLDescription.command(for: urlRequest, sessionHeaders: session.configuration.headers)
+    }
+
+    // MARK: - Progress
+
+    /// Calls `closure` on `queue` as the response body arrives (at most every 100 ms, and once
+    /// at the end). Counts body bytes as received (before decompression) against
+    /// Content-Length; the total is unknown (-1) without it.
+    /// - Parameters:
+    ///   - queue: where to call it; default the session's root queue.
+    ///   - closure: receives the progress.
+    /// - Returns: the request.
+    @discardableResult
+    public func downloadProgress(queue: DispatchQueue? = nil, closure: @escaping @Sendable (TransferProgress) -> Void) -> Self {
+        protected.withLock { $0.downloadProgress.handlers.append((queue ?? session.rootQueue, closure)) }
+        wantsProgress.store(true, ordering: .releasing)
+        return self
+    }
+
+    /// Calls `closure` on `queue` as the request body is sent (at most every 100 ms, and once
+    /// at the end).
+    /// - Parameters:
+    ///   - queue: where to call it; default the session's root queue.
+    ///   - closure: receives the progress.
+    /// - Returns: the request.
+    @discardableResult
+    public func uploadProgress(queue: DispatchQueue? = nil, closure: @escaping @Sendable (TransferProgress) -> Void) -> Self {
+        protected.withLock { $0.uploadProgress.handlers.append((queue ?? session.rootQueue, closure)) }
+        wantsProgress.store(true, ordering: .releasing)
+        return self
+    }
+
+    /// Download progress as an async stream; it ends when the request finishes.
+    /// - Returns: the stream.
+    public func downloadProgress() -> AsyncStream<TransferProgress> {
+        let (stream, continuation) = AsyncStream.makeStream(of: TransferProgress.self, bufferingPolicy: .bufferingNewest(16))
+        downloadProgress(queue: session.rootQueue) { continuation.yield($0) }
+        appendResponseSerializer { [self] in responseSerializerDidComplete { continuation.finish() } }
+        return stream
+    }
+
+    /// Upload progress as an async stream; it ends when the request finishes.
+    /// - Returns: the stream.
+    public func uploadProgress() -> AsyncStream<TransferProgress> {
+        let (stream, continuation) = AsyncStream.makeStream(of: TransferProgress.self, bufferingPolicy: .bufferingNewest(16))
+        uploadProgress(queue: session.rootQueue) { continuation.yield($0) }
+        appendResponseSerializer { [self] in responseSerializerDidComplete { continuation.finish() } }
+        return stream
+    }
+
+    /// The cURL command of each request sent, as an async stream; it ends when the request
+    /// finishes.
+    /// - Returns: the stream.
+    public func cURLDescriptions() -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
+        cURLDescription { continuation.yield($0) }
+        appendResponseSerializer { [self] in responseSerializerDidComplete { continuation.finish() } }
+        return stream
+    }
+
+    /// Each `URLRequest` sent, as an async stream; it ends when the request finishes.
+    /// - Returns: the stream.
+    public func urlRequests() -> AsyncStream<URLRequest> {
+        let (stream, continuation) = AsyncStream.makeStream(of: URLRequest.self)
+        onURLRequestCreation { continuation.yield($0) }
+        appendResponseSerializer { [self] in responseSerializerDidComplete { continuation.finish() } }
+        return stream
+    }
+
+    /// Each final response head, as an async stream; it ends when the request finishes.
+    /// - Returns: the stream.
+    public func httpResponses() -> AsyncStream<HTTPResponse> {
+        let (stream, continuation) = AsyncStream.makeStream(of: HTTPResponse.self)
+        onHTTPResponse { continuation.yield($0) }
+        appendResponseSerializer { [self] in responseSerializerDidComplete { continuation.finish() } }
+        return stream
+    }
+
+    // MARK: - Subclass hooks
 
     func makeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
         DiscardSink()
     }
+
+    /// Lets a subclass turn a successful transfer into a failure (a download whose status was
+    /// refused before its body reached the file).
+    func adjustTransferResult(_ result: Result<SinkOutput, TinyFireError>) -> Result<SinkOutput, TinyFireError> { result }
+}
+
+extension Request: Hashable {
+    /// Requests are equal when they are the same object.
+    public static func == (lhs: Request, rhs: Request) -> Bool { lhs === rhs }
+    /// Hashes the identity.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
 extension Request: TransferOwner {
+    var transferRedirectHandler: (any RedirectHandler)? { effectiveRedirectHandler }
+    var transferWantsProgress: Bool { wantsProgress.load(ordering: .acquiring) }
+
     func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
         try makeSink(for: response, expectedLength: expectedLength)
     }
@@ -195,17 +662,100 @@ extension Request: TransferOwner {
     func transferDidReceiveResponse(_ response: HTTPResponse, request: HTTPRequest) {
         let handlers = protected.withLock { state in
             state.response = response
-            state.request = request
+            state.httpRequest = request
             return state.httpResponseHandlers
         }
+        eventMonitor?.request(self, didReceiveResponse: response)
         for (queue, handler) in handlers { queue.async { handler(response) } }
     }
 
+    func transferWillRedirect(to redirect: URLRequest, for response: HTTPResponse) {
+        eventMonitor?.request(self, willRedirectTo: redirect, for: response)
+    }
+
+    func transferProgress(upload: (UInt64, UInt64)?, download: (UInt64, UInt64?)?, final: Bool) {
+        let now = Instant.now()
+        let deliveries = protected.withLock { state -> [(DispatchQueue, @Sendable (TransferProgress) -> Void, TransferProgress)] in
+            var out: [(DispatchQueue, @Sendable (TransferProgress) -> Void, TransferProgress)] = []
+            if let (sent, total) = upload { out += state.uploadProgress.update(completed: sent, total: total, now: now, final: final) }
+            if let (received, total) = download {
+                out += state.downloadProgress.update(completed: received, total: total, now: now, final: final)
+            }
+            return out
+        }
+        for (queue, handler, progress) in deliveries { queue.async { handler(progress) } }
+    }
+
     func transferDidFinish(
-        _ result: Result<SinkOutput, TinyFireError>, request: HTTPRequest?, response: HTTPResponse?,
-        metrics: TransferMetrics
+        _ result: Result<SinkOutput, TinyFireError>, request: HTTPRequest?, response: HTTPResponse?, metrics: TransferMetrics
     ) {
-        complete(result, request: request, response: response, metrics: metrics)
+        let result = adjustTransferResult(result)
+        let needsQueue = protected.withLock { state -> Bool in
+            state.transferRunning = false
+            if let request { state.httpRequest = request }
+            if let response { state.response = response }
+            state.allMetrics.append(metrics)
+            if case .success(let output) = result { state.output = output }
+            return !state.validators.isEmpty
+        }
+        let error: TinyFireError? = if case .failure(let failure) = result { failure } else { nil }
+        eventMonitor?.request(self, didGatherMetrics: metrics)
+        eventMonitor?.request(self, didCompleteTransferWithError: error)
+        if needsQueue || retrier != nil {
+            // Validators and retriers are user code: keep them off the I/O thread.
+            session.rootQueue.async { [self] in didCompleteAttempt(error) }
+        } else {
+            didCompleteAttempt(error)
+        }
+    }
+}
+
+/// How far a transfer has come, as Alamofire's `Progress` for uploads and downloads.
+public struct TransferProgress: Sendable, Equatable, CustomStringConvertible {
+    /// Bytes done.
+    public var completedUnitCount: Int64
+    /// Bytes expected, or -1 when unknown.
+    public var totalUnitCount: Int64
+
+    /// Creates a value.
+    /// - Parameters:
+    ///   - completedUnitCount: bytes done.
+    ///   - totalUnitCount: bytes expected, -1 when unknown.
+    public init(completedUnitCount: Int64, totalUnitCount: Int64) {
+        self.completedUnitCount = completedUnitCount
+        self.totalUnitCount = totalUnitCount
+    }
+
+    /// 0…1; 0 while the total is unknown, 1 when finished.
+    public var fractionCompleted: Double {
+        guard totalUnitCount > 0 else { return totalUnitCount == 0 ? 1 : 0 }
+        return min(1, Double(completedUnitCount) / Double(totalUnitCount))
+    }
+
+    /// `completed/total bytes`.
+    public var description: String {
+        "\(completedUnitCount)/\(totalUnitCount < 0 ? "?" : "\(totalUnitCount)") bytes"
+    }
+}
+
+/// Throttles progress to one report per `interval`, plus the final one.
+struct ProgressReporter {
+    static let interval: Duration = .milliseconds(100)
+    var handlers: [(DispatchQueue, @Sendable (TransferProgress) -> Void)] = []
+    var lastReport: Instant?
+    var lastValue: TransferProgress?
+
+    mutating func update(
+        completed: UInt64, total: UInt64?, now: Instant, final: Bool
+    ) -> [(DispatchQueue, @Sendable (TransferProgress) -> Void, TransferProgress)] {
+        guard !handlers.isEmpty else { return [] }
+        var progress = TransferProgress(completedUnitCount: Int64(completed), totalUnitCount: total.map { Int64($0) } ?? -1)
+        if final && progress.totalUnitCount < 0 { progress.totalUnitCount = progress.completedUnitCount }
+        if progress == lastValue { return [] }
+        if !final, let lastReport, now < lastReport + Self.interval { return [] }
+        lastReport = now
+        lastValue = progress
+        return handlers.map { ($0.0, $0.1, progress) }
     }
 }
 

@@ -1,10 +1,14 @@
 import Dispatch
+import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
+
+/// `Session.default`, as Alamofire's `AF`.
+public let TF = Session.default
 
 /// Creates and runs requests, as Alamofire's `Session`: one I/O thread (epoll) and one
 /// connection pool per session, shared by all its requests.
@@ -14,25 +18,53 @@ public final class Session: Sendable {
 
     /// Bounds, timeouts and policies.
     public let configuration: SessionConfiguration
-    /// The serial queue completion handlers run on unless a request names another.
+    /// The serial queue the request pipeline (adapters, retriers, validators) runs on, and
+    /// where completion handlers run unless a request names another queue.
     public let rootQueue: DispatchQueue
+    /// Where response serializers run; default a serial queue targeting `rootQueue`.
+    public let serializationQueue: DispatchQueue
     /// Whether adding a response handler starts the request (default true).
     public let startRequestsImmediately: Bool
+    /// Adapts and retries every request (before a request's own interceptor).
+    public let interceptor: (any RequestInterceptor)?
+    /// Decides which hosts' certificates are evaluated how (used once TLS is available).
+    public let serverTrustManager: ServerTrustManager?
+    /// Decides redirects for every request without its own handler; nil follows them
+    /// (up to `configuration.maxRedirects`).
+    public let redirectHandler: (any RedirectHandler)?
+    /// Receives every request's events.
+    public let eventMonitor: CompositeEventMonitor?
     let engine: Engine
+    private let activeRequests = Mutex<[ObjectIdentifier: Request]>([:])
 
     /// Creates a session and starts its I/O thread.
     /// - Parameters:
     ///   - configuration: bounds, timeouts and policies; default `.default`.
-    ///   - rootQueue: serial queue for completion handlers; default a new one.
+    ///   - rootQueue: serial queue for the pipeline and handlers; default a new one.
     ///   - startRequestsImmediately: start a request when a response handler is added.
+    ///   - serializationQueue: where serializers run; default a serial queue targeting `rootQueue`.
+    ///   - interceptor: adapts and retries every request; default none.
+    ///   - serverTrustManager: certificate evaluation per host; default none (system trust).
+    ///   - redirectHandler: redirect policy; default follow.
+    ///   - eventMonitors: receive every request's events; default none.
     public init(
         configuration: SessionConfiguration = .default,
         rootQueue: DispatchQueue = DispatchQueue(label: "org.tinyfire.session.rootQueue"),
-        startRequestsImmediately: Bool = true
+        startRequestsImmediately: Bool = true,
+        serializationQueue: DispatchQueue? = nil,
+        interceptor: (any RequestInterceptor)? = nil,
+        serverTrustManager: ServerTrustManager? = nil,
+        redirectHandler: (any RedirectHandler)? = nil,
+        eventMonitors: [any EventMonitor] = []
     ) {
         self.configuration = configuration
         self.rootQueue = rootQueue
+        self.serializationQueue = serializationQueue ?? DispatchQueue(label: "\(rootQueue.label).serializationQueue", target: rootQueue)
         self.startRequestsImmediately = startRequestsImmediately
+        self.interceptor = interceptor
+        self.serverTrustManager = serverTrustManager
+        self.redirectHandler = redirectHandler
+        self.eventMonitor = eventMonitors.isEmpty ? nil : CompositeEventMonitor(monitors: eventMonitors)
         self.engine = Engine(configuration: configuration)
     }
 
@@ -40,16 +72,52 @@ public final class Session: Sendable {
         engine.shutdown()
     }
 
-    /// Creates a request whose body is collected in memory.
+    // MARK: - Requests
+
+    /// Creates a request from parts, encoding `parameters` with `encoder`.
     /// - Parameters:
     ///   - convertible: the URL.
     ///   - method: the method; default GET.
+    ///   - parameters: values to encode; default none.
+    ///   - encoder: where and how they go; default URL-encoded form (query for GET/HEAD/DELETE).
     ///   - headers: headers added to the session's defaults (a request's own win).
+    ///   - interceptor: this request's interceptor, after the session's.
+    ///   - requestModifier: changes the request after it is built, before parameters are encoded.
     /// - Returns: the request; it starts when a response handler is added.
-    public func request(
-        _ convertible: URLConvertible, method: HTTPMethod = .get, headers: HTTPHeaders? = nil
+    public func request<Parameters: Encodable & Sendable>(
+        _ convertible: any URLConvertible, method: HTTPMethod = .get, parameters: Parameters? = nil,
+        encoder: any ParameterEncoder = URLEncodedFormParameterEncoder.default, headers: HTTPHeaders? = nil,
+        interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
     ) -> DataRequest {
-        DataRequest(session: self, spec: makeSpec(convertible, method: method, headers: headers, body: nil))
+        let convertible = RequestEncodableConvertible(
+            url: convertible, method: method, parameters: parameters, encoder: encoder, headers: headers, requestModifier: requestModifier)
+        return DataRequest(session: self, convertible: convertible, interceptor: interceptor)
+    }
+
+    /// Creates a request from parts, without parameters.
+    /// - Parameters:
+    ///   - convertible: the URL.
+    ///   - method: the method; default GET.
+    ///   - headers: headers added to the session's defaults.
+    ///   - interceptor: this request's interceptor.
+    ///   - requestModifier: changes the request after it is built.
+    /// - Returns: the request.
+    public func request(
+        _ convertible: any URLConvertible, method: HTTPMethod = .get, headers: HTTPHeaders? = nil,
+        interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
+    ) -> DataRequest {
+        request(
+            convertible, method: method, parameters: Empty?.none, encoder: URLEncodedFormParameterEncoder.default, headers: headers,
+            interceptor: interceptor, requestModifier: requestModifier)
+    }
+
+    /// Creates a request from a `URLRequestConvertible` (a router).
+    /// - Parameters:
+    ///   - convertible: builds the request.
+    ///   - interceptor: this request's interceptor.
+    /// - Returns: the request.
+    public func request(_ convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil) -> DataRequest {
+        DataRequest(session: self, convertible: convertible, interceptor: interceptor)
     }
 
     /// Creates a request that sends `data` as its body (`Content-Length` framing).
@@ -58,11 +126,26 @@ public final class Session: Sendable {
     ///   - convertible: the URL.
     ///   - method: the method; default POST.
     ///   - headers: headers added to the session's defaults.
+    ///   - interceptor: this request's interceptor.
+    ///   - requestModifier: changes the request after it is built.
     /// - Returns: the request.
     public func upload(
-        _ data: Data, to convertible: URLConvertible, method: HTTPMethod = .post, headers: HTTPHeaders? = nil
+        _ data: Data, to convertible: any URLConvertible, method: HTTPMethod = .post, headers: HTTPHeaders? = nil,
+        interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
     ) -> UploadRequest {
-        UploadRequest(session: self, spec: makeSpec(convertible, method: method, headers: headers, body: data))
+        let convertible = ParameterlessRequestConvertible(
+            url: convertible, method: method, headers: headers, body: data, requestModifier: requestModifier)
+        return UploadRequest(session: self, convertible: convertible, interceptor: interceptor)
+    }
+
+    /// Creates a request that sends `data` as the body of `convertible`'s request.
+    /// - Parameters:
+    ///   - data: the body.
+    ///   - convertible: builds the request.
+    ///   - interceptor: this request's interceptor.
+    /// - Returns: the request.
+    public func upload(_ data: Data, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil) -> UploadRequest {
+        UploadRequest(session: self, convertible: BodyReplacingConvertible(base: convertible, body: data), interceptor: interceptor)
     }
 
     /// Creates a request whose body streams to a file.
@@ -71,16 +154,17 @@ public final class Session: Sendable {
     ///   - method: the method; default GET.
     ///   - headers: headers added to the session's defaults.
     ///   - body: an optional request body.
+    ///   - interceptor: this request's interceptor.
     ///   - destination: picks the file once the head is known; default a file in the
     ///     temporary directory.
     /// - Returns: the request.
     public func download(
-        _ convertible: URLConvertible, method: HTTPMethod = .get, headers: HTTPHeaders? = nil, body: Data? = nil,
-        to destination: DownloadRequest.Destination? = nil
+        _ convertible: any URLConvertible, method: HTTPMethod = .get, headers: HTTPHeaders? = nil, body: Data? = nil,
+        interceptor: (any RequestInterceptor)? = nil, to destination: DownloadRequest.Destination? = nil
     ) -> DownloadRequest {
         DownloadRequest(
-            session: self, spec: makeSpec(convertible, method: method, headers: headers, body: body),
-            target: .destination(destination))
+            session: self, convertible: ParameterlessRequestConvertible(url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
+            interceptor: interceptor, target: .destination(destination))
     }
 
     /// Creates a request whose body is written, as it arrives, to a descriptor the caller owns
@@ -94,34 +178,62 @@ public final class Session: Sendable {
     ///   - fileDescriptor: an open, writable descriptor.
     /// - Returns: the request.
     public func download(
-        _ convertible: URLConvertible, method: HTTPMethod = .get, headers: HTTPHeaders? = nil, body: Data? = nil,
+        _ convertible: any URLConvertible, method: HTTPMethod = .get, headers: HTTPHeaders? = nil, body: Data? = nil,
         streamingTo fileDescriptor: Int32
     ) -> DownloadRequest {
         DownloadRequest(
-            session: self, spec: makeSpec(convertible, method: method, headers: headers, body: body),
-            target: .descriptor(fileDescriptor))
+            session: self, convertible: ParameterlessRequestConvertible(url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
+            interceptor: nil, target: .descriptor(fileDescriptor))
     }
 
     /// The download `fire-agent request` runs: like the public `download` variants, plus
     /// status validation before the body reaches a file, and optionally the response head
     /// written ahead of the body (curl's `-i`).
     package func download(
-        _ convertible: URLConvertible, method: HTTPMethod, headers: HTTPHeaders?, body: Data?,
+        _ convertible: any URLConvertible, method: HTTPMethod, headers: HTTPHeaders?, body: Data?,
         target: DownloadRequest.Target, acceptableStatusCodes: Range<Int>?, includeResponseHead: Bool
     ) -> DownloadRequest {
         DownloadRequest(
-            session: self, spec: makeSpec(convertible, method: method, headers: headers, body: body),
-            target: target, acceptableStatusCodes: acceptableStatusCodes, includeResponseHead: includeResponseHead)
+            session: self, convertible: ParameterlessRequestConvertible(url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
+            interceptor: nil, target: target, acceptableStatusCodes: acceptableStatusCodes, includeResponseHead: includeResponseHead)
     }
 
-    private func makeSpec(
-        _ convertible: URLConvertible, method: HTTPMethod, headers: HTTPHeaders?, body: Data?
-    ) -> Result<RequestSpec, TinyFireError> {
-        do throws(TinyFireError) {
-            let url = try convertible.asURL()
-            return .success(RequestSpec(url: url, method: method, headers: headers ?? HTTPHeaders(), body: body))
-        } catch {
-            return .failure(error)
+    // MARK: - All requests
+
+    /// Runs `action` on `rootQueue` with the requests that started and have not finished.
+    /// - Parameter action: receives the requests.
+    public func withAllRequests(perform action: @escaping @Sendable (Set<Request>) -> Void) {
+        rootQueue.async { [self] in action(Set(activeRequests.withLock { $0.values })) }
+    }
+
+    /// Cancels every request that started and has not finished, then calls `completion`.
+    /// - Parameters:
+    ///   - queue: where to call `completion`; default `rootQueue`.
+    ///   - completion: called after every cancel was issued.
+    public func cancelAllRequests(completingOnQueue queue: DispatchQueue? = nil, completion: (@Sendable () -> Void)? = nil) {
+        withAllRequests { requests in
+            for request in requests { request.cancel() }
+            (queue ?? self.rootQueue).async { completion?() }
         }
+    }
+
+    func didResume(_ request: Request) {
+        activeRequests.withLock { $0[ObjectIdentifier(request)] = request }
+    }
+
+    func didFinish(_ request: Request) {
+        activeRequests.withLock { $0[ObjectIdentifier(request)] = nil }
+    }
+}
+
+/// A convertible's request with its body replaced (`upload(_:with:)`).
+struct BodyReplacingConvertible: URLRequestConvertible {
+    let base: any URLRequestConvertible
+    let body: Data
+
+    func asURLRequest() throws -> URLRequest {
+        var request = try base.asURLRequest()
+        request.httpBody = body
+        return request
     }
 }

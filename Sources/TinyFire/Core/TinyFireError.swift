@@ -35,6 +35,14 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
     case responseValidationFailed(reason: ResponseValidationFailureReason)
     /// A response serializer could not produce its value.
     case responseSerializationFailed(reason: ResponseSerializationFailureReason)
+    /// The server's certificate chain was not trusted for the host.
+    case serverTrustEvaluationFailed(reason: ServerTrustFailureReason)
+
+    /// Why a server was not trusted.
+    public enum ServerTrustFailureReason: Sendable {
+        /// No evaluator applies to the host and the manager requires one.
+        case noRequiredEvaluator(host: String)
+    }
 
     /// Why a `ParameterEncoder` failed.
     public enum ParameterEncoderFailureReason: Sendable {
@@ -105,6 +113,8 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case .sessionDeinitialized: return "session deinitialized while the request was in flight"
         case .resourceExhausted(let what): return "out of resources: \(what)"
         case .sessionTaskFailed(let error): return error.description
+        case .serverTrustEvaluationFailed(.noRequiredEvaluator(let host)):
+            return "no server trust evaluator for host \(quoted(host)), and the trust manager requires one for every host"
         case .responseValidationFailed(let reason):
             switch reason {
             case .unacceptableStatusCode(let code):
@@ -260,6 +270,9 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
         case invalidRedirect(location: String)
         /// Writing the body to its destination failed.
         case fileWriteFailed(path: String, message: String)
+        /// A redirect response's body grew past `limit` bytes while the redirect handler had
+        /// not decided yet.
+        case redirectBodyTooLarge(limit: Int)
     }
 
     /// The request method.
@@ -316,6 +329,8 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
             return "invalid redirect location \(quoted(location))"
         case .fileWriteFailed(let path, let message):
             return "cannot write body to \(path): \(message)"
+        case .redirectBodyTooLarge(let limit):
+            return "redirect response body exceeds \(limit) bytes while the redirect handler was deciding"
         }
     }
 }
@@ -324,4 +339,47 @@ func formatSeconds(_ duration: Duration) -> String {
     let seconds = duration.seconds
     if seconds == seconds.rounded() { return "\(Int(seconds)) s" }
     return "\(Double(Int(seconds * 1000)) / 1000) s"
+}
+
+/// The kind of a transfer failure without its details, for sets of retryable failures (the
+/// counterpart of the `URLError.Code`s Alamofire's `RetryPolicy` lists).
+public enum TransferFailureKind: Sendable, Hashable, CaseIterable {
+    /// The host name did not resolve (`cannotFindHost`, `dnsLookupFailed`).
+    case nameResolutionFailed
+    /// No address accepted the connection (`cannotConnectToHost`).
+    case connectFailed
+    /// A connect, idle or total timeout fired (`timedOut`).
+    case timedOut
+    /// The low-speed limit fired.
+    case lowSpeed
+    /// The connection failed or closed mid-exchange (`networkConnectionLost`).
+    case connectionLost
+    /// The response broke HTTP/1.1 (`badServerResponse`).
+    case invalidResponse
+    /// The body's Content-Encoding could not be decoded (`downloadDecodingFailedMidStream`).
+    case contentDecodingFailed
+    /// A configured limit was crossed (not retryable: the same response would cross it again).
+    case limitExceeded
+    /// A redirect was refused, invalid or one too many.
+    case redirectFailed
+    /// The body could not be written to its destination.
+    case fileWriteFailed
+}
+
+extension TransferError {
+    /// The kind of failure.
+    public var kind: TransferFailureKind {
+        switch reason {
+        case .nameResolutionFailed: return .nameResolutionFailed
+        case .connectFailed: return .connectFailed
+        case .timedOut: return .timedOut
+        case .lowSpeed: return .lowSpeed
+        case .connectionError: return .connectionLost
+        case .invalidResponse: return .invalidResponse
+        case .contentDecodingFailed: return .contentDecodingFailed
+        case .bodyLimitExceeded: return .limitExceeded
+        case .tooManyRedirects, .insecureRedirect, .invalidRedirect, .redirectBodyTooLarge: return .redirectFailed
+        case .fileWriteFailed: return .fileWriteFailed
+        }
+    }
 }

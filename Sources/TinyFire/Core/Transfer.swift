@@ -1,4 +1,5 @@
 import HTTPTypes
+import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -12,6 +13,29 @@ struct RequestSpec: Sendable {
     var method: HTTPMethod
     var headers: HTTPHeaders
     var body: Data?
+    /// Overrides the session's total timeout for this request.
+    var totalTimeout: Duration?
+
+    init(url: URL, method: HTTPMethod, headers: HTTPHeaders, body: Data?, totalTimeout: Duration? = nil) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.body = body
+        self.totalTimeout = totalTimeout
+    }
+
+    init(_ request: URLRequest) throws(TinyFireError) {
+        guard let url = request.url else { throw .invalidURL(url: "", reason: "the request has no URL") }
+        self.init(
+            url: url, method: request.method ?? .get, headers: request.headers, body: request.httpBody,
+            totalTimeout: request.timeoutInterval.flatMap { $0 > 0 ? .milliseconds(Int64($0 * 1000)) : nil })
+    }
+
+    var urlRequest: URLRequest {
+        var request = URLRequest(url: url, method: method, headers: headers)
+        request.httpBody = body
+        return request
+    }
 }
 
 /// The request object behind a transfer: it chooses the body sink and receives the outcome.
@@ -19,10 +43,20 @@ struct RequestSpec: Sendable {
 protocol TransferOwner: AnyObject, Sendable {
     /// Whether `cancel()` was called before the transfer started.
     var isCancelled: Bool { get }
+    /// Whether the transfer started suspended.
+    var isSuspended: Bool { get }
+    /// Who decides redirects; nil follows them.
+    var transferRedirectHandler: (any RedirectHandler)? { get }
+    /// Whether anyone listens to progress.
+    var transferWantsProgress: Bool { get }
     /// The sink for the final response's body.
     func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink
     /// The final response head arrived (redirects are not reported).
     func transferDidReceiveResponse(_ response: HTTPResponse, request: HTTPRequest)
+    /// A redirect is about to be followed.
+    func transferWillRedirect(to redirect: URLRequest, for response: HTTPResponse)
+    /// Bytes moved: request body sent of total, response body received of expected.
+    func transferProgress(upload: (UInt64, UInt64)?, download: (UInt64, UInt64?)?, final: Bool)
     /// The transfer ended; called exactly once.
     func transferDidFinish(
         _ result: Result<SinkOutput, TinyFireError>, request: HTTPRequest?, response: HTTPResponse?,
@@ -101,6 +135,18 @@ final class Engine: @unchecked Sendable {
         }
     }
 
+    /// Pauses `owner`'s transfer (from any thread).
+    func suspendTransfer(_ owner: TransferOwner) {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in active[ObjectIdentifier(owner)]?.setSuspended(true) }
+    }
+
+    /// Continues `owner`'s paused transfer (from any thread).
+    func resumeTransfer(_ owner: TransferOwner) {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in active[ObjectIdentifier(owner)]?.setSuspended(false) }
+    }
+
     /// Called by a transfer when it ends (loop thread).
     func transferEnded(_ owner: TransferOwner) {
         active[ObjectIdentifier(owner)] = nil
@@ -158,6 +204,12 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     private var decoder: ContentDecoder?
     private var redirectTarget: RequestSpec?
     private var drained = 0
+    /// A redirect handler has not answered yet: the redirect's head and the body so far.
+    private var pendingRedirect: (head: ResponseHead, target: RequestSpec)?
+    private var pendingRedirectBody: [UInt8] = []
+    private var pendingRedirectExchangeDone = false
+    private var expectedBodyLength: UInt64?
+    private var suspended = false
     private var hopBytesSent: UInt64 = 0
     private var hopBytesReceived: UInt64 = 0
     private var metrics = TransferMetrics()
@@ -174,6 +226,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     // MARK: - Start and hops
 
     func start() {
+        suspended = owner.isSuspended
         if owner.isCancelled {
             finish(.failure(.explicitlyCancelled))
             return
@@ -341,6 +394,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             head: head, body: spec.body ?? Data(), isHeadRequest: spec.method == .head,
             limits: ResponseParser.Limits(maxHeaderBlockBytes: configuration.maxHeaderBlockBytes),
             delegate: self)
+        if suspended { connection.setReadingPaused(true) }
     }
 
     // MARK: - Exchange events
@@ -351,6 +405,10 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         lowSpeedWindowBytes += UInt64(bytes)
         if phase == .sendingRequest && hopBytesSent == UInt64(head.count + (spec.body?.count ?? 0)) {
             phase = .awaitingResponse
+        }
+        if let body = spec.body, owner.transferWantsProgress {
+            let sent = hopBytesSent > UInt64(head.count) ? hopBytesSent - UInt64(head.count) : 0
+            owner.transferProgress(upload: (sent, UInt64(body.count)), download: nil, final: false)
         }
     }
 
@@ -374,11 +432,32 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         self.response = response
 
         if let target = try redirect(for: head) {
-            redirectTarget = target
+            guard let handler = owner.transferRedirectHandler, let request = owner as? Request else {
+                redirectTarget = target
+                owner.transferWillRedirect(to: target.urlRequest, for: response)
+                return
+            }
+            if let decision = ask(handler, for: request, target: target, head: head, response: response) {
+                guard let next = decision else {
+                    try prepareFinalResponse(head)
+                    return
+                }
+                redirectTarget = apply(next, to: target)
+                owner.transferWillRedirect(to: next, for: response)
+            } else {
+                pendingRedirect = (head, target)
+            }
             return
         }
+        try prepareFinalResponse(head)
+    }
+
+    /// Sets up decoding and the sink for the response that ends the transfer.
+    private func prepareFinalResponse(_ head: ResponseHead) throws {
+        guard let response else { return }
         var expected: UInt64?
         if case .contentLength(let n) = head.framing { expected = n }
+        expectedBodyLength = expected
         if configuration.automaticDecompression && spec.method != .head, head.framing != .none {
             if let coding = try ContentCoding.from(headerValues: head.listValues("Content-Encoding")) {
                 decoder = try ContentDecoder(coding: coding)
@@ -389,13 +468,80 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         sink = try owner.transferMakeSink(for: response, expectedLength: expected)
     }
 
+    /// Asks the redirect handler. Returns its answer when it answered before returning (nil
+    /// inside means "do not follow"); returns nil when the answer will come later, through
+    /// the loop.
+    private func ask(
+        _ handler: any RedirectHandler, for request: Request, target: RequestSpec, head: ResponseHead, response: HTTPResponse
+    ) -> URLRequest?? {
+        let window = RedirectDecisionWindow()
+        handler.request(request, willBeRedirectedTo: target.urlRequest, for: response) { [weak self] decision in
+            guard !window.deliver(decision), let self else { return }
+            self.loop.execute { self.redirectDecided(decision) }
+        }
+        return window.close()
+    }
+
+    /// The redirect handler answered after returning.
+    private func redirectDecided(_ decision: URLRequest?) {
+        guard !finished, let (head, target) = pendingRedirect, let response else { return }
+        pendingRedirect = nil
+        let buffered = pendingRedirectBody
+        pendingRedirectBody = []
+        if let next = decision {
+            let spec = apply(next, to: target)
+            owner.transferWillRedirect(to: next, for: response)
+            if pendingRedirectExchangeDone || connection == nil {
+                follow(spec)
+            } else {
+                redirectTarget = spec
+                drained = buffered.count
+            }
+            return
+        }
+        do {
+            try prepareFinalResponse(head)
+            try buffered.withUnsafeBytes { try deliverBody($0) }
+        } catch {
+            connection?.abort()
+            connection = nil
+            fail(reason(for: error))
+            return
+        }
+        if pendingRedirectExchangeDone { completeFinalResponse() }
+    }
+
+    /// The next hop as the handler rewrote it.
+    private func apply(_ request: URLRequest, to target: RequestSpec) -> RequestSpec {
+        var spec = target
+        spec.url = request.url ?? target.url
+        spec.method = request.method ?? target.method
+        spec.headers = request.headers
+        spec.body = request.httpBody
+        return spec
+    }
+
     func exchangeDidReceiveBody(_ bytes: UnsafeRawBufferPointer) throws {
         metrics.responseBodyBytes += UInt64(bytes.count)
+        if pendingRedirect != nil {
+            guard pendingRedirectBody.count + bytes.count <= Self.redirectDrainLimit else {
+                throw RedirectError(reason: .redirectBodyTooLarge(limit: Self.redirectDrainLimit))
+            }
+            pendingRedirectBody.append(contentsOf: bytes)
+            return
+        }
         if redirectTarget != nil {
             drained += bytes.count
             if drained > Self.redirectDrainLimit { throw RedirectDrainAbort() }
             return
         }
+        try deliverBody(bytes)
+        if owner.transferWantsProgress {
+            owner.transferProgress(upload: nil, download: (metrics.responseBodyBytes, expectedBodyLength), final: false)
+        }
+    }
+
+    private func deliverBody(_ bytes: UnsafeRawBufferPointer) throws {
         guard let sink else { return }
         if let decoder {
             try decoder.decode(bytes) { decoded in
@@ -410,13 +556,25 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
 
     func exchangeDidComplete(trailers: [RawHeaderField]) {
         connection = nil
+        if pendingRedirect != nil {
+            pendingRedirectExchangeDone = true
+            return
+        }
         if let target = redirectTarget {
             follow(target)
             return
         }
+        completeFinalResponse()
+    }
+
+    private func completeFinalResponse() {
         do {
             try decoder?.finish()
             let output = try sink?.finish() ?? SinkOutput.none
+            if owner.transferWantsProgress {
+                let upload = spec.body.map { (UInt64($0.count), UInt64($0.count)) }
+                owner.transferProgress(upload: upload, download: (metrics.responseBodyBytes, expectedBodyLength), final: true)
+            }
             finish(.success(output))
         } catch {
             fail(reason(for: error))
@@ -515,6 +673,10 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     private func follow(_ target: RequestSpec) {
         metrics.redirects.append(target.url.absoluteString)
         redirectTarget = nil
+        pendingRedirect = nil
+        pendingRedirectBody = []
+        pendingRedirectExchangeDone = false
+        expectedBodyLength = nil
         response = nil
         decoder = nil
         sink = nil
@@ -532,7 +694,19 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             if let current = deadline, current <= candidate { return }
             deadline = candidate
         }
-        if let total = configuration.totalTimeout { consider(started + total) }
+        if let total = totalTimeout { consider(started + total) }
+        if suspended {
+            // Paused: only the total timeout runs.
+            if let deadline {
+                timer = loop.schedule(at: deadline) { [weak self] in
+                    self?.timer = nil
+                    self?.checkTimeouts()
+                }
+            } else {
+                timer = nil
+            }
+            return
+        }
         switch phase {
         case .resolving, .connecting:
             consider(connectDeadline)
@@ -552,11 +726,30 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         }
     }
 
+    private var totalTimeout: Duration? { spec.totalTimeout ?? configuration.totalTimeout }
+
+    /// Pauses or continues reading; the idle and low-speed clocks restart on resume.
+    func setSuspended(_ on: Bool) {
+        guard !finished, suspended != on else { return }
+        suspended = on
+        connection?.setReadingPaused(on)
+        if !on {
+            lastActivity = .now()
+            lowSpeedWindowStart = lastActivity
+            lowSpeedWindowBytes = 0
+        }
+        armTimer()
+    }
+
     private func checkTimeouts() {
         guard !finished else { return }
         let now = Instant.now()
-        if let total = configuration.totalTimeout, started + total <= now {
+        if let total = totalTimeout, started + total <= now {
             fail(.timedOut(.total, limit: total))
+            return
+        }
+        if suspended {
+            armTimer()
             return
         }
         switch phase {
@@ -622,5 +815,29 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         metrics.responseBytesReceived = hopBytesReceived
         engine.transferEnded(owner)
         owner.transferDidFinish(result, request: request, response: response, metrics: metrics)
+    }
+}
+
+/// Lets a redirect handler answer synchronously (the usual case) or later: `deliver` from the
+/// completion and `close` after the handler returned race under one lock, so exactly one of
+/// them sees the answer.
+final class RedirectDecisionWindow: Sendable {
+    private let state = Mutex<(open: Bool, decision: URLRequest??)>((true, nil))
+
+    /// Stores the decision while the window is open; false once it closed.
+    func deliver(_ decision: URLRequest?) -> Bool {
+        state.withLock { state in
+            guard state.open else { return false }
+            state.decision = .some(decision)
+            return true
+        }
+    }
+
+    /// Closes the window; the decision if it came in time.
+    func close() -> URLRequest?? {
+        state.withLock { state in
+            state.open = false
+            return state.decision
+        }
     }
 }

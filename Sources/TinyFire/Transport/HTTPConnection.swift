@@ -83,6 +83,8 @@ final class HTTPConnection: EventLoopHandler {
     private var written = 0
     private var sending = false
     private var watchingWrite = false
+    /// Reading is paused (a suspended request): no read interest, no reads.
+    private var readingPaused = false
     /// The final head's persistence decision.
     private var responseKeepAlive = false
     /// The request body was not fully sent (the server answered early).
@@ -124,6 +126,7 @@ final class HTTPConnection: EventLoopHandler {
         outHead = head
         outBody = body
         written = 0
+        readingPaused = false
         sending = true
         responseKeepAlive = false
         requestCutShort = false
@@ -169,7 +172,13 @@ final class HTTPConnection: EventLoopHandler {
                 writeRequest()
             }
             guard case .active = state, delegate != nil else { return }
-            if events & (EpollBits.readable | EpollBits.hangup | EpollBits.error) != 0 {
+            // Paused reading still handles a hang-up: epoll reports it whatever the interest,
+            // and ignoring it would spin the loop.
+            if readingPaused && events & (EpollBits.hangup | EpollBits.error) != 0 {
+                readingPaused = false
+                updateInterest()
+            }
+            if !readingPaused && events & (EpollBits.readable | EpollBits.hangup | EpollBits.error) != 0 {
                 readResponse()
             }
         }
@@ -214,16 +223,33 @@ final class HTTPConnection: EventLoopHandler {
     }
 
     private func setWatchingWrite(_ on: Bool) {
-        guard watchingWrite != on, let registration else { return }
+        guard watchingWrite != on else { return }
         watchingWrite = on
-        loop.reregister(registration, interest: on ? [.read, .write] : .read)
+        updateInterest()
+    }
+
+    /// Stops or restarts reading the response (the kernel's receive buffer then fills and TCP
+    /// flow control holds the server back). Takes effect after the buffer being processed.
+    func setReadingPaused(_ paused: Bool) {
+        guard readingPaused != paused else { return }
+        readingPaused = paused
+        // Data that arrived while paused is reported again once the interest is back
+        // (level-triggered epoll).
+        updateInterest()
+    }
+
+    private func updateInterest() {
+        guard let registration else { return }
+        var interest: Interest = readingPaused ? [] : .read
+        if watchingWrite { interest.insert(.write) }
+        loop.reregister(registration, interest: interest)
     }
 
     private func readResponse(writeError: Int32? = nil) {
         // Several reads per wakeup while the socket keeps filling the buffer; a short read
         // means it is drained, which saves the EAGAIN round trip.
         for _ in 0..<8 {
-            guard case .active = state, delegate != nil else { return }
+            guard case .active = state, delegate != nil, !readingPaused else { return }
             switch Socket.read(fd, into: readBuffer) {
             case .bytes(let n):
                 delegate?.exchangeDidReceive(bytes: n)

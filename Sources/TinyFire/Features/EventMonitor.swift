@@ -1,0 +1,393 @@
+import Dispatch
+import HTTPTypes
+import Logging
+import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Receives a request's lifecycle and transfer events, as Alamofire's `EventMonitor`, for
+/// logging and metrics. Every method has an empty default; implement the ones you need.
+///
+/// Events are delivered on the monitor's `queue` (default one shared serial queue), never on
+/// the I/O thread, in the order they happened for any one request.
+public protocol EventMonitor: Sendable {
+    /// Where this monitor's events are delivered.
+    var queue: DispatchQueue { get }
+
+    /// `resume()` started (or restarted) the request.
+    func requestDidResume(_ request: Request)
+    /// `suspend()` paused the request.
+    func requestDidSuspend(_ request: Request)
+    /// `cancel()` was called.
+    func requestDidCancel(_ request: Request)
+    /// The request finished (after retries); response handlers run next.
+    func requestDidFinish(_ request: Request)
+    /// The request will run again (a retrier said so).
+    func requestIsRetrying(_ request: Request)
+    /// The initial `URLRequest` was built from the convertible.
+    func request(_ request: Request, didCreateInitialURLRequest urlRequest: URLRequest)
+    /// Building the initial `URLRequest` failed.
+    func request(_ request: Request, didFailToCreateURLRequestWithError error: TinyFireError)
+    /// The adapters changed the request.
+    func request(_ request: Request, didAdaptInitialRequest initialRequest: URLRequest, to adaptedRequest: URLRequest)
+    /// An adapter failed.
+    func request(_ request: Request, didFailToAdaptURLRequest initialRequest: URLRequest, withError error: TinyFireError)
+    /// This `URLRequest` is what the attempt sends.
+    func request(_ request: Request, didCreateURLRequest urlRequest: URLRequest)
+    /// The transfer of an attempt started (Alamofire's `didCreateTask`).
+    func request(_ request: Request, didStartTransferFor urlRequest: URLRequest)
+    /// The final response head arrived (redirects are reported separately).
+    func request(_ request: Request, didReceiveResponse response: HTTPResponse)
+    /// A redirect is about to be followed.
+    func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPResponse)
+    /// An attempt's transfer metrics.
+    func request(_ request: Request, didGatherMetrics metrics: TransferMetrics)
+    /// An attempt's transfer ended, with its error if it failed.
+    func request(_ request: Request, didCompleteTransferWithError error: TinyFireError?)
+    /// A validation ran.
+    func request(
+        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPResponse, data: Data?,
+        withResult result: Request.ValidationResult)
+    /// The unserialized response was produced (`response(queue:completionHandler:)`).
+    func request(_ request: DataRequest, didParseResponse response: DataResponse<Data?, TinyFireError>)
+    /// A serializer produced its response.
+    func request<Value: Sendable>(_ request: DataRequest, didParseResponse response: DataResponse<Value, TinyFireError>)
+}
+
+/// The queue event monitors use unless they name their own.
+let defaultEventMonitorQueue = DispatchQueue(label: "org.tinyfire.eventMonitor")
+
+extension EventMonitor {
+    /// A shared serial queue.
+    public var queue: DispatchQueue { defaultEventMonitorQueue }
+    /// Nothing.
+    public func requestDidResume(_ request: Request) {}
+    /// Nothing.
+    public func requestDidSuspend(_ request: Request) {}
+    /// Nothing.
+    public func requestDidCancel(_ request: Request) {}
+    /// Nothing.
+    public func requestDidFinish(_ request: Request) {}
+    /// Nothing.
+    public func requestIsRetrying(_ request: Request) {}
+    /// Nothing.
+    public func request(_ request: Request, didCreateInitialURLRequest urlRequest: URLRequest) {}
+    /// Nothing.
+    public func request(_ request: Request, didFailToCreateURLRequestWithError error: TinyFireError) {}
+    /// Nothing.
+    public func request(_ request: Request, didAdaptInitialRequest initialRequest: URLRequest, to adaptedRequest: URLRequest) {}
+    /// Nothing.
+    public func request(_ request: Request, didFailToAdaptURLRequest initialRequest: URLRequest, withError error: TinyFireError) {}
+    /// Nothing.
+    public func request(_ request: Request, didCreateURLRequest urlRequest: URLRequest) {}
+    /// Nothing.
+    public func request(_ request: Request, didStartTransferFor urlRequest: URLRequest) {}
+    /// Nothing.
+    public func request(_ request: Request, didReceiveResponse response: HTTPResponse) {}
+    /// Nothing.
+    public func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPResponse) {}
+    /// Nothing.
+    public func request(_ request: Request, didGatherMetrics metrics: TransferMetrics) {}
+    /// Nothing.
+    public func request(_ request: Request, didCompleteTransferWithError error: TinyFireError?) {}
+    /// Nothing.
+    public func request(
+        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPResponse, data: Data?,
+        withResult result: Request.ValidationResult
+    ) {}
+    /// Nothing.
+    public func request(_ request: DataRequest, didParseResponse response: DataResponse<Data?, TinyFireError>) {}
+    /// Nothing.
+    public func request<Value: Sendable>(_ request: DataRequest, didParseResponse response: DataResponse<Value, TinyFireError>) {}
+}
+
+/// Several monitors as one: each event goes to every monitor on that monitor's queue.
+public final class CompositeEventMonitor: EventMonitor {
+    /// The monitors.
+    public let monitors: [any EventMonitor]
+
+    /// Creates the composite.
+    /// - Parameter monitors: the monitors, in delivery order.
+    public init(monitors: [any EventMonitor]) {
+        self.monitors = monitors
+    }
+
+    func perform(_ event: @escaping @Sendable (any EventMonitor) -> Void) {
+        for monitor in monitors { monitor.queue.async { event(monitor) } }
+    }
+
+    /// Forwards.
+    public func requestDidResume(_ request: Request) { perform { $0.requestDidResume(request) } }
+    /// Forwards.
+    public func requestDidSuspend(_ request: Request) { perform { $0.requestDidSuspend(request) } }
+    /// Forwards.
+    public func requestDidCancel(_ request: Request) { perform { $0.requestDidCancel(request) } }
+    /// Forwards.
+    public func requestDidFinish(_ request: Request) { perform { $0.requestDidFinish(request) } }
+    /// Forwards.
+    public func requestIsRetrying(_ request: Request) { perform { $0.requestIsRetrying(request) } }
+    /// Forwards.
+    public func request(_ request: Request, didCreateInitialURLRequest urlRequest: URLRequest) {
+        perform { $0.request(request, didCreateInitialURLRequest: urlRequest) }
+    }
+    /// Forwards.
+    public func request(_ request: Request, didFailToCreateURLRequestWithError error: TinyFireError) {
+        perform { $0.request(request, didFailToCreateURLRequestWithError: error) }
+    }
+    /// Forwards.
+    public func request(_ request: Request, didAdaptInitialRequest initialRequest: URLRequest, to adaptedRequest: URLRequest) {
+        perform { $0.request(request, didAdaptInitialRequest: initialRequest, to: adaptedRequest) }
+    }
+    /// Forwards.
+    public func request(_ request: Request, didFailToAdaptURLRequest initialRequest: URLRequest, withError error: TinyFireError) {
+        perform { $0.request(request, didFailToAdaptURLRequest: initialRequest, withError: error) }
+    }
+    /// Forwards.
+    public func request(_ request: Request, didCreateURLRequest urlRequest: URLRequest) {
+        perform { $0.request(request, didCreateURLRequest: urlRequest) }
+    }
+    /// Forwards.
+    public func request(_ request: Request, didStartTransferFor urlRequest: URLRequest) {
+        perform { $0.request(request, didStartTransferFor: urlRequest) }
+    }
+    /// Forwards.
+    public func request(_ request: Request, didReceiveResponse response: HTTPResponse) {
+        perform { $0.request(request, didReceiveResponse: response) }
+    }
+    /// Forwards.
+    public func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPResponse) {
+        perform { $0.request(request, willRedirectTo: urlRequest, for: response) }
+    }
+    /// Forwards.
+    public func request(_ request: Request, didGatherMetrics metrics: TransferMetrics) {
+        perform { $0.request(request, didGatherMetrics: metrics) }
+    }
+    /// Forwards.
+    public func request(_ request: Request, didCompleteTransferWithError error: TinyFireError?) {
+        perform { $0.request(request, didCompleteTransferWithError: error) }
+    }
+    /// Forwards.
+    public func request(
+        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPResponse, data: Data?,
+        withResult result: Request.ValidationResult
+    ) {
+        let outcome = ValidationOutcome(result)
+        perform { $0.request(request, didValidateRequest: urlRequest, response: response, data: data, withResult: outcome.result) }
+    }
+    /// Forwards.
+    public func request(_ request: DataRequest, didParseResponse response: DataResponse<Data?, TinyFireError>) {
+        perform { $0.request(request, didParseResponse: response) }
+    }
+    /// Forwards.
+    public func request<Value: Sendable>(_ request: DataRequest, didParseResponse response: DataResponse<Value, TinyFireError>) {
+        perform { $0.request(request, didParseResponse: response) }
+    }
+}
+
+/// `Result<Void, any Error>` carried across queues.
+struct ValidationOutcome: Sendable {
+    let error: (any Error)?
+    init(_ result: Request.ValidationResult) {
+        if case .failure(let error) = result { self.error = error } else { error = nil }
+    }
+    var result: Request.ValidationResult { error.map { .failure($0) } ?? .success(()) }
+}
+
+/// An `EventMonitor` whose events are closures you set, as Alamofire's `ClosureEventMonitor`.
+/// Set the closures before handing the monitor to a session.
+public final class ClosureEventMonitor: EventMonitor {
+    /// The closures; nil ones are not called.
+    public struct Closures: Sendable {
+        /// `requestDidResume`.
+        public var requestDidResume: (@Sendable (Request) -> Void)?
+        /// `requestDidSuspend`.
+        public var requestDidSuspend: (@Sendable (Request) -> Void)?
+        /// `requestDidCancel`.
+        public var requestDidCancel: (@Sendable (Request) -> Void)?
+        /// `requestDidFinish`.
+        public var requestDidFinish: (@Sendable (Request) -> Void)?
+        /// `requestIsRetrying`.
+        public var requestIsRetrying: (@Sendable (Request) -> Void)?
+        /// `request(_:didCreateInitialURLRequest:)`.
+        public var requestDidCreateInitialURLRequest: (@Sendable (Request, URLRequest) -> Void)?
+        /// `request(_:didFailToCreateURLRequestWithError:)`.
+        public var requestDidFailToCreateURLRequestWithError: (@Sendable (Request, TinyFireError) -> Void)?
+        /// `request(_:didAdaptInitialRequest:to:)`.
+        public var requestDidAdaptInitialRequestToAdaptedRequest: (@Sendable (Request, URLRequest, URLRequest) -> Void)?
+        /// `request(_:didFailToAdaptURLRequest:withError:)`.
+        public var requestDidFailToAdaptURLRequestWithError: (@Sendable (Request, URLRequest, TinyFireError) -> Void)?
+        /// `request(_:didCreateURLRequest:)`.
+        public var requestDidCreateURLRequest: (@Sendable (Request, URLRequest) -> Void)?
+        /// `request(_:didStartTransferFor:)`.
+        public var requestDidStartTransfer: (@Sendable (Request, URLRequest) -> Void)?
+        /// `request(_:didReceiveResponse:)`.
+        public var requestDidReceiveResponse: (@Sendable (Request, HTTPResponse) -> Void)?
+        /// `request(_:willRedirectTo:for:)`.
+        public var requestWillRedirect: (@Sendable (Request, URLRequest, HTTPResponse) -> Void)?
+        /// `request(_:didGatherMetrics:)`.
+        public var requestDidGatherMetrics: (@Sendable (Request, TransferMetrics) -> Void)?
+        /// `request(_:didCompleteTransferWithError:)`.
+        public var requestDidCompleteTransferWithError: (@Sendable (Request, TinyFireError?) -> Void)?
+        /// `request(_:didValidateRequest:response:data:withResult:)`.
+        public var requestDidValidateRequestResponseDataWithResult:
+            (@Sendable (DataRequest, URLRequest?, HTTPResponse, Data?, Request.ValidationResult) -> Void)?
+        /// `request(_:didParseResponse:)` for the unserialized response.
+        public var requestDidParseResponse: (@Sendable (DataRequest, DataResponse<Data?, TinyFireError>) -> Void)?
+
+        /// No closures.
+        public init() {}
+    }
+
+    /// Where events are delivered.
+    public let queue: DispatchQueue
+    private let closures: Mutex<Closures>
+
+    /// Creates a monitor.
+    /// - Parameters:
+    ///   - queue: where events are delivered; default the shared monitor queue.
+    ///   - closures: the closures; more can be set later through `update`.
+    public init(queue: DispatchQueue? = nil, closures: Closures = Closures()) {
+        self.queue = queue ?? defaultEventMonitorQueue
+        self.closures = Mutex(closures)
+    }
+
+    /// Changes the closures.
+    /// - Parameter change: edits them.
+    public func update(_ change: (inout Closures) -> Void) {
+        closures.withLock { change(&$0) }
+    }
+
+    private var current: Closures { closures.withLock { $0 } }
+
+    /// Calls the closure.
+    public func requestDidResume(_ request: Request) { current.requestDidResume?(request) }
+    /// Calls the closure.
+    public func requestDidSuspend(_ request: Request) { current.requestDidSuspend?(request) }
+    /// Calls the closure.
+    public func requestDidCancel(_ request: Request) { current.requestDidCancel?(request) }
+    /// Calls the closure.
+    public func requestDidFinish(_ request: Request) { current.requestDidFinish?(request) }
+    /// Calls the closure.
+    public func requestIsRetrying(_ request: Request) { current.requestIsRetrying?(request) }
+    /// Calls the closure.
+    public func request(_ request: Request, didCreateInitialURLRequest urlRequest: URLRequest) {
+        current.requestDidCreateInitialURLRequest?(request, urlRequest)
+    }
+    /// Calls the closure.
+    public func request(_ request: Request, didFailToCreateURLRequestWithError error: TinyFireError) {
+        current.requestDidFailToCreateURLRequestWithError?(request, error)
+    }
+    /// Calls the closure.
+    public func request(_ request: Request, didAdaptInitialRequest initialRequest: URLRequest, to adaptedRequest: URLRequest) {
+        current.requestDidAdaptInitialRequestToAdaptedRequest?(request, initialRequest, adaptedRequest)
+    }
+    /// Calls the closure.
+    public func request(_ request: Request, didFailToAdaptURLRequest initialRequest: URLRequest, withError error: TinyFireError) {
+        current.requestDidFailToAdaptURLRequestWithError?(request, initialRequest, error)
+    }
+    /// Calls the closure.
+    public func request(_ request: Request, didCreateURLRequest urlRequest: URLRequest) {
+        current.requestDidCreateURLRequest?(request, urlRequest)
+    }
+    /// Calls the closure.
+    public func request(_ request: Request, didStartTransferFor urlRequest: URLRequest) {
+        current.requestDidStartTransfer?(request, urlRequest)
+    }
+    /// Calls the closure.
+    public func request(_ request: Request, didReceiveResponse response: HTTPResponse) {
+        current.requestDidReceiveResponse?(request, response)
+    }
+    /// Calls the closure.
+    public func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPResponse) {
+        current.requestWillRedirect?(request, urlRequest, response)
+    }
+    /// Calls the closure.
+    public func request(_ request: Request, didGatherMetrics metrics: TransferMetrics) {
+        current.requestDidGatherMetrics?(request, metrics)
+    }
+    /// Calls the closure.
+    public func request(_ request: Request, didCompleteTransferWithError error: TinyFireError?) {
+        current.requestDidCompleteTransferWithError?(request, error)
+    }
+    /// Calls the closure.
+    public func request(
+        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPResponse, data: Data?,
+        withResult result: Request.ValidationResult
+    ) {
+        current.requestDidValidateRequestResponseDataWithResult?(request, urlRequest, response, data, result)
+    }
+    /// Calls the closure.
+    public func request(_ request: DataRequest, didParseResponse response: DataResponse<Data?, TinyFireError>) {
+        current.requestDidParseResponse?(request, response)
+    }
+}
+
+/// Logs each request through swift-log: start and retries at `.debug`, the outcome of every
+/// attempt at `.info` (method, URL, status, bytes, time, reused connection) and failures at
+/// `.warning` with the error's description.
+public struct LoggingEventMonitor: EventMonitor {
+    /// The logger.
+    public let logger: Logger
+    /// Where events are handled.
+    public let queue: DispatchQueue
+
+    /// Creates the monitor.
+    /// - Parameters:
+    ///   - logger: the logger; default label `org.tinyfire`.
+    ///   - queue: default the shared monitor queue.
+    public init(logger: Logger = Logger(label: "org.tinyfire"), queue: DispatchQueue? = nil) {
+        self.logger = logger
+        self.queue = queue ?? defaultEventMonitorQueue
+    }
+
+    private func metadata(_ request: Request) -> Logger.Metadata {
+        var metadata: Logger.Metadata = ["request-id": "\(request.id)"]
+        if let urlRequest = request.request { metadata["request"] = "\(urlRequest)" }
+        if request.retryCount > 0 { metadata["retry"] = "\(request.retryCount)" }
+        return metadata
+    }
+
+    /// Logs at `.debug`.
+    public func requestDidResume(_ request: Request) {
+        logger.debug("request resumed", metadata: metadata(request))
+    }
+
+    /// Logs at `.debug`.
+    public func requestIsRetrying(_ request: Request) {
+        logger.debug("request retrying", metadata: metadata(request))
+    }
+
+    /// Logs at `.info`.
+    public func request(_ request: Request, didGatherMetrics metrics: TransferMetrics) {
+        var metadata = metadata(request)
+        metadata["status"] = "\(request.response.map { "\($0.status.code)" } ?? "none")"
+        metadata["sent-bytes"] = "\(metrics.requestBytesSent)"
+        metadata["received-bytes"] = "\(metrics.responseBytesReceived)"
+        metadata["total-ms"] = "\(Int(metrics.total.seconds * 1000))"
+        metadata["reused-connection"] = "\(metrics.reusedConnection)"
+        logger.info("transfer complete", metadata: metadata)
+    }
+
+    /// Logs failures at `.warning`.
+    public func request(_ request: Request, didCompleteTransferWithError error: TinyFireError?) {
+        guard let error else { return }
+        var metadata = metadata(request)
+        metadata["error"] = "\(error)"
+        logger.warning("transfer failed", metadata: metadata)
+    }
+
+    /// Logs at `.debug`, and the final error at `.warning`.
+    public func requestDidFinish(_ request: Request) {
+        if let error = request.error, !error.isSessionTaskError {
+            var metadata = metadata(request)
+            metadata["error"] = "\(error)"
+            logger.warning("request failed", metadata: metadata)
+        } else {
+            logger.debug("request finished", metadata: metadata(request))
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import HTTPTypes
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+extension Request {
+    /// What a validation closure returns: success, or the error the request fails with.
+    public typealias ValidationResult = Result<Void, any Error>
+}
+
+extension DataRequest {
+    /// A validation closure: the request as sent (before redirects), the final response head
+    /// and the body.
+    public typealias Validation = @Sendable (URLRequest?, HTTPResponse, Data?) -> ValidationResult
+
+    /// Adds a validation. Validations run in order when the transfer completes, before
+    /// response handlers; the first failure becomes the request's error (and goes to the
+    /// retrier). A failure that is not a `TinyFireError` is wrapped in
+    /// `.responseValidationFailed(.customValidationFailed)`.
+    /// - Parameter validation: the closure.
+    /// - Returns: the request.
+    @discardableResult
+    public func validate(_ validation: @escaping Validation) -> Self {
+        appendValidator { request, response, data in
+            switch validation(request, response, data) {
+            case .success: return nil
+            case .failure(let error as TinyFireError): return error
+            case .failure(let error): return .responseValidationFailed(reason: .customValidationFailed(error: error))
+            }
+        }
+        return self
+    }
+
+    /// Fails unless the status code is in `acceptableStatusCodes`.
+    /// - Parameter acceptableStatusCodes: e.g. `200..<300`.
+    /// - Returns: the request.
+    @discardableResult
+    public func validate<S: Sequence & Sendable>(statusCode acceptableStatusCodes: S) -> Self where S.Element == Int {
+        appendValidator { _, response, _ in
+            ResponseValidation.statusCode(response, acceptable: acceptableStatusCodes)
+        }
+        return self
+    }
+
+    /// Fails unless the response's Content-Type matches one of `acceptableContentTypes`
+    /// (`type/subtype`, with `*` wildcards). An empty body passes.
+    /// - Parameter acceptableContentTypes: media types, evaluated when the response arrives.
+    /// - Returns: the request.
+    @discardableResult
+    public func validate(contentType acceptableContentTypes: @escaping @autoclosure @Sendable () -> [String]) -> Self {
+        appendValidator { _, response, data in
+            ResponseValidation.contentType(response, data: data, acceptable: acceptableContentTypes())
+        }
+        return self
+    }
+
+    /// Fails unless the status is 2xx and the Content-Type matches the request's `Accept`
+    /// header (when it has one).
+    /// - Returns: the request.
+    @discardableResult
+    public func validate() -> Self {
+        appendValidator { request, response, data in
+            if let error = ResponseValidation.statusCode(response, acceptable: 200..<300) { return error }
+            let accept = request?.headers["Accept"].map(ResponseValidation.mediaTypes(in:)) ?? ["*/*"]
+            return ResponseValidation.contentType(response, data: data, acceptable: accept)
+        }
+        return self
+    }
+}
+
+/// The built-in checks behind `validate`.
+enum ResponseValidation {
+    static func statusCode<S: Sequence>(_ response: HTTPResponse, acceptable: S) -> TinyFireError? where S.Element == Int {
+        acceptable.contains(response.status.code) ? nil : .responseValidationFailed(reason: .unacceptableStatusCode(code: response.status.code))
+    }
+
+    static func contentType(_ response: HTTPResponse, data: Data?, acceptable: [String]) -> TinyFireError? {
+        guard let data, !data.isEmpty else { return nil }
+        guard let contentType = response.headerFields[.contentType], let responseType = MediaType(contentType) else {
+            if acceptable.contains(where: { MediaType($0)?.isWildcard == true }) { return nil }
+            return .responseValidationFailed(reason: .missingContentType(acceptableContentTypes: acceptable))
+        }
+        for candidate in acceptable {
+            if let type = MediaType(candidate), type.matches(responseType) { return nil }
+        }
+        return .responseValidationFailed(
+            reason: .unacceptableContentType(acceptableContentTypes: acceptable, responseContentType: responseType.description))
+    }
+
+    /// The media ranges of an `Accept` value, without parameters.
+    static func mediaTypes(in accept: String) -> [String] {
+        accept.split(separator: ",").compactMap { range in
+            let type = range.split(separator: ";").first.map { $0.trimmingWhitespace() } ?? ""
+            return type.isEmpty ? nil : type
+        }
+    }
+}
+
+/// `type/subtype`, lowercased, parameters dropped.
+struct MediaType: CustomStringConvertible {
+    let type: String
+    let subtype: String
+
+    init?(_ text: String) {
+        let essence = text.split(separator: ";").first.map { $0.trimmingWhitespace().lowercased() } ?? ""
+        let parts = essence.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
+        type = String(parts[0])
+        subtype = String(parts[1])
+    }
+
+    var isWildcard: Bool { type == "*" && subtype == "*" }
+
+    /// Whether `self` (an acceptable range) admits `other` (a response type).
+    func matches(_ other: MediaType) -> Bool {
+        if isWildcard { return true }
+        return type == other.type && (subtype == "*" || subtype == other.subtype)
+    }
+
+    var description: String { "\(type)/\(subtype)" }
+}
