@@ -46,7 +46,7 @@ public class DataRequest: Request, @unchecked Sendable {
         queue: DispatchQueue? = nil, completionHandler: @escaping @Sendable (DataResponse<Data?, TinyFireError>) -> Void
     ) -> Self {
         let queue = queue ?? session.rootQueue
-        appendResponseSerializer { [self] in
+        appendResponseSerializer(inline: true) { [self] in
             let response = makeUnserializedResponse()
             eventMonitor?.request(self, didParseResponse: response)
             responseSerializerDidComplete { queue.async { completionHandler(response) } }
@@ -77,7 +77,9 @@ public class DataRequest: Request, @unchecked Sendable {
     func appendSerialized<Serializer: DataResponseSerializerProtocol>(
         _ serializer: Serializer, deliver: @escaping @Sendable (DataResponse<Serializer.SerializedObject, TinyFireError>) -> Void
     ) {
-        appendResponseSerializer { [self] in
+        // Handing over the body as Data is constant work: no queue hop for it.
+        let inline = (serializer as? DataResponseSerializer)?.dataPreprocessor is PassthroughPreprocessor
+        appendResponseSerializer(inline: inline) { [self] in
             let started = Instant.now()
             let snapshot = snapshot
             let data: Data? = if case .data(let body) = snapshot.output { body } else { nil }
@@ -203,7 +205,7 @@ public class DataRequest: Request, @unchecked Sendable {
     /// - Returns: the task.
     public func serializingResponse(automaticallyCancelling shouldAutomaticallyCancel: Bool = false) -> DataTask<Data?> {
         let box = ResponseBox<Data?>()
-        appendResponseSerializer { [self] in
+        appendResponseSerializer(inline: true) { [self] in
             let response = makeUnserializedResponse()
             eventMonitor?.request(self, didParseResponse: response)
             responseSerializerDidComplete { box.deliver(response) }

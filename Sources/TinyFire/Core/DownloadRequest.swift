@@ -115,7 +115,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         completionHandler: @escaping @Sendable (DownloadResponse<URL?, TinyFireError>) -> Void
     ) -> Self {
         let queue = queue ?? session.rootQueue
-        appendResponseSerializer { [self] in
+        appendResponseSerializer(inline: true) { [self] in
             let response = makeResponse()
             responseSerializerDidComplete { queue.async { completionHandler(response) } }
         }
@@ -143,7 +143,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     public var downloadResponse: DownloadResponse<URL?, TinyFireError> {
         get async {
             let box = DownloadResponseBox()
-            appendResponseSerializer { [self] in
+            appendResponseSerializer(inline: true) { [self] in
                 let response = makeResponse()
                 responseSerializerDidComplete { box.deliver(response) }
             }

@@ -45,7 +45,7 @@ public class Request: @unchecked Sendable {
         var redirectHandler: (any RedirectHandler)?
 
         var validators: [@Sendable (URLRequest?, HTTPResponse, Data?) -> TinyFireError?] = []
-        var responseSerializers: [@Sendable () -> Void] = []
+        var responseSerializers: [(run: @Sendable () -> Void, inline: Bool)] = []
         var nextSerializer = 0
         var serializerCompletions: [@Sendable () -> Void] = []
         var serializersRunning = false
@@ -430,10 +430,12 @@ public class Request: @unchecked Sendable {
     // MARK: - Response serializers
 
     /// Adds a serializer; it runs on the serialization queue once the request finishes (at
-    /// once if it already has). Starts the request when the session says so.
-    func appendResponseSerializer(_ serializer: @escaping @Sendable () -> Void) {
+    /// once if it already has). Starts the request when the session says so. An `inline`
+    /// serializer does only constant work (hand over the stored body) and runs on the
+    /// finishing thread, saving a queue hop per request.
+    func appendResponseSerializer(inline: Bool = false, _ serializer: @escaping @Sendable () -> Void) {
         let (process, start) = protected.withLock { state -> (Bool, Bool) in
-            state.responseSerializers.append(serializer)
+            state.responseSerializers.append((serializer, inline))
             let process = state.pipelineFinished && !state.serializersRunning
             if process { state.serializersRunning = true }
             return (process, state.state == .initialized)
@@ -445,13 +447,13 @@ public class Request: @unchecked Sendable {
 
     /// Runs the next serializer, or, when none is left, the completions collected so far.
     func processNextResponseSerializer() {
-        enum Next { case run(@Sendable () -> Void), complete([@Sendable () -> Void]) }
+        enum Next { case run(@Sendable () -> Void, inline: Bool), complete([@Sendable () -> Void]) }
         let next = protected.withLock { state -> Next in
             if state.nextSerializer < state.responseSerializers.count {
                 let serializer = state.responseSerializers[state.nextSerializer]
                 state.nextSerializer += 1
                 state.serializersRunning = true
-                return .run(serializer)
+                return .run(serializer.run, inline: serializer.inline)
             }
             let completions = state.serializerCompletions
             state.serializerCompletions = []
@@ -465,7 +467,8 @@ public class Request: @unchecked Sendable {
             return .complete(completions)
         }
         switch next {
-        case .run(let serializer): session.serializationQueue.async(execute: serializer)
+        case .run(let serializer, let inline):
+            if inline { serializer() } else { session.serializationQueue.async(execute: serializer) }
         case .complete(let completions): for completion in completions { completion() }
         }
     }
@@ -592,7 +595,7 @@ public class Request: @unchecked Sendable {
     public func downloadProgress() -> AsyncStream<TransferProgress> {
         let (stream, continuation) = AsyncStream.makeStream(of: TransferProgress.self, bufferingPolicy: .bufferingNewest(16))
         downloadProgress(queue: session.rootQueue) { continuation.yield($0) }
-        appendResponseSerializer { [self] in responseSerializerDidComplete { continuation.finish() } }
+        appendResponseSerializer(inline: true) { [self] in responseSerializerDidComplete { continuation.finish() } }
         return stream
     }
 
@@ -601,7 +604,7 @@ public class Request: @unchecked Sendable {
     public func uploadProgress() -> AsyncStream<TransferProgress> {
         let (stream, continuation) = AsyncStream.makeStream(of: TransferProgress.self, bufferingPolicy: .bufferingNewest(16))
         uploadProgress(queue: session.rootQueue) { continuation.yield($0) }
-        appendResponseSerializer { [self] in responseSerializerDidComplete { continuation.finish() } }
+        appendResponseSerializer(inline: true) { [self] in responseSerializerDidComplete { continuation.finish() } }
         return stream
     }
 
@@ -611,7 +614,7 @@ public class Request: @unchecked Sendable {
     public func cURLDescriptions() -> AsyncStream<String> {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self)
         cURLDescription { continuation.yield($0) }
-        appendResponseSerializer { [self] in responseSerializerDidComplete { continuation.finish() } }
+        appendResponseSerializer(inline: true) { [self] in responseSerializerDidComplete { continuation.finish() } }
         return stream
     }
 
@@ -620,7 +623,7 @@ public class Request: @unchecked Sendable {
     public func urlRequests() -> AsyncStream<URLRequest> {
         let (stream, continuation) = AsyncStream.makeStream(of: URLRequest.self)
         onURLRequestCreation { continuation.yield($0) }
-        appendResponseSerializer { [self] in responseSerializerDidComplete { continuation.finish() } }
+        appendResponseSerializer(inline: true) { [self] in responseSerializerDidComplete { continuation.finish() } }
         return stream
     }
 
@@ -629,7 +632,7 @@ public class Request: @unchecked Sendable {
     public func httpResponses() -> AsyncStream<HTTPResponse> {
         let (stream, continuation) = AsyncStream.makeStream(of: HTTPResponse.self)
         onHTTPResponse { continuation.yield($0) }
-        appendResponseSerializer { [self] in responseSerializerDidComplete { continuation.finish() } }
+        appendResponseSerializer(inline: true) { [self] in responseSerializerDidComplete { continuation.finish() } }
         return stream
     }
 
