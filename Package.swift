@@ -49,6 +49,7 @@ let package = Package(
                 "TinyFire",
                 "CZlib",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ]

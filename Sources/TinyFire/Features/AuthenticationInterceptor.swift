@@ -98,6 +98,10 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
         case fail(any Error), apply(Credential), refresh(Credential), wait
     }
 
+    private enum RefreshStart {
+        case alreadyRunning, excessive, start
+    }
+
     private enum RetryAction {
         case done(RetryResult), refresh(Credential), wait
     }
@@ -194,23 +198,22 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
 
     private func refresh(_ credential: Credential, for session: Session) {
         let now = Instant.now()
-        let excessive = state.withLock { state -> Bool in
-            guard !state.isRefreshing else { return false }
+        let start = state.withLock { state -> RefreshStart in
+            guard !state.isRefreshing else { return .alreadyRunning }
             if let window = refreshWindow {
-                let horizon = now + .milliseconds(Int64(-window.interval * 1000))
-                state.refreshTimestamps.removeAll { $0 < horizon }
-                if state.refreshTimestamps.count >= window.maximumAttempts { return true }
+                let interval = Duration.milliseconds(Int64(window.interval * 1000))
+                state.refreshTimestamps.removeAll { now.since($0) >= interval }
+                if state.refreshTimestamps.count >= window.maximumAttempts { return .excessive }
             }
             state.refreshTimestamps.append(now)
             state.isRefreshing = true
-            return false
+            return .start
         }
-        if excessive {
-            handleRefresh(.failure(AuthenticationError.excessiveRefresh))
-            return
+        switch start {
+        case .alreadyRunning: break
+        case .excessive: handleRefresh(.failure(AuthenticationError.excessiveRefresh))
+        case .start: authenticator.refresh(credential, for: session) { [self] result in handleRefresh(result) }
         }
-        guard state.withLock({ $0.isRefreshing }) else { return }
-        authenticator.refresh(credential, for: session) { [self] result in handleRefresh(result) }
     }
 
     private func handleRefresh(_ result: Result<Credential, any Error>) {

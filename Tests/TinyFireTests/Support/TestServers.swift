@@ -128,6 +128,7 @@ final class NginxFixture: Sendable {
         try text.write(to: URL(fileURLWithPath: root + "/text.txt"))
         try Data("hello\n".utf8).write(to: URL(fileURLWithPath: root + "/hello.txt"))
         try Data().write(to: URL(fileURLWithPath: root + "/empty.txt"))
+        try Data([0x63, 0x61, 0x66, 0xE9]).write(to: URL(fileURLWithPath: root + "/latin1.txt"))
         let dir = directory.path
         let config = """
             worker_processes 1;
@@ -187,7 +188,7 @@ final class HttpbinFixture: Sendable {
         _ = try startProcess(
             python,
             [
-                "-c", unblockAndRun, "-p", pidFile, "-b", "127.0.0.1:\(port)", "-w", "2", "-k", "sync", "--log-level", "error",
+                "-c", unblockAndRun, "-p", pidFile, "-b", "127.0.0.1:\(port)", "-w", "2", "-k", "gthread", "--threads", "16", "--log-level", "error",
                 "httpbin:app",
             ])
         try waitForPort(port, timeout: 30)
