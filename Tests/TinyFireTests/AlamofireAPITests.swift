@@ -111,7 +111,10 @@ struct RequestAPITests {
 
         let slow = await Session().request("\(server.base)/delay/3") { $0.timeoutInterval = 0.5 }.serializingData().response
         #expect(slow.error?.isTimeout == true)
-        if case .timedOut(.total, _) = slow.error?.transferError?.reason {} else { Issue.record("expected a total timeout, got \(String(describing: slow.error))") }
+        if case .timedOut(.total, _) = slow.error?.transferError?.reason {
+        } else {
+            Issue.record("expected a total timeout, got \(String(describing: slow.error))")
+        }
     }
 
     @Test("bad requests fail before the network with the matching error")
@@ -141,7 +144,8 @@ struct RequestAPITests {
         let server = try httpbin()
         let delete = try await Session().request("\(server.base)/anything", method: .delete).serializingDecodable(Echo.self).value
         #expect(delete.method == "DELETE")
-        let custom = await Session().request("\(server.base)/anything", method: HTTPMethod(rawValue: "CUSTOM")).serializingResponse().response
+        let custom = await Session().request("\(server.base)/anything", method: HTTPMethod(rawValue: "CUSTOM")).serializingResponse()
+            .response
         #expect(custom.response?.status.code == 405 || custom.response?.status.code == 200)
         #expect(custom.request?.method?.rawValue == "CUSTOM")
     }
@@ -251,7 +255,8 @@ struct ValidationAndSerializationTests {
         let request = Session().request("\(server.base)/get")
         let recorder = Recorder<String>()
         async let string: DataResponse<String, TinyFireError> = awaitHandler { done in request.responseString { done($0) } }
-        async let decoded: DataResponse<Echo, TinyFireError> = awaitHandler { done in request.responseDecodable(of: Echo.self) { done($0) } }
+        async let decoded: DataResponse<Echo, TinyFireError> = awaitHandler { done in request.responseDecodable(of: Echo.self) { done($0) }
+        }
         let (first, second) = await (string, decoded)
         recorder.append(first.value ?? "")
         #expect(first.value?.contains("\"url\"") == true)
@@ -398,12 +403,15 @@ struct InterceptorTests {
         }
         let session = Session(interceptor: tag("session"))
         let interceptor = Interceptor(adapters: [tag("first"), tag("second")])
-        let echo = try await session.request("\(server.base)/headers", interceptor: interceptor).serializingDecodable(HeadersEcho.self).value
+        let echo = try await session.request("\(server.base)/headers", interceptor: interceptor).serializingDecodable(HeadersEcho.self)
+            .value
         #expect(echo.headers["X-Order"] == "session,first,second")
 
         struct Denied: Error {}
-        let failing = await Session().request("\(server.base)/get", interceptor: .adapter { _, _, completion in completion(.failure(Denied())) })
-            .serializingData().response
+        let failing = await Session().request(
+            "\(server.base)/get", interceptor: .adapter { _, _, completion in completion(.failure(Denied())) }
+        )
+        .serializingData().response
         guard case .requestAdaptationFailed(let error) = failing.error, error is Denied else {
             Issue.record("unexpected \(String(describing: failing.error))")
             return
@@ -427,7 +435,8 @@ struct InterceptorTests {
         _ = await post.serializingData().response
         #expect(post.retryCount == 0)
         // Connection refused is a retryable transfer failure.
-        let refused = Session().request("http://127.0.0.1:\(freePort())/", interceptor: RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.01))
+        let refused = Session().request(
+            "http://127.0.0.1:\(freePort())/", interceptor: RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.01))
         _ = await refused.serializingData().response
         #expect(refused.retryCount == 1)
     }
@@ -448,9 +457,12 @@ struct InterceptorTests {
         #expect(response.error?.isResponseSerializationError == true)
 
         struct GiveUp: Error {}
-        let failing = await Session().request("\(server.base)/status/500", interceptor: .retrier { _, _, _, completion in
-            completion(.doNotRetryWithError(GiveUp()))
-        }).validate().serializingData().response
+        let failing = await Session().request(
+            "\(server.base)/status/500",
+            interceptor: .retrier { _, _, _, completion in
+                completion(.doNotRetryWithError(GiveUp()))
+            }
+        ).validate().serializingData().response
         guard case .requestRetryFailed(let retryError, let original) = failing.error, retryError is GiveUp,
             (original as? TinyFireError)?.responseCode == 500
         else {
@@ -479,11 +491,15 @@ struct InterceptorTests {
     func authentication() async throws {
         let server = try httpbin()
         let authenticator = BasicAuthenticator()
-        let interceptor = AuthenticationInterceptor(authenticator: authenticator, credential: BasicCredential(password: "stale", expired: true))
+        let interceptor = AuthenticationInterceptor(
+            authenticator: authenticator, credential: BasicCredential(password: "stale", expired: true))
         let session = Session(interceptor: interceptor)
         let results = await withTaskGroup(of: Int?.self) { group in
             for _ in 0..<4 {
-                group.addTask { await session.request("\(server.base)/basic-auth/user/secret").validate().serializingData().response.response?.status.code }
+                group.addTask {
+                    await session.request("\(server.base)/basic-auth/user/secret").validate().serializingData().response.response?.status
+                        .code
+                }
             }
             return await group.reduce(into: []) { $0.append($1) }
         }
@@ -499,9 +515,10 @@ struct InterceptorTests {
 
         // A refresh that never helps is stopped by the refresh window.
         let looping = BasicAuthenticator(refreshedPassword: "still-wrong")
-        let loopSession = Session(interceptor: AuthenticationInterceptor(
-            authenticator: looping, credential: BasicCredential(password: "wrong", expired: false),
-            refreshWindow: .init(interval: 30, maximumAttempts: 2)))
+        let loopSession = Session(
+            interceptor: AuthenticationInterceptor(
+                authenticator: looping, credential: BasicCredential(password: "wrong", expired: false),
+                refreshWindow: .init(interval: 30, maximumAttempts: 2)))
         let loop = await loopSession.request("\(server.base)/basic-auth/user/secret").validate().serializingData().response
         guard case .requestRetryFailed(let error, _) = loop.error, case .excessiveRefresh = error as? AuthenticationError else {
             Issue.record("unexpected \(String(describing: loop.error))")
@@ -535,11 +552,15 @@ struct InterceptorTests {
             Issue.record("unexpected \(String(describing: failing.error))")
             return
         }
-        let skipped = try await Session().upload(body, to: "\(server.base)/anything", headers: preset,
-            interceptor: .deflateCompressor(duplicateHeaderBehavior: .skip)).serializingDecodable(Echo.self).value
+        let skipped = try await Session().upload(
+            body, to: "\(server.base)/anything", headers: preset,
+            interceptor: .deflateCompressor(duplicateHeaderBehavior: .skip)
+        ).serializingDecodable(Echo.self).value
         #expect(skipped.data == String(decoding: body, as: UTF8.self))
-        let small = try await Session().upload(Data("tiny".utf8), to: "\(server.base)/anything",
-            interceptor: .deflateCompressor(shouldCompressBodyData: { $0.count > 1024 })).serializingDecodable(Echo.self).value
+        let small = try await Session().upload(
+            Data("tiny".utf8), to: "\(server.base)/anything",
+            interceptor: .deflateCompressor(shouldCompressBodyData: { $0.count > 1024 })
+        ).serializingDecodable(Echo.self).value
         #expect(small.data == "tiny" && small.headers["Content-Encoding"] == nil)
     }
 }
@@ -563,7 +584,9 @@ final class BasicAuthenticator: Authenticator {
         urlRequest.headers.update(.authorization(username: "user", password: credential.password))
     }
 
-    func refresh(_ credential: BasicCredential, for session: Session, completion: @escaping @Sendable (Result<BasicCredential, any Error>) -> Void) {
+    func refresh(
+        _ credential: BasicCredential, for session: Session, completion: @escaping @Sendable (Result<BasicCredential, any Error>) -> Void
+    ) {
         refreshes.append(credential.password)
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { [refreshedPassword] in
             completion(.success(BasicCredential(password: refreshedPassword, expired: false)))
@@ -590,11 +613,13 @@ struct RedirectMonitorTests {
         let followed = await Session(redirectHandler: .doNotFollow).request("\(server.base)/redirect/2").redirect(using: .follow)
             .serializingResponse().response
         #expect(followed.response?.status.code == 200 && followed.metrics?.redirects.count == 2)
-        let modified = try await Session().request("\(server.base)/redirect-to?url=/get").redirect(using: .modify { _, request, _ in
-            var request = request
-            request.url = URL(string: "\(server.base)/anything/modified")
-            return request
-        }).serializingDecodable(Echo.self).value
+        let modified = try await Session().request("\(server.base)/redirect-to?url=/get").redirect(
+            using: .modify { _, request, _ in
+                var request = request
+                request.url = URL(string: "\(server.base)/anything/modified")
+                return request
+            }
+        ).serializingDecodable(Echo.self).value
         #expect(modified.url == "\(server.base)/anything/modified")
     }
 
@@ -603,12 +628,15 @@ struct RedirectMonitorTests {
         let server = try httpbin()
         struct Later: RedirectHandler {
             let follow: Bool
-            func request(_ request: Request, willBeRedirectedTo redirect: URLRequest, for response: HTTPResponse,
-                         completion: @escaping @Sendable (URLRequest?) -> Void) {
+            func request(
+                _ request: Request, willBeRedirectedTo redirect: URLRequest, for response: HTTPResponse,
+                completion: @escaping @Sendable (URLRequest?) -> Void
+            ) {
                 DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { completion(follow ? redirect : nil) }
             }
         }
-        let followed = await Session(redirectHandler: Later(follow: true)).request("\(server.base)/redirect/1").serializingResponse().response
+        let followed = await Session(redirectHandler: Later(follow: true)).request("\(server.base)/redirect/1").serializingResponse()
+            .response
         #expect(followed.response?.status.code == 200)
         let kept = await Session(redirectHandler: Later(follow: false)).request("\(server.base)/redirect/1").serializingResponse().response
         #expect(kept.response?.status.code == 302)
@@ -634,7 +662,9 @@ struct RedirectMonitorTests {
         }
         let logs = LogCapture()
         let session = Session(eventMonitors: [monitor, LoggingEventMonitor(logger: logs.logger)])
-        _ = await awaitHandler { done in session.request("\(server.base)/hello.txt").validate().response { done($0) } } as DataResponse<Data?, TinyFireError>
+        _ =
+            await awaitHandler { done in session.request("\(server.base)/hello.txt").validate().response { done($0) } }
+            as DataResponse<Data?, TinyFireError>
         try await Task.sleep(for: .milliseconds(100))
         #expect(
             events.all == [

@@ -46,7 +46,9 @@ struct URLEncodedFormEncoderTests {
         // before pairs were alphabetized by default and with the brackets unescaped; Alamofire
         // itself sends exactly this:
         #expect(body == "baz%5B%5D=a&baz%5B%5D=b&foo%5B%5D=bar&qux%5B%5D=x&qux%5B%5D=y&qux%5B%5D=z")
-        #expect(body.removingPercentEncoding?.split(separator: "&").sorted() == "qux[]=x&qux[]=y&qux[]=z&baz[]=a&baz[]=b&foo[]=bar".split(separator: "&").sorted())
+        #expect(
+            body.removingPercentEncoding?.split(separator: "&").sorted()
+                == "qux[]=x&qux[]=y&qux[]=z&baz[]=a&baz[]=b&foo[]=bar".split(separator: "&").sorted())
         #expect(request.headers["Content-Type"] == "application/x-www-form-urlencoded; charset=utf-8")
     }
 
@@ -62,7 +64,8 @@ struct URLEncodedFormEncoderTests {
     @Test("appends to an existing query; an empty form leaves the URL alone")
     func appendsToQuery() throws {
         let url = URL(string: "https://example.com/get?a=1")!
-        let encoded = try URLEncodedFormParameterEncoder(destination: .queryString).encode(["b": "2"], into: URLRequest(url: url, method: .post))
+        let encoded = try URLEncodedFormParameterEncoder(destination: .queryString).encode(
+            ["b": "2"], into: URLRequest(url: url, method: .post))
         #expect(encoded.url?.absoluteString == "https://example.com/get?a=1&b=2")
         let empty = try URLEncodedFormParameterEncoder.default.encode([String: String](), into: URLRequest(url: base))
         #expect(empty.url == base)
@@ -203,7 +206,8 @@ struct URLEncodedFormEncoderTests {
     @Test("escaping: reserved, illegal, non-Latin; ? and / stay")
     func escaping() throws {
         let encoder = URLEncodedFormEncoder()
-        #expect(try encoder.encode(["reserved": ":#[]@!$&'()*+,;="]) as String == "reserved=%3A%23%5B%5D%40%21%24%26%27%28%29%2A%2B%2C%3B%3D")
+        #expect(
+            try encoder.encode(["reserved": ":#[]@!$&'()*+,;="]) as String == "reserved=%3A%23%5B%5D%40%21%24%26%27%28%29%2A%2B%2C%3B%3D")
         #expect(try encoder.encode(["illegal": " \"#%<>[]\\^`{}|"]) as String == "illegal=%20%22%23%25%3C%3E%5B%5D%5C%5E%60%7B%7D%7C")
         #expect(try encoder.encode(["?foo?": "/bar/baz"]) as String == "?foo?=/bar/baz")
         #expect(try encoder.encode(["emoji": "😃", "french": "français"]) as String == "emoji=%F0%9F%98%83&french=fran%C3%A7ais")

@@ -384,7 +384,8 @@ public struct DataResponse<Success: Sendable, Failure: Error>: Sendable, CustomS
 
     private func replacing<S: Sendable, F: Error>(_ result: Result<S, F>) -> DataResponse<S, F> {
         DataResponse<S, F>(
-            request: request, response: response, data: data, metrics: metrics, serializationDuration: serializationDuration, result: result)
+            request: request, response: response, data: data, metrics: metrics, serializationDuration: serializationDuration, result: result
+        )
     }
 
     /// `success(value)` or `failure(error)`.

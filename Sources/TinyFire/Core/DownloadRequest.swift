@@ -158,7 +158,8 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
 /// The single outcome of a download, for an awaiting task.
 final class DownloadResponseBox: Sendable {
-    private let state = Mutex<(DownloadResponse<URL?, TinyFireError>?, CheckedContinuation<DownloadResponse<URL?, TinyFireError>, Never>?)>((nil, nil))
+    private let state = Mutex<(DownloadResponse<URL?, TinyFireError>?, CheckedContinuation<DownloadResponse<URL?, TinyFireError>, Never>?)>(
+        (nil, nil))
 
     func deliver(_ response: DownloadResponse<URL?, TinyFireError>) {
         let waiter = state.withLock { state in

@@ -519,7 +519,9 @@ public class Request: @unchecked Sendable {
     }
 
     var snapshot: Snapshot {
-        protected.withLock { Snapshot(request: $0.requests.last, response: $0.response, metrics: $0.allMetrics.last, output: $0.output, error: $0.error) }
+        protected.withLock {
+            Snapshot(request: $0.requests.last, response: $0.response, metrics: $0.allMetrics.last, output: $0.output, error: $0.error)
+        }
     }
 
     // MARK: - Validation

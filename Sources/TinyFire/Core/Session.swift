@@ -7,6 +7,7 @@ import Synchronization
     import Foundation
 #endif
 
+// swift-format-ignore: AlwaysUseLowerCamelCase
 /// `Session.default`, as Alamofire's `AF`.
 public let TF = Session.default
 
@@ -144,7 +145,9 @@ public final class Session: Sendable {
     ///   - convertible: builds the request.
     ///   - interceptor: this request's interceptor.
     /// - Returns: the request.
-    public func upload(_ data: Data, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil) -> UploadRequest {
+    public func upload(_ data: Data, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil)
+        -> UploadRequest
+    {
         UploadRequest(session: self, convertible: BodyReplacingConvertible(base: convertible, body: data), interceptor: interceptor)
     }
 
@@ -163,7 +166,9 @@ public final class Session: Sendable {
         interceptor: (any RequestInterceptor)? = nil, to destination: DownloadRequest.Destination? = nil
     ) -> DownloadRequest {
         DownloadRequest(
-            session: self, convertible: ParameterlessRequestConvertible(url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
+            session: self,
+            convertible: ParameterlessRequestConvertible(
+                url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
             interceptor: interceptor, target: .destination(destination))
     }
 
@@ -182,7 +187,9 @@ public final class Session: Sendable {
         streamingTo fileDescriptor: Int32
     ) -> DownloadRequest {
         DownloadRequest(
-            session: self, convertible: ParameterlessRequestConvertible(url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
+            session: self,
+            convertible: ParameterlessRequestConvertible(
+                url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
             interceptor: nil, target: .descriptor(fileDescriptor))
     }
 
@@ -194,7 +201,9 @@ public final class Session: Sendable {
         target: DownloadRequest.Target, acceptableStatusCodes: Range<Int>?, includeResponseHead: Bool
     ) -> DownloadRequest {
         DownloadRequest(
-            session: self, convertible: ParameterlessRequestConvertible(url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
+            session: self,
+            convertible: ParameterlessRequestConvertible(
+                url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
             interceptor: nil, target: target, acceptableStatusCodes: acceptableStatusCodes, includeResponseHead: includeResponseHead)
     }
 

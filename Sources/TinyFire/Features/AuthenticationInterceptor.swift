@@ -147,7 +147,9 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
     ///   - urlRequest: the request.
     ///   - session: the session.
     ///   - completion: the authenticated request, or the error.
-    public func adapt(_ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void) {
+    public func adapt(
+        _ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
+    ) {
         let action = state.withLock { state -> AdaptAction in
             guard let credential = state.credential else { return .fail(AuthenticationError.missingCredential) }
             if state.isRefreshing {
@@ -176,7 +178,9 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
     ///   - session: the session.
     ///   - error: the error.
     ///   - completion: the decision.
-    public func retry(_ request: Request, for session: Session, dueTo error: any Error, completion: @escaping @Sendable (RetryResult) -> Void) {
+    public func retry(
+        _ request: Request, for session: Session, dueTo error: any Error, completion: @escaping @Sendable (RetryResult) -> Void
+    ) {
         guard let urlRequest = request.request, let response = request.response,
             authenticator.didRequest(urlRequest, with: response, failDueToAuthenticationError: error)
         else {

@@ -60,7 +60,9 @@ public struct DeflateRequestCompressor: RequestInterceptor {
     ///   - urlRequest: the request.
     ///   - session: the session.
     ///   - completion: the compressed request, or `DuplicateHeaderError`/`CompressionError`.
-    public func adapt(_ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void) {
+    public func adapt(
+        _ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
+    ) {
         guard let body = urlRequest.httpBody, !body.isEmpty, shouldCompressBodyData(body) else {
             completion(.success(urlRequest))
             return

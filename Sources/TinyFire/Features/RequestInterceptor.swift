@@ -31,7 +31,8 @@ public protocol RequestAdapter: Sendable {
     ///   - urlRequest: the request.
     ///   - state: request id and session.
     ///   - completion: the outcome.
-    func adapt(_ urlRequest: URLRequest, using state: RequestAdapterState, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void)
+    func adapt(
+        _ urlRequest: URLRequest, using state: RequestAdapterState, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void)
 }
 
 extension RequestAdapter {
@@ -40,7 +41,9 @@ extension RequestAdapter {
     ///   - urlRequest: the request.
     ///   - state: request id and session.
     ///   - completion: the outcome.
-    public func adapt(_ urlRequest: URLRequest, using state: RequestAdapterState, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void) {
+    public func adapt(
+        _ urlRequest: URLRequest, using state: RequestAdapterState, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
+    ) {
         adapt(urlRequest, for: state.session, completion: completion)
     }
 }
@@ -96,7 +99,9 @@ extension RequestInterceptor {
     ///   - urlRequest: the request.
     ///   - session: the session.
     ///   - completion: called with `urlRequest`.
-    public func adapt(_ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void) {
+    public func adapt(
+        _ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
+    ) {
         completion(.success(urlRequest))
     }
 
@@ -106,7 +111,9 @@ extension RequestInterceptor {
     ///   - session: the session.
     ///   - error: the error.
     ///   - completion: called with `.doNotRetry`.
-    public func retry(_ request: Request, for session: Session, dueTo error: any Error, completion: @escaping @Sendable (RetryResult) -> Void) {
+    public func retry(
+        _ request: Request, for session: Session, dueTo error: any Error, completion: @escaping @Sendable (RetryResult) -> Void
+    ) {
         completion(.doNotRetry)
     }
 }
@@ -133,7 +140,9 @@ public final class Adapter: RequestInterceptor {
     ///   - urlRequest: the request.
     ///   - session: the session.
     ///   - completion: the outcome.
-    public func adapt(_ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void) {
+    public func adapt(
+        _ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
+    ) {
         adaptHandler(urlRequest, session, completion)
     }
 }
@@ -154,7 +163,9 @@ public final class Retrier: RequestInterceptor {
     ///   - session: the session.
     ///   - error: the error.
     ///   - completion: the decision.
-    public func retry(_ request: Request, for session: Session, dueTo error: any Error, completion: @escaping @Sendable (RetryResult) -> Void) {
+    public func retry(
+        _ request: Request, for session: Session, dueTo error: any Error, completion: @escaping @Sendable (RetryResult) -> Void
+    ) {
         retryHandler(request, session, error, completion)
     }
 }
@@ -203,7 +214,9 @@ public final class Interceptor: RequestInterceptor {
     ///   - urlRequest: the request.
     ///   - session: the session.
     ///   - completion: the final request or the first error.
-    public func adapt(_ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void) {
+    public func adapt(
+        _ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
+    ) {
         adapt(urlRequest, pending: adapters[...], completion: completion) { adapter, request, next in
             adapter.adapt(request, for: session, completion: next)
         }
@@ -214,7 +227,9 @@ public final class Interceptor: RequestInterceptor {
     ///   - urlRequest: the request.
     ///   - state: request id and session.
     ///   - completion: the final request or the first error.
-    public func adapt(_ urlRequest: URLRequest, using state: RequestAdapterState, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void) {
+    public func adapt(
+        _ urlRequest: URLRequest, using state: RequestAdapterState, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
+    ) {
         adapt(urlRequest, pending: adapters[...], completion: completion) { adapter, request, next in
             adapter.adapt(request, using: state, completion: next)
         }
@@ -244,7 +259,9 @@ public final class Interceptor: RequestInterceptor {
     ///   - session: the session.
     ///   - error: the error.
     ///   - completion: the first decision other than `.doNotRetry`, or `.doNotRetry`.
-    public func retry(_ request: Request, for session: Session, dueTo error: any Error, completion: @escaping @Sendable (RetryResult) -> Void) {
+    public func retry(
+        _ request: Request, for session: Session, dueTo error: any Error, completion: @escaping @Sendable (RetryResult) -> Void
+    ) {
         retry(request, for: session, dueTo: error, pending: retriers[...], completion: completion)
     }
 

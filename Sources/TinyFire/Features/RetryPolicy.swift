@@ -72,7 +72,8 @@ open class RetryPolicy: RequestInterceptor, @unchecked Sendable {
     ///   - session: the session.
     ///   - error: the error.
     ///   - completion: the decision.
-    open func retry(_ request: Request, for session: Session, dueTo error: any Error, completion: @escaping @Sendable (RetryResult) -> Void) {
+    open func retry(_ request: Request, for session: Session, dueTo error: any Error, completion: @escaping @Sendable (RetryResult) -> Void)
+    {
         if request.retryCount < retryLimit, shouldRetry(request: request, dueTo: error) {
             var factor = 1.0
             for _ in 0..<request.retryCount { factor *= Double(exponentialBackoffBase) }

@@ -568,7 +568,9 @@ struct FormKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<
+        NestedKey
+    > {
         child(key).container(keyedBy: keyType)
     }
 

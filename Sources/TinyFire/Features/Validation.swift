@@ -74,7 +74,8 @@ extension DataRequest {
 /// The built-in checks behind `validate`.
 enum ResponseValidation {
     static func statusCode<S: Sequence>(_ response: HTTPResponse, acceptable: S) -> TinyFireError? where S.Element == Int {
-        acceptable.contains(response.status.code) ? nil : .responseValidationFailed(reason: .unacceptableStatusCode(code: response.status.code))
+        acceptable.contains(response.status.code)
+            ? nil : .responseValidationFailed(reason: .unacceptableStatusCode(code: response.status.code))
     }
 
     static func contentType(_ response: HTTPResponse, data: Data?, acceptable: [String]) -> TinyFireError? {

@@ -188,7 +188,8 @@ final class HttpbinFixture: Sendable {
         _ = try startProcess(
             python,
             [
-                "-c", unblockAndRun, "-p", pidFile, "-b", "127.0.0.1:\(port)", "-w", "2", "-k", "gthread", "--threads", "16", "--log-level", "error",
+                "-c", unblockAndRun, "-p", pidFile, "-b", "127.0.0.1:\(port)", "-w", "2", "-k", "gthread", "--threads", "16", "--log-level",
+                "error",
                 "httpbin:app",
             ])
         try waitForPort(port, timeout: 30)
