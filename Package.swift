@@ -43,6 +43,12 @@ let package = Package(
             dependencies: ["TinyFire"],
             path: "bench/tinyfire-bench"
         ),
+        // Alamofire's README snippets, ported; built with the package and run by a test.
+        .executableTarget(
+            name: "alamofire-readme-example",
+            dependencies: ["TinyFire"],
+            path: "Examples/AlamofireReadme"
+        ),
         .testTarget(
             name: "TinyFireTests",
             dependencies: [

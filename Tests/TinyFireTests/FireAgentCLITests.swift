@@ -4,14 +4,19 @@ import Testing
 /// The fire-agent binary built beside the test bundle (or `FIRE_AGENT` from the environment).
 func fireAgentPath() throws -> String {
     if let path = ProcessInfo.processInfo.environment["FIRE_AGENT"] { return path }
+    return try builtExecutablePath("fire-agent")
+}
+
+/// An executable of this package built beside the test bundle (`swift build` builds them).
+func builtExecutablePath(_ name: String) throws -> String {
     let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
     var directory = bundle.deletingLastPathComponent()
     for _ in 0..<3 {
-        let candidate = directory.appendingPathComponent("fire-agent").path
+        let candidate = directory.appendingPathComponent(name).path
         if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
         directory = directory.deletingLastPathComponent()
     }
-    throw FixtureError(description: "fire-agent not found beside \(bundle.path); run swift build first or set FIRE_AGENT")
+    throw FixtureError(description: "\(name) not found beside \(bundle.path); run swift build first")
 }
 
 struct CLIResult {

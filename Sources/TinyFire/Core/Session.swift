@@ -11,6 +11,11 @@ import Synchronization
 /// `Session.default`, as Alamofire's `AF`.
 public let TF = Session.default
 
+// swift-format-ignore: AlwaysUseLowerCamelCase
+/// Alamofire's spelling of `TF`, so code ported from Alamofire compiles with only its import
+/// changed.
+public let AF = Session.default
+
 /// Creates and runs requests, as Alamofire's `Session`: one I/O thread (epoll) and one
 /// connection pool per session, shared by all its requests.
 public final class Session: Sendable {
