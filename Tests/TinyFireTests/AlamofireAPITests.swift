@@ -430,6 +430,10 @@ struct InterceptorTests {
         #expect(request.retryCount == 2)
         #expect(request.allMetrics.count == 3 && request.requests.count == 3)
         #expect(elapsed >= .milliseconds(300), "backoff 0.1 s then 0.2 s")
+        let metrics = try #require(request.metrics)
+        #expect(metrics.requestSent != nil && metrics.timeToFirstByte != nil && metrics.tlsHandshake == nil)
+        #expect(metrics.requestSent! <= metrics.timeToFirstByte! && metrics.timeToFirstByte! <= metrics.total)
+        #expect(metrics.requestBytesSent > 0 && metrics.responseBytesReceived > 0)
         // POST is not retryable by default.
         let post = Session().request("\(server.base)/status/503", method: .post, interceptor: policy).validate()
         _ = await post.serializingData().response
@@ -532,6 +536,20 @@ struct InterceptorTests {
             Issue.record("unexpected \(String(describing: missing.error))")
             return
         }
+    }
+
+    @Test("authenticate(username:password:) answers a Basic challenge once")
+    func basicChallenge() async throws {
+        let server = try httpbin()
+        let request = Session(requestQueue: DispatchQueue(label: "requests")).request("\(server.base)/basic-auth/user/passwd")
+            .authenticate(username: "user", password: "passwd").validate()
+        let response = await request.serializingData().response
+        #expect(response.response?.status.code == 200)
+        #expect(request.requests.count == 2 && request.requests[0].headers["Authorization"] == nil)
+        #expect(request.retryCount == 0)
+        let wrong = Session().request("\(server.base)/basic-auth/user/passwd").authenticate(username: "user", password: "nope").validate()
+        let refused = await wrong.serializingData().response
+        #expect(refused.error?.responseCode == 401 && wrong.requests.count == 2)
     }
 
     @Test("DeflateRequestCompressor sends a zlib body and handles an existing Content-Encoding")

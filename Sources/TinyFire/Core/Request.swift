@@ -43,6 +43,8 @@ public class Request: @unchecked Sendable {
         var pendingSpec: RequestSpec?
         var pipelineFinished = false
         var redirectHandler: (any RedirectHandler)?
+        var credential: (user: String, password: String)?
+        var answeredChallenge = false
 
         var validators: [@Sendable (URLRequest?, HTTPResponse, Data?) -> TinyFireError?] = []
         var responseSerializers: [(run: @Sendable () -> Void, inline: Bool)] = []
@@ -143,7 +145,11 @@ public class Request: @unchecked Sendable {
         case .setup:
             session.didResume(self)
             eventMonitor?.requestDidResume(self)
-            performSetup()
+            if let queue = session.requestQueue {
+                queue.async { [self] in performSetup() }
+            } else {
+                performSetup()
+            }
         case .resumeTransfer:
             eventMonitor?.requestDidResume(self)
             session.engine.resumeTransfer(self)
@@ -221,6 +227,20 @@ public class Request: @unchecked Sendable {
         return self
     }
 
+    /// Answers an HTTP Basic challenge (a 401 with `WWW-Authenticate: Basic`) with these
+    /// credentials, once, as URLSession does for Alamofire's `authenticate(username:password:)`.
+    /// The first attempt goes without them; send `HTTPHeader.authorization(username:password:)`
+    /// yourself to skip the round trip. Digest, NTLM and Kerberos are not supported.
+    /// - Parameters:
+    ///   - username: the user.
+    ///   - password: the password.
+    /// - Returns: the request.
+    @discardableResult
+    public func authenticate(username: String, password: String) -> Self {
+        protected.withLock { $0.credential = (username, password) }
+        return self
+    }
+
     /// Uses `handler` for this request's redirects instead of the session's.
     /// - Parameter handler: the handler.
     /// - Returns: the request.
@@ -265,7 +285,12 @@ public class Request: @unchecked Sendable {
     }
 
     /// Checks and adapts `initial`, then starts its transfer.
-    private func performAttempt(_ initial: URLRequest) {
+    private func performAttempt(_ created: URLRequest) {
+        var withCredential = created
+        if let (user, password) = protected.withLock({ $0.answeredChallenge ? $0.credential : nil }) {
+            withCredential.headers.update(.authorization(username: user, password: password))
+        }
+        let initial = withCredential
         if (initial.method ?? .get) == .get, let body = initial.httpBody, !body.isEmpty {
             retryOrFinish(.urlRequestValidationFailed(reason: .bodyDataInGETRequest(body)))
             return
@@ -336,8 +361,20 @@ public class Request: @unchecked Sendable {
     /// Runs validators, then retries or finishes. Called when a transfer ends.
     func didCompleteAttempt(_ transferError: TinyFireError?) {
         var error = transferError
-        let (validators, request, response, output) = protected.withLock {
-            ($0.validators, $0.requests.last, $0.response, $0.output)
+        let (validators, request, response, output, answerChallenge) = protected.withLock { state in
+            var answer = false
+            if transferError == nil, state.credential != nil, !state.answeredChallenge, let response = state.response,
+                response.status.code == 401, state.state != .cancelled,
+                response.headerFields[values: .wwwAuthenticate].contains(where: { $0.lowercased().hasPrefix("basic") })
+            {
+                state.answeredChallenge = true
+                answer = true
+            }
+            return (state.validators, state.requests.last, state.response, state.output, answer)
+        }
+        if answerChallenge, let initial = protected.withLock({ $0.initialRequest }) {
+            performAttempt(initial)
+            return
         }
         if error == nil, let response {
             var data: Data?

@@ -29,6 +29,9 @@ public final class Session: Sendable {
     public let rootQueue: DispatchQueue
     /// Where response serializers run; default a serial queue targeting `rootQueue`.
     public let serializationQueue: DispatchQueue
+    /// Where `URLRequest`s are built from their convertibles; nil (the default) builds them on
+    /// the thread that starts the request.
+    public let requestQueue: DispatchQueue?
     /// Whether adding a response handler starts the request (default true).
     public let startRequestsImmediately: Bool
     /// Adapts and retries every request (before a request's own interceptor).
@@ -48,6 +51,7 @@ public final class Session: Sendable {
     ///   - configuration: bounds, timeouts and policies; default `.default`.
     ///   - rootQueue: serial queue for the pipeline and handlers; default a new one.
     ///   - startRequestsImmediately: start a request when a response handler is added.
+    ///   - requestQueue: where requests are built; default the starting thread.
     ///   - serializationQueue: where serializers run; default a serial queue targeting `rootQueue`.
     ///   - interceptor: adapts and retries every request; default none.
     ///   - serverTrustManager: certificate evaluation per host; default none (system trust).
@@ -57,6 +61,7 @@ public final class Session: Sendable {
         configuration: SessionConfiguration = .default,
         rootQueue: DispatchQueue = DispatchQueue(label: "org.tinyfire.session.rootQueue"),
         startRequestsImmediately: Bool = true,
+        requestQueue: DispatchQueue? = nil,
         serializationQueue: DispatchQueue? = nil,
         interceptor: (any RequestInterceptor)? = nil,
         serverTrustManager: ServerTrustManager? = nil,
@@ -67,6 +72,7 @@ public final class Session: Sendable {
         self.rootQueue = rootQueue
         self.serializationQueue = serializationQueue ?? DispatchQueue(label: "\(rootQueue.label).serializationQueue", target: rootQueue)
         self.startRequestsImmediately = startRequestsImmediately
+        self.requestQueue = requestQueue
         self.interceptor = interceptor
         self.serverTrustManager = serverTrustManager
         self.redirectHandler = redirectHandler

@@ -77,6 +77,11 @@ public struct TransferMetrics: Sendable {
     public var nameLookup: Duration?
     /// TCP connect time of the final hop, when it connected.
     public var connect: Duration?
+    /// TLS handshake time of the final hop; nil for plain HTTP and reused connections (and in
+    /// this build, which has no TLS yet).
+    public var tlsHandshake: Duration?
+    /// From the start of the final hop to the last request byte written.
+    public var requestSent: Duration?
     /// From the start of the final hop to the first response byte.
     public var timeToFirstByte: Duration?
     /// From the start of the request to its end.
@@ -384,6 +389,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         metrics.responseBodyBytes = 0
         metrics.decodedBodyBytes = 0
         metrics.timeToFirstByte = nil
+        metrics.requestSent = nil
         metrics.reusedConnection = connection.isReused
         metrics.remoteAddress = connection.remoteAddressDescription
         lastActivity = .now()
@@ -405,6 +411,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         lowSpeedWindowBytes += UInt64(bytes)
         if phase == .sendingRequest && hopBytesSent == UInt64(head.count + (spec.body?.count ?? 0)) {
             phase = .awaitingResponse
+            metrics.requestSent = Instant.now().since(hopStarted)
         }
         if let body = spec.body, owner.transferWantsProgress {
             let sent = hopBytesSent > UInt64(head.count) ? hopBytesSent - UInt64(head.count) : 0
