@@ -24,3 +24,12 @@ extension URL: URLConvertible {
     /// The URL itself.
     public func asURL() throws(TinyFireError) -> URL { self }
 }
+
+extension URLComponents: URLConvertible {
+    /// The URL the components describe.
+    /// - Throws: `TinyFireError.invalidURL` when they describe none.
+    public func asURL() throws(TinyFireError) -> URL {
+        guard let url else { throw .invalidURL(url: description, reason: "the components do not form a URL") }
+        return url
+    }
+}
