@@ -221,6 +221,33 @@ struct ValidationAndSerializationTests {
         #expect(TextEncoding.decode(Data([0x80, 0x41]), as: .windowsCP1252) == "€A")
     }
 
+    @Test("gzip and deflate responses from httpbin decode; two Content-Type fields are judged by the first")
+    func encodingsFromHttpbin() async throws {
+        let server = try httpbin()
+        struct Compressed: Decodable, Sendable {
+            let gzipped: Bool?
+            let deflated: Bool?
+        }
+        let gzip = try await Session().request("\(server.base)/gzip").validate().serializingDecodable(Compressed.self).value
+        #expect(gzip.gzipped == true)
+        let deflate = try await Session().request("\(server.base)/deflate").validate().serializingDecodable(Compressed.self).value
+        #expect(deflate.deflated == true)
+        let url = "\(server.base)/response-headers"
+        let parameters = ["Content-Type": "application/vnd.tinyfire+json; charset=utf-8"]
+        let accepted = await Session().request(url, parameters: parameters).validate(contentType: ["application/*"])
+            .serializingString().response
+        // httpbin sends two Content-Type fields here (its own application/json first); the
+        // first one is the one judged.
+        #expect(accepted.error == nil && accepted.value?.contains("vnd.tinyfire") == true)
+        #expect(accepted.response?.headerFields[values: .contentType].count == 2)
+        let refused = await Session().request(url, parameters: parameters).validate(contentType: ["text/*"]).serializingString().response
+        guard case .responseValidationFailed(.unacceptableContentType(_, let actual)) = refused.error else {
+            Issue.record("unexpected \(String(describing: refused.error))")
+            return
+        }
+        #expect(actual == "application/json")
+    }
+
     @Test("decodable, empty responses and preprocessors")
     func decodables() async throws {
         let server = try httpbin()
@@ -247,6 +274,34 @@ struct ValidationAndSerializationTests {
             return
         }
         #expect(GoogleXSSIPreprocessor().preprocess(Data(")]}',\n{}".utf8)) == Data("{}".utf8))
+    }
+
+    @Test("custom response serializers: values, thrown errors, and ResponseSerializer defaults")
+    func customSerializers() async throws {
+        let server = try nginx()
+        struct LineCount: ResponseSerializer {
+            func serialize(request: URLRequest?, response: HTTPResponse?, data: Data?, error: (any Error)?) throws -> Int {
+                if let error { throw error }
+                let data = try dataPreprocessor.preprocess(data ?? Data())
+                return data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).count - 1
+            }
+        }
+        struct Refuse: DataResponseSerializerProtocol {
+            struct Refused: Error {}
+            func serialize(request: URLRequest?, response: HTTPResponse?, data: Data?, error: (any Error)?) throws -> Int {
+                throw Refused()
+            }
+        }
+        let lines = try await Session().request("\(server.base)/hello.txt").serializingResponse(using: LineCount()).value
+        #expect(lines == 1)
+        let refused: DataResponse<Int, TinyFireError> = await awaitHandler { done in
+            Session().request("\(server.base)/hello.txt").response(responseSerializer: Refuse()) { done($0) }
+        }
+        guard case .responseSerializationFailed(.customSerializationFailed(let error)) = refused.error, error is Refuse.Refused else {
+            Issue.record("unexpected \(String(describing: refused.error))")
+            return
+        }
+        #expect(LineCount().emptyResponseCodes == [204, 205] && LineCount().emptyRequestMethods == [.head])
     }
 
     @Test("chained handlers each serialize; one added after the finish still runs")
@@ -416,6 +471,30 @@ struct InterceptorTests {
             Issue.record("unexpected \(String(describing: failing.error))")
             return
         }
+    }
+
+    @Test("adapters get the request's id in their state")
+    func adapterState() async throws {
+        let server = try nginx()
+        struct StateAdapter: RequestInterceptor {
+            let seen: Recorder<UUID>
+            func adapt(
+                _ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
+            ) {
+                completion(.success(urlRequest))
+            }
+            func adapt(
+                _ urlRequest: URLRequest, using state: RequestAdapterState,
+                completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
+            ) {
+                seen.append(state.requestID)
+                completion(.success(urlRequest))
+            }
+        }
+        let seen = Recorder<UUID>()
+        let request = Session().request("\(server.base)/hello.txt", interceptor: StateAdapter(seen: seen))
+        _ = await request.serializingData().response
+        #expect(seen.all == [request.id])
     }
 
     @Test("RetryPolicy retries 503 with backoff up to its limit")
@@ -753,5 +832,84 @@ final class LogCapture: Sendable {
             let fields = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
             capture.lines.withLock { $0.append("\(event.message) \(fields)") }
         }
+    }
+}
+
+@Suite("Server trust manager")
+struct ServerTrustManagerTests {
+    struct Named: ServerTrustEvaluating {
+        let name: String
+        func evaluate(_ trust: ServerTrust, forHost host: String) throws {}
+    }
+
+    @Test("exact names win over wildcards; unknown hosts fail only when every host must be evaluated")
+    func lookup() throws {
+        let manager = ServerTrustManager(evaluators: ["api.example.com": Named(name: "exact"), "*.example.com": Named(name: "wild")])
+        #expect((try manager.serverTrustEvaluator(forHost: "API.example.com") as? Named)?.name == "exact")
+        #expect((try manager.serverTrustEvaluator(forHost: "fw.example.com") as? Named)?.name == "wild")
+        #expect((try? manager.serverTrustEvaluator(forHost: "a.b.example.com")) == nil)
+        do {
+            _ = try manager.serverTrustEvaluator(forHost: "other.org")
+            Issue.record("expected a failure")
+        } catch let error as TinyFireError {
+            #expect(error.description.contains("other.org"))
+        }
+        let lenient = ServerTrustManager(allHostsMustBeEvaluated: false, evaluators: [:])
+        #expect(try lenient.serverTrustEvaluator(forHost: "other.org") == nil)
+    }
+}
+
+@Suite("AuthenticationInterceptor ordering")
+struct AuthenticationOrderingTests {
+    /// Refreshes only when told to, so the test controls when the refresh ends.
+    final class ManualAuthenticator: Authenticator {
+        let pending = Mutex<[@Sendable (Result<BasicCredential, any Error>) -> Void]>([])
+
+        func apply(_ credential: BasicCredential, to urlRequest: inout URLRequest) {
+            urlRequest.headers.update(.authorization(bearerToken: credential.password))
+        }
+
+        func refresh(
+            _ credential: BasicCredential, for session: Session,
+            completion: @escaping @Sendable (Result<BasicCredential, any Error>) -> Void
+        ) {
+            pending.withLock { $0.append(completion) }
+        }
+
+        func didRequest(_ urlRequest: URLRequest, with response: HTTPResponse, failDueToAuthenticationError error: any Error) -> Bool {
+            true
+        }
+
+        func isRequest(_ urlRequest: URLRequest, authenticatedWith credential: BasicCredential) -> Bool { true }
+
+        func finishRefresh(with password: String) {
+            for completion in pending.withLock({ list in
+                defer { list = [] }; return list
+            }) {
+                completion(.success(BasicCredential(password: password, expired: false)))
+            }
+        }
+    }
+
+    @Test("requests waiting for a refresh are adapted in the order they arrived, with one refresh")
+    func queuedInOrder() throws {
+        let authenticator = ManualAuthenticator()
+        let interceptor = AuthenticationInterceptor(
+            authenticator: authenticator, credential: BasicCredential(password: "old", expired: true))
+        let session = Session()
+        let order = Recorder<String>()
+        for name in ["a", "b", "c", "d"] {
+            var request = URLRequest(url: URL(string: "http://example.com/\(name)")!)
+            request.headers.add(name: "X-Name", value: name)
+            interceptor.adapt(request, for: session) { result in
+                if case .success(let adapted) = result {
+                    order.append("\(adapted.headers["X-Name"] ?? "?") \(adapted.headers["Authorization"] ?? "none")")
+                }
+            }
+        }
+        #expect(order.all.isEmpty)
+        #expect(authenticator.pending.withLock { $0.count } == 1)
+        authenticator.finishRefresh(with: "new")
+        #expect(order.all == ["a Bearer new", "b Bearer new", "c Bearer new", "d Bearer new"])
     }
 }

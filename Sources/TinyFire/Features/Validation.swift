@@ -80,7 +80,7 @@ enum ResponseValidation {
 
     static func contentType(_ response: HTTPResponse, data: Data?, acceptable: [String]) -> TinyFireError? {
         guard let data, !data.isEmpty else { return nil }
-        guard let contentType = response.headerFields[.contentType], let responseType = MediaType(contentType) else {
+        guard let contentType = response.headerFields[values: .contentType].first, let responseType = MediaType(contentType) else {
             if acceptable.contains(where: { MediaType($0)?.isWildcard == true }) { return nil }
             return .responseValidationFailed(reason: .missingContentType(acceptableContentTypes: acceptable))
         }
