@@ -251,7 +251,8 @@ public struct StringResponseSerializer: ResponseSerializer {
             return ""
         }
         data = try dataPreprocessor.preprocess(data)
-        let chosen = encoding ?? response.flatMap { TextEncoding.encoding(ofContentType: $0.headerFields[values: .contentType].first) } ?? .isoLatin1
+        let chosen =
+            encoding ?? response.flatMap { TextEncoding.encoding(ofContentType: $0.headerFields[values: .contentType].first) } ?? .isoLatin1
         guard let text = TextEncoding.decode(data, as: chosen) else {
             throw TinyFireError.responseSerializationFailed(reason: .stringSerializationFailed(encoding: chosen))
         }
