@@ -334,6 +334,7 @@ struct ValidationAndSerializationTests {
         #expect(text.contains("[Status Code]: 200"))
         #expect(text.contains("[Serialization Duration]:"))
         #expect(text.contains("[Result]: success("))
+        #expect(response.response?.statusCode == 200 && response.response?.headers["Content-Type"] == "application/json")
     }
 }
 

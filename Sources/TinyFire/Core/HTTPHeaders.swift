@@ -304,3 +304,16 @@ extension Collection<String> {
         }.joined(separator: ", ")
     }
 }
+
+extension HTTPResponse {
+    /// The status code, as `HTTPURLResponse.statusCode` (for ported code).
+    public var statusCode: Int { status.code }
+
+    /// The header fields as `HTTPHeaders`, as Alamofire's `HTTPURLResponse.headers`.
+    public var headers: HTTPHeaders { HTTPHeaders(headerFields) }
+}
+
+extension HTTPRequest {
+    /// The header fields as `HTTPHeaders`.
+    public var headers: HTTPHeaders { HTTPHeaders(headerFields) }
+}
