@@ -22,11 +22,18 @@ let package = Package(
         ),
         // epoll, eventfd and GNU extensions that Swift's Glibc module does not export.
         .target(name: "CTinyFireSystem", path: "Sources/CTinyFireSystem"),
+        // A narrow shim over mbedTLS (Debian: libmbedtls-dev; 2.28 and 3.x).
+        .target(
+            name: "CTinyFireTLS",
+            path: "Sources/CTinyFireTLS",
+            linkerSettings: [.linkedLibrary("mbedtls"), .linkedLibrary("mbedx509"), .linkedLibrary("mbedcrypto")]
+        ),
         .target(
             name: "TinyFire",
             dependencies: [
                 "CZlib",
                 "CTinyFireSystem",
+                "CTinyFireTLS",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -8,6 +8,8 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_apt+=(nginx-l
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 [ -x /usr/bin/time ] || need_apt+=(time)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+[ -f /usr/include/mbedtls/ssl.h ] || need_apt+=(libmbedtls-dev)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "install-deps: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -31,6 +31,12 @@ enum ExitStatus: Int32 {
     case badContentEncoding = 61
     /// The body exceeded a configured size limit.
     case sizeLimitExceeded = 63
+    /// The TLS handshake failed.
+    case sslConnectError = 35
+    /// The server's certificate was not trusted.
+    case peerFailedVerification = 60
+    /// A CA, CRL, certificate or key file could not be loaded.
+    case sslCertificateProblem = 58
     /// Out of system resources, or anything else.
     case internalError = 99
 
@@ -40,8 +46,10 @@ enum ExitStatus: Int32 {
         case .invalidURL, .invalidRequest, .createURLRequestFailed, .parameterEncoderFailed, .urlRequestValidationFailed:
             self = .malformedURL
         case .explicitlyCancelled, .sessionDeinitialized, .resourceExhausted, .requestAdaptationFailed, .requestRetryFailed,
-            .responseSerializationFailed, .serverTrustEvaluationFailed:
+            .responseSerializationFailed:
             self = .internalError
+        case .serverTrustEvaluationFailed: self = .peerFailedVerification
+        case .invalidTLSConfiguration: self = .sslCertificateProblem
         case .responseValidationFailed: self = .httpError
         case .sessionTaskFailed(let transfer):
             switch transfer.reason {
@@ -56,6 +64,8 @@ enum ExitStatus: Int32 {
             case .insecureRedirect: self = .unsupportedProtocol
             case .invalidRedirect, .redirectBodyTooLarge: self = .weirdServerReply
             case .fileWriteFailed: self = .writeError
+            case .tlsFailed: self = .sslConnectError
+            case .certificateVerificationFailed: self = .peerFailedVerification
             }
         }
     }

@@ -414,7 +414,8 @@ struct LifecycleTests {
         let seen = Recorder<TransferProgress>()
         let request = Session().request("\(server.base)/1m.bin").downloadProgress { seen.append($0) }
         _ = try await request.serializingData().value
-        try await Task.sleep(for: .milliseconds(50))
+        // Progress closures run on the root queue, after the data task may have resumed.
+        for _ in 0..<100 where seen.all.last?.fractionCompleted != 1.0 { try await Task.sleep(for: .milliseconds(20)) }
         let values = seen.all
         #expect(values.last?.fractionCompleted == 1.0)
         #expect(values.last?.totalUnitCount == 1 << 20)
@@ -763,7 +764,8 @@ struct RedirectMonitorTests {
         _ =
             await awaitHandler { done in session.request("\(server.base)/hello.txt").validate().response { done($0) } }
             as DataResponse<Data?, TinyFireError>
-        try await Task.sleep(for: .milliseconds(100))
+        // Monitors get events on their own queue: wait for the last one.
+        for _ in 0..<100 where events.all.last != "parsed" { try await Task.sleep(for: .milliseconds(20)) }
         #expect(
             events.all == [
                 "resume", "initial", "created", "transfer", "response 200", "metrics", "complete true", "validated", "finish", "parsed",

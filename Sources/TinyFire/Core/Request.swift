@@ -629,12 +629,17 @@ public class Request: @unchecked Sendable {
         return self
     }
 
+    // The streams below end through `rootQueue`, where their values are delivered too, so the
+    // end never overtakes a value.
+
     /// Download progress as an async stream; it ends when the request finishes.
     /// - Returns: the stream.
     public func downloadProgress() -> AsyncStream<TransferProgress> {
         let (stream, continuation) = AsyncStream.makeStream(of: TransferProgress.self, bufferingPolicy: .bufferingNewest(16))
         downloadProgress(queue: session.rootQueue) { continuation.yield($0) }
-        appendResponseSerializer(inline: true) { [self] in responseSerializerDidComplete { continuation.finish() } }
+        appendResponseSerializer(inline: true) { [self] in
+            responseSerializerDidComplete { self.session.rootQueue.async { continuation.finish() } }
+        }
         return stream
     }
 
@@ -643,7 +648,9 @@ public class Request: @unchecked Sendable {
     public func uploadProgress() -> AsyncStream<TransferProgress> {
         let (stream, continuation) = AsyncStream.makeStream(of: TransferProgress.self, bufferingPolicy: .bufferingNewest(16))
         uploadProgress(queue: session.rootQueue) { continuation.yield($0) }
-        appendResponseSerializer(inline: true) { [self] in responseSerializerDidComplete { continuation.finish() } }
+        appendResponseSerializer(inline: true) { [self] in
+            responseSerializerDidComplete { self.session.rootQueue.async { continuation.finish() } }
+        }
         return stream
     }
 
@@ -653,7 +660,9 @@ public class Request: @unchecked Sendable {
     public func cURLDescriptions() -> AsyncStream<String> {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self)
         cURLDescription { continuation.yield($0) }
-        appendResponseSerializer(inline: true) { [self] in responseSerializerDidComplete { continuation.finish() } }
+        appendResponseSerializer(inline: true) { [self] in
+            responseSerializerDidComplete { self.session.rootQueue.async { continuation.finish() } }
+        }
         return stream
     }
 
@@ -662,7 +671,9 @@ public class Request: @unchecked Sendable {
     public func urlRequests() -> AsyncStream<URLRequest> {
         let (stream, continuation) = AsyncStream.makeStream(of: URLRequest.self)
         onURLRequestCreation { continuation.yield($0) }
-        appendResponseSerializer(inline: true) { [self] in responseSerializerDidComplete { continuation.finish() } }
+        appendResponseSerializer(inline: true) { [self] in
+            responseSerializerDidComplete { self.session.rootQueue.async { continuation.finish() } }
+        }
         return stream
     }
 
@@ -671,7 +682,9 @@ public class Request: @unchecked Sendable {
     public func httpResponses() -> AsyncStream<HTTPResponse> {
         let (stream, continuation) = AsyncStream.makeStream(of: HTTPResponse.self)
         onHTTPResponse { continuation.yield($0) }
-        appendResponseSerializer(inline: true) { [self] in responseSerializerDidComplete { continuation.finish() } }
+        appendResponseSerializer(inline: true) { [self] in
+            responseSerializerDidComplete { self.session.rootQueue.async { continuation.finish() } }
+        }
         return stream
     }
 

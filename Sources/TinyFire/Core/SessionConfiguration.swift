@@ -36,6 +36,9 @@ public struct SessionConfiguration: Sendable {
     /// Headers added to every request unless the request sets them. Default
     /// `HTTPHeaders.default`.
     public var headers: HTTPHeaders
+    /// Trust anchors, revocation lists, client identity and handshake limits for https.
+    /// Default: the system CA bundle, no client certificate.
+    public var tls: TLSConfiguration
 
     /// 30 seconds.
     public static let defaultConnectTimeout: Duration = .seconds(30)
@@ -67,7 +70,8 @@ public struct SessionConfiguration: Sendable {
         maxRedirects: Int = SessionConfiguration.defaultMaxRedirects,
         allowsInsecureRedirects: Bool = false,
         automaticDecompression: Bool = true,
-        headers: HTTPHeaders = .default
+        headers: HTTPHeaders = .default,
+        tls: TLSConfiguration = TLSConfiguration()
     ) {
         self.connectTimeout = connectTimeout
         self.idleTimeout = idleTimeout
@@ -82,6 +86,7 @@ public struct SessionConfiguration: Sendable {
         self.allowsInsecureRedirects = allowsInsecureRedirects
         self.automaticDecompression = automaticDecompression
         self.headers = headers
+        self.tls = tls
     }
 }
 

@@ -37,6 +37,8 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
     case responseSerializationFailed(reason: ResponseSerializationFailureReason)
     /// The server's certificate chain was not trusted for the host.
     case serverTrustEvaluationFailed(reason: ServerTrustFailureReason)
+    /// The TLS configuration cannot be used (a CA, CRL, certificate or key file failed to load).
+    case invalidTLSConfiguration(reason: String)
 
     /// Why a server was not trusted.
     public enum ServerTrustFailureReason: Sendable {
@@ -113,6 +115,7 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case .sessionDeinitialized: return "session deinitialized while the request was in flight"
         case .resourceExhausted(let what): return "out of resources: \(what)"
         case .sessionTaskFailed(let error): return error.description
+        case .invalidTLSConfiguration(let reason): return "invalid TLS configuration: \(reason)"
         case .serverTrustEvaluationFailed(.noRequiredEvaluator(let host)):
             return "no server trust evaluator for host \(quoted(host)), and the trust manager requires one for every host"
         case .responseValidationFailed(let reason):
@@ -220,6 +223,8 @@ extension Error {
 public enum TransferPhase: String, Sendable {
     /// Looking up the host name.
     case resolving = "resolving the host"
+    /// Running the TLS handshake.
+    case tlsHandshake = "running the TLS handshake"
     /// Opening the TCP connection.
     case connecting = "connecting"
     /// Waiting for a free connection slot to the host (per-host limit).
@@ -240,6 +245,8 @@ public enum TimeoutKind: String, Sendable {
     case idle
     /// The whole transfer, redirects included, took longer than `totalTimeout`.
     case total
+    /// The TLS handshake took longer than `tls.handshakeTimeout`.
+    case tlsHandshake
 }
 
 /// A transfer that failed on the network or in the protocol.
@@ -273,6 +280,11 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
         /// A redirect response's body grew past `limit` bytes while the redirect handler had
         /// not decided yet.
         case redirectBodyTooLarge(limit: Int)
+        /// The TLS handshake or a TLS record failed; mbedTLS's code and message.
+        case tlsFailed(code: Int32, message: String)
+        /// The server's certificate was not trusted: mbedTLS's reasons (expired, not trusted,
+        /// name mismatch, revoked, …).
+        case certificateVerificationFailed(reasons: [String])
     }
 
     /// The request method.
@@ -308,6 +320,7 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
             case .connect: what = "connect timeout"
             case .idle: what = "no data for"
             case .total: what = "total timeout"
+            case .tlsHandshake: what = "TLS handshake timeout"
             }
             return "\(what) \(formatSeconds(limit)) exceeded (host \(host), sent \(bytesSent) bytes, received \(bytesReceived) bytes)"
         case .lowSpeed(let limit, let window, let measured):
@@ -331,6 +344,10 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
             return "cannot write body to \(path): \(message)"
         case .redirectBodyTooLarge(let limit):
             return "redirect response body exceeds \(limit) bytes while the redirect handler was deciding"
+        case .tlsFailed(_, let message):
+            return "TLS with \(host) failed: \(message)"
+        case .certificateVerificationFailed(let reasons):
+            return "certificate of \(host) not trusted: \(reasons.joined(separator: "; "))"
         }
     }
 }
@@ -364,6 +381,10 @@ public enum TransferFailureKind: Sendable, Hashable, CaseIterable {
     case redirectFailed
     /// The body could not be written to its destination.
     case fileWriteFailed
+    /// The TLS handshake or a record failed (`secureConnectionFailed`).
+    case tlsFailed
+    /// The server's certificate was not trusted (not retryable).
+    case certificateUntrusted
 }
 
 extension TransferError {
@@ -380,6 +401,8 @@ extension TransferError {
         case .bodyLimitExceeded: return .limitExceeded
         case .tooManyRedirects, .insecureRedirect, .invalidRedirect, .redirectBodyTooLarge: return .redirectFailed
         case .fileWriteFailed: return .fileWriteFailed
+        case .tlsFailed: return .tlsFailed
+        case .certificateVerificationFailed: return .certificateUntrusted
         }
     }
 }

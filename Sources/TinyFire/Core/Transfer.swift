@@ -1,6 +1,12 @@
 import HTTPTypes
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -77,9 +83,10 @@ public struct TransferMetrics: Sendable {
     public var nameLookup: Duration?
     /// TCP connect time of the final hop, when it connected.
     public var connect: Duration?
-    /// TLS handshake time of the final hop; nil for plain HTTP and reused connections (and in
-    /// this build, which has no TLS yet).
+    /// TLS handshake time of the final hop; nil for plain HTTP and reused connections.
     public var tlsHandshake: Duration?
+    /// What the final hop's TLS handshake negotiated (nil for plain HTTP).
+    public var tls: TLSDetails?
     /// From the start of the final hop to the last request byte written.
     public var requestSent: Duration?
     /// From the start of the final hop to the first response byte.
@@ -101,6 +108,10 @@ final class Engine: @unchecked Sendable {
     let configuration: SessionConfiguration
     private let loopResult: Result<EventLoop, TinyFireError>
     private var pool: ConnectionPool?
+    /// Loaded on the first https request (loop thread).
+    private var tlsContextResult: Result<TLSContext, TinyFireError>?
+    /// The last TLS session per origin, offered on reconnect (loop thread).
+    private var tlsSessions: [PoolKey: TLSSession] = [:]
     /// Live transfers by owner, loop-confined.
     private var active: [ObjectIdentifier: Transfer] = [:]
 
@@ -138,6 +149,28 @@ final class Engine: @unchecked Sendable {
         loop.execute { [self] in
             active[ObjectIdentifier(owner)]?.cancel(with: .explicitlyCancelled)
         }
+    }
+
+    /// The session's TLS context, loaded once (loop thread).
+    func tlsContext() throws(TinyFireError) -> TLSContext {
+        if let tlsContextResult { return try tlsContextResult.get() }
+        let result: Result<TLSContext, TinyFireError>
+        do throws(TinyFireError) {
+            result = .success(try TLSContext(configuration.tls))
+        } catch {
+            result = .failure(error)
+        }
+        tlsContextResult = result
+        return try result.get()
+    }
+
+    func tlsSession(for key: PoolKey) -> TLSSession? {
+        configuration.tls.sessionResumption ? tlsSessions[key] : nil
+    }
+
+    func storeTLSSession(_ session: TLSSession, for key: PoolKey) {
+        guard configuration.tls.sessionResumption else { return }
+        tlsSessions[key] = session
     }
 
     /// Pauses `owner`'s transfer (from any thread).
@@ -189,6 +222,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     private let started = Instant.now()
     private var hopStarted = Instant.now()
     private var connectDeadline = Instant.now()
+    private var handshakeDeadline = Instant.now()
     private var lastActivity = Instant.now()
     private var lowSpeedWindowStart = Instant.now()
     private var lowSpeedWindowBytes: UInt64 = 0
@@ -255,17 +289,15 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         let url = spec.url
         let text = url.absoluteString
         guard let scheme = url.scheme?.lowercased() else { throw .invalidURL(url: text, reason: "no scheme") }
-        guard scheme == "http" else {
-            if scheme == "https" {
-                throw .invalidURL(url: text, reason: "https is not supported by this build yet (TLS on mbedTLS is not implemented)")
-            }
+        guard scheme == "http" || scheme == "https" else {
             throw .invalidURL(url: text, reason: "unsupported scheme \(quoted(scheme))")
         }
         guard var host = url.host(percentEncoded: true), !host.isEmpty else {
             throw .invalidURL(url: text, reason: "no host")
         }
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        let port = url.port ?? 80
+        let defaultPort = scheme == "https" ? 443 : 80
+        let port = url.port ?? defaultPort
         guard (1...65535).contains(port) else { throw .invalidURL(url: text, reason: "port \(port) out of range") }
         key = PoolKey(scheme: scheme, host: host, port: port)
 
@@ -273,7 +305,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         if path.isEmpty { path = "/" }
         if let query = url.query(percentEncoded: true) { path += "?" + query }
         let hostForHeader = host.contains(":") ? "[\(host)]" : host
-        let authority = port == 80 ? hostForHeader : "\(hostForHeader):\(port)"
+        let authority = port == defaultPort ? hostForHeader : "\(hostForHeader):\(port)"
 
         var headers = spec.headers.merging(defaults: configuration.headers)
         if !configuration.automaticDecompression && spec.headers.value(for: "Accept-Encoding") == nil {
@@ -372,10 +404,59 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
                         readBufferSize: configuration.readBufferSize)
                     holdsReservedSlot = false
                     pool.didOpen(connection)
-                    use(connection)
+                    if key.scheme == "https" {
+                        startTLS(on: connection)
+                    } else {
+                        use(connection)
+                    }
                 } catch {
                     finish(.failure(error))
                 }
+            }
+        }
+    }
+
+    /// Runs the TLS handshake on a new connection, checks the name for IP hosts, saves the
+    /// session, then starts the exchange.
+    private func startTLS(on connection: HTTPConnection) {
+        phase = .tlsHandshake
+        let stream: TLSStream
+        do throws(TinyFireError) {
+            let context = try engine.tlsContext()
+            let host = key.host
+            let isAddress = IPAddressBytes.parse(host) != nil
+            stream = try TLSStream(context: context, fd: connection.fd, serverName: isAddress ? nil : host)
+        } catch {
+            connection.abort()
+            finish(.failure(error))
+            return
+        }
+        if let session = engine.tlsSession(for: key) { stream.offer(session) }
+        self.connection = connection
+        let started = Instant.now()
+        handshakeDeadline = started + configuration.tls.handshakeTimeout
+        armTimer()
+        connection.startTLS(stream) { [self] result in
+            switch result {
+            case .failed(let reason):
+                connection.abort()
+                self.connection = nil
+                fail(reason)
+            case .done:
+                metrics.tlsHandshake = Instant.now().since(started)
+                // mbedTLS 2.28 checks DNS names only: an address is checked against the
+                // certificate's iPAddress entries here (never against a DNS name spelling it).
+                if let address = IPAddressBytes.parse(key.host), !stream.peerHasIPAddress(address) {
+                    connection.abort()
+                    self.connection = nil
+                    fail(.certificateVerificationFailed(reasons: ["the certificate has no iPAddress entry for \(key.host)"]))
+                    return
+                }
+                metrics.tls = stream.details
+                if !(metrics.tls?.resumed ?? false), let session = TLSSession(), stream.saveSession(into: session) {
+                    engine.storeTLSSession(session, for: key)
+                }
+                use(connection)
             }
         }
     }
@@ -607,6 +688,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         switch failure.kind {
         case .io(let code):
             fail(.connectionError(code: code, message: errnoMessage(code)))
+        case .tls(let code):
+            fail(.tlsFailed(code: code, message: tlsErrorMessage(code)))
         case .parse(let error):
             fail(.invalidResponse(error))
         case .delegate(let error):
@@ -717,6 +800,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         switch phase {
         case .resolving, .connecting:
             consider(connectDeadline)
+        case .tlsHandshake:
+            consider(handshakeDeadline)
         case .sendingRequest, .awaitingResponse, .receivingBody:
             consider(lastActivity + configuration.idleTimeout)
             if let limit = configuration.lowSpeedLimit { consider(lowSpeedWindowStart + limit.window) }
@@ -763,6 +848,11 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         case .resolving, .connecting:
             if connectDeadline <= now {
                 fail(.timedOut(.connect, limit: configuration.connectTimeout))
+                return
+            }
+        case .tlsHandshake:
+            if handshakeDeadline <= now {
+                fail(.timedOut(.tlsHandshake, limit: configuration.tls.handshakeTimeout))
                 return
             }
         case .sendingRequest, .awaitingResponse, .receivingBody:
@@ -846,5 +936,17 @@ final class RedirectDecisionWindow: Sendable {
             state.open = false
             return state.decision
         }
+    }
+}
+
+/// IP literals as bytes, for the iPAddress check.
+enum IPAddressBytes {
+    /// 4 bytes for IPv4, 16 for IPv6, nil for a name.
+    static func parse(_ host: String) -> [UInt8]? {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, host, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } }
+        return nil
     }
 }

@@ -22,11 +22,19 @@ protocol HTTPExchangeDelegate: AnyObject {
     func exchangeDidFail(_ failure: ExchangeFailure)
 }
 
+/// How a TLS handshake ended.
+enum TLSHandshakeOutcome {
+    case done
+    case failed(TransferError.Reason)
+}
+
 /// Why an exchange ended without a complete response.
 struct ExchangeFailure: Error {
     enum Kind {
         /// A system call failed (errno); the transfer knows the phase.
         case io(Int32)
+        /// A TLS record failed (mbedTLS code).
+        case tls(Int32)
         /// The response violated HTTP/1.1, or the connection closed early.
         case parse(HTTPParseError)
         /// The delegate threw (sink full, write error, corrupt gzip, …).
@@ -85,6 +93,12 @@ final class HTTPConnection: EventLoopHandler {
     private var watchingWrite = false
     /// Reading is paused (a suspended request): no read interest, no reads.
     private var readingPaused = false
+    /// The TLS stream of an https connection; bytes go through it instead of the socket.
+    private(set) var tls: TLSStream?
+    /// Set while the TLS handshake runs; called once with its outcome.
+    private var handshakeCompletion: ((TLSHandshakeOutcome) -> Void)?
+    /// A read continuation is scheduled (TLS data already decrypted inside mbedTLS).
+    private var readScheduled = false
     /// The final head's persistence decision.
     private var responseKeepAlive = false
     /// The request body was not fully sent (the server answered early).
@@ -144,8 +158,38 @@ final class HTTPConnection: EventLoopHandler {
         state = .idle(since: now)
     }
 
+    /// Runs the TLS handshake over this connection, then calls `completion` once (loop thread).
+    func startTLS(_ stream: TLSStream, completion: @escaping (TLSHandshakeOutcome) -> Void) {
+        tls = stream
+        handshakeCompletion = completion
+        continueHandshake()
+    }
+
+    private func continueHandshake() {
+        guard let tls, let completion = handshakeCompletion else { return }
+        switch tls.handshake() {
+        case .done:
+            handshakeCompletion = nil
+            setWatchingWrite(false)
+            completion(.done)
+        case .wantRead:
+            setWatchingWrite(false)
+        case .wantWrite:
+            setWatchingWrite(true)
+        case .failed(let code):
+            handshakeCompletion = nil
+            let flags = tls.verificationFlags
+            if flags != 0 {
+                completion(.failed(.certificateVerificationFailed(reasons: tlsVerificationReasons(flags))))
+            } else {
+                completion(.failed(.tlsFailed(code: code, message: tlsErrorMessage(code))))
+            }
+        }
+    }
+
     func close() {
         if case .closed = state { return }
+        if case .idle = state { tls?.closeNotify() }
         state = .closed
         if let registration {
             loop.deregister(registration)
@@ -168,6 +212,10 @@ final class HTTPConnection: EventLoopHandler {
             // bytes nobody asked for): either way it cannot be reused.
             close()
         case .active:
+            if handshakeCompletion != nil {
+                continueHandshake()
+                return
+            }
             if sending && events & EpollBits.writable != 0 {
                 writeRequest()
             }
@@ -194,6 +242,10 @@ final class HTTPConnection: EventLoopHandler {
                         ? UnsafeRawBufferPointer(rebasing: headBytes[written...]) : UnsafeRawBufferPointer(start: nil, count: 0)
                     let bodyOffset = max(0, written - headCount)
                     let second = UnsafeRawBufferPointer(rebasing: bodyBytes[bodyOffset...])
+                    if let tls {
+                        // One TLS record at a time; the head goes first, then the body.
+                        return tls.write(first.count > 0 ? first : second)
+                    }
                     return Socket.write(fd, first, second)
                 }
             }
@@ -210,6 +262,11 @@ final class HTTPConnection: EventLoopHandler {
                 setWatchingWrite(true)
                 return
             case .endOfFile:
+                return
+            case .failed(let code) where tls != nil:
+                sending = false
+                setWatchingWrite(false)
+                fail(.tls(code))
                 return
             case .failed(let code):
                 // The server may have answered and closed (413, 401): read what it said
@@ -248,13 +305,17 @@ final class HTTPConnection: EventLoopHandler {
     private func readResponse(writeError: Int32? = nil) {
         // Several reads per wakeup while the socket keeps filling the buffer; a short read
         // means it is drained, which saves the EAGAIN round trip.
-        for _ in 0..<8 {
+        // TLS hands out at most one record per read and may hold decrypted bytes the socket
+        // no longer signals, so it reads until mbedTLS would block.
+        let rounds = tls == nil ? 8 : 64
+        for _ in 0..<rounds {
             guard case .active = state, delegate != nil, !readingPaused else { return }
-            switch Socket.read(fd, into: readBuffer) {
+            let result = tls.map { $0.read(into: readBuffer) } ?? Socket.read(fd, into: readBuffer)
+            switch result {
             case .bytes(let n):
                 delegate?.exchangeDidReceive(bytes: n)
                 process(UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]))
-                if n < readBuffer.count { return }
+                if tls == nil && n < readBuffer.count { return }
             case .wouldBlock:
                 if let writeError { fail(.io(writeError)) }
                 return
@@ -266,8 +327,16 @@ final class HTTPConnection: EventLoopHandler {
                 endOfInput()
                 return
             case .failed(let code):
-                fail(.io(code))
+                fail(tls == nil ? .io(code) : .tls(code))
                 return
+            }
+        }
+        // Out of rounds with data still inside mbedTLS: continue after other work.
+        if tls != nil, !readScheduled {
+            readScheduled = true
+            _ = loop.schedule(at: .now()) { [weak self] in
+                self?.readScheduled = false
+                self?.readResponse()
             }
         }
     }

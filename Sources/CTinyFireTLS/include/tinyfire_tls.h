@@ -1,0 +1,73 @@
+#ifndef TINYFIRE_TLS_H
+#define TINYFIRE_TLS_H
+/* TinyFire's narrow door to mbedTLS: the fewest functions that run a TLS client over a
+ * non-blocking socket. Every object is opaque and owned by one Swift type. Builds against
+ * mbedTLS 2.28 (Debian 12) and 3.x. */
+#include <stddef.h>
+#include <stdint.h>
+
+/* Returned by handshake/read/write when the socket would block. */
+#define TINYFIRE_TLS_WANT_READ  (-0x6900)
+#define TINYFIRE_TLS_WANT_WRITE (-0x6880)
+/* Returned by read when the peer sent close_notify. */
+#define TINYFIRE_TLS_CLOSED 0
+
+typedef struct tinyfire_tls_config tinyfire_tls_config;
+typedef struct tinyfire_tls tinyfire_tls;
+typedef struct tinyfire_tls_session tinyfire_tls_session;
+
+/* Configuration shared by connections: RNG, trust anchors, CRLs, client identity. */
+tinyfire_tls_config *tinyfire_tls_config_new(int *error);
+void tinyfire_tls_config_free(tinyfire_tls_config *config);
+/* PEM or DER; a file may hold several certificates. Returns 0 or an mbedTLS error. */
+int tinyfire_tls_config_add_ca_file(tinyfire_tls_config *config, const char *path);
+int tinyfire_tls_config_add_ca_directory(tinyfire_tls_config *config, const char *path);
+int tinyfire_tls_config_add_ca_der(tinyfire_tls_config *config, const unsigned char *der, size_t length);
+int tinyfire_tls_config_add_crl_file(tinyfire_tls_config *config, const char *path);
+int tinyfire_tls_config_set_own_cert(tinyfire_tls_config *config, const char *cert_path, const char *key_path,
+                                     const char *password);
+/* Whether mbedTLS verifies the chain against the CA set (1) or leaves it all to the caller (0). */
+void tinyfire_tls_config_set_verify(tinyfire_tls_config *config, int verify);
+/* Number of trust anchors loaded. */
+int tinyfire_tls_config_ca_count(const tinyfire_tls_config *config);
+
+/* One TLS client over a connected, non-blocking socket. server_name: SNI and the name the
+ * certificate must match (NULL: no SNI, no name check by mbedTLS). */
+tinyfire_tls *tinyfire_tls_new(tinyfire_tls_config *config, int fd, const char *server_name, int *error);
+void tinyfire_tls_free(tinyfire_tls *tls);
+/* Offer a saved session for resumption (before the handshake). */
+int tinyfire_tls_set_session(tinyfire_tls *tls, const tinyfire_tls_session *session);
+/* 0 when done; TINYFIRE_TLS_WANT_READ/WRITE; another negative value is an mbedTLS error. */
+int tinyfire_tls_handshake(tinyfire_tls *tls);
+/* > 0 bytes; TINYFIRE_TLS_CLOSED; WANT_READ/WRITE; negative error. */
+int tinyfire_tls_read(tinyfire_tls *tls, unsigned char *buffer, size_t length);
+/* > 0 bytes taken; WANT_READ/WRITE; negative error. */
+int tinyfire_tls_write(tinyfire_tls *tls, const unsigned char *buffer, size_t length);
+/* Bytes already decrypted and waiting in mbedTLS (read them before waiting on the socket). */
+size_t tinyfire_tls_pending(const tinyfire_tls *tls);
+int tinyfire_tls_close_notify(tinyfire_tls *tls);
+/* mbedtls_x509_crt_verify flags (0: the chain verified). */
+uint32_t tinyfire_tls_verify_flags(const tinyfire_tls *tls);
+const char *tinyfire_tls_version(const tinyfire_tls *tls);
+const char *tinyfire_tls_ciphersuite(const tinyfire_tls *tls);
+/* The peer's chain, leaf first: DER of certificate `index`, or NULL past the end. */
+const unsigned char *tinyfire_tls_peer_certificate(const tinyfire_tls *tls, int index, size_t *length);
+/* Whether the peer's leaf certificate lists this address (4 or 16 bytes) as an iPAddress
+ * subjectAltName. mbedTLS 2.28 does not check those itself. */
+int tinyfire_tls_peer_has_ip_address(const tinyfire_tls *tls, const unsigned char *address, size_t length);
+/* Whether the handshake resumed the offered session. */
+int tinyfire_tls_session_resumed(const tinyfire_tls *tls);
+
+/* Saved sessions for resumption. */
+tinyfire_tls_session *tinyfire_tls_session_new(void);
+void tinyfire_tls_session_free(tinyfire_tls_session *session);
+/* Copies the connection's session into `session` (after the handshake). */
+int tinyfire_tls_get_session(const tinyfire_tls *tls, tinyfire_tls_session *session);
+
+/* mbedTLS's own text for an error code. */
+void tinyfire_tls_strerror(int error, char *buffer, size_t length);
+/* Verification flags as text, one reason per line. */
+void tinyfire_tls_verify_info(uint32_t flags, char *buffer, size_t length);
+/* The linked mbedTLS version, e.g. "2.28.3". */
+const char *tinyfire_tls_library_version(void);
+#endif

@@ -1,0 +1,308 @@
+#include "tinyfire_tls.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mbedtls/asn1.h>
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/version.h>
+#include <mbedtls/x509_crl.h>
+#include <mbedtls/x509_crt.h>
+
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+#include <psa/crypto.h>
+#endif
+
+struct tinyfire_tls_config {
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    mbedtls_ssl_config ssl;
+    mbedtls_x509_crt ca;
+    mbedtls_x509_crl crl;
+    mbedtls_x509_crt own_cert;
+    mbedtls_pk_context own_key;
+    int has_crl;
+    int has_own_cert;
+    int ca_count;
+};
+
+struct tinyfire_tls {
+    mbedtls_ssl_context ssl;
+    int fd;
+    unsigned char offered_id[32];
+    size_t offered_id_length;
+};
+
+struct tinyfire_tls_session {
+    mbedtls_ssl_session session;
+};
+
+static int send_callback(void *context, const unsigned char *buffer, size_t length) {
+    struct tinyfire_tls *tls = context;
+    ssize_t n = send(tls->fd, buffer, length, MSG_NOSIGNAL);
+    if (n >= 0) return (int)n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return MBEDTLS_ERR_SSL_WANT_WRITE;
+    if (errno == EINTR) return MBEDTLS_ERR_SSL_WANT_WRITE;
+    if (errno == EPIPE || errno == ECONNRESET) return MBEDTLS_ERR_NET_CONN_RESET;
+    return MBEDTLS_ERR_NET_SEND_FAILED;
+}
+
+static int recv_callback(void *context, unsigned char *buffer, size_t length) {
+    struct tinyfire_tls *tls = context;
+    ssize_t n = recv(tls->fd, buffer, length, 0);
+    if (n >= 0) return (int)n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return MBEDTLS_ERR_SSL_WANT_READ;
+    if (errno == ECONNRESET) return MBEDTLS_ERR_NET_CONN_RESET;
+    return MBEDTLS_ERR_NET_RECV_FAILED;
+}
+
+static int map_want(int result) {
+    if (result == MBEDTLS_ERR_SSL_WANT_READ) return TINYFIRE_TLS_WANT_READ;
+    if (result == MBEDTLS_ERR_SSL_WANT_WRITE) return TINYFIRE_TLS_WANT_WRITE;
+#if defined(MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET)
+    if (result == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) return TINYFIRE_TLS_WANT_READ;
+#endif
+    return result;
+}
+
+tinyfire_tls_config *tinyfire_tls_config_new(int *error) {
+    struct tinyfire_tls_config *config = calloc(1, sizeof *config);
+    if (!config) {
+        *error = MBEDTLS_ERR_SSL_ALLOC_FAILED;
+        return NULL;
+    }
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+    psa_crypto_init();
+#endif
+    mbedtls_entropy_init(&config->entropy);
+    mbedtls_ctr_drbg_init(&config->drbg);
+    mbedtls_ssl_config_init(&config->ssl);
+    mbedtls_x509_crt_init(&config->ca);
+    mbedtls_x509_crl_init(&config->crl);
+    mbedtls_x509_crt_init(&config->own_cert);
+    mbedtls_pk_init(&config->own_key);
+    static const char personalization[] = "tinyfire";
+    int result = mbedtls_ctr_drbg_seed(&config->drbg, mbedtls_entropy_func, &config->entropy,
+                                       (const unsigned char *)personalization, sizeof personalization - 1);
+    if (result == 0) {
+        result = mbedtls_ssl_config_defaults(&config->ssl, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                             MBEDTLS_SSL_PRESET_DEFAULT);
+    }
+    if (result != 0) {
+        *error = result;
+        tinyfire_tls_config_free(config);
+        return NULL;
+    }
+    mbedtls_ssl_conf_rng(&config->ssl, mbedtls_ctr_drbg_random, &config->drbg);
+    mbedtls_ssl_conf_authmode(&config->ssl, MBEDTLS_SSL_VERIFY_REQUIRED);
+    mbedtls_ssl_conf_ca_chain(&config->ssl, &config->ca, NULL);
+#if MBEDTLS_VERSION_NUMBER < 0x03000000
+    /* TLS 1.2 is the floor; 2.28 has no TLS 1.3 client. */
+    mbedtls_ssl_conf_min_version(&config->ssl, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+#else
+    mbedtls_ssl_conf_min_tls_version(&config->ssl, MBEDTLS_SSL_VERSION_TLS1_2);
+#endif
+#if defined(MBEDTLS_SSL_SESSION_TICKETS)
+    mbedtls_ssl_conf_session_tickets(&config->ssl, MBEDTLS_SSL_SESSION_TICKETS_ENABLED);
+#endif
+    *error = 0;
+    return config;
+}
+
+void tinyfire_tls_config_free(tinyfire_tls_config *config) {
+    if (!config) return;
+    mbedtls_pk_free(&config->own_key);
+    mbedtls_x509_crt_free(&config->own_cert);
+    mbedtls_x509_crl_free(&config->crl);
+    mbedtls_x509_crt_free(&config->ca);
+    mbedtls_ssl_config_free(&config->ssl);
+    mbedtls_ctr_drbg_free(&config->drbg);
+    mbedtls_entropy_free(&config->entropy);
+    free(config);
+}
+
+static int count_chain(const mbedtls_x509_crt *crt) {
+    int count = 0;
+    for (; crt && crt->raw.len > 0; crt = crt->next) count++;
+    return count;
+}
+
+int tinyfire_tls_config_add_ca_file(tinyfire_tls_config *config, const char *path) {
+    int result = mbedtls_x509_crt_parse_file(&config->ca, path);
+    config->ca_count = count_chain(&config->ca);
+    /* A positive result counts certificates that failed to parse; the others were added. */
+    return result < 0 ? result : 0;
+}
+
+int tinyfire_tls_config_add_ca_directory(tinyfire_tls_config *config, const char *path) {
+    int result = mbedtls_x509_crt_parse_path(&config->ca, path);
+    config->ca_count = count_chain(&config->ca);
+    return result < 0 ? result : 0;
+}
+
+int tinyfire_tls_config_add_ca_der(tinyfire_tls_config *config, const unsigned char *der, size_t length) {
+    int result = mbedtls_x509_crt_parse_der(&config->ca, der, length);
+    config->ca_count = count_chain(&config->ca);
+    return result;
+}
+
+int tinyfire_tls_config_add_crl_file(tinyfire_tls_config *config, const char *path) {
+    int result = mbedtls_x509_crl_parse_file(&config->crl, path);
+    if (result == 0) {
+        config->has_crl = 1;
+        mbedtls_ssl_conf_ca_chain(&config->ssl, &config->ca, &config->crl);
+    }
+    return result;
+}
+
+int tinyfire_tls_config_set_own_cert(tinyfire_tls_config *config, const char *cert_path, const char *key_path,
+                                     const char *password) {
+    int result = mbedtls_x509_crt_parse_file(&config->own_cert, cert_path);
+    if (result != 0) return result < 0 ? result : MBEDTLS_ERR_X509_CERT_VERIFY_FAILED;
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+    result = mbedtls_pk_parse_keyfile(&config->own_key, key_path, password, mbedtls_ctr_drbg_random, &config->drbg);
+#else
+    result = mbedtls_pk_parse_keyfile(&config->own_key, key_path, password);
+#endif
+    if (result != 0) return result;
+    result = mbedtls_ssl_conf_own_cert(&config->ssl, &config->own_cert, &config->own_key);
+    if (result == 0) config->has_own_cert = 1;
+    return result;
+}
+
+void tinyfire_tls_config_set_verify(tinyfire_tls_config *config, int verify) {
+    mbedtls_ssl_conf_authmode(&config->ssl, verify ? MBEDTLS_SSL_VERIFY_REQUIRED : MBEDTLS_SSL_VERIFY_OPTIONAL);
+}
+
+int tinyfire_tls_config_ca_count(const tinyfire_tls_config *config) { return config->ca_count; }
+
+tinyfire_tls *tinyfire_tls_new(tinyfire_tls_config *config, int fd, const char *server_name, int *error) {
+    struct tinyfire_tls *tls = calloc(1, sizeof *tls);
+    if (!tls) {
+        *error = MBEDTLS_ERR_SSL_ALLOC_FAILED;
+        return NULL;
+    }
+    tls->fd = fd;
+    mbedtls_ssl_init(&tls->ssl);
+    int result = mbedtls_ssl_setup(&tls->ssl, &config->ssl);
+    if (result == 0 && server_name) result = mbedtls_ssl_set_hostname(&tls->ssl, server_name);
+    if (result != 0) {
+        *error = result;
+        tinyfire_tls_free(tls);
+        return NULL;
+    }
+    mbedtls_ssl_set_bio(&tls->ssl, tls, send_callback, recv_callback, NULL);
+    *error = 0;
+    return tls;
+}
+
+void tinyfire_tls_free(tinyfire_tls *tls) {
+    if (!tls) return;
+    mbedtls_ssl_free(&tls->ssl);
+    free(tls);
+}
+
+int tinyfire_tls_set_session(tinyfire_tls *tls, const tinyfire_tls_session *session) {
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+    const unsigned char *id = session->session.MBEDTLS_PRIVATE(id);
+    size_t id_length = session->session.MBEDTLS_PRIVATE(id_len);
+#else
+    const unsigned char *id = session->session.id;
+    size_t id_length = session->session.id_len;
+#endif
+    if (id_length > sizeof tls->offered_id) id_length = sizeof tls->offered_id;
+    memcpy(tls->offered_id, id, id_length);
+    tls->offered_id_length = id_length;
+    return mbedtls_ssl_set_session(&tls->ssl, &session->session);
+}
+
+int tinyfire_tls_handshake(tinyfire_tls *tls) { return map_want(mbedtls_ssl_handshake(&tls->ssl)); }
+
+int tinyfire_tls_read(tinyfire_tls *tls, unsigned char *buffer, size_t length) {
+    int result = mbedtls_ssl_read(&tls->ssl, buffer, length);
+    if (result == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY) return TINYFIRE_TLS_CLOSED;
+    return map_want(result);
+}
+
+int tinyfire_tls_write(tinyfire_tls *tls, const unsigned char *buffer, size_t length) {
+    return map_want(mbedtls_ssl_write(&tls->ssl, buffer, length));
+}
+
+size_t tinyfire_tls_pending(const tinyfire_tls *tls) { return mbedtls_ssl_get_bytes_avail(&tls->ssl); }
+
+int tinyfire_tls_close_notify(tinyfire_tls *tls) { return map_want(mbedtls_ssl_close_notify(&tls->ssl)); }
+
+uint32_t tinyfire_tls_verify_flags(const tinyfire_tls *tls) { return mbedtls_ssl_get_verify_result(&tls->ssl); }
+
+const char *tinyfire_tls_version(const tinyfire_tls *tls) { return mbedtls_ssl_get_version(&tls->ssl); }
+
+const char *tinyfire_tls_ciphersuite(const tinyfire_tls *tls) { return mbedtls_ssl_get_ciphersuite(&tls->ssl); }
+
+const unsigned char *tinyfire_tls_peer_certificate(const tinyfire_tls *tls, int index, size_t *length) {
+    const mbedtls_x509_crt *crt = mbedtls_ssl_get_peer_cert(&tls->ssl);
+    for (int i = 0; crt && i < index; i++) crt = crt->next;
+    if (!crt || crt->raw.len == 0) return NULL;
+    *length = crt->raw.len;
+    return crt->raw.p;
+}
+
+int tinyfire_tls_peer_has_ip_address(const tinyfire_tls *tls, const unsigned char *address, size_t length) {
+    const mbedtls_x509_crt *crt = mbedtls_ssl_get_peer_cert(&tls->ssl);
+    if (!crt) return 0;
+    for (const mbedtls_x509_sequence *name = &crt->subject_alt_names; name && name->buf.p; name = name->next) {
+        if (name->buf.tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7) && name->buf.len == length &&
+            memcmp(name->buf.p, address, length) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int tinyfire_tls_session_resumed(const tinyfire_tls *tls) {
+    if (tls->offered_id_length == 0) return 0;
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+    const mbedtls_ssl_session *current = tls->ssl.MBEDTLS_PRIVATE(session);
+    if (!current) return 0;
+    return current->MBEDTLS_PRIVATE(id_len) == tls->offered_id_length &&
+           memcmp(current->MBEDTLS_PRIVATE(id), tls->offered_id, tls->offered_id_length) == 0;
+#else
+    const mbedtls_ssl_session *current = tls->ssl.session;
+    if (!current) return 0;
+    return current->id_len == tls->offered_id_length &&
+           memcmp(current->id, tls->offered_id, tls->offered_id_length) == 0;
+#endif
+}
+
+tinyfire_tls_session *tinyfire_tls_session_new(void) {
+    struct tinyfire_tls_session *session = calloc(1, sizeof *session);
+    if (session) mbedtls_ssl_session_init(&session->session);
+    return session;
+}
+
+void tinyfire_tls_session_free(tinyfire_tls_session *session) {
+    if (!session) return;
+    mbedtls_ssl_session_free(&session->session);
+    free(session);
+}
+
+int tinyfire_tls_get_session(const tinyfire_tls *tls, tinyfire_tls_session *session) {
+    mbedtls_ssl_session_free(&session->session);
+    mbedtls_ssl_session_init(&session->session);
+    return mbedtls_ssl_get_session(&tls->ssl, &session->session);
+}
+
+void tinyfire_tls_strerror(int error, char *buffer, size_t length) { mbedtls_strerror(error, buffer, length); }
+
+void tinyfire_tls_verify_info(uint32_t flags, char *buffer, size_t length) {
+    int n = mbedtls_x509_crt_verify_info(buffer, length, "", flags);
+    if (n < 0 && length > 0) buffer[0] = 0;
+}
+
+const char *tinyfire_tls_library_version(void) { return MBEDTLS_VERSION_STRING; }

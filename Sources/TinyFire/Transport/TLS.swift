@@ -1,0 +1,249 @@
+import CTinyFireTLS
+import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// How a session's HTTPS connections trust servers and identify themselves.
+///
+/// Memory: the parsed trust anchors (the system bundle is about 140 certificates, ~200 KiB
+/// parsed) once per session, loaded on the first https request; about 40 KiB of mbedTLS state
+/// per open connection (two 16 KiB record buffers plus the handshake state).
+public struct TLSConfiguration: Sendable, Equatable {
+    /// Debian's CA bundle.
+    public static let systemCABundle = "/etc/ssl/certs/ca-certificates.crt"
+
+    /// Files of trusted CA certificates (PEM or DER). Default `[systemCABundle]`.
+    public var caCertificateFiles: [String]
+    /// Directories of trusted CA certificates (every file in them is loaded).
+    public var caCertificateDirectories: [String]
+    /// Certificate revocation lists (PEM or DER) checked against the chain.
+    public var crlFiles: [String]
+    /// The device's own certificate (PEM or DER) for mutual TLS, with its key.
+    public var clientCertificateFile: String?
+    /// The private key of `clientCertificateFile`.
+    public var clientKeyFile: String?
+    /// The key's password, if it is encrypted.
+    public var clientKeyPassword: String?
+    /// Longest time for the TLS handshake. Default 30 s.
+    public var handshakeTimeout: Duration
+    /// Whether a reconnect offers the previous session (skips the full handshake). Default true.
+    public var sessionResumption: Bool
+
+    /// Creates a configuration; every parameter has the documented default.
+    public init(
+        caCertificateFiles: [String] = [TLSConfiguration.systemCABundle],
+        caCertificateDirectories: [String] = [],
+        crlFiles: [String] = [],
+        clientCertificateFile: String? = nil,
+        clientKeyFile: String? = nil,
+        clientKeyPassword: String? = nil,
+        handshakeTimeout: Duration = .seconds(30),
+        sessionResumption: Bool = true
+    ) {
+        self.caCertificateFiles = caCertificateFiles
+        self.caCertificateDirectories = caCertificateDirectories
+        self.crlFiles = crlFiles
+        self.clientCertificateFile = clientCertificateFile
+        self.clientKeyFile = clientKeyFile
+        self.clientKeyPassword = clientKeyPassword
+        self.handshakeTimeout = handshakeTimeout
+        self.sessionResumption = sessionResumption
+    }
+
+    /// The mbedTLS version linked in, e.g. `2.28.3`.
+    public static var libraryVersion: String { String(cString: tinyfire_tls_library_version()) }
+}
+
+/// mbedTLS's message for an error code.
+func tlsErrorMessage(_ code: Int32) -> String {
+    var buffer = [CChar](repeating: 0, count: 256)
+    tinyfire_tls_strerror(code, &buffer, buffer.count)
+    let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return "\(text) (-0x\(String(-Int(code), radix: 16, uppercase: true)))"
+}
+
+/// mbedTLS's reasons for a failed chain verification, one per flag.
+func tlsVerificationReasons(_ flags: UInt32) -> [String] {
+    var buffer = [CChar](repeating: 0, count: 1024)
+    tinyfire_tls_verify_info(flags, &buffer, buffer.count)
+    let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return text.split(separator: "\n").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
+}
+
+/// The loaded form of a `TLSConfiguration`: mbedTLS's config, RNG and trust anchors. Shared by
+/// every connection of a session; used on its loop thread only.
+final class TLSContext: @unchecked Sendable {
+    let configuration: TLSConfiguration
+    let pointer: OpaquePointer
+
+    init(_ configuration: TLSConfiguration) throws(TinyFireError) {
+        self.configuration = configuration
+        var error: Int32 = 0
+        guard let pointer = tinyfire_tls_config_new(&error) else {
+            throw .invalidTLSConfiguration(reason: "mbedTLS setup failed: \(tlsErrorMessage(error))")
+        }
+        self.pointer = pointer
+        for file in configuration.caCertificateFiles {
+            let result = tinyfire_tls_config_add_ca_file(pointer, file)
+            guard result == 0 else {
+                throw .invalidTLSConfiguration(reason: "cannot load CA certificates from \(file): \(tlsErrorMessage(result))")
+            }
+        }
+        for directory in configuration.caCertificateDirectories {
+            let result = tinyfire_tls_config_add_ca_directory(pointer, directory)
+            guard result == 0 else {
+                throw .invalidTLSConfiguration(reason: "cannot load CA certificates from \(directory): \(tlsErrorMessage(result))")
+            }
+        }
+        for file in configuration.crlFiles {
+            let result = tinyfire_tls_config_add_crl_file(pointer, file)
+            guard result == 0 else {
+                throw .invalidTLSConfiguration(reason: "cannot load the CRL \(file): \(tlsErrorMessage(result))")
+            }
+        }
+        switch (configuration.clientCertificateFile, configuration.clientKeyFile) {
+        case (nil, nil):
+            break
+        case (let certificate?, let key?):
+            let result = tinyfire_tls_config_set_own_cert(pointer, certificate, key, configuration.clientKeyPassword)
+            guard result == 0 else {
+                throw .invalidTLSConfiguration(
+                    reason: "cannot load the client certificate \(certificate) with key \(key): \(tlsErrorMessage(result))")
+            }
+        default:
+            throw .invalidTLSConfiguration(reason: "a client certificate needs both a certificate file and a key file")
+        }
+    }
+
+    deinit {
+        tinyfire_tls_config_free(pointer)
+    }
+
+    /// Trust anchors loaded.
+    var trustAnchorCount: Int { Int(tinyfire_tls_config_ca_count(pointer)) }
+}
+
+/// A saved TLS session, offered on the next connection to the same origin.
+final class TLSSession: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init?() {
+        guard let pointer = tinyfire_tls_session_new() else { return nil }
+        self.pointer = pointer
+    }
+
+    deinit {
+        tinyfire_tls_session_free(pointer)
+    }
+}
+
+/// What a finished handshake negotiated, for metrics and `-v`.
+public struct TLSDetails: Sendable, Equatable {
+    /// `TLSv1.2`, `TLSv1.3`.
+    public var version: String
+    /// The IANA name of the cipher suite.
+    public var cipherSuite: String
+    /// Whether the handshake resumed an earlier session (abbreviated handshake).
+    public var resumed: Bool
+    /// The server's chain as sent, leaf first, DER.
+    public var peerCertificates: [Data]
+}
+
+/// One TLS client stream over a connected non-blocking socket. Loop-confined.
+final class TLSStream {
+    private let pointer: OpaquePointer
+    let context: TLSContext
+
+    init(context: TLSContext, fd: Int32, serverName: String?) throws(TinyFireError) {
+        self.context = context
+        var error: Int32 = 0
+        guard let pointer = tinyfire_tls_new(context.pointer, fd, serverName, &error) else {
+            throw .invalidTLSConfiguration(reason: "mbedTLS connection setup failed: \(tlsErrorMessage(error))")
+        }
+        self.pointer = pointer
+    }
+
+    deinit {
+        tinyfire_tls_free(pointer)
+    }
+
+    enum HandshakeResult {
+        case done
+        case wantRead
+        case wantWrite
+        case failed(Int32)
+    }
+
+    func offer(_ session: TLSSession) {
+        _ = tinyfire_tls_set_session(pointer, session.pointer)
+    }
+
+    func handshake() -> HandshakeResult {
+        let result = tinyfire_tls_handshake(pointer)
+        switch result {
+        case 0: return .done
+        case TINYFIRE_TLS_WANT_READ: return .wantRead
+        case TINYFIRE_TLS_WANT_WRITE: return .wantWrite
+        default: return .failed(result)
+        }
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+        guard let base = buffer.baseAddress else { return .bytes(0) }
+        let result = tinyfire_tls_read(pointer, base.assumingMemoryBound(to: UInt8.self), buffer.count)
+        switch result {
+        case TINYFIRE_TLS_CLOSED: return .endOfFile
+        case TINYFIRE_TLS_WANT_READ, TINYFIRE_TLS_WANT_WRITE: return .wouldBlock
+        case let n where n > 0: return .bytes(Int(n))
+        default: return .failed(result)
+        }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> IOResult {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return .bytes(0) }
+        let result = tinyfire_tls_write(pointer, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+        switch result {
+        case TINYFIRE_TLS_WANT_READ, TINYFIRE_TLS_WANT_WRITE: return .wouldBlock
+        case let n where n > 0: return .bytes(Int(n))
+        default: return .failed(result)
+        }
+    }
+
+    /// Decrypted bytes waiting inside mbedTLS (the socket may not be readable for them).
+    var pendingBytes: Int { tinyfire_tls_pending(pointer) }
+
+    /// mbedTLS's verification flags (0: the chain verified against the CA set and the name).
+    var verificationFlags: UInt32 { tinyfire_tls_verify_flags(pointer) }
+
+    func saveSession(into session: TLSSession) -> Bool {
+        tinyfire_tls_get_session(pointer, session.pointer) == 0
+    }
+
+    var details: TLSDetails {
+        var certificates: [Data] = []
+        var index: Int32 = 0
+        var length = 0
+        while let der = tinyfire_tls_peer_certificate(pointer, index, &length) {
+            certificates.append(Data(bytes: der, count: length))
+            index += 1
+        }
+        return TLSDetails(
+            version: String(cString: tinyfire_tls_version(pointer)),
+            cipherSuite: String(cString: tinyfire_tls_ciphersuite(pointer)),
+            resumed: tinyfire_tls_session_resumed(pointer) != 0,
+            peerCertificates: certificates)
+    }
+
+    /// Whether the leaf certificate names `address` (4 or 16 bytes) in an iPAddress SAN.
+    func peerHasIPAddress(_ address: [UInt8]) -> Bool {
+        tinyfire_tls_peer_has_ip_address(pointer, address, address.count) != 0
+    }
+
+    func closeNotify() {
+        _ = tinyfire_tls_close_notify(pointer)
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+
+/// A throw-away PKI made with the openssl CLI, and an nginx serving https with it.
+///
+/// Root CA → server certificate for `localhost` (DNS) and 127.0.0.1 (IP address), ECDSA P-256;
+/// a second server certificate whose only name is the DNS name "127.0.0.1" (which must not
+/// pass for the address).
+final class TLSFixture: Sendable {
+    static let shared = Result { try TLSFixture() }
+
+    let directory: String
+    let port: Int
+    let dnsSpellingPort: Int
+    var caFile: String { directory + "/ca.pem" }
+
+    private init() throws {
+        guard let openssl = which("openssl") else { throw FixtureError(description: "openssl is not installed") }
+        guard let nginx = which("nginx") else { throw FixtureError(description: "nginx is not installed") }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-tls-\(getpid())").path
+        self.directory = directory
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory + "/www", withIntermediateDirectories: true)
+        try Data("hello over tls\n".utf8).write(to: URL(fileURLWithPath: directory + "/www/hello.txt"))
+        let run = { (arguments: [String]) throws in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: openssl)
+            process.arguments = arguments
+            process.currentDirectoryURL = URL(fileURLWithPath: directory)
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else {
+                throw FixtureError(description: "openssl \(arguments.joined(separator: " ")) failed")
+            }
+        }
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        try run(["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-days", "30", "-subj", "/CN=TinyFire Test Root"])
+        for (name, san) in [("server", "DNS:localhost,IP:127.0.0.1"), ("dnsip", "DNS:127.0.0.1")] {
+            try run(["req"] + ec + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", "/CN=\(name)"])
+            try "subjectAltName=\(san)\n".write(toFile: directory + "/\(name).ext", atomically: true, encoding: .utf8)
+            try run([
+                "x509", "-req", "-in", "\(name).csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "\(name).pem",
+                "-days", "30", "-extfile", "\(name).ext",
+            ])
+        }
+        port = freePort()
+        dnsSpellingPort = freePort()
+        let dir = directory
+        let config = """
+            worker_processes 1;
+            daemon off;
+            pid \(dir)/nginx.pid;
+            error_log \(dir)/error.log;
+            events { worker_connections 64; }
+            http {
+              access_log off;
+              client_body_temp_path \(dir)/body; proxy_temp_path \(dir)/proxy; fastcgi_temp_path \(dir)/fastcgi;
+              uwsgi_temp_path \(dir)/uwsgi; scgi_temp_path \(dir)/scgi;
+              default_type text/plain;
+              ssl_protocols TLSv1.2;
+              ssl_session_cache shared:tls:1m;
+              ssl_session_tickets off;
+              server {
+                listen 127.0.0.1:\(port) ssl;
+                ssl_certificate \(dir)/server.pem;
+                ssl_certificate_key \(dir)/server.key;
+                root \(dir)/www;
+                location = /close { keepalive_timeout 0; return 200 "closing\\n"; }
+              }
+              server {
+                listen 127.0.0.1:\(dnsSpellingPort) ssl;
+                ssl_certificate \(dir)/dnsip.pem;
+                ssl_certificate_key \(dir)/dnsip.key;
+                root \(dir)/www;
+              }
+            }
+            """
+        try config.write(toFile: dir + "/nginx.conf", atomically: true, encoding: .utf8)
+        _ = try startProcess(nginx, ["-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
+        try waitForPort(port)
+        try waitForPort(dnsSpellingPort)
+    }
+}
+
+func tlsServer() throws -> TLSFixture { try TLSFixture.shared.get() }
