@@ -12,6 +12,7 @@
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h>
 #include <mbedtls/pk.h>
+#include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/version.h>
 #include <mbedtls/x509_crl.h>
@@ -102,7 +103,9 @@ tinyfire_tls_config *tinyfire_tls_config_new(int *error) {
         return NULL;
     }
     mbedtls_ssl_conf_rng(&config->ssl, mbedtls_ctr_drbg_random, &config->drbg);
-    mbedtls_ssl_conf_authmode(&config->ssl, MBEDTLS_SSL_VERIFY_REQUIRED);
+    /* The chain is verified during the handshake and its flags recorded; TinyFire's trust
+     * evaluators decide afterwards, before any request byte is sent. */
+    mbedtls_ssl_conf_authmode(&config->ssl, MBEDTLS_SSL_VERIFY_OPTIONAL);
     mbedtls_ssl_conf_ca_chain(&config->ssl, &config->ca, NULL);
 #if MBEDTLS_VERSION_NUMBER < 0x03000000
     /* TLS 1.2 is the floor; 2.28 has no TLS 1.3 client. */
@@ -296,6 +299,103 @@ int tinyfire_tls_get_session(const tinyfire_tls *tls, tinyfire_tls_session *sess
     mbedtls_ssl_session_free(&session->session);
     mbedtls_ssl_session_init(&session->session);
     return mbedtls_ssl_get_session(&tls->ssl, &session->session);
+}
+
+static int sha256(const unsigned char *input, size_t length, unsigned char digest[32]) {
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+    return mbedtls_sha256(input, length, digest, 0);
+#else
+    return mbedtls_sha256_ret(input, length, digest, 0);
+#endif
+}
+
+static int pk_spki_sha256(mbedtls_pk_context *pk, unsigned char digest[32]) {
+    unsigned char buffer[2048];
+    /* mbedtls_pk_write_pubkey_der writes at the end of the buffer. */
+    int written = mbedtls_pk_write_pubkey_der(pk, buffer, sizeof buffer);
+    if (written < 0) return written;
+    return sha256(buffer + sizeof buffer - written, (size_t)written, digest);
+}
+
+int tinyfire_x509_spki_sha256(const unsigned char *der, size_t length, unsigned char digest[32]) {
+    mbedtls_x509_crt crt;
+    mbedtls_x509_crt_init(&crt);
+    int result = mbedtls_x509_crt_parse_der(&crt, der, length);
+    if (result == 0) result = pk_spki_sha256(&crt.pk, digest);
+    mbedtls_x509_crt_free(&crt);
+    return result;
+}
+
+int tinyfire_pk_file_spki_sha256(const char *path, unsigned char digest[32]) {
+    mbedtls_pk_context pk;
+    mbedtls_pk_init(&pk);
+    int result = mbedtls_pk_parse_public_keyfile(&pk, path);
+    if (result != 0) {
+        /* Not a bare public key: a certificate file. */
+        mbedtls_x509_crt crt;
+        mbedtls_x509_crt_init(&crt);
+        result = mbedtls_x509_crt_parse_file(&crt, path);
+        if (result == 0) result = pk_spki_sha256(&crt.pk, digest);
+        mbedtls_x509_crt_free(&crt);
+        mbedtls_pk_free(&pk);
+        return result;
+    }
+    result = pk_spki_sha256(&pk, digest);
+    mbedtls_pk_free(&pk);
+    return result;
+}
+
+int tinyfire_x509_names(const unsigned char *der, size_t length, char *subject, size_t subject_length, char *issuer,
+                        size_t issuer_length) {
+    mbedtls_x509_crt crt;
+    mbedtls_x509_crt_init(&crt);
+    int result = mbedtls_x509_crt_parse_der(&crt, der, length);
+    if (result == 0) {
+        if (mbedtls_x509_dn_gets(subject, subject_length, &crt.subject) < 0) subject[0] = 0;
+        if (mbedtls_x509_dn_gets(issuer, issuer_length, &crt.issuer) < 0) issuer[0] = 0;
+    }
+    mbedtls_x509_crt_free(&crt);
+    return result;
+}
+
+int tinyfire_x509_read_file(const char *path, void *context,
+                            void (*each)(void *context, const unsigned char *der, size_t length)) {
+    mbedtls_x509_crt crt;
+    mbedtls_x509_crt_init(&crt);
+    int result = mbedtls_x509_crt_parse_file(&crt, path);
+    if (result >= 0) {
+        for (const mbedtls_x509_crt *c = &crt; c && c->raw.len > 0; c = c->next) each(context, c->raw.p, c->raw.len);
+        result = 0;
+    }
+    mbedtls_x509_crt_free(&crt);
+    return result;
+}
+
+int tinyfire_x509_verify(const unsigned char *const *ders, const size_t *lengths, int count,
+                         const unsigned char *const *anchors, const size_t *anchor_lengths, int anchor_count,
+                         const char *crl_path, const char *host, uint32_t *flags) {
+    mbedtls_x509_crt chain, trusted;
+    mbedtls_x509_crl crl;
+    mbedtls_x509_crt_init(&chain);
+    mbedtls_x509_crt_init(&trusted);
+    mbedtls_x509_crl_init(&crl);
+    int result = 0;
+    for (int i = 0; i < count && result == 0; i++) result = mbedtls_x509_crt_parse_der(&chain, ders[i], lengths[i]);
+    for (int i = 0; i < anchor_count && result == 0; i++)
+        result = mbedtls_x509_crt_parse_der(&trusted, anchors[i], anchor_lengths[i]);
+    int has_crl = 0;
+    if (result == 0 && crl_path) {
+        result = mbedtls_x509_crl_parse_file(&crl, crl_path);
+        has_crl = result == 0;
+    }
+    if (result == 0) {
+        result = mbedtls_x509_crt_verify(&chain, &trusted, has_crl ? &crl : NULL, host, flags, NULL, NULL);
+        if (result == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) result = 0;
+    }
+    mbedtls_x509_crl_free(&crl);
+    mbedtls_x509_crt_free(&trusted);
+    mbedtls_x509_crt_free(&chain);
+    return result;
 }
 
 void tinyfire_tls_strerror(int error, char *buffer, size_t length) { mbedtls_strerror(error, buffer, length); }

@@ -64,6 +64,23 @@ void tinyfire_tls_session_free(tinyfire_tls_session *session);
 /* Copies the connection's session into `session` (after the handshake). */
 int tinyfire_tls_get_session(const tinyfire_tls *tls, tinyfire_tls_session *session);
 
+/* Certificates on their own (DER in, facts out). Each returns 0 or an mbedTLS error. */
+/* SHA-256 of the certificate's SubjectPublicKeyInfo (what curl's sha256// pins hash). */
+int tinyfire_x509_spki_sha256(const unsigned char *der, size_t length, unsigned char digest[32]);
+/* SHA-256 of the SubjectPublicKeyInfo of a PEM or DER public key or certificate file. */
+int tinyfire_pk_file_spki_sha256(const char *path, unsigned char digest[32]);
+/* Subject and issuer distinguished names as text. */
+int tinyfire_x509_names(const unsigned char *der, size_t length, char *subject, size_t subject_length, char *issuer,
+                        size_t issuer_length);
+/* Certificates in a PEM or DER file, as DER, one after another: calls `each` per certificate. */
+int tinyfire_x509_read_file(const char *path, void *context,
+                            void (*each)(void *context, const unsigned char *der, size_t length));
+/* Verification flags for the chain `ders` (leaf first) against `anchors` (DER), optional CRL
+ * file, and the host name (NULL: no name check). 0: trusted. */
+int tinyfire_x509_verify(const unsigned char *const *ders, const size_t *lengths, int count,
+                         const unsigned char *const *anchors, const size_t *anchor_lengths, int anchor_count,
+                         const char *crl_path, const char *host, uint32_t *flags);
+
 /* mbedTLS's own text for an error code. */
 void tinyfire_tls_strerror(int error, char *buffer, size_t length);
 /* Verification flags as text, one reason per line. */

@@ -36,7 +36,8 @@ public final class Session: Sendable {
     public let startRequestsImmediately: Bool
     /// Adapts and retries every request (before a request's own interceptor).
     public let interceptor: (any RequestInterceptor)?
-    /// Decides which hosts' certificates are evaluated how (used once TLS is available).
+    /// Decides which hosts' certificates are evaluated how; nil validates every host against
+    /// the configured trust anchors.
     public let serverTrustManager: ServerTrustManager?
     /// Decides redirects for every request without its own handler; nil follows them
     /// (up to `configuration.maxRedirects`).
@@ -77,7 +78,7 @@ public final class Session: Sendable {
         self.serverTrustManager = serverTrustManager
         self.redirectHandler = redirectHandler
         self.eventMonitor = eventMonitors.isEmpty ? nil : CompositeEventMonitor(monitors: eventMonitors)
-        self.engine = Engine(configuration: configuration)
+        self.engine = Engine(configuration: configuration, serverTrustManager: serverTrustManager)
     }
 
     deinit {

@@ -44,6 +44,10 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
     public enum ServerTrustFailureReason: Sendable {
         /// No evaluator applies to the host and the manager requires one.
         case noRequiredEvaluator(host: String)
+        /// An evaluator refused the chain: which host, which evaluator, why.
+        case evaluationFailed(host: String, evaluator: String, reasons: [String])
+        /// A custom evaluator threw this error.
+        case customEvaluationFailed(host: String, error: any Error)
     }
 
     /// Why a `ParameterEncoder` failed.
@@ -118,6 +122,10 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case .invalidTLSConfiguration(let reason): return "invalid TLS configuration: \(reason)"
         case .serverTrustEvaluationFailed(.noRequiredEvaluator(let host)):
             return "no server trust evaluator for host \(quoted(host)), and the trust manager requires one for every host"
+        case .serverTrustEvaluationFailed(.evaluationFailed(let host, let evaluator, let reasons)):
+            return "\(evaluator) did not trust \(host): \(reasons.joined(separator: "; "))"
+        case .serverTrustEvaluationFailed(.customEvaluationFailed(let host, let error)):
+            return "server trust evaluation of \(host) failed: \(error)"
         case .responseValidationFailed(let reason):
             switch reason {
             case .unacceptableStatusCode(let code):

@@ -106,6 +106,8 @@ public struct TransferMetrics: Sendable {
 /// Owns the loop, the pool and the live transfers of one `Session`.
 final class Engine: @unchecked Sendable {
     let configuration: SessionConfiguration
+    /// Trust evaluators by host (nil: default validation for every host).
+    let serverTrustManager: ServerTrustManager?
     private let loopResult: Result<EventLoop, TinyFireError>
     private var pool: ConnectionPool?
     /// Loaded on the first https request (loop thread).
@@ -115,8 +117,9 @@ final class Engine: @unchecked Sendable {
     /// Live transfers by owner, loop-confined.
     private var active: [ObjectIdentifier: Transfer] = [:]
 
-    init(configuration: SessionConfiguration) {
+    init(configuration: SessionConfiguration, serverTrustManager: ServerTrustManager? = nil) {
         self.configuration = configuration
+        self.serverTrustManager = serverTrustManager
         do {
             let loop = try EventLoop(name: "tinyfire-io")
             loopResult = .success(loop)
@@ -444,21 +447,51 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
                 fail(reason)
             case .done:
                 metrics.tlsHandshake = Instant.now().since(started)
-                // mbedTLS 2.28 checks DNS names only: an address is checked against the
-                // certificate's iPAddress entries here (never against a DNS name spelling it).
-                if let address = IPAddressBytes.parse(key.host), !stream.peerHasIPAddress(address) {
+                let details = stream.details
+                guard evaluateTrust(of: stream, details: details) else {
                     connection.abort()
                     self.connection = nil
-                    fail(.certificateVerificationFailed(reasons: ["the certificate has no iPAddress entry for \(key.host)"]))
                     return
                 }
-                metrics.tls = stream.details
+                metrics.tls = details
                 if !(metrics.tls?.resumed ?? false), let session = TLSSession(), stream.saveSession(into: session) {
                     engine.storeTLSSession(session, for: key)
                 }
                 use(connection)
             }
         }
+    }
+
+    /// Runs the session's evaluator for the host (or default validation) on a finished
+    /// handshake. On failure the transfer is finished and false returned.
+    private func evaluateTrust(of stream: TLSStream, details: TLSDetails) -> Bool {
+        let host = key.host
+        let context = stream.context
+        // mbedTLS 2.28 checks DNS names only: an address is checked against the certificate's
+        // iPAddress entries (never against a DNS name spelling it).
+        let trust = ServerTrust(
+            certificates: details.peerCertificates.map(Certificate.init(der:)), host: host,
+            verificationFlags: stream.verificationFlags,
+            leafHasHostIPAddress: IPAddressBytes.parse(host).map { stream.peerHasIPAddress($0) },
+            anchors: { context.anchorCertificates })
+        do {
+            if let manager = engine.serverTrustManager, let evaluator = try manager.serverTrustEvaluator(forHost: host) {
+                try evaluator.evaluate(trust, forHost: host)
+                return true
+            }
+        } catch let error as TinyFireError {
+            finish(.failure(error))
+            return false
+        } catch {
+            finish(.failure(.serverTrustEvaluationFailed(reason: .customEvaluationFailed(host: host, error: error))))
+            return false
+        }
+        let reasons = trust.defaultValidationFailures(validateHost: true)
+        guard reasons.isEmpty else {
+            fail(.certificateVerificationFailed(reasons: reasons))
+            return false
+        }
+        return true
     }
 
     private func use(_ connection: HTTPConnection) {

@@ -1,18 +1,101 @@
+import CTinyFireTLS
+import Logging
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
 
-/// What a server presented during the TLS handshake: its certificate chain (DER, leaf first).
-public struct ServerTrust: Sendable {
-    /// The chain as sent, leaf first, DER-encoded.
-    public let certificates: [Data]
+/// A certificate in DER form, with what the evaluators need from it.
+public struct Certificate: Sendable, Hashable {
+    /// The DER bytes.
+    public let der: Data
 
-    /// Creates a value.
-    /// - Parameter certificates: the chain, leaf first.
-    public init(certificates: [Data]) {
-        self.certificates = certificates
+    /// Wraps DER bytes.
+    /// - Parameter der: the certificate.
+    public init(der: Data) {
+        self.der = der
+    }
+
+    /// Every certificate in a PEM or DER file.
+    /// - Parameter path: the file.
+    /// - Returns: the certificates, in file order.
+    /// - Throws: `TinyFireError.invalidTLSConfiguration` naming the file and mbedTLS's reason.
+    public static func load(contentsOf path: String) throws(TinyFireError) -> [Certificate] {
+        final class Collector { var items: [Certificate] = [] }
+        let collector = Collector()
+        let result = withExtendedLifetime(collector) {
+            tinyfire_x509_read_file(path, Unmanaged.passUnretained(collector).toOpaque()) { context, der, length in
+                guard let context, let der else { return }
+                Unmanaged<Collector>.fromOpaque(context).takeUnretainedValue().items.append(
+                    Certificate(der: Data(bytes: der, count: length)))
+            }
+        }
+        guard result == 0 else {
+            throw .invalidTLSConfiguration(reason: "cannot read certificates from \(path): \(tlsErrorMessage(result))")
+        }
+        guard !collector.items.isEmpty else { throw .invalidTLSConfiguration(reason: "no certificate in \(path)") }
+        return collector.items
+    }
+
+    /// The SHA-256 of the SubjectPublicKeyInfo, the value curl's `sha256//` pins hold; nil when
+    /// the DER does not parse.
+    public var publicKeySHA256: Data? {
+        var digest = [UInt8](repeating: 0, count: 32)
+        let result = der.withUnsafeBytes {
+            tinyfire_x509_spki_sha256($0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count, &digest)
+        }
+        return result == 0 ? Data(digest) : nil
+    }
+
+    /// `sha256//BASE64` of the public key (curl's `--pinnedpubkey` form).
+    public var publicKeyPin: String? { publicKeySHA256.map { "sha256//" + $0.base64EncodedString() } }
+
+    /// Subject and issuer distinguished names.
+    public var names: (subject: String, issuer: String) {
+        var subject = [CChar](repeating: 0, count: 512)
+        var issuer = [CChar](repeating: 0, count: 512)
+        _ = der.withUnsafeBytes {
+            tinyfire_x509_names(
+                $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count, &subject, subject.count, &issuer, issuer.count)
+        }
+        func text(_ buffer: [CChar]) -> String { String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        return (text(subject), text(issuer))
+    }
+}
+
+/// What a server presented during the TLS handshake, and what mbedTLS made of it.
+public struct ServerTrust: Sendable {
+    /// The chain as sent, leaf first.
+    public let certificates: [Certificate]
+    /// The host connected to (a name or an IP literal).
+    public let host: String
+    /// mbedTLS's verification flags for the chain against the session's trust anchors and
+    /// the host name (0: trusted).
+    public let verificationFlags: UInt32
+    /// For an IP host: whether the leaf lists it as an iPAddress SAN (mbedTLS 2.28 does not
+    /// check those). nil for a name.
+    public let leafHasHostIPAddress: Bool?
+    /// The session's trust anchors (loaded on demand).
+    let anchors: @Sendable () -> [Certificate]
+
+    /// mbedTLS's bit for a host name mismatch.
+    static let nameMismatch: UInt32 = 0x04
+    /// mbedTLS's bit for a chain that does not end at a trust anchor.
+    static let notTrusted: UInt32 = 0x08
+
+    /// The failures of default validation, in words; empty when the chain and the host check.
+    /// - Parameter validateHost: whether the host must match.
+    /// - Returns: the reasons.
+    func defaultValidationFailures(validateHost: Bool, ignoring ignored: UInt32 = 0) -> [String] {
+        var flags = verificationFlags & ~ignored
+        if !validateHost { flags &= ~Self.nameMismatch }
+        var reasons = tlsVerificationReasons(flags)
+        if validateHost, leafHasHostIPAddress == false {
+            reasons.append("the certificate has no iPAddress entry for \(host)")
+        }
+        return reasons
     }
 }
 
@@ -23,14 +106,242 @@ public protocol ServerTrustEvaluating: Sendable {
     /// - Parameters:
     ///   - trust: what the server presented.
     ///   - host: the host connected to.
-    /// - Throws: why the chain is not trusted.
+    /// - Throws: `TinyFireError.serverTrustEvaluationFailed` saying why.
     func evaluate(_ trust: ServerTrust, forHost host: String) throws
+}
+
+/// Trusts chains that verify against the session's trust anchors, for the host.
+public struct DefaultTrustEvaluator: ServerTrustEvaluating {
+    /// Whether the certificate must name the host (default true).
+    public let validateHost: Bool
+
+    /// Creates the evaluator.
+    /// - Parameter validateHost: default true.
+    public init(validateHost: Bool = true) {
+        self.validateHost = validateHost
+    }
+
+    /// Fails with `.defaultEvaluationFailed` and mbedTLS's reasons.
+    /// - Parameters:
+    ///   - trust: the chain.
+    ///   - host: the host.
+    public func evaluate(_ trust: ServerTrust, forHost host: String) throws {
+        let reasons = trust.defaultValidationFailures(validateHost: validateHost)
+        guard reasons.isEmpty else {
+            throw TinyFireError.serverTrustEvaluationFailed(
+                reason: .evaluationFailed(host: host, evaluator: "DefaultTrustEvaluator", reasons: reasons))
+        }
+    }
+}
+
+/// Default validation plus revocation against CRL files. (mbedTLS has no OCSP: revocation is
+/// CRL-only on TinyFire; keep the CRLs fresh on the device.)
+public struct RevocationTrustEvaluator: ServerTrustEvaluating {
+    /// CRL files (PEM or DER).
+    public let crlFiles: [String]
+    /// Whether default validation runs too (default true).
+    public let performDefaultValidation: Bool
+    /// Whether the certificate must name the host (default true).
+    public let validateHost: Bool
+
+    /// Creates the evaluator.
+    /// - Parameters:
+    ///   - crlFiles: the revocation lists.
+    ///   - performDefaultValidation: default true.
+    ///   - validateHost: default true.
+    public init(crlFiles: [String], performDefaultValidation: Bool = true, validateHost: Bool = true) {
+        self.crlFiles = crlFiles
+        self.performDefaultValidation = performDefaultValidation
+        self.validateHost = validateHost
+    }
+
+    /// Fails with `.revocationCheckFailed` when a certificate is revoked or a CRL cannot be read.
+    /// - Parameters:
+    ///   - trust: the chain.
+    ///   - host: the host.
+    public func evaluate(_ trust: ServerTrust, forHost host: String) throws {
+        if performDefaultValidation {
+            try DefaultTrustEvaluator(validateHost: validateHost).evaluate(trust, forHost: host)
+        }
+        let anchors = trust.anchors()
+        for file in crlFiles {
+            var flags: UInt32 = 0
+            let result = withDERArrays(trust.certificates) { chain, chainLengths in
+                withDERArrays(anchors) { roots, rootLengths in
+                    tinyfire_x509_verify(
+                        chain, chainLengths, Int32(trust.certificates.count), roots, rootLengths, Int32(anchors.count), file, nil, &flags)
+                }
+            }
+            guard result == 0 else {
+                throw TinyFireError.serverTrustEvaluationFailed(
+                    reason: .evaluationFailed(
+                        host: host, evaluator: "RevocationTrustEvaluator", reasons: ["cannot read CRL \(file): \(tlsErrorMessage(result))"])
+                )
+            }
+            let revoked: UInt32 = 0x02
+            if flags & revoked != 0 {
+                throw TinyFireError.serverTrustEvaluationFailed(
+                    reason: .evaluationFailed(host: host, evaluator: "RevocationTrustEvaluator", reasons: tlsVerificationReasons(revoked)))
+            }
+        }
+    }
+}
+
+/// Trusts only chains containing one of the pinned certificates.
+public struct PinnedCertificatesTrustEvaluator: ServerTrustEvaluating {
+    /// The pinned certificates.
+    public let certificates: [Certificate]
+    /// Whether a self-signed (or privately issued) pinned certificate is accepted as its own
+    /// anchor (default false).
+    public let acceptSelfSignedCertificates: Bool
+    /// Whether default validation runs too (default true).
+    public let performDefaultValidation: Bool
+    /// Whether the certificate must name the host (default true).
+    public let validateHost: Bool
+
+    /// Creates the evaluator.
+    /// - Parameters:
+    ///   - certificates: the pins (at least one).
+    ///   - acceptSelfSignedCertificates: default false.
+    ///   - performDefaultValidation: default true.
+    ///   - validateHost: default true.
+    public init(
+        certificates: [Certificate], acceptSelfSignedCertificates: Bool = false, performDefaultValidation: Bool = true,
+        validateHost: Bool = true
+    ) {
+        self.certificates = certificates
+        self.acceptSelfSignedCertificates = acceptSelfSignedCertificates
+        self.performDefaultValidation = performDefaultValidation
+        self.validateHost = validateHost
+    }
+
+    /// Fails unless a pinned certificate is in the chain (and default validation passes).
+    /// - Parameters:
+    ///   - trust: the chain.
+    ///   - host: the host.
+    public func evaluate(_ trust: ServerTrust, forHost host: String) throws {
+        let pinned = Set(certificates)
+        let pinnedInChain = trust.certificates.contains { pinned.contains($0) }
+        if performDefaultValidation {
+            let ignored = acceptSelfSignedCertificates && pinnedInChain ? ServerTrust.notTrusted : 0
+            let reasons = trust.defaultValidationFailures(validateHost: validateHost, ignoring: ignored)
+            guard reasons.isEmpty else {
+                throw TinyFireError.serverTrustEvaluationFailed(
+                    reason: .evaluationFailed(host: host, evaluator: "PinnedCertificatesTrustEvaluator", reasons: reasons))
+            }
+        }
+        guard pinnedInChain else {
+            throw TinyFireError.serverTrustEvaluationFailed(
+                reason: .evaluationFailed(
+                    host: host, evaluator: "PinnedCertificatesTrustEvaluator",
+                    reasons: ["no certificate of the chain is one of the \(certificates.count) pinned"]))
+        }
+    }
+}
+
+/// Trusts only chains containing a public key whose SPKI SHA-256 is pinned.
+public struct PublicKeysTrustEvaluator: ServerTrustEvaluating {
+    /// The pinned SPKI SHA-256 digests.
+    public let keys: [Data]
+    /// Whether default validation runs too (default true).
+    public let performDefaultValidation: Bool
+    /// Whether the certificate must name the host (default true).
+    public let validateHost: Bool
+
+    /// Creates the evaluator from SPKI SHA-256 digests.
+    /// - Parameters:
+    ///   - keys: 32-byte digests.
+    ///   - performDefaultValidation: default true.
+    ///   - validateHost: default true.
+    public init(keys: [Data], performDefaultValidation: Bool = true, validateHost: Bool = true) {
+        self.keys = keys
+        self.performDefaultValidation = performDefaultValidation
+        self.validateHost = validateHost
+    }
+
+    /// Creates the evaluator from pins in curl's form, `sha256//BASE64` (several may be joined
+    /// with `;`, as curl accepts).
+    /// - Parameters:
+    ///   - pins: the pins.
+    ///   - performDefaultValidation: default true.
+    ///   - validateHost: default true.
+    /// - Throws: `TinyFireError.invalidTLSConfiguration` naming a malformed pin.
+    public init(pins: [String], performDefaultValidation: Bool = true, validateHost: Bool = true) throws(TinyFireError) {
+        var keys: [Data] = []
+        for pin in pins.flatMap({ $0.split(separator: ";").map(String.init) }) {
+            let text = pin.trimmingWhitespace()
+            guard text.hasPrefix("sha256//"), let digest = Data(base64Encoded: String(text.dropFirst(8))), digest.count == 32 else {
+                throw .invalidTLSConfiguration(reason: "pin \(quoted(text)) is not sha256// followed by a base64 SHA-256")
+            }
+            keys.append(digest)
+        }
+        self.init(keys: keys, performDefaultValidation: performDefaultValidation, validateHost: validateHost)
+    }
+
+    /// Fails unless a key of the chain is pinned (and default validation passes).
+    /// - Parameters:
+    ///   - trust: the chain.
+    ///   - host: the host.
+    public func evaluate(_ trust: ServerTrust, forHost host: String) throws {
+        if performDefaultValidation {
+            let reasons = trust.defaultValidationFailures(validateHost: validateHost)
+            guard reasons.isEmpty else {
+                throw TinyFireError.serverTrustEvaluationFailed(
+                    reason: .evaluationFailed(host: host, evaluator: "PublicKeysTrustEvaluator", reasons: reasons))
+            }
+        }
+        let pinned = Set(keys)
+        let presented = trust.certificates.compactMap(\.publicKeySHA256)
+        guard presented.contains(where: { pinned.contains($0) }) else {
+            let seen = presented.map { "sha256//" + $0.base64EncodedString() }.joined(separator: ", ")
+            throw TinyFireError.serverTrustEvaluationFailed(
+                reason: .evaluationFailed(
+                    host: host, evaluator: "PublicKeysTrustEvaluator", reasons: ["no public key of the chain is pinned (chain: \(seen))"]))
+        }
+    }
+}
+
+/// Runs several evaluators; all must pass.
+public struct CompositeTrustEvaluator: ServerTrustEvaluating {
+    /// The evaluators, in order.
+    public let evaluators: [any ServerTrustEvaluating]
+
+    /// Creates the evaluator.
+    /// - Parameter evaluators: all must pass.
+    public init(evaluators: [any ServerTrustEvaluating]) {
+        self.evaluators = evaluators
+    }
+
+    /// Runs each; the first failure is thrown.
+    /// - Parameters:
+    ///   - trust: the chain.
+    ///   - host: the host.
+    public func evaluate(_ trust: ServerTrust, forHost host: String) throws {
+        for evaluator in evaluators { try evaluator.evaluate(trust, forHost: host) }
+    }
+}
+
+/// Trusts everything. For debugging only: every use logs a warning through swift-log.
+public struct DisabledTrustEvaluator: ServerTrustEvaluating {
+    private let logger: Logger
+
+    /// Creates the evaluator.
+    /// - Parameter logger: where the warning goes; default label `org.tinyfire.trust`.
+    public init(logger: Logger = Logger(label: "org.tinyfire.trust")) {
+        self.logger = logger
+    }
+
+    /// Logs a warning and accepts.
+    /// - Parameters:
+    ///   - trust: the chain.
+    ///   - host: the host.
+    public func evaluate(_ trust: ServerTrust, forHost host: String) throws {
+        logger.warning("TLS certificate NOT verified (DisabledTrustEvaluator)", metadata: ["host": "\(host)"])
+    }
 }
 
 /// Maps hosts to evaluators, as Alamofire's `ServerTrustManager`. Host keys are exact names or
 /// `*.example.com` wildcards (one label); exact names win.
-///
-/// TLS on mbedTLS is not in this build yet: https URLs are refused before any evaluator runs.
 open class ServerTrustManager: @unchecked Sendable {
     /// Whether a host without an evaluator fails (default true).
     public let allHostsMustBeEvaluated: Bool
@@ -61,5 +372,23 @@ open class ServerTrustManager: @unchecked Sendable {
             throw TinyFireError.serverTrustEvaluationFailed(reason: .noRequiredEvaluator(host: host))
         }
         return nil
+    }
+}
+
+/// Calls `body` with C arrays of pointers and lengths for `certificates`' DER.
+private func withDERArrays<R>(
+    _ certificates: [Certificate], _ body: (UnsafePointer<UnsafePointer<UInt8>?>, UnsafePointer<Int>) -> R
+) -> R {
+    let copies = certificates.map { Array($0.der) }
+    let buffers = copies.map { bytes -> UnsafeMutablePointer<UInt8> in
+        let pointer = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, bytes.count))
+        pointer.initialize(from: bytes, count: bytes.count)
+        return pointer
+    }
+    defer { for buffer in buffers { buffer.deallocate() } }
+    let pointers: [UnsafePointer<UInt8>?] = buffers.map { UnsafePointer($0) }
+    let lengths = copies.map(\.count)
+    return pointers.withUnsafeBufferPointer { p in
+        lengths.withUnsafeBufferPointer { l in body(p.baseAddress!, l.baseAddress!) }
     }
 }

@@ -125,6 +125,12 @@ final class TLSContext: @unchecked Sendable {
 
     /// Trust anchors loaded.
     var trustAnchorCount: Int { Int(tinyfire_tls_config_ca_count(pointer)) }
+
+    /// The configured CA files' certificates as DER, for evaluators that verify a chain again
+    /// (revocation). Loaded on first use; directories are not included.
+    lazy var anchorCertificates: [Certificate] = configuration.caCertificateFiles.flatMap {
+        (try? Certificate.load(contentsOf: $0)) ?? []
+    }
 }
 
 /// A saved TLS session, offered on the next connection to the same origin.

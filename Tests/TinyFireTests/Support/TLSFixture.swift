@@ -11,6 +11,11 @@ final class TLSFixture: Sendable {
     let directory: String
     let port: Int
     let dnsSpellingPort: Int
+    /// Another key for `localhost`, also signed by the test root (what a MITM with a trusted CA
+    /// would present).
+    let mitmPort: Int
+    /// A self-signed certificate for `localhost`.
+    let selfSignedPort: Int
     var caFile: String { directory + "/ca.pem" }
 
     private init() throws {
@@ -36,7 +41,7 @@ final class TLSFixture: Sendable {
         }
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
         try run(["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-days", "30", "-subj", "/CN=TinyFire Test Root"])
-        for (name, san) in [("server", "DNS:localhost,IP:127.0.0.1"), ("dnsip", "DNS:127.0.0.1")] {
+        for (name, san) in [("server", "DNS:localhost,IP:127.0.0.1"), ("dnsip", "DNS:127.0.0.1"), ("mitm", "DNS:localhost,IP:127.0.0.1")] {
             try run(["req"] + ec + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", "/CN=\(name)"])
             try "subjectAltName=\(san)\n".write(toFile: directory + "/\(name).ext", atomically: true, encoding: .utf8)
             try run([
@@ -44,8 +49,16 @@ final class TLSFixture: Sendable {
                 "-days", "30", "-extfile", "\(name).ext",
             ])
         }
+        try "subjectAltName=DNS:localhost\n".write(toFile: directory + "/self.ext", atomically: true, encoding: .utf8)
+        try run(
+            ["req", "-x509"] + ec + [
+                "-keyout", "self.key", "-out", "self.pem", "-days", "30", "-subj", "/CN=localhost", "-addext",
+                "subjectAltName=DNS:localhost",
+            ])
         port = freePort()
         dnsSpellingPort = freePort()
+        mitmPort = freePort()
+        selfSignedPort = freePort()
         let dir = directory
         let config = """
             worker_processes 1;
@@ -74,12 +87,26 @@ final class TLSFixture: Sendable {
                 ssl_certificate_key \(dir)/dnsip.key;
                 root \(dir)/www;
               }
+              server {
+                listen 127.0.0.1:\(mitmPort) ssl;
+                ssl_certificate \(dir)/mitm.pem;
+                ssl_certificate_key \(dir)/mitm.key;
+                root \(dir)/www;
+              }
+              server {
+                listen 127.0.0.1:\(selfSignedPort) ssl;
+                ssl_certificate \(dir)/self.pem;
+                ssl_certificate_key \(dir)/self.key;
+                root \(dir)/www;
+              }
             }
             """
         try config.write(toFile: dir + "/nginx.conf", atomically: true, encoding: .utf8)
         _ = try startProcess(nginx, ["-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
         try waitForPort(port)
         try waitForPort(dnsSpellingPort)
+        try waitForPort(mitmPort)
+        try waitForPort(selfSignedPort)
     }
 }
 
