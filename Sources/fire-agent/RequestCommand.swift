@@ -24,7 +24,7 @@ struct RequestCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: "The URL (http://…).")
+    @Argument(help: "The URL (http:// or https://).")
     var url: String
 
     @Option(name: [.customShort("X"), .long], help: "Request method (default GET, or POST with -d).")
@@ -66,6 +66,21 @@ struct RequestCommand: ParsableCommand {
     @Option(name: .customLong("max-body"), help: "Largest request body read from -d @FILE, in bytes (default 16 MiB).")
     var maxRequestBody: Int = SessionConfiguration.defaultMaxInMemoryBodyBytes
 
+    @Option(name: .customLong("cacert"), help: "Trust the CA certificates in FILE (PEM or DER) instead of the system bundle.")
+    var caCertificate: String?
+
+    @Option(name: .customLong("pin"), help: "Require a public key with this pin, sha256//BASE64 (repeatable; any one matches).")
+    var pins: [String] = []
+
+    @Option(name: .customLong("cert"), help: "Client certificate FILE for mutual TLS (with --key).")
+    var clientCertificate: String?
+
+    @Option(name: .customLong("key"), help: "Private key FILE of --cert.")
+    var clientKey: String?
+
+    @Flag(name: [.customShort("k"), .customLong("insecure")], help: "Do NOT verify the server's certificate (debugging only; warns).")
+    var insecure = false
+
     func run() throws {
         signal(SIGPIPE, SIG_IGN)
         let status = perform()
@@ -81,6 +96,22 @@ struct RequestCommand: ParsableCommand {
             configuration.lowSpeedLimit = LowSpeedLimit(bytesPerSecond: speedLimit, window: .milliseconds(Int64(speedTime * 1000)))
         }
         configuration.maxRedirects = maxRedirects
+        if let caCertificate { configuration.tls.caCertificateFiles = [caCertificate] }
+        configuration.tls.clientCertificateFile = clientCertificate
+        configuration.tls.clientKeyFile = clientKey
+        var trustManager: ServerTrustManager?
+        if insecure {
+            printError(
+                "fire-agent: WARNING: --insecure: the server's certificate is NOT verified; anyone on the path can read and change this transfer"
+            )
+            trustManager = EveryHostTrustManager(evaluator: DisabledTrustEvaluator())
+        } else if !pins.isEmpty {
+            do {
+                trustManager = EveryHostTrustManager(evaluator: try PublicKeysTrustEvaluator(pins: pins))
+            } catch {
+                return fail(.sslCertificateProblem, error.description)
+            }
+        }
         configuration.headers.update(
             name: "User-Agent", value: "fire-agent/\(HTTPHeaders.tinyFireVersion) TinyFire/\(HTTPHeaders.tinyFireVersion)")
 
@@ -135,7 +166,7 @@ struct RequestCommand: ParsableCommand {
         }
         defer { if outputFD >= 0 { close(outputFD) } }
 
-        let session = Session(configuration: configuration)
+        let session = Session(configuration: configuration, serverTrustManager: trustManager)
         let request = session.download(
             url, method: method, headers: headers, body: body, target: target,
             acceptableStatusCodes: 200..<300, includeResponseHead: include)
@@ -178,6 +209,16 @@ struct RequestCommand: ParsableCommand {
             return "\(micros / 1000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction) ms"
         }
         var text = "* remote \(metrics.remoteAddress ?? "-")\(metrics.reusedConnection ? " (reused connection)" : "")"
+        if let tls = metrics.tls {
+            text +=
+                "\n* TLS \(tls.version), \(tls.cipherSuite), session \(tls.resumed ? "resumed" : "new"), handshake \(ms(metrics.tlsHandshake))"
+            if let leaf = tls.peerCertificates.first.map(Certificate.init(der:)) {
+                let names = leaf.names
+                text += "\n* certificate subject: \(names.subject)"
+                text += "\n* certificate issuer: \(names.issuer)"
+                text += "\n* public key pin: \(leaf.publicKeyPin ?? "-")"
+            }
+        }
         for hop in metrics.redirects { text += "\n* redirected to \(hop)" }
         text +=
             "\n* dns \(ms(metrics.nameLookup)), connect \(ms(metrics.connect)), first byte \(ms(metrics.timeToFirstByte)), total \(ms(metrics.total))"
@@ -190,6 +231,18 @@ struct RequestCommand: ParsableCommand {
         printError("fire-agent: \(message)")
         return status
     }
+}
+
+/// One evaluator for whatever host the command line names (and the hosts it redirects to).
+final class EveryHostTrustManager: ServerTrustManager, @unchecked Sendable {
+    private let evaluator: any ServerTrustEvaluating
+
+    init(evaluator: any ServerTrustEvaluating) {
+        self.evaluator = evaluator
+        super.init(evaluators: [:])
+    }
+
+    override func serverTrustEvaluator(forHost host: String) throws -> (any ServerTrustEvaluating)? { evaluator }
 }
 
 /// Reads a whole file up to `limit` bytes.

@@ -144,4 +144,64 @@ struct TLSTests {
             return
         }
     }
+
+    @Test("mutual TLS: the server sees the device certificate; without one it refuses")
+    func mutualTLS() async throws {
+        let server = try tlsServer()
+        let device = Session(
+            configuration: SessionConfiguration(
+                tls: TLSConfiguration(
+                    caCertificateFiles: [server.caFile], clientCertificateFile: server.directory + "/client.pem",
+                    clientKeyFile: server.directory + "/client.key")))
+        let whoami = try await device.request("https://localhost:\(server.mutualPort)/whoami").validate().serializingString().value
+        #expect(whoami == "CN=client\n")
+        let anonymous = await session(server).request("https://localhost:\(server.mutualPort)/whoami").validate().serializingString()
+            .response
+        #expect(anonymous.error?.responseCode == 400)
+        let broken = await Session(
+            configuration: SessionConfiguration(
+                tls: TLSConfiguration(caCertificateFiles: [server.caFile], clientCertificateFile: server.directory + "/client.pem"))
+        ).request("https://localhost:\(server.mutualPort)/whoami").serializingString().response
+        guard case .invalidTLSConfiguration(let reason) = broken.error else {
+            Issue.record("unexpected \(String(describing: broken.error))")
+            return
+        }
+        #expect(reason.contains("both a certificate file and a key file"))
+    }
+
+    @Test("a plain-HTTP server on an https URL is a TLS error with mbedTLS's message")
+    func notTLS() async throws {
+        let plain = try nginx()
+        let response = await Session().request("https://127.0.0.1:\(plain.port)/hello.txt").serializingData().response
+        guard case .tlsFailed(_, let message) = response.error?.transferError?.reason else {
+            Issue.record("unexpected \(String(describing: response.error))")
+            return
+        }
+        #expect(!message.isEmpty && response.error?.transferError?.phase == .tlsHandshake)
+    }
+
+    @Test("fire-agent request: --cacert, --pin, --insecure, and TLS details with -v")
+    func cli() throws {
+        let server = try tlsServer()
+        let url = "https://localhost:\(server.port)/hello.txt"
+        let untrusted = try fireAgent(["request", url])
+        #expect(untrusted.status == 60)
+        #expect(untrusted.stderr.contains("not trusted"))
+        let trusted = try fireAgent(["request", "-v", "--cacert", server.caFile, url])
+        #expect(trusted.status == 0 && trusted.stdout == Data("hello over tls\n".utf8))
+        #expect(trusted.stderr.contains("* TLS TLSv1.2, "))
+        #expect(trusted.stderr.contains("* certificate issuer: CN=TinyFire Test Root"))
+        let pin = try #require(try Certificate.load(contentsOf: server.directory + "/server.pem").first?.publicKeyPin)
+        #expect(trusted.stderr.contains("* public key pin: \(pin)"))
+        #expect(try fireAgent(["request", "--cacert", server.caFile, "--pin", pin, url]).status == 0)
+        let mitm = try fireAgent(["request", "--cacert", server.caFile, "--pin", pin, "https://localhost:\(server.mitmPort)/hello.txt"])
+        #expect(mitm.status == 60 && mitm.stderr.contains("PublicKeysTrustEvaluator"))
+        let insecure = try fireAgent(["request", "--insecure", "https://localhost:\(server.selfSignedPort)/hello.txt"])
+        #expect(insecure.status == 0 && insecure.stderr.contains("WARNING: --insecure"))
+        let mutual = try fireAgent([
+            "request", "--cacert", server.caFile, "--cert", server.directory + "/client.pem", "--key", server.directory + "/client.key",
+            "https://localhost:\(server.mutualPort)/whoami",
+        ])
+        #expect(mutual.status == 0 && mutual.stdout == Data("CN=client\n".utf8))
+    }
 }

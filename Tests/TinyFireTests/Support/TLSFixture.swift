@@ -16,6 +16,8 @@ final class TLSFixture: Sendable {
     let mitmPort: Int
     /// A self-signed certificate for `localhost`.
     let selfSignedPort: Int
+    /// Requires a client certificate issued by the test root (mutual TLS).
+    let mutualPort: Int
     var caFile: String { directory + "/ca.pem" }
 
     private init() throws {
@@ -41,7 +43,10 @@ final class TLSFixture: Sendable {
         }
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
         try run(["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-days", "30", "-subj", "/CN=TinyFire Test Root"])
-        for (name, san) in [("server", "DNS:localhost,IP:127.0.0.1"), ("dnsip", "DNS:127.0.0.1"), ("mitm", "DNS:localhost,IP:127.0.0.1")] {
+        for (name, san) in [
+            ("server", "DNS:localhost,IP:127.0.0.1"), ("dnsip", "DNS:127.0.0.1"), ("mitm", "DNS:localhost,IP:127.0.0.1"),
+            ("client", "DNS:device-0001"),
+        ] {
             try run(["req"] + ec + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", "/CN=\(name)"])
             try "subjectAltName=\(san)\n".write(toFile: directory + "/\(name).ext", atomically: true, encoding: .utf8)
             try run([
@@ -59,6 +64,7 @@ final class TLSFixture: Sendable {
         dnsSpellingPort = freePort()
         mitmPort = freePort()
         selfSignedPort = freePort()
+        mutualPort = freePort()
         let dir = directory
         let config = """
             worker_processes 1;
@@ -94,6 +100,15 @@ final class TLSFixture: Sendable {
                 root \(dir)/www;
               }
               server {
+                listen 127.0.0.1:\(mutualPort) ssl;
+                ssl_certificate \(dir)/server.pem;
+                ssl_certificate_key \(dir)/server.key;
+                ssl_client_certificate \(dir)/ca.pem;
+                ssl_verify_client on;
+                root \(dir)/www;
+                location = /whoami { return 200 "$ssl_client_s_dn\n"; }
+              }
+              server {
                 listen 127.0.0.1:\(selfSignedPort) ssl;
                 ssl_certificate \(dir)/self.pem;
                 ssl_certificate_key \(dir)/self.key;
@@ -107,6 +122,7 @@ final class TLSFixture: Sendable {
         try waitForPort(dnsSpellingPort)
         try waitForPort(mitmPort)
         try waitForPort(selfSignedPort)
+        try waitForPort(mutualPort)
     }
 }
 
