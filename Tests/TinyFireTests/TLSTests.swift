@@ -204,4 +204,57 @@ struct TLSTests {
         ])
         #expect(mutual.status == 0 && mutual.stdout == Data("CN=client\n".utf8))
     }
+
+    @Test("expired certificates and missing intermediates fail; a full chain passes")
+    func chains() async throws {
+        let server = try tlsServer()
+        let session = session(server)
+        let expired = await session.request("https://localhost:\(server.expiredPort)/hello.txt").serializingData().response
+        guard case .certificateVerificationFailed(let reasons) = expired.error?.transferError?.reason else {
+            Issue.record("unexpected \(String(describing: expired.error))")
+            return
+        }
+        #expect(reasons.contains { $0.lowercased().contains("expired") })
+        let missing = await session.request("https://localhost:\(server.missingIntermediatePort)/hello.txt").serializingData().response
+        guard case .certificateVerificationFailed = missing.error?.transferError?.reason else {
+            Issue.record("unexpected \(String(describing: missing.error))")
+            return
+        }
+        let full = try await session.request("https://localhost:\(server.fullChainPort)/hello.txt").serializingString().value
+        #expect(full == "hello over tls\n")
+    }
+
+    @Test("revocation: a CRL in the evaluator or in the session configuration refuses a revoked certificate")
+    func revocation() async throws {
+        let server = try tlsServer()
+        let evaluator = RevocationTrustEvaluator(crlFiles: [server.crlFile])
+        let session = trusting(server, ["localhost": evaluator])
+        #expect(await session.request("https://localhost:\(server.port)/hello.txt").serializingResponse().response.error == nil)
+        let revoked = await session.request("https://localhost:\(server.mitmPort)/hello.txt").serializingResponse().response
+        let failure = try #require(evaluatorFailure(revoked))
+        #expect(failure.evaluator == "RevocationTrustEvaluator" && failure.reasons.contains { $0.lowercased().contains("revoked") })
+        let missingCRL = trusting(server, ["localhost": RevocationTrustEvaluator(crlFiles: ["/nonexistent.crl"])])
+        let unreadable = await missingCRL.request("https://localhost:\(server.port)/hello.txt").serializingResponse().response
+        #expect(evaluatorFailure(unreadable)?.reasons.first?.contains("/nonexistent.crl") == true)
+
+        let configured = Session(
+            configuration: SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [server.caFile], crlFiles: [server.crlFile])))
+        let sessionWide = await configured.request("https://localhost:\(server.mitmPort)/hello.txt").serializingResponse().response
+        guard case .certificateVerificationFailed(let reasons) = sessionWide.error?.transferError?.reason else {
+            Issue.record("unexpected \(String(describing: sessionWide.error))")
+            return
+        }
+        #expect(reasons.contains { $0.lowercased().contains("revoked") })
+    }
+
+    @Test("a server that accepts TCP but never speaks TLS hits the handshake timeout")
+    func handshakeTimeout() async throws {
+        let server = try HostileServer { client in client.sleep(3) }
+        let session = Session(configuration: SessionConfiguration(tls: TLSConfiguration(handshakeTimeout: .milliseconds(300))))
+        let response = await session.request("https://127.0.0.1:\(server.port)/").serializingData().response
+        guard case .timedOut(.tlsHandshake, _) = response.error?.transferError?.reason else {
+            Issue.record("unexpected \(String(describing: response.error))")
+            return
+        }
+    }
 }

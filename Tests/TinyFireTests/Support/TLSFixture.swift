@@ -18,6 +18,14 @@ final class TLSFixture: Sendable {
     let selfSignedPort: Int
     /// Requires a client certificate issued by the test root (mutual TLS).
     let mutualPort: Int
+    /// A certificate that expired in 2020.
+    let expiredPort: Int
+    /// A leaf issued by an intermediate CA, sent without the intermediate.
+    let missingIntermediatePort: Int
+    /// The same leaf with its intermediate.
+    let fullChainPort: Int
+    /// `crl.pem` revokes the mitm certificate.
+    var crlFile: String { directory + "/crl.pem" }
     var caFile: String { directory + "/ca.pem" }
 
     private init() throws {
@@ -60,8 +68,58 @@ final class TLSFixture: Sendable {
                 "-keyout", "self.key", "-out", "self.pem", "-days", "30", "-subj", "/CN=localhost", "-addext",
                 "subjectAltName=DNS:localhost",
             ])
+        // `openssl ca` for what `x509 -req` cannot do: dates in the past, revocation, a CRL.
+        try """
+        [ ca ]
+        default_ca = tf
+        [ tf ]
+        dir = .
+        database = index.txt
+        new_certs_dir = .
+        serial = serial
+        crlnumber = crlnumber
+        default_md = sha256
+        default_crl_days = 30
+        policy = anything
+        copy_extensions = copy
+        [ anything ]
+        commonName = supplied
+        """.write(toFile: directory + "/ca.cnf", atomically: true, encoding: .utf8)
+        try "".write(toFile: directory + "/index.txt", atomically: true, encoding: .utf8)
+        try "1000\n".write(toFile: directory + "/serial", atomically: true, encoding: .utf8)
+        try "1000\n".write(toFile: directory + "/crlnumber", atomically: true, encoding: .utf8)
+        let ca = ["ca", "-batch", "-config", "ca.cnf", "-keyfile", "ca.key", "-cert", "ca.pem"]
+        try run(
+            ["req"] + ec + [
+                "-keyout", "expired.key", "-out", "expired.csr", "-subj", "/CN=expired", "-addext", "subjectAltName=DNS:localhost",
+            ])
+        try run(ca + ["-startdate", "20200101000000Z", "-enddate", "20200201000000Z", "-in", "expired.csr", "-out", "expired.pem"])
+        try run(ca + ["-revoke", "mitm.pem"])
+        try run(ca + ["-gencrl", "-out", "crl.pem"])
+        // An intermediate CA and a leaf it issues.
+        try "basicConstraints=critical,CA:true\nkeyUsage=critical,keyCertSign,cRLSign\n".write(
+            toFile: directory + "/intermediate.ext", atomically: true, encoding: .utf8)
+        try run(["req"] + ec + ["-keyout", "intermediate.key", "-out", "intermediate.csr", "-subj", "/CN=TinyFire Test Intermediate"])
+        try run([
+            "x509", "-req", "-in", "intermediate.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "intermediate.pem",
+            "-days", "30", "-extfile", "intermediate.ext",
+        ])
+        try run(["req"] + ec + ["-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=leaf"])
+        try "subjectAltName=DNS:localhost\n".write(toFile: directory + "/leaf.ext", atomically: true, encoding: .utf8)
+        try run([
+            "x509", "-req", "-in", "leaf.csr", "-CA", "intermediate.pem", "-CAkey", "intermediate.key", "-CAcreateserial", "-out",
+            "leaf.pem",
+            "-days", "30", "-extfile", "leaf.ext",
+        ])
+        let leaf = try String(contentsOfFile: directory + "/leaf.pem", encoding: .utf8)
+        let intermediate = try String(contentsOfFile: directory + "/intermediate.pem", encoding: .utf8)
+        try (leaf + intermediate).write(toFile: directory + "/leaf-chain.pem", atomically: true, encoding: .utf8)
+
         port = freePort()
         dnsSpellingPort = freePort()
+        expiredPort = freePort()
+        missingIntermediatePort = freePort()
+        fullChainPort = freePort()
         mitmPort = freePort()
         selfSignedPort = freePort()
         mutualPort = freePort()
@@ -100,6 +158,24 @@ final class TLSFixture: Sendable {
                 root \(dir)/www;
               }
               server {
+                listen 127.0.0.1:\(expiredPort) ssl;
+                ssl_certificate \(dir)/expired.pem;
+                ssl_certificate_key \(dir)/expired.key;
+                root \(dir)/www;
+              }
+              server {
+                listen 127.0.0.1:\(missingIntermediatePort) ssl;
+                ssl_certificate \(dir)/leaf.pem;
+                ssl_certificate_key \(dir)/leaf.key;
+                root \(dir)/www;
+              }
+              server {
+                listen 127.0.0.1:\(fullChainPort) ssl;
+                ssl_certificate \(dir)/leaf-chain.pem;
+                ssl_certificate_key \(dir)/leaf.key;
+                root \(dir)/www;
+              }
+              server {
                 listen 127.0.0.1:\(mutualPort) ssl;
                 ssl_certificate \(dir)/server.pem;
                 ssl_certificate_key \(dir)/server.key;
@@ -123,6 +199,9 @@ final class TLSFixture: Sendable {
         try waitForPort(mitmPort)
         try waitForPort(selfSignedPort)
         try waitForPort(mutualPort)
+        try waitForPort(expiredPort)
+        try waitForPort(missingIntermediatePort)
+        try waitForPort(fullChainPort)
     }
 }
 
