@@ -257,4 +257,23 @@ struct TLSTests {
             return
         }
     }
+
+    @Test("an https URL redirecting to http is refused unless allowed")
+    func insecureRedirect() async throws {
+        let server = try tlsServer()
+        let refused = await session(server).request("https://localhost:\(server.port)/to-http").serializingData().response
+        guard case .insecureRedirect(let location) = refused.error?.transferError?.reason else {
+            Issue.record("unexpected \(String(describing: refused.error))")
+            return
+        }
+        #expect(location == "http://127.0.0.1:1/hello.txt")
+        var configuration = SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [server.caFile]))
+        configuration.allowsInsecureRedirects = true
+        let allowed = await Session(configuration: configuration).request("https://localhost:\(server.port)/to-http").serializingData().response
+        guard case .connectFailed = allowed.error?.transferError?.reason else {
+            Issue.record("unexpected \(String(describing: allowed.error))")
+            return
+        }
+        #expect(allowed.metrics?.redirects == ["http://127.0.0.1:1/hello.txt"])
+    }
 }

@@ -144,6 +144,7 @@ final class TLSFixture: Sendable {
                 ssl_certificate_key \(dir)/server.key;
                 root \(dir)/www;
                 location = /close { keepalive_timeout 0; return 200 "closing\\n"; }
+                location = /to-http { return 302 http://127.0.0.1:1/hello.txt; }
               }
               server {
                 listen 127.0.0.1:\(dnsSpellingPort) ssl;
