@@ -269,7 +269,8 @@ struct TLSTests {
         #expect(location == "http://127.0.0.1:1/hello.txt")
         var configuration = SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [server.caFile]))
         configuration.allowsInsecureRedirects = true
-        let allowed = await Session(configuration: configuration).request("https://localhost:\(server.port)/to-http").serializingData().response
+        let allowed = await Session(configuration: configuration).request("https://localhost:\(server.port)/to-http").serializingData()
+            .response
         guard case .connectFailed = allowed.error?.transferError?.reason else {
             Issue.record("unexpected \(String(describing: allowed.error))")
             return
