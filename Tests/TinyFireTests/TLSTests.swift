@@ -22,6 +22,14 @@ struct TLSTests {
         #expect(byName.metrics?.tlsHandshake != nil)
         let byAddress = try await session.request("https://127.0.0.1:\(server.port)/hello.txt").serializingString().value
         #expect(byAddress == "hello over tls\n")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-ca-dir-\(getpid())").path
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(atPath: directory + "/root.pem")
+        try FileManager.default.copyItem(atPath: server.caFile, toPath: directory + "/root.pem")
+        let fromDirectory = Session(
+            configuration: SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [], caCertificateDirectories: [directory])))
+        #expect(
+            try await fromDirectory.request("https://localhost:\(server.port)/hello.txt").serializingString().value == "hello over tls\n")
     }
 
     @Test("the system CA bundle does not trust the test root: a typed error with mbedTLS's reasons")
@@ -97,6 +105,11 @@ struct TLSTests {
         let failure = try #require(evaluatorFailure(mitm))
         #expect(failure.evaluator == "PublicKeysTrustEvaluator" && failure.reasons[0].hasPrefix("no public key of the chain is pinned"))
         #expect(throws: TinyFireError.self) { try PublicKeysTrustEvaluator(pins: ["sha1//abc"]) }
+        // The same pin from a PEM public-key file, and the certificate read as DER.
+        let fromFile = trusting(server, ["localhost": try PublicKeysTrustEvaluator(keyFiles: [server.directory + "/server.pub"])])
+        #expect(await fromFile.request("https://localhost:\(server.port)/hello.txt").serializingResponse().response.error == nil)
+        #expect(try Certificate.load(contentsOf: server.directory + "/server.der").first?.publicKeyPin == pin)
+        #expect(throws: TinyFireError.self) { try PublicKeysTrustEvaluator(keyFiles: ["/nonexistent.pub"]) }
     }
 
     @Test("pinned certificates, self-signed acceptance, default evaluator without host check, composite, disabled")
@@ -220,6 +233,12 @@ struct TLSTests {
             Issue.record("unexpected \(String(describing: missing.error))")
             return
         }
+        let wrongName = await session.request("https://localhost:\(server.dnsSpellingPort)/hello.txt").serializingData().response
+        guard case .certificateVerificationFailed(let nameReasons) = wrongName.error?.transferError?.reason else {
+            Issue.record("unexpected \(String(describing: wrongName.error))")
+            return
+        }
+        #expect(nameReasons.contains { $0.contains("CN") || $0.lowercased().contains("name") })
         let full = try await session.request("https://localhost:\(server.fullChainPort)/hello.txt").serializingString().value
         #expect(full == "hello over tls\n")
     }
@@ -276,5 +295,16 @@ struct TLSTests {
             return
         }
         #expect(allowed.metrics?.redirects == ["http://127.0.0.1:1/hello.txt"])
+    }
+
+    @Test("openssl s_server as the peer: handshake, HTTP/1.0 read-until-close response, pin")
+    func opensslServer() async throws {
+        let server = try tlsServer()
+        let pin = try #require(try Certificate.load(contentsOf: server.directory + "/server.pem").first?.publicKeyPin)
+        let session = trusting(server, ["localhost": try PublicKeysTrustEvaluator(pins: [pin])])
+        let request = session.request("https://localhost:\(server.sServerPort)/")
+        let text = try await request.validate().serializingString().value
+        #expect(text.contains("s_server"))
+        #expect(request.metrics?.tls?.version == "TLSv1.2")
     }
 }

@@ -278,6 +278,26 @@ public struct PublicKeysTrustEvaluator: ServerTrustEvaluating {
         self.init(keys: keys, performDefaultValidation: performDefaultValidation, validateHost: validateHost)
     }
 
+    /// Creates the evaluator from public-key or certificate files (PEM or DER); each file's
+    /// SubjectPublicKeyInfo is hashed.
+    /// - Parameters:
+    ///   - keyFiles: public keys (`openssl pkey -pubout`) or certificates.
+    ///   - performDefaultValidation: default true.
+    ///   - validateHost: default true.
+    /// - Throws: `TinyFireError.invalidTLSConfiguration` naming a file that does not load.
+    public init(keyFiles: [String], performDefaultValidation: Bool = true, validateHost: Bool = true) throws(TinyFireError) {
+        var keys: [Data] = []
+        for file in keyFiles {
+            var digest = [UInt8](repeating: 0, count: 32)
+            let result = tinyfire_pk_file_spki_sha256(file, &digest)
+            guard result == 0 else {
+                throw .invalidTLSConfiguration(reason: "cannot read a public key from \(file): \(tlsErrorMessage(result))")
+            }
+            keys.append(Data(digest))
+        }
+        self.init(keys: keys, performDefaultValidation: performDefaultValidation, validateHost: validateHost)
+    }
+
     /// Fails unless a key of the chain is pinned (and default validation passes).
     /// - Parameters:
     ///   - trust: the chain.

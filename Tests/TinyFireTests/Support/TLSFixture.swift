@@ -24,6 +24,8 @@ final class TLSFixture: Sendable {
     let missingIntermediatePort: Int
     /// The same leaf with its intermediate.
     let fullChainPort: Int
+    /// `openssl s_server -www` with the server certificate (a second TLS implementation as peer).
+    let sServerPort: Int
     /// `crl.pem` revokes the mitm certificate.
     var crlFile: String { directory + "/crl.pem" }
     var caFile: String { directory + "/ca.pem" }
@@ -111,6 +113,8 @@ final class TLSFixture: Sendable {
             "leaf.pem",
             "-days", "30", "-extfile", "leaf.ext",
         ])
+        try run(["pkey", "-in", "server.key", "-pubout", "-out", "server.pub"])
+        try run(["x509", "-in", "server.pem", "-outform", "DER", "-out", "server.der"])
         let leaf = try String(contentsOfFile: directory + "/leaf.pem", encoding: .utf8)
         let intermediate = try String(contentsOfFile: directory + "/intermediate.pem", encoding: .utf8)
         try (leaf + intermediate).write(toFile: directory + "/leaf-chain.pem", atomically: true, encoding: .utf8)
@@ -120,6 +124,7 @@ final class TLSFixture: Sendable {
         expiredPort = freePort()
         missingIntermediatePort = freePort()
         fullChainPort = freePort()
+        sServerPort = freePort()
         mitmPort = freePort()
         selfSignedPort = freePort()
         mutualPort = freePort()
@@ -203,6 +208,13 @@ final class TLSFixture: Sendable {
         try waitForPort(expiredPort)
         try waitForPort(missingIntermediatePort)
         try waitForPort(fullChainPort)
+        _ = try startProcess(
+            openssl,
+            [
+                "s_server", "-accept", "127.0.0.1:\(sServerPort)", "-cert", dir + "/server.pem", "-key", dir + "/server.key", "-www",
+                "-tls1_2", "-quiet",
+            ])
+        try waitForPort(sServerPort)
     }
 }
 
