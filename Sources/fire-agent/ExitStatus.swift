@@ -65,6 +65,7 @@ enum ExitStatus: Int32 {
             case .invalidRedirect, .redirectBodyTooLarge: self = .weirdServerReply
             case .fileWriteFailed: self = .writeError
             case .tlsFailed: self = .sslConnectError
+            case .requestBodyReadFailed: self = .readError
             case .certificateVerificationFailed: self = .peerFailedVerification
             }
         }

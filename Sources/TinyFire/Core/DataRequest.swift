@@ -2,6 +2,12 @@ import Dispatch
 import HTTPTypes
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -293,8 +299,40 @@ public class DataRequest: Request, @unchecked Sendable {
     }
 }
 
-/// A `DataRequest` that sends a body (Alamofire's `UploadRequest`).
-public final class UploadRequest: DataRequest, @unchecked Sendable {}
+/// A `DataRequest` that sends a body (Alamofire's `UploadRequest`): from memory, or streamed
+/// from a file through a fixed 64 KiB buffer (memory does not grow with the file).
+public final class UploadRequest: DataRequest, @unchecked Sendable {
+    /// What the body is made of.
+    public enum Uploadable: Sendable {
+        /// Bytes in memory (sent from the `URLRequest`'s `httpBody`).
+        case data(Data)
+        /// A file, read as it is sent; its size at the start of each attempt is the
+        /// `Content-Length`, and a file that changes size mid-upload fails the request.
+        case file(URL)
+    }
+
+    /// The body's source.
+    public let uploadable: Uploadable
+
+    init(session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, uploadable: Uploadable) {
+        self.uploadable = uploadable
+        super.init(session: session, convertible: convertible, interceptor: interceptor)
+    }
+
+    override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
+        guard case .file(let url) = uploadable else { return }
+        let path = url.path(percentEncoded: false)
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw .invalidRequest(reason: "cannot read the upload file \(path): \(errnoMessage(errno))")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw .invalidRequest(reason: "the upload file \(path) is not a regular file")
+        }
+        spec.body = nil
+        spec.bodyFile = RequestBodyFile(path: path, length: UInt64(info.st_size))
+    }
+}
 
 /// The outcome of a `DataRequest`: request, response, body, metrics, serialization time and
 /// result, as in Alamofire.

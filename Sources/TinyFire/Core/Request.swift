@@ -327,9 +327,10 @@ public class Request: @unchecked Sendable {
         }
         for (queue, handler) in urlRequestHandlers { queue.async { handler(urlRequest) } }
 
-        let spec: RequestSpec
+        var spec: RequestSpec
         do throws(TinyFireError) {
             spec = try RequestSpec(urlRequest)
+            try prepare(&spec)
         } catch {
             retryOrFinish(error)
             return
@@ -693,6 +694,9 @@ public class Request: @unchecked Sendable {
     func makeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
         DiscardSink()
     }
+
+    /// Lets a subclass attach what the `URLRequest` cannot carry (an upload file).
+    func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {}
 
     /// Lets a subclass turn a successful transfer into a failure (a download whose status was
     /// refused before its body reached the file).

@@ -148,7 +148,27 @@ public final class Session: Sendable {
     ) -> UploadRequest {
         let convertible = ParameterlessRequestConvertible(
             url: convertible, method: method, headers: headers, body: data, requestModifier: requestModifier)
-        return UploadRequest(session: self, convertible: convertible, interceptor: interceptor)
+        return UploadRequest(session: self, convertible: convertible, interceptor: interceptor, uploadable: .data(data))
+    }
+
+    /// Creates a request that streams a file as its body, through a fixed 64 KiB buffer:
+    /// memory does not grow with the file. Bodies of `expectContinueThreshold` bytes or more
+    /// are sent with `Expect: 100-continue`.
+    /// - Parameters:
+    ///   - fileURL: the file; its size when the request starts is the `Content-Length`.
+    ///   - convertible: the URL.
+    ///   - method: the method; default POST.
+    ///   - headers: headers added to the session's defaults.
+    ///   - interceptor: this request's interceptor.
+    ///   - requestModifier: changes the request after it is built.
+    /// - Returns: the request.
+    public func upload(
+        _ fileURL: URL, to convertible: any URLConvertible, method: HTTPMethod = .post, headers: HTTPHeaders? = nil,
+        interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
+    ) -> UploadRequest {
+        let convertible = ParameterlessRequestConvertible(
+            url: convertible, method: method, headers: headers, body: nil, requestModifier: requestModifier)
+        return UploadRequest(session: self, convertible: convertible, interceptor: interceptor, uploadable: .file(fileURL))
     }
 
     /// Creates a request that sends `data` as the body of `convertible`'s request.
@@ -160,7 +180,9 @@ public final class Session: Sendable {
     public func upload(_ data: Data, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil)
         -> UploadRequest
     {
-        UploadRequest(session: self, convertible: BodyReplacingConvertible(base: convertible, body: data), interceptor: interceptor)
+        UploadRequest(
+            session: self, convertible: BodyReplacingConvertible(base: convertible, body: data), interceptor: interceptor,
+            uploadable: .data(data))
     }
 
     /// Creates a request whose body streams to a file.

@@ -36,6 +36,10 @@ public struct SessionConfiguration: Sendable {
     /// Headers added to every request unless the request sets them. Default
     /// `HTTPHeaders.default`.
     public var headers: HTTPHeaders
+    /// Request bodies of at least this many bytes are sent with `Expect: 100-continue`, so a
+    /// server that refuses them (413, 401) answers before the body goes out; nil never asks.
+    /// Default `defaultExpectContinueThreshold` (1 MiB, as curl).
+    public var expectContinueThreshold: Int?
     /// Trust anchors, revocation lists, client identity and handshake limits for https.
     /// Default: the system CA bundle, no client certificate.
     public var tls: TLSConfiguration
@@ -52,6 +56,8 @@ public struct SessionConfiguration: Sendable {
     public static let defaultMaxConnectionsPerHost = 6
     /// 10 redirects.
     public static let defaultMaxRedirects = 10
+    /// 1 MiB.
+    public static let defaultExpectContinueThreshold = 1024 * 1024
 
     /// The default configuration.
     public static var `default`: SessionConfiguration { SessionConfiguration() }
@@ -71,6 +77,7 @@ public struct SessionConfiguration: Sendable {
         allowsInsecureRedirects: Bool = false,
         automaticDecompression: Bool = true,
         headers: HTTPHeaders = .default,
+        expectContinueThreshold: Int? = SessionConfiguration.defaultExpectContinueThreshold,
         tls: TLSConfiguration = TLSConfiguration()
     ) {
         self.connectTimeout = connectTimeout
@@ -86,6 +93,7 @@ public struct SessionConfiguration: Sendable {
         self.allowsInsecureRedirects = allowsInsecureRedirects
         self.automaticDecompression = automaticDecompression
         self.headers = headers
+        self.expectContinueThreshold = expectContinueThreshold
         self.tls = tls
     }
 }

@@ -288,6 +288,8 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
         /// A redirect response's body grew past `limit` bytes while the redirect handler had
         /// not decided yet.
         case redirectBodyTooLarge(limit: Int)
+        /// The request body could not be read from its file (or the file changed size).
+        case requestBodyReadFailed(message: String)
         /// The TLS handshake or a TLS record failed; mbedTLS's code and message.
         case tlsFailed(code: Int32, message: String)
         /// The server's certificate was not trusted: mbedTLS's reasons (expired, not trusted,
@@ -354,6 +356,8 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
             return "redirect response body exceeds \(limit) bytes while the redirect handler was deciding"
         case .tlsFailed(_, let message):
             return "TLS with \(host) failed: \(message)"
+        case .requestBodyReadFailed(let message):
+            return "cannot send the request body: \(message)"
         case .certificateVerificationFailed(let reasons):
             return "certificate of \(host) not trusted: \(reasons.joined(separator: "; "))"
         }
@@ -389,6 +393,8 @@ public enum TransferFailureKind: Sendable, Hashable, CaseIterable {
     case redirectFailed
     /// The body could not be written to its destination.
     case fileWriteFailed
+    /// The upload's file could not be read (not retryable).
+    case requestBodyUnreadable
     /// The TLS handshake or a record failed (`secureConnectionFailed`).
     case tlsFailed
     /// The server's certificate was not trusted (not retryable).
@@ -411,6 +417,7 @@ extension TransferError {
         case .fileWriteFailed: return .fileWriteFailed
         case .tlsFailed: return .tlsFailed
         case .certificateVerificationFailed: return .certificateUntrusted
+        case .requestBodyReadFailed: return .requestBodyUnreadable
         }
     }
 }

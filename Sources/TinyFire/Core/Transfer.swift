@@ -19,8 +19,14 @@ struct RequestSpec: Sendable {
     var method: HTTPMethod
     var headers: HTTPHeaders
     var body: Data?
+    /// A body streamed from a file instead of `body`.
+    var bodyFile: RequestBodyFile?
     /// Overrides the session's total timeout for this request.
     var totalTimeout: Duration?
+
+    /// Bytes of request body.
+    var bodyLength: UInt64 { bodyFile?.length ?? UInt64(body?.count ?? 0) }
+    var hasBody: Bool { body != nil || bodyFile != nil }
 
     init(url: URL, method: HTTPMethod, headers: HTTPHeaders, body: Data?, totalTimeout: Duration? = nil) {
         self.url = url
@@ -240,6 +246,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     private var forceNewConnection = false
 
     private var head: [UInt8] = []
+    private var expectContinue = false
     private var request: HTTPRequest?
     private var response: HTTPResponse?
     private var sink: ResponseBodySink?
@@ -320,8 +327,15 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         var request = HTTPRequest(method: method, scheme: scheme, authority: authority, path: path, headerFields: headers.fields)
         if request.headerFields.contains(.connection) { request.headerFields[.connection] = nil }
         let framing: RequestBodyFraming
-        if let body = spec.body {
-            framing = .contentLength(UInt64(body.count))
+        if spec.hasBody {
+            framing = .contentLength(spec.bodyLength)
+            expectContinue = false
+            if let threshold = configuration.expectContinueThreshold, spec.bodyLength >= UInt64(threshold),
+                !request.headerFields.contains(.expect)
+            {
+                request.headerFields[.expect] = "100-continue"
+                expectContinue = true
+            }
         } else if ["POST", "PUT", "PATCH", "QUERY"].contains(spec.method.rawValue) {
             framing = .contentLength(0)
         } else {
@@ -511,7 +525,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         lowSpeedWindowBytes = 0
         armTimer()
         connection.start(
-            head: head, body: spec.body ?? Data(), isHeadRequest: spec.method == .head,
+            head: head, body: spec.body ?? Data(), bodyFile: spec.bodyFile, expectContinue: expectContinue,
+            isHeadRequest: spec.method == .head,
             limits: ResponseParser.Limits(maxHeaderBlockBytes: configuration.maxHeaderBlockBytes),
             delegate: self)
         if suspended { connection.setReadingPaused(true) }
@@ -523,13 +538,13 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         hopBytesSent += UInt64(bytes)
         lastActivity = .now()
         lowSpeedWindowBytes += UInt64(bytes)
-        if phase == .sendingRequest && hopBytesSent == UInt64(head.count + (spec.body?.count ?? 0)) {
+        if phase == .sendingRequest && hopBytesSent == UInt64(head.count) + spec.bodyLength {
             phase = .awaitingResponse
             metrics.requestSent = Instant.now().since(hopStarted)
         }
-        if let body = spec.body, owner.transferWantsProgress {
+        if spec.hasBody, owner.transferWantsProgress {
             let sent = hopBytesSent > UInt64(head.count) ? hopBytesSent - UInt64(head.count) : 0
-            owner.transferProgress(upload: (sent, UInt64(body.count)), download: nil, final: false)
+            owner.transferProgress(upload: (sent, spec.bodyLength), download: nil, final: false)
         }
     }
 
@@ -693,7 +708,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             try decoder?.finish()
             let output = try sink?.finish() ?? SinkOutput.none
             if owner.transferWantsProgress {
-                let upload = spec.body.map { (UInt64($0.count), UInt64($0.count)) }
+                let upload = spec.hasBody ? (spec.bodyLength, spec.bodyLength) : nil
                 owner.transferProgress(upload: upload, download: (metrics.responseBodyBytes, expectedBodyLength), final: true)
             }
             finish(.success(output))
@@ -723,6 +738,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             fail(.connectionError(code: code, message: errnoMessage(code)))
         case .tls(let code):
             fail(.tlsFailed(code: code, message: tlsErrorMessage(code)))
+        case .bodySource(let message):
+            fail(.requestBodyReadFailed(message: message))
         case .parse(let error):
             fail(.invalidResponse(error))
         case .delegate(let error):
@@ -775,6 +792,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         {
             next.method = .get
             next.body = nil
+            next.bodyFile = nil
             for name in ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"] {
                 next.headers.remove(name: name)
             }

@@ -35,6 +35,8 @@ struct ExchangeFailure: Error {
         case io(Int32)
         /// A TLS record failed (mbedTLS code).
         case tls(Int32)
+        /// The request body's source failed (the upload file could not be read).
+        case bodySource(String)
         /// The response violated HTTP/1.1, or the connection closed early.
         case parse(HTTPParseError)
         /// The delegate threw (sink full, write error, corrupt gzip, …).
@@ -88,6 +90,13 @@ final class HTTPConnection: EventLoopHandler {
     private var parser = ResponseParser(isHeadRequest: false)
     private var outHead: [UInt8] = []
     private var outBody = Data()
+    /// A body streamed from a file through a fixed buffer instead of `outBody`.
+    private var fileReader: FileBodyReader?
+    private var bodyLength = 0
+    /// Sent `Expect: 100-continue`: the body waits for 100, a final response, or a second.
+    private var expectContinue = false
+    private var awaitingContinue = false
+    private var continueTimer: TimerHandle?
     private var written = 0
     private var sending = false
     private var watchingWrite = false
@@ -129,17 +138,36 @@ final class HTTPConnection: EventLoopHandler {
 
     var isReused: Bool { completedExchanges > 0 }
 
-    /// Starts an exchange: writes `head` and `body`, then reads the response.
+    /// How long a request with `Expect: 100-continue` waits before sending its body anyway
+    /// (curl waits one second too).
+    static let expectContinueWait: Duration = .seconds(1)
+
+    /// Starts an exchange: writes `head` and the body (from memory, or from `bodyFile` through a
+    /// fixed 64 KiB buffer), then reads the response.
     func start(
-        head: [UInt8], body: Data, isHeadRequest: Bool, limits: ResponseParser.Limits,
-        delegate: HTTPExchangeDelegate
+        head: [UInt8], body: Data, bodyFile: RequestBodyFile? = nil, expectContinue: Bool = false, isHeadRequest: Bool,
+        limits: ResponseParser.Limits, delegate: HTTPExchangeDelegate
     ) {
         state = .active
         self.delegate = delegate
         parser = ResponseParser(isHeadRequest: isHeadRequest, limits: limits)
         outHead = head
         outBody = body
+        bodyLength = body.count
+        fileReader = nil
+        self.expectContinue = expectContinue
+        awaitingContinue = false
         written = 0
+        if let bodyFile {
+            switch FileBodyReader.open(bodyFile) {
+            case .success(let reader):
+                fileReader = reader
+                bodyLength = Int(bodyFile.length)
+            case .failure(let problem):
+                fail(.bodySource(problem.message))
+                return
+            }
+        }
         readingPaused = false
         sending = true
         responseKeepAlive = false
@@ -191,6 +219,9 @@ final class HTTPConnection: EventLoopHandler {
         if case .closed = state { return }
         if case .idle = state { tls?.closeNotify() }
         state = .closed
+        if let continueTimer { loop.cancel(continueTimer) }
+        continueTimer = nil
+        fileReader = nil
         if let registration {
             loop.deregister(registration)
             self.registration = nil
@@ -233,30 +264,56 @@ final class HTTPConnection: EventLoopHandler {
     }
 
     private func writeRequest() {
+        let empty = UnsafeRawBufferPointer(start: nil, count: 0)
         while sending {
             let headCount = outHead.count
-            let result: IOResult = outHead.withUnsafeBytes { headBytes in
-                outBody.withUnsafeBytes { bodyBytes in
-                    let first =
-                        written < headCount
-                        ? UnsafeRawBufferPointer(rebasing: headBytes[written...]) : UnsafeRawBufferPointer(start: nil, count: 0)
-                    let bodyOffset = max(0, written - headCount)
-                    let second = UnsafeRawBufferPointer(rebasing: bodyBytes[bodyOffset...])
-                    if let tls {
-                        // One TLS record at a time; the head goes first, then the body.
-                        return tls.write(first.count > 0 ? first : second)
+            let result: IOResult
+            if written < headCount {
+                // The head, with an in-memory body in the same sendmsg when nothing has to wait.
+                let withBody = !expectContinue && fileReader == nil && tls == nil
+                result = outHead.withUnsafeBytes { headBytes in
+                    outBody.withUnsafeBytes { bodyBytes in
+                        let first = UnsafeRawBufferPointer(rebasing: headBytes[written...])
+                        if let tls { return tls.write(first) }
+                        return Socket.write(fd, first, withBody ? UnsafeRawBufferPointer(bodyBytes) : empty)
                     }
-                    return Socket.write(fd, first, second)
+                }
+            } else if awaitingContinue {
+                return
+            } else if let reader = fileReader {
+                if reader.pending.count == 0, let problem = reader.fill() {
+                    sending = false
+                    setWatchingWrite(false)
+                    fail(.bodySource(problem))
+                    return
+                }
+                result = tls?.write(reader.pending) ?? Socket.write(fd, reader.pending, empty)
+                if case .bytes(let n) = result { reader.consume(n) }
+            } else {
+                let offset = written - headCount
+                result = outBody.withUnsafeBytes { bytes in
+                    let chunk = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+                    return tls?.write(chunk) ?? Socket.write(fd, chunk, empty)
                 }
             }
             switch result {
             case .bytes(let n):
                 written += n
                 delegate?.exchangeDidSend(bytes: n)
-                if written == headCount + outBody.count {
+                if written == headCount + bodyLength {
                     sending = false
                     outBody = Data()
+                    fileReader = nil
                     setWatchingWrite(false)
+                } else if written == headCount && expectContinue {
+                    expectContinue = false
+                    awaitingContinue = true
+                    setWatchingWrite(false)
+                    continueTimer = loop.schedule(at: .now() + Self.expectContinueWait) { [weak self] in
+                        self?.continueTimer = nil
+                        self?.stopAwaitingContinue()
+                    }
+                    return
                 }
             case .wouldBlock:
                 setWatchingWrite(true)
@@ -277,6 +334,16 @@ final class HTTPConnection: EventLoopHandler {
                 return
             }
         }
+    }
+
+    /// A 100 Continue arrived, or the wait ran out: send the body.
+    private func stopAwaitingContinue() {
+        guard awaitingContinue else { return }
+        awaitingContinue = false
+        if let continueTimer { loop.cancel(continueTimer) }
+        continueTimer = nil
+        guard case .active = state, sending else { return }
+        writeRequest()
     }
 
     private func setWatchingWrite(_ on: Bool) {
@@ -360,6 +427,7 @@ final class HTTPConnection: EventLoopHandler {
                     return
                 case .informational(let head):
                     delegate.exchangeDidReceiveInformational(head)
+                    if head.status == 100 { stopAwaitingContinue() }
                 case .head(let head):
                     if sending {
                         // An early final response (413, 401…) ends the upload; the
@@ -367,6 +435,10 @@ final class HTTPConnection: EventLoopHandler {
                         sending = false
                         outHead = []
                         outBody = Data()
+                        fileReader = nil
+                        awaitingContinue = false
+                        if let continueTimer { loop.cancel(continueTimer) }
+                        continueTimer = nil
                         setWatchingWrite(false)
                         requestCutShort = true
                     }
@@ -417,5 +489,67 @@ final class HTTPConnection: EventLoopHandler {
         self.delegate = nil
         close()
         delegate.exchangeDidFail(failure)
+    }
+}
+
+/// A request body that lives in a file.
+struct RequestBodyFile: Sendable {
+    var path: String
+    var length: UInt64
+}
+
+/// Reads an upload file through one fixed buffer (64 KiB): memory does not grow with the file.
+final class FileBodyReader {
+    static let bufferSize = 64 * 1024
+    private let fd: Int32
+    private let path: String
+    private var remaining: UInt64
+    private let buffer: UnsafeMutableRawBufferPointer
+    private var start = 0
+    private var end = 0
+
+    private init(fd: Int32, path: String, length: UInt64) {
+        self.fd = fd
+        self.path = path
+        self.remaining = length
+        self.buffer = .allocate(byteCount: Self.bufferSize, alignment: 16)
+    }
+
+    deinit {
+        Glibc.close(fd)
+        buffer.deallocate()
+    }
+
+    struct OpenError: Error {
+        let message: String
+    }
+
+    static func open(_ file: RequestBodyFile) -> Result<FileBodyReader, OpenError> {
+        let fd = Glibc.open(file.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(OpenError(message: "cannot open \(file.path): \(errnoMessage(errno))")) }
+        return .success(FileBodyReader(fd: fd, path: file.path, length: file.length))
+    }
+
+    /// Bytes read and not yet written.
+    var pending: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: buffer[start..<end]) }
+
+    func consume(_ count: Int) { start += count }
+
+    /// Refills the buffer; a message when the file cannot be read or ends early.
+    func fill() -> String? {
+        start = 0
+        end = 0
+        guard remaining > 0 else { return "\(path) has more bytes than announced" }
+        let want = Int(min(UInt64(buffer.count), remaining))
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress, want)
+            if n > 0 {
+                end = n
+                remaining -= UInt64(n)
+                return nil
+            }
+            if n == 0 { return "\(path) ended \(remaining) bytes early (it changed during the upload)" }
+            if errno != EINTR { return "cannot read \(path): \(errnoMessage(errno))" }
+        }
     }
 }

@@ -156,6 +156,7 @@ final class NginxFixture: Sendable {
                 location = /redirect-absolute { return 301 http://localhost:\(port)/hello.txt; }
                 location = /loop { return 302 /loop; }
                 location = /no-content { return 204; }
+                location = /small-upload { client_max_body_size 1k; return 200 "accepted\\n"; }
               }
             }
             """
