@@ -66,6 +66,9 @@ struct RequestCommand: ParsableCommand {
     @Option(name: .customLong("max-body"), help: "Largest request body read from -d @FILE, in bytes (default 16 MiB).")
     var maxRequestBody: Int = SessionConfiguration.defaultMaxInMemoryBodyBytes
 
+    @Option(name: [.customShort("T"), .customLong("upload-file")], help: "Send FILE as the body, streamed (PUT unless -X says otherwise).")
+    var uploadFile: String?
+
     @Option(name: .customLong("cacert"), help: "Trust the CA certificates in FILE (PEM or DER) instead of the system bundle.")
     var caCertificate: String?
 
@@ -143,7 +146,8 @@ struct RequestCommand: ParsableCommand {
                 headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
             }
         }
-        let method = HTTPMethod(rawValue: method ?? (body == nil ? "GET" : "POST"))
+        if uploadFile != nil && body != nil { return fail(.malformedURL, "use either -d/--data or -T/--upload-file, not both") }
+        let method = HTTPMethod(rawValue: method ?? (uploadFile != nil ? "PUT" : body == nil ? "GET" : "POST"))
 
         // Where the body goes.
         let target: DownloadRequest.Target
@@ -168,7 +172,7 @@ struct RequestCommand: ParsableCommand {
 
         let session = Session(configuration: configuration, serverTrustManager: trustManager)
         let request = session.download(
-            url, method: method, headers: headers, body: body, target: target,
+            url, method: method, headers: headers, body: body, bodyFile: uploadFile.map { URL(filePath: $0) }, target: target,
             acceptableStatusCodes: 200..<300, includeResponseHead: include)
         if verbose {
             request.onHTTPResponse { [request] response in

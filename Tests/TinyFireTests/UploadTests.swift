@@ -62,4 +62,16 @@ struct UploadTests {
         }
         #expect(reason.contains("/nonexistent/firmware.bin"))
     }
+
+    @Test("fire-agent request -T streams a file (PUT by default)")
+    func cliUploadFile() throws {
+        let server = try httpbin()
+        let file = try randomFile(1500)
+        let result = try fireAgent(["request", "-T", file.path, "\(server.base)/anything"])
+        #expect(result.status == 0)
+        let echo = try JSONDecoder().decode(Echo.self, from: result.stdout)
+        #expect(echo.method == "PUT" && echo.headers["Content-Length"] == "1500")
+        let both = try fireAgent(["request", "-T", file.path, "-d", "x", "\(server.base)/anything"])
+        #expect(both.status == 3 && both.stderr.contains("either -d/--data or -T/--upload-file"))
+    }
 }

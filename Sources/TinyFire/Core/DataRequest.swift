@@ -321,16 +321,8 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
 
     override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
         guard case .file(let url) = uploadable else { return }
-        let path = url.path(percentEncoded: false)
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw .invalidRequest(reason: "cannot read the upload file \(path): \(errnoMessage(errno))")
-        }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw .invalidRequest(reason: "the upload file \(path) is not a regular file")
-        }
         spec.body = nil
-        spec.bodyFile = RequestBodyFile(path: path, length: UInt64(info.st_size))
+        spec.bodyFile = try RequestBodyFile(regularFileAt: url.path(percentEncoded: false))
     }
 }
 

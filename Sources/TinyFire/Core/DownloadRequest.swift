@@ -46,10 +46,14 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     /// Set on the loop when the head failed validation (the body is then discarded).
     private let rejectedStatus = Mutex<Int?>(nil)
 
+    /// A file sent as the request body (`fire-agent request --upload-file`).
+    private let uploadFile: URL?
+
     init(
         session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, target: Target,
-        acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false
+        acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false, uploadFile: URL? = nil
     ) {
+        self.uploadFile = uploadFile
         self.target = target
         self.acceptableStatusCodes = acceptableStatusCodes
         self.includeResponseHead = includeResponseHead
@@ -120,6 +124,12 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             responseSerializerDidComplete { queue.async { completionHandler(response) } }
         }
         return self
+    }
+
+    override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
+        guard let uploadFile else { return }
+        spec.body = nil
+        spec.bodyFile = try RequestBodyFile(regularFileAt: uploadFile.path(percentEncoded: false))
     }
 
     override func adjustTransferResult(_ result: Result<SinkOutput, TinyFireError>) -> Result<SinkOutput, TinyFireError> {

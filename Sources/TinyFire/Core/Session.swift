@@ -231,14 +231,15 @@ public final class Session: Sendable {
     /// status validation before the body reaches a file, and optionally the response head
     /// written ahead of the body (curl's `-i`).
     package func download(
-        _ convertible: any URLConvertible, method: HTTPMethod, headers: HTTPHeaders?, body: Data?,
+        _ convertible: any URLConvertible, method: HTTPMethod, headers: HTTPHeaders?, body: Data?, bodyFile: URL? = nil,
         target: DownloadRequest.Target, acceptableStatusCodes: Range<Int>?, includeResponseHead: Bool
     ) -> DownloadRequest {
         DownloadRequest(
             session: self,
             convertible: ParameterlessRequestConvertible(
                 url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
-            interceptor: nil, target: target, acceptableStatusCodes: acceptableStatusCodes, includeResponseHead: includeResponseHead)
+            interceptor: nil, target: target, acceptableStatusCodes: acceptableStatusCodes, includeResponseHead: includeResponseHead,
+            uploadFile: bodyFile)
     }
 
     // MARK: - All requests

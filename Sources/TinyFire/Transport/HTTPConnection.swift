@@ -496,6 +496,20 @@ final class HTTPConnection: EventLoopHandler {
 struct RequestBodyFile: Sendable {
     var path: String
     var length: UInt64
+
+    /// The file at `path` with its current size.
+    /// - Throws: `.invalidRequest` naming the file when it cannot be read or is not a regular file.
+    init(regularFileAt path: String) throws(TinyFireError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw .invalidRequest(reason: "cannot read the upload file \(path): \(errnoMessage(errno))")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw .invalidRequest(reason: "the upload file \(path) is not a regular file")
+        }
+        self.path = path
+        self.length = UInt64(info.st_size)
+    }
 }
 
 /// Reads an upload file through one fixed buffer (64 KiB): memory does not grow with the file.

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Uploads: TinyFire (fire-agent request -T) vs curl (-T) to the same local sink server (Python,
+# answers 100-continue, reads and discards the body; nginx's `return` would answer before
+# reading, so neither client would send the body). Peak RSS for 1 MiB and 1 GiB files (flatness) and MB/s. Usage:
+#   bench/upload.sh [RUNS]     (default 3; medians). Results: bench/results/upload.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/opt/swift/usr/bin:$PATH"
+runs="${1:-3}"
+scripts/install-deps.sh
+work="$(mktemp -d /tmp/tinyfire-upload.XXXXXX)"
+bin="$(scripts/build-static.sh fire-agent)"
+agent="$bin/fire-agent"
+mkdir -p "$work/files"
+head -c $((1024 * 1024 * 1024)) /dev/urandom > "$work/files/1g.bin"
+head -c $((1024 * 1024)) /dev/urandom > "$work/files/1m.bin"
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+cat > "$work/sink.py" <<'PY'
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class Sink(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_PUT(self):
+        remaining = int(self.headers.get("Content-Length", "0"))
+        while remaining > 0:
+            chunk = self.rfile.read(min(remaining, 1 << 20))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+        self.send_response(200)
+        self.send_header("Content-Length", "3")
+        self.end_headers()
+        self.wfile.write(b"ok\n")
+    def log_message(self, *args):
+        pass
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
+PY
+python3 "$work/sink.py" "$port" & sink=$!
+trap 'kill $sink 2>/dev/null; rm -rf "$work"' EXIT
+base="http://127.0.0.1:$port"
+for _ in $(seq 50); do curl -s -T "$work/files/1m.bin" -o /dev/null "$base/sink" && break; sleep 0.1; done
+cat "$work/files/1g.bin" > /dev/null
+
+one() { # CMD... → "elapsed maxrss_kb"
+    /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >/dev/null
+    cat "$work/time.txt"
+}
+declare -A rows
+for size in 1m 1g; do
+    tf=(); cu=()
+    for _ in $(seq "$runs"); do
+        tf+=("$(one "$agent" request -T "$work/files/$size.bin" "$base/sink")")
+        cu+=("$(one curl -s -T "$work/files/$size.bin" "$base/sink")")
+    done
+    rows[tf_$size]="$(printf '%s\n' "${tf[@]}" | python3 -c 'import sys, statistics; r=[list(map(float,l.split())) for l in sys.stdin if l.strip()]; print(" ".join(str(statistics.median(c)) for c in zip(*r)))')"
+    rows[cu_$size]="$(printf '%s\n' "${cu[@]}" | python3 -c 'import sys, statistics; r=[list(map(float,l.split())) for l in sys.stdin if l.strip()]; print(" ".join(str(statistics.median(c)) for c in zip(*r)))')"
+done
+mkdir -p bench/results
+python3 - "${rows[tf_1m]}" "${rows[tf_1g]}" "${rows[cu_1m]}" "${rows[cu_1g]}" "$(curl --version | head -1)" "$runs" > bench/results/upload.md <<'PY'
+import sys
+tf1m, tf1g, cu1m, cu1g, version, runs = sys.argv[1:]
+def parse(t): e, m = map(float, t.split()); return e, m
+(te1, tm1), (te, tm) = parse(tf1m), parse(tf1g)
+(ce1, cm1), (ce, cm) = parse(cu1m), parse(cu1g)
+gib = 1073741824
+print("| upload to a local sink (`-T`) | curl | TinyFire | ratio (TinyFire/curl) |")
+print("|---|---:|---:|---:|")
+print(f"| 1 GiB file, MB/s | {gib/ce/1e6:.0f} | {gib/te/1e6:.0f} | {ce/te:.2f} |")
+print(f"| peak RSS, 1 MiB file (MiB) | {cm1/1024:.1f} | {tm1/1024:.1f} | {tm1/cm1:.2f} |")
+print(f"| peak RSS, 1 GiB file (MiB) | {cm/1024:.1f} | {tm/1024:.1f} | {tm/cm:.2f} |")
+print(f"| peak RSS growth 1 MiB → 1 GiB (KiB) | {cm-cm1:.0f} | {tm-tm1:.0f} | |")
+print()
+print(f"{version}; runs per figure: {runs} (median).")
+PY
+cat bench/results/upload.md
