@@ -27,4 +27,6 @@ static const int tinyfire_epoll_ctl_del = EPOLL_CTL_DEL;
 void tinyfire_set_thread_name(const char *name);
 /* mkostemp(template, O_CLOEXEC). */
 int tinyfire_mkstemp_cloexec(char *template_path);
+/* sendfile(out, in, NULL, count): from the file's current offset; bytes, or -1 with errno. */
+long tinyfire_sendfile(int out_fd, int in_fd, unsigned long count);
 #endif
