@@ -55,31 +55,12 @@ base="https://localhost:$port"
 for _ in $(seq 100); do "$curl_mbedtls" -s --cacert "$work/ca.pem" -o /dev/null "$base/1k.bin" && break; sleep 0.1; done
 cat "$work/www/1g.bin" > /dev/null
 
-median() { python3 -c 'import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
-measure() { # CMD... → "elapsed user sys maxrss_kb" medians
-    local rows=()
-    for _ in $(seq "$runs"); do
-        /usr/bin/time -f "%e %U %S %M" -o "$work/time.txt" "$@" >/dev/null
-        rows+=("$(cat "$work/time.txt")")
-    done
-    printf '%s\n' "${rows[@]}" | python3 -c '
-import sys, statistics
-rows = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
-print(" ".join(str(statistics.median(c)) for c in zip(*rows)))'
-}
+. bench/lib.sh
 
 # 1 GiB, alternating clients run by run.
-t_tf=(); t_curl=()
-for _ in $(seq "$runs"); do
-    t_tf+=("$(runs=1 measure "$agent" request --cacert "$work/ca.pem" -o /dev/null "$base/1g.bin")")
-    t_curl+=("$(runs=1 measure "$curl_mbedtls" -s --cacert "$work/ca.pem" -o /dev/null "$base/1g.bin")")
-done
-pick() { printf '%s\n' "$@" | python3 -c '
-import sys, statistics
-rows = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
-print(" ".join(str(statistics.median(c)) for c in zip(*rows)))'; }
-read -r e_tf u_tf s_tf m_tf <<< "$(pick "${t_tf[@]}")"
-read -r e_c u_c s_c m_c <<< "$(pick "${t_curl[@]}")"
+read -r e_tf u_tf s_tf m_tf e_c u_c s_c m_c < <(measure_pair \
+    "$agent request --cacert $work/ca.pem -o /dev/null $base/1g.bin" \
+    "$curl_mbedtls -s --cacert $work/ca.pem -o /dev/null $base/1g.bin")
 ceiling="$("$work/gcm-ceiling" 1024)"
 
 # Handshakes: 1,000 new connections, with and without session resumption.
@@ -102,7 +83,7 @@ done
 
 mkdir -p bench/results
 python3 - "$e_tf" "$u_tf" "$s_tf" "$m_tf" "$e_c" "$u_c" "$s_c" "$m_c" "$ceiling" "$tf_resume" "$tf_full" "$curl_resume" "$curl_full" \
-    "$(median "${tf_ka[@]}")" "$(median "${curl_ka[@]}")" "$("$curl_mbedtls" --version | head -1)" "$runs" > bench/results/https.md <<'PY'
+    "$(printf '%s\n' "${tf_ka[@]}" | column_medians)" "$(printf '%s\n' "${curl_ka[@]}" | column_medians)" "$("$curl_mbedtls" --version | head -1)" "$runs" > bench/results/https.md <<'PY'
 import sys
 (e_tf, u_tf, s_tf, m_tf, e_c, u_c, s_c, m_c, ceiling, tf_resume, tf_full, curl_resume, curl_full, tf_ka, curl_ka, curl_version, runs) = sys.argv[1:]
 gib = 1073741824

@@ -32,20 +32,7 @@ nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
 # Warm the page cache so neither client pays for reading the file from disk.
 cat "$work/www/1g.bin" > /dev/null
 
-# measure CMD...: runs CMD $runs times under GNU time; prints "elapsed user sys maxrss_kb" medians.
-measure() {
-    local rows=()
-    for _ in $(seq "$runs"); do
-        rm -f "$work/out.bin"
-        sync
-        /usr/bin/time -f "%e %U %S %M" -o "$work/time.txt" "$@" >/dev/null
-        rows+=("$(cat "$work/time.txt")")
-    done
-    printf '%s\n' "${rows[@]}" | python3 -c '
-import sys, statistics
-rows = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
-print(" ".join(str(statistics.median(c)) for c in zip(*rows)))'
-}
+. bench/lib.sh
 
 gib=1073741824
 report="$work/report.md"
@@ -62,28 +49,6 @@ print(f'| {label} | {client} | {size/e/1e6:.0f} | {(u+s)/(size/$gib):.2f} | {rss
 " "$@" >> "$report"
 }
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[2])/float(sys.argv[1]):.2f}')" "$1" "$2"; }
-
-# measure_pair "CMD A" "CMD B": runs A and B alternately $runs times each (same background
-# load for both); prints "A-medians B-medians" (elapsed user sys maxrss_kb each).
-measure_pair() {
-    local a=() b=()
-    for _ in $(seq "$runs"); do
-        rm -f "$work/out.bin"; sync
-        /usr/bin/time -f "%e %U %S %M" -o "$work/time.txt" bash -c "$1" >/dev/null
-        a+=("$(cat "$work/time.txt")")
-        rm -f "$work/out.bin"; sync
-        /usr/bin/time -f "%e %U %S %M" -o "$work/time.txt" bash -c "$2" >/dev/null
-        b+=("$(cat "$work/time.txt")")
-    done
-    { printf '%s\n' "${a[@]}"; echo --; printf '%s\n' "${b[@]}"; } | python3 -c '
-import sys, statistics
-text = sys.stdin.read().split("--")
-out = []
-for part in text:
-    rows = [list(map(float, l.split())) for l in part.splitlines() if l.strip()]
-    out += [str(statistics.median(c)) for c in zip(*rows)]
-print(" ".join(out))'
-}
 
 for target in file discard; do
     if [ "$target" = file ]; then out="$work/out.bin"; else out=/dev/null; fi

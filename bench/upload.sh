@@ -41,19 +41,13 @@ base="http://127.0.0.1:$port"
 for _ in $(seq 50); do curl -s -T "$work/files/1m.bin" -o /dev/null "$base/sink" && break; sleep 0.1; done
 cat "$work/files/1g.bin" > /dev/null
 
-one() { # CMD... → "elapsed maxrss_kb"
-    /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >/dev/null
-    cat "$work/time.txt"
-}
+. bench/lib.sh
+
 declare -A rows
 for size in 1m 1g; do
-    tf=(); cu=()
-    for _ in $(seq "$runs"); do
-        tf+=("$(one "$agent" request -T "$work/files/$size.bin" "$base/sink")")
-        cu+=("$(one curl -s -T "$work/files/$size.bin" "$base/sink")")
-    done
-    rows[tf_$size]="$(printf '%s\n' "${tf[@]}" | python3 -c 'import sys, statistics; r=[list(map(float,l.split())) for l in sys.stdin if l.strip()]; print(" ".join(str(statistics.median(c)) for c in zip(*r)))')"
-    rows[cu_$size]="$(printf '%s\n' "${cu[@]}" | python3 -c 'import sys, statistics; r=[list(map(float,l.split())) for l in sys.stdin if l.strip()]; print(" ".join(str(statistics.median(c)) for c in zip(*r)))')"
+    read -r te _ _ tm ce _ _ cm < <(measure_pair "$agent request -T $work/files/$size.bin $base/sink" "curl -s -T $work/files/$size.bin $base/sink")
+    rows[tf_$size]="$te $tm"
+    rows[cu_$size]="$ce $cm"
 done
 mkdir -p bench/results
 python3 - "${rows[tf_1m]}" "${rows[tf_1g]}" "${rows[cu_1m]}" "${rows[cu_1g]}" "$(curl --version | head -1)" "$runs" > bench/results/upload.md <<'PY'

@@ -30,9 +30,6 @@ struct tinyfire_tls_config {
     mbedtls_x509_crl crl;
     mbedtls_x509_crt own_cert;
     mbedtls_pk_context own_key;
-    int has_crl;
-    int has_own_cert;
-    int ca_count;
 };
 
 struct tinyfire_tls {
@@ -132,37 +129,20 @@ void tinyfire_tls_config_free(tinyfire_tls_config *config) {
     free(config);
 }
 
-static int count_chain(const mbedtls_x509_crt *crt) {
-    int count = 0;
-    for (; crt && crt->raw.len > 0; crt = crt->next) count++;
-    return count;
-}
-
 int tinyfire_tls_config_add_ca_file(tinyfire_tls_config *config, const char *path) {
     int result = mbedtls_x509_crt_parse_file(&config->ca, path);
-    config->ca_count = count_chain(&config->ca);
     /* A positive result counts certificates that failed to parse; the others were added. */
     return result < 0 ? result : 0;
 }
 
 int tinyfire_tls_config_add_ca_directory(tinyfire_tls_config *config, const char *path) {
     int result = mbedtls_x509_crt_parse_path(&config->ca, path);
-    config->ca_count = count_chain(&config->ca);
     return result < 0 ? result : 0;
-}
-
-int tinyfire_tls_config_add_ca_der(tinyfire_tls_config *config, const unsigned char *der, size_t length) {
-    int result = mbedtls_x509_crt_parse_der(&config->ca, der, length);
-    config->ca_count = count_chain(&config->ca);
-    return result;
 }
 
 int tinyfire_tls_config_add_crl_file(tinyfire_tls_config *config, const char *path) {
     int result = mbedtls_x509_crl_parse_file(&config->crl, path);
-    if (result == 0) {
-        config->has_crl = 1;
-        mbedtls_ssl_conf_ca_chain(&config->ssl, &config->ca, &config->crl);
-    }
+    if (result == 0) mbedtls_ssl_conf_ca_chain(&config->ssl, &config->ca, &config->crl);
     return result;
 }
 
@@ -176,16 +156,8 @@ int tinyfire_tls_config_set_own_cert(tinyfire_tls_config *config, const char *ce
     result = mbedtls_pk_parse_keyfile(&config->own_key, key_path, password);
 #endif
     if (result != 0) return result;
-    result = mbedtls_ssl_conf_own_cert(&config->ssl, &config->own_cert, &config->own_key);
-    if (result == 0) config->has_own_cert = 1;
-    return result;
+    return mbedtls_ssl_conf_own_cert(&config->ssl, &config->own_cert, &config->own_key);
 }
-
-void tinyfire_tls_config_set_verify(tinyfire_tls_config *config, int verify) {
-    mbedtls_ssl_conf_authmode(&config->ssl, verify ? MBEDTLS_SSL_VERIFY_REQUIRED : MBEDTLS_SSL_VERIFY_OPTIONAL);
-}
-
-int tinyfire_tls_config_ca_count(const tinyfire_tls_config *config) { return config->ca_count; }
 
 tinyfire_tls *tinyfire_tls_new(tinyfire_tls_config *config, int fd, const char *server_name, int *error) {
     struct tinyfire_tls *tls = calloc(1, sizeof *tls);
@@ -238,8 +210,6 @@ int tinyfire_tls_read(tinyfire_tls *tls, unsigned char *buffer, size_t length) {
 int tinyfire_tls_write(tinyfire_tls *tls, const unsigned char *buffer, size_t length) {
     return map_want(mbedtls_ssl_write(&tls->ssl, buffer, length));
 }
-
-size_t tinyfire_tls_pending(const tinyfire_tls *tls) { return mbedtls_ssl_get_bytes_avail(&tls->ssl); }
 
 int tinyfire_tls_close_notify(tinyfire_tls *tls) { return map_want(mbedtls_ssl_close_notify(&tls->ssl)); }
 

@@ -22,14 +22,9 @@ void tinyfire_tls_config_free(tinyfire_tls_config *config);
 /* PEM or DER; a file may hold several certificates. Returns 0 or an mbedTLS error. */
 int tinyfire_tls_config_add_ca_file(tinyfire_tls_config *config, const char *path);
 int tinyfire_tls_config_add_ca_directory(tinyfire_tls_config *config, const char *path);
-int tinyfire_tls_config_add_ca_der(tinyfire_tls_config *config, const unsigned char *der, size_t length);
 int tinyfire_tls_config_add_crl_file(tinyfire_tls_config *config, const char *path);
 int tinyfire_tls_config_set_own_cert(tinyfire_tls_config *config, const char *cert_path, const char *key_path,
                                      const char *password);
-/* Whether mbedTLS verifies the chain against the CA set (1) or leaves it all to the caller (0). */
-void tinyfire_tls_config_set_verify(tinyfire_tls_config *config, int verify);
-/* Number of trust anchors loaded. */
-int tinyfire_tls_config_ca_count(const tinyfire_tls_config *config);
 
 /* One TLS client over a connected, non-blocking socket. server_name: SNI and the name the
  * certificate must match (NULL: no SNI, no name check by mbedTLS). */
@@ -43,8 +38,6 @@ int tinyfire_tls_handshake(tinyfire_tls *tls);
 int tinyfire_tls_read(tinyfire_tls *tls, unsigned char *buffer, size_t length);
 /* > 0 bytes taken; WANT_READ/WRITE; negative error. */
 int tinyfire_tls_write(tinyfire_tls *tls, const unsigned char *buffer, size_t length);
-/* Bytes already decrypted and waiting in mbedTLS (read them before waiting on the socket). */
-size_t tinyfire_tls_pending(const tinyfire_tls *tls);
 int tinyfire_tls_close_notify(tinyfire_tls *tls);
 /* mbedtls_x509_crt_verify flags (0: the chain verified). */
 uint32_t tinyfire_tls_verify_flags(const tinyfire_tls *tls);

@@ -19,8 +19,7 @@ import Synchronization
 public class DataRequest: Request, @unchecked Sendable {
     /// The complete body, once the request finished.
     public var data: Data? {
-        if case .data(let data) = protected.withLock({ $0.output }) { return data }
-        return nil
+        protected.withLock { $0.output?.data }
     }
 
     override func makeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
@@ -88,7 +87,7 @@ public class DataRequest: Request, @unchecked Sendable {
         appendResponseSerializer(inline: inline) { [self] in
             let started = Instant.now()
             let snapshot = snapshot
-            let data: Data? = if case .data(let body) = snapshot.output { body } else { nil }
+            let data = snapshot.output?.data
             let result: Result<Serializer.SerializedObject, TinyFireError>
             do {
                 result = .success(
@@ -195,8 +194,7 @@ public class DataRequest: Request, @unchecked Sendable {
 
     func makeUnserializedResponse() -> DataResponse<Data?, TinyFireError> {
         let snapshot = snapshot
-        var data: Data?
-        if case .data(let body) = snapshot.output { data = body }
+        let data = snapshot.output?.data
         let result: Result<Data?, TinyFireError> = snapshot.error.map { .failure($0) } ?? .success(data)
         return DataResponse(
             request: snapshot.request, response: snapshot.response, data: data, metrics: snapshot.metrics, serializationDuration: 0,
@@ -210,7 +208,7 @@ public class DataRequest: Request, @unchecked Sendable {
     ///   cancelled; default false, as in Alamofire.
     /// - Returns: the task.
     public func serializingResponse(automaticallyCancelling shouldAutomaticallyCancel: Bool = false) -> DataTask<Data?> {
-        let box = ResponseBox<Data?>()
+        let box = ResponseBox<DataResponse<Data?, TinyFireError>>()
         appendResponseSerializer(inline: true) { [self] in
             let response = makeUnserializedResponse()
             eventMonitor?.request(self, didParseResponse: response)
@@ -228,7 +226,7 @@ public class DataRequest: Request, @unchecked Sendable {
     public func serializingResponse<Serializer: DataResponseSerializerProtocol>(
         using serializer: Serializer, automaticallyCancelling shouldAutomaticallyCancel: Bool = false
     ) -> DataTask<Serializer.SerializedObject> {
-        let box = ResponseBox<Serializer.SerializedObject>()
+        let box = ResponseBox<DataResponse<Serializer.SerializedObject, TinyFireError>>()
         appendSerialized(serializer) { box.deliver($0) }
         return DataTask(request: self, box: box, automaticallyCancelling: shouldAutomaticallyCancel)
     }
@@ -466,15 +464,16 @@ public struct DataResponse<Success: Sendable, Failure: Error>: Sendable, CustomS
     }
 }
 
-/// The single result a serializer produced, for any number of awaiting tasks.
-final class ResponseBox<Value: Sendable>: Sendable {
+/// The single response a serializer produced, for any number of awaiting tasks (data and
+/// download responses alike).
+final class ResponseBox<Response: Sendable>: Sendable {
     private struct State {
-        var response: DataResponse<Value, TinyFireError>?
-        var waiters: [CheckedContinuation<DataResponse<Value, TinyFireError>, Never>] = []
+        var response: Response?
+        var waiters: [CheckedContinuation<Response, Never>] = []
     }
     private let state = Mutex(State())
 
-    func deliver(_ response: DataResponse<Value, TinyFireError>) {
+    func deliver(_ response: Response) {
         let waiters = state.withLock { state in
             state.response = response
             defer { state.waiters = [] }
@@ -483,10 +482,10 @@ final class ResponseBox<Value: Sendable>: Sendable {
         for waiter in waiters { waiter.resume(returning: response) }
     }
 
-    var response: DataResponse<Value, TinyFireError> {
+    var response: Response {
         get async {
             await withCheckedContinuation { continuation in
-                let ready = state.withLock { state -> DataResponse<Value, TinyFireError>? in
+                let ready = state.withLock { state -> Response? in
                     if let response = state.response { return response }
                     state.waiters.append(continuation)
                     return nil
@@ -501,10 +500,10 @@ final class ResponseBox<Value: Sendable>: Sendable {
 public struct DataTask<Value: Sendable>: Sendable {
     /// The request.
     public let request: DataRequest
-    private let box: ResponseBox<Value>
+    private let box: ResponseBox<DataResponse<Value, TinyFireError>>
     private let shouldAutomaticallyCancel: Bool
 
-    init(request: DataRequest, box: ResponseBox<Value>, automaticallyCancelling: Bool) {
+    init(request: DataRequest, box: ResponseBox<DataResponse<Value, TinyFireError>>, automaticallyCancelling: Bool) {
         self.request = request
         self.box = box
         self.shouldAutomaticallyCancel = automaticallyCancelling

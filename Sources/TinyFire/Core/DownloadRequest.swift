@@ -68,8 +68,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     /// The file the body was written to, once finished.
     public var fileURL: URL? {
-        if case .file(let url) = protected.withLock({ $0.output }) { return url }
-        return nil
+        protected.withLock { $0.output?.file }
     }
 
     override func makeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
@@ -141,8 +140,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     func makeResponse() -> DownloadResponse<URL?, TinyFireError> {
         let snapshot = snapshot
-        var url: URL?
-        if case .file(let file) = snapshot.output { url = file }
+        let url = snapshot.output?.file
         let result: Result<URL?, TinyFireError> = snapshot.error.map { .failure($0) } ?? .success(url)
         return DownloadResponse(
             request: snapshot.request, response: snapshot.response, fileURL: url, metrics: snapshot.metrics, result: result)
@@ -152,7 +150,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     /// the request.
     public var downloadResponse: DownloadResponse<URL?, TinyFireError> {
         get async {
-            let box = DownloadResponseBox()
+            let box = ResponseBox<DownloadResponse<URL?, TinyFireError>>()
             appendResponseSerializer(inline: true) { [self] in
                 let response = makeResponse()
                 responseSerializerDidComplete { box.deliver(response) }
@@ -161,34 +159,6 @@ public final class DownloadRequest: Request, @unchecked Sendable {
                 await box.response
             } onCancel: {
                 cancel()
-            }
-        }
-    }
-}
-
-/// The single outcome of a download, for an awaiting task.
-final class DownloadResponseBox: Sendable {
-    private let state = Mutex<(DownloadResponse<URL?, TinyFireError>?, CheckedContinuation<DownloadResponse<URL?, TinyFireError>, Never>?)>(
-        (nil, nil))
-
-    func deliver(_ response: DownloadResponse<URL?, TinyFireError>) {
-        let waiter = state.withLock { state in
-            state.0 = response
-            defer { state.1 = nil }
-            return state.1
-        }
-        waiter?.resume(returning: response)
-    }
-
-    var response: DownloadResponse<URL?, TinyFireError> {
-        get async {
-            await withCheckedContinuation { continuation in
-                let ready = state.withLock { state -> DownloadResponse<URL?, TinyFireError>? in
-                    if let response = state.0 { return response }
-                    state.1 = continuation
-                    return nil
-                }
-                if let ready { continuation.resume(returning: ready) }
             }
         }
     }

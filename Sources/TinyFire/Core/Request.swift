@@ -70,10 +70,20 @@ public class Request: @unchecked Sendable {
     /// Set once any progress handler exists, so the I/O thread skips the lock otherwise.
     let wantsProgress = Atomic<Bool>(false)
 
+    /// The session's interceptor, then the request's, combined once: adapts every attempt and
+    /// decides retries.
+    private let combinedInterceptor: (any RequestInterceptor)?
+
     init(session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?) {
         self.session = session
         self.convertible = convertible
         self.interceptor = interceptor
+        switch (session.interceptor, interceptor) {
+        case (nil, nil): combinedInterceptor = nil
+        case (let one?, nil), (nil, let one?): combinedInterceptor = one
+        case (let sessionInterceptor?, let requestInterceptor?):
+            combinedInterceptor = Interceptor(interceptors: [sessionInterceptor, requestInterceptor])
+        }
     }
 
     // MARK: - State
@@ -257,17 +267,6 @@ public class Request: @unchecked Sendable {
 
     // MARK: - Pipeline
 
-    private var adapter: (any RequestAdapter)? {
-        switch (session.interceptor, interceptor) {
-        case (nil, nil): return nil
-        case (let one?, nil), (nil, let one?): return one
-        case (let sessionInterceptor?, let requestInterceptor?):
-            return Interceptor(interceptors: [sessionInterceptor, requestInterceptor])
-        }
-    }
-
-    private var retrier: (any RequestRetrier)? { adapter as? any RequestRetrier }
-
     /// Builds the initial request, then runs the first attempt.
     private func performSetup() {
         let initial: URLRequest
@@ -295,7 +294,7 @@ public class Request: @unchecked Sendable {
             retryOrFinish(.urlRequestValidationFailed(reason: .bodyDataInGETRequest(body)))
             return
         }
-        guard let adapter else {
+        guard let adapter = combinedInterceptor else {
             didCreateURLRequest(initial)
             return
         }
@@ -378,8 +377,7 @@ public class Request: @unchecked Sendable {
             return
         }
         if error == nil, let response {
-            var data: Data?
-            if case .data(let body) = output { data = body }
+            let data = output?.data
             for validator in validators {
                 if let failure = validator(request, response, data) {
                     error = failure
@@ -397,7 +395,7 @@ public class Request: @unchecked Sendable {
             return
         }
         protected.withLock { $0.error = error }
-        guard let retrier, !isCancelled, !error.isExplicitlyCancelledError else {
+        guard let retrier = combinedInterceptor, !isCancelled, !error.isExplicitlyCancelledError else {
             finish(isCancelled ? .explicitlyCancelled : error)
             return
         }
@@ -531,7 +529,7 @@ public class Request: @unchecked Sendable {
     /// Asks the retrier about a serializer's failure. Calls `completion` with the error to
     /// report, or nil when the request is retried instead.
     func retryResult(forSerializationError error: TinyFireError, completion: @escaping @Sendable (TinyFireError?) -> Void) {
-        guard let retrier, !isCancelled, protected.withLock({ $0.error }) == nil else {
+        guard let retrier = combinedInterceptor, !isCancelled, protected.withLock({ $0.error }) == nil else {
             completion(error)
             return
         }
@@ -760,7 +758,7 @@ extension Request: TransferOwner {
         let error: TinyFireError? = if case .failure(let failure) = result { failure } else { nil }
         eventMonitor?.request(self, didGatherMetrics: metrics)
         eventMonitor?.request(self, didCompleteTransferWithError: error)
-        if needsQueue || retrier != nil {
+        if needsQueue || combinedInterceptor != nil {
             // Validators and retriers are user code: keep them off the I/O thread.
             session.rootQueue.async { [self] in didCompleteAttempt(error) }
         } else {

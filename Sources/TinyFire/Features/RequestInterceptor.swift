@@ -59,20 +59,8 @@ public enum RetryResult: Sendable {
     /// Let it fail with `TinyFireError.requestRetryFailed(retryError:originalError:)`.
     case doNotRetryWithError(any Error)
 
-    var retryRequired: Bool {
-        switch self {
-        case .retry, .retryWithDelay: return true
-        default: return false
-        }
-    }
-
     var delay: TimeInterval? {
         if case .retryWithDelay(let delay) = self { return delay }
-        return nil
-    }
-
-    var error: (any Error)? {
-        if case .doNotRetryWithError(let error) = self { return error }
         return nil
     }
 }

@@ -16,6 +16,18 @@ enum SinkOutput: Sendable {
     case data(Data)
     case file(URL)
     case none
+
+    /// The body, for a memory sink.
+    var data: Data? {
+        if case .data(let data) = self { return data }
+        return nil
+    }
+
+    /// The file, for a file sink.
+    var file: URL? {
+        if case .file(let url) = self { return url }
+        return nil
+    }
 }
 
 /// A sink refused bytes.

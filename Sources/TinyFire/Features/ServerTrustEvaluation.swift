@@ -60,8 +60,7 @@ public struct Certificate: Sendable, Hashable {
             tinyfire_x509_names(
                 $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count, &subject, subject.count, &issuer, issuer.count)
         }
-        func text(_ buffer: [CChar]) -> String { String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
-        return (text(subject), text(issuer))
+        return (cText(subject), cText(issuer))
     }
 }
 

@@ -58,19 +58,29 @@ public struct TLSConfiguration: Sendable, Equatable {
     public static var libraryVersion: String { String(cString: tinyfire_tls_library_version()) }
 }
 
+/// The UTF-8 text in a NUL-terminated C buffer.
+func cText(_ buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// The text a C function writes into a fresh buffer of `capacity` bytes.
+func cText(capacity: Int, _ fill: (UnsafeMutablePointer<CChar>, Int) -> Void) -> String {
+    var buffer = [CChar](repeating: 0, count: capacity)
+    buffer.withUnsafeMutableBufferPointer { pointer in
+        if let base = pointer.baseAddress { fill(base, capacity) }
+    }
+    return cText(buffer)
+}
+
 /// mbedTLS's message for an error code.
 func tlsErrorMessage(_ code: Int32) -> String {
-    var buffer = [CChar](repeating: 0, count: 256)
-    tinyfire_tls_strerror(code, &buffer, buffer.count)
-    let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let text = cText(capacity: 256) { tinyfire_tls_strerror(code, $0, $1) }
     return "\(text) (-0x\(String(-Int(code), radix: 16, uppercase: true)))"
 }
 
 /// mbedTLS's reasons for a failed chain verification, one per flag.
 func tlsVerificationReasons(_ flags: UInt32) -> [String] {
-    var buffer = [CChar](repeating: 0, count: 1024)
-    tinyfire_tls_verify_info(flags, &buffer, buffer.count)
-    let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let text = cText(capacity: 1024) { tinyfire_tls_verify_info(flags, $0, $1) }
     return text.split(separator: "\n").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
 }
 
@@ -122,9 +132,6 @@ final class TLSContext: @unchecked Sendable {
     deinit {
         tinyfire_tls_config_free(pointer)
     }
-
-    /// Trust anchors loaded.
-    var trustAnchorCount: Int { Int(tinyfire_tls_config_ca_count(pointer)) }
 
     /// The configured CA files' certificates as DER, for evaluators that verify a chain again
     /// (revocation). Loaded on first use; directories are not included.
@@ -218,9 +225,6 @@ final class TLSStream {
         default: return .failed(result)
         }
     }
-
-    /// Decrypted bytes waiting inside mbedTLS (the socket may not be readable for them).
-    var pendingBytes: Int { tinyfire_tls_pending(pointer) }
 
     /// mbedTLS's verification flags (0: the chain verified against the CA set and the name).
     var verificationFlags: UInt32 { tinyfire_tls_verify_flags(pointer) }

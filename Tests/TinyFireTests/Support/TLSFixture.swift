@@ -129,6 +129,41 @@ final class TLSFixture: Sendable {
         selfSignedPort = freePort()
         mutualPort = freePort()
         let dir = directory
+        // One TLS server block per certificate under test: (port, certificate, key, extra directives).
+        let servers: [(Int, String, String, String)] = [
+            (
+                port, "server.pem", "server.key",
+                """
+                location = /close { keepalive_timeout 0; return 200 "closing\\n"; }
+                location = /to-http { return 302 http://127.0.0.1:1/hello.txt; }
+                """
+            ),
+            (dnsSpellingPort, "dnsip.pem", "dnsip.key", ""),
+            (mitmPort, "mitm.pem", "mitm.key", ""),
+            (expiredPort, "expired.pem", "expired.key", ""),
+            (missingIntermediatePort, "leaf.pem", "leaf.key", ""),
+            (fullChainPort, "leaf-chain.pem", "leaf.key", ""),
+            (
+                mutualPort, "server.pem", "server.key",
+                """
+                ssl_client_certificate \(dir)/ca.pem;
+                ssl_verify_client on;
+                location = /whoami { return 200 "$ssl_client_s_dn\n"; }
+                """
+            ),
+            (selfSignedPort, "self.pem", "self.key", ""),
+        ]
+        let blocks = servers.map { port, certificate, key, extra in
+            """
+            server {
+              listen 127.0.0.1:\(port) ssl;
+              ssl_certificate \(dir)/\(certificate);
+              ssl_certificate_key \(dir)/\(key);
+              root \(dir)/www;
+              \(extra)
+            }
+            """
+        }
         let config = """
             worker_processes 1;
             daemon off;
@@ -143,71 +178,12 @@ final class TLSFixture: Sendable {
               ssl_protocols TLSv1.2;
               ssl_session_cache shared:tls:1m;
               ssl_session_tickets off;
-              server {
-                listen 127.0.0.1:\(port) ssl;
-                ssl_certificate \(dir)/server.pem;
-                ssl_certificate_key \(dir)/server.key;
-                root \(dir)/www;
-                location = /close { keepalive_timeout 0; return 200 "closing\\n"; }
-                location = /to-http { return 302 http://127.0.0.1:1/hello.txt; }
-              }
-              server {
-                listen 127.0.0.1:\(dnsSpellingPort) ssl;
-                ssl_certificate \(dir)/dnsip.pem;
-                ssl_certificate_key \(dir)/dnsip.key;
-                root \(dir)/www;
-              }
-              server {
-                listen 127.0.0.1:\(mitmPort) ssl;
-                ssl_certificate \(dir)/mitm.pem;
-                ssl_certificate_key \(dir)/mitm.key;
-                root \(dir)/www;
-              }
-              server {
-                listen 127.0.0.1:\(expiredPort) ssl;
-                ssl_certificate \(dir)/expired.pem;
-                ssl_certificate_key \(dir)/expired.key;
-                root \(dir)/www;
-              }
-              server {
-                listen 127.0.0.1:\(missingIntermediatePort) ssl;
-                ssl_certificate \(dir)/leaf.pem;
-                ssl_certificate_key \(dir)/leaf.key;
-                root \(dir)/www;
-              }
-              server {
-                listen 127.0.0.1:\(fullChainPort) ssl;
-                ssl_certificate \(dir)/leaf-chain.pem;
-                ssl_certificate_key \(dir)/leaf.key;
-                root \(dir)/www;
-              }
-              server {
-                listen 127.0.0.1:\(mutualPort) ssl;
-                ssl_certificate \(dir)/server.pem;
-                ssl_certificate_key \(dir)/server.key;
-                ssl_client_certificate \(dir)/ca.pem;
-                ssl_verify_client on;
-                root \(dir)/www;
-                location = /whoami { return 200 "$ssl_client_s_dn\n"; }
-              }
-              server {
-                listen 127.0.0.1:\(selfSignedPort) ssl;
-                ssl_certificate \(dir)/self.pem;
-                ssl_certificate_key \(dir)/self.key;
-                root \(dir)/www;
-              }
+            \(blocks.joined(separator: "\n"))
             }
             """
         try config.write(toFile: dir + "/nginx.conf", atomically: true, encoding: .utf8)
         _ = try startProcess(nginx, ["-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
-        try waitForPort(port)
-        try waitForPort(dnsSpellingPort)
-        try waitForPort(mitmPort)
-        try waitForPort(selfSignedPort)
-        try waitForPort(mutualPort)
-        try waitForPort(expiredPort)
-        try waitForPort(missingIntermediatePort)
-        try waitForPort(fullChainPort)
+        for (port, _, _, _) in servers { try waitForPort(port) }
         _ = try startProcess(
             openssl,
             [
