@@ -38,4 +38,9 @@ int tinyfire_mkstemp_cloexec(char *template_path) { return mkostemp(template_pat
 
 #include <sys/sendfile.h>
 
-long tinyfire_sendfile(int out_fd, int in_fd, unsigned long count) { return (long)sendfile(out_fd, in_fd, NULL, count); }
+long tinyfire_sendfile(int out_fd, int in_fd, int64_t *offset, unsigned long count) {
+    off_t position = (off_t)*offset;
+    ssize_t n = sendfile(out_fd, in_fd, &position, count);
+    *offset = (int64_t)position;
+    return (long)n;
+}

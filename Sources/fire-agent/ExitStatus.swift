@@ -33,6 +33,8 @@ enum ExitStatus: Int32 {
     case sizeLimitExceeded = 63
     /// The TLS handshake failed.
     case sslConnectError = 35
+    /// A partial download could not be resumed (-C -).
+    case badDownloadResume = 36
     /// The server's certificate was not trusted.
     case peerFailedVerification = 60
     /// A CA, CRL, certificate or key file could not be loaded.
@@ -51,6 +53,8 @@ enum ExitStatus: Int32 {
         case .serverTrustEvaluationFailed: self = .peerFailedVerification
         case .invalidTLSConfiguration: self = .sslCertificateProblem
         case .responseValidationFailed: self = .httpError
+        case .multipartEncodingFailed: self = .readError
+        case .downloadResumeFailed: self = .badDownloadResume
         case .sessionTaskFailed(let transfer):
             switch transfer.reason {
             case .nameResolutionFailed: self = .couldNotResolveHost

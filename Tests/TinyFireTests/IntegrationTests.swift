@@ -231,7 +231,8 @@ struct NginxTests {
             async let a = session.request("\(server.base)/hello.txt").awaited
             async let b = session.request("\(server.base)/1m.bin").awaited
             let (first, second) = await (a, b)
-            #expect(first.error == nil && second.error == nil)
+            #expect(first.error == nil, "\(String(describing: first.error))")
+            #expect(second.error == nil, "\(String(describing: second.error))")
         }
         try await Task.sleep(for: .milliseconds(200))
         // Other suites run in parallel and open descriptors of their own, so the count may

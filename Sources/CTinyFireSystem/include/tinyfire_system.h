@@ -27,6 +27,7 @@ static const int tinyfire_epoll_ctl_del = EPOLL_CTL_DEL;
 void tinyfire_set_thread_name(const char *name);
 /* mkostemp(template, O_CLOEXEC). */
 int tinyfire_mkstemp_cloexec(char *template_path);
-/* sendfile(out, in, NULL, count): from the file's current offset; bytes, or -1 with errno. */
-long tinyfire_sendfile(int out_fd, int in_fd, unsigned long count);
+/* sendfile(out, in, offset, count): from *offset, which advances by the bytes sent; bytes,
+ * or -1 with errno. The file's own position is not used. */
+long tinyfire_sendfile(int out_fd, int in_fd, int64_t *offset, unsigned long count);
 #endif

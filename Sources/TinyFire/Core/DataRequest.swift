@@ -297,8 +297,9 @@ public class DataRequest: Request, @unchecked Sendable {
     }
 }
 
-/// A `DataRequest` that sends a body (Alamofire's `UploadRequest`): from memory, or streamed
-/// from a file through a fixed 64 KiB buffer (memory does not grow with the file).
+/// A `DataRequest` that sends a body (Alamofire's `UploadRequest`): from memory, from a file
+/// through sendfile or a fixed 64 KiB buffer, from a stream in 64 KiB chunks, or a multipart
+/// form. Memory does not grow with a file, stream or spilled multipart body.
 public final class UploadRequest: DataRequest, @unchecked Sendable {
     /// What the body is made of.
     public enum Uploadable: Sendable {
@@ -307,20 +308,76 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
         /// A file, read as it is sent; its size at the start of each attempt is the
         /// `Content-Length`, and a file that changes size mid-upload fails the request.
         case file(URL)
+        /// A stream of unknown length, sent with `Transfer-Encoding: chunked`. A stream is read
+        /// once: a retry or a 307/308 redirect fails with `.requestBodyReadFailed`.
+        case stream(any UploadByteStream)
+        /// A multipart form, encoded when the request starts (see `MultipartFormData`).
+        case multipart(MultipartFormData)
     }
 
     /// The body's source.
     public let uploadable: Uploadable
+    private let streamSource: StreamBodySource?
+    /// The encoded multipart body, kept across the attempts of one run of the pipeline and
+    /// released (its temporary file removed) when the request finishes.
+    private let encodedMultipart = Mutex<MultipartFormData.EncodedBody?>(nil)
 
-    init(session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, uploadable: Uploadable) {
+    /// Multipart bodies of this many bytes or more are spilled to a temporary file.
+    let multipartThreshold: UInt64
+
+    init(
+        session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, uploadable: Uploadable,
+        multipartThreshold: UInt64 = MultipartFormData.encodingMemoryThreshold
+    ) {
         self.uploadable = uploadable
+        self.multipartThreshold = multipartThreshold
+        if case .stream(let stream) = uploadable {
+            streamSource = StreamBodySource(stream)
+        } else {
+            streamSource = nil
+        }
         super.init(session: session, convertible: convertible, interceptor: interceptor)
     }
 
     override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
-        guard case .file(let url) = uploadable else { return }
-        spec.body = nil
-        spec.bodyFile = try RequestBodyFile(regularFileAt: url.path(percentEncoded: false))
+        switch uploadable {
+        case .data:
+            return
+        case .file(let url):
+            spec.body = nil
+            spec.bodySource = .segments([try RequestBodyFile.segment(regularFileAt: url.path(percentEncoded: false))])
+        case .stream:
+            spec.body = nil
+            spec.bodySource = streamSource.map { .stream($0) }
+        case .multipart(let form):
+            let encoded = try encodedMultipart.withLock { existing throws(TinyFireError) -> MultipartFormData.EncodedBody in
+                if let existing { return existing }
+                let body = try form.encodeForUpload(threshold: multipartThreshold)
+                existing = body
+                return body
+            }
+            if isFinished { didFinishPipeline() }  // cancelled while encoding
+            spec.body = nil
+            spec.bodySource = .segments(encoded.segments)
+            if spec.headers.value(for: "Content-Type") == nil {
+                spec.headers.add(name: "Content-Type", value: form.contentType)
+            }
+        }
+    }
+
+    override func didFinishPipeline() {
+        // Success, failure or cancellation: the spilled encoding is not needed any more.
+        let encoded = encodedMultipart.withLock { body -> MultipartFormData.EncodedBody? in
+            defer { body = nil }
+            return body
+        }
+        encoded?.removeTemporaryFile()
+    }
+
+    /// The temporary file holding the spilled part of a multipart body while the request
+    /// runs; nil for bodies encoded in memory, and once the request finished.
+    public var multipartTemporaryFile: URL? {
+        encodedMultipart.withLock { $0?.temporaryFile }
     }
 }
 

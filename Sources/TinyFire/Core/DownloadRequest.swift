@@ -128,7 +128,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
         guard let uploadFile else { return }
         spec.body = nil
-        spec.bodyFile = try RequestBodyFile(regularFileAt: uploadFile.path(percentEncoded: false))
+        spec.bodySource = .segments([try RequestBodyFile.segment(regularFileAt: uploadFile.path(percentEncoded: false))])
     }
 
     override func adjustTransferResult(_ result: Result<SinkOutput, TinyFireError>) -> Result<SinkOutput, TinyFireError> {

@@ -458,6 +458,7 @@ public class Request: @unchecked Sendable {
             return true
         }
         guard finished else { return }
+        didFinishPipeline()
         eventMonitor?.requestDidFinish(self)
         session.didFinish(self)
         processNextResponseSerializer()
@@ -696,6 +697,10 @@ public class Request: @unchecked Sendable {
     /// Lets a subclass attach what the `URLRequest` cannot carry (an upload file).
     func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {}
 
+    /// The request finished (success, failure or cancellation), before its serializers run:
+    /// a subclass releases what it held for its attempts (a multipart temporary file).
+    func didFinishPipeline() {}
+
     /// Lets a subclass turn a successful transfer into a failure (a download whose status was
     /// refused before its body reached the file).
     func adjustTransferResult(_ result: Result<SinkOutput, TinyFireError>) -> Result<SinkOutput, TinyFireError> { result }
@@ -730,7 +735,7 @@ extension Request: TransferOwner {
         eventMonitor?.request(self, willRedirectTo: redirect, for: response)
     }
 
-    func transferProgress(upload: (UInt64, UInt64)?, download: (UInt64, UInt64?)?, final: Bool) {
+    func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {
         let now = Instant.now()
         let deliveries = protected.withLock { state -> [(DispatchQueue, @Sendable (TransferProgress) -> Void, TransferProgress)] in
             var out: [(DispatchQueue, @Sendable (TransferProgress) -> Void, TransferProgress)] = []

@@ -171,6 +171,108 @@ public final class Session: Sendable {
         return UploadRequest(session: self, convertible: convertible, interceptor: interceptor, uploadable: .file(fileURL))
     }
 
+    /// Creates a request that sends a stream of unknown length as its body, with
+    /// `Transfer-Encoding: chunked` (and `Expect: 100-continue` unless the threshold is nil).
+    /// The stream is read on a background queue, 64 KiB at a time, one chunk ahead of the
+    /// socket: memory stays at two 64 KiB buffers. A stream is read once, so the request is
+    /// not replayed: a retry or a 307/308 redirect fails with `.requestBodyReadFailed`.
+    /// - Parameters:
+    ///   - stream: the body's source.
+    ///   - convertible: the URL.
+    ///   - method: the method; default POST.
+    ///   - headers: headers added to the session's defaults.
+    ///   - interceptor: this request's interceptor.
+    ///   - requestModifier: changes the request after it is built.
+    /// - Returns: the request.
+    public func upload(
+        _ stream: any UploadByteStream, to convertible: any URLConvertible, method: HTTPMethod = .post,
+        headers: HTTPHeaders? = nil, interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
+    ) -> UploadRequest {
+        let convertible = ParameterlessRequestConvertible(
+            url: convertible, method: method, headers: headers, body: nil, requestModifier: requestModifier)
+        return UploadRequest(session: self, convertible: convertible, interceptor: interceptor, uploadable: .stream(stream))
+    }
+
+    /// Creates a request that sends a stream as the body of `convertible`'s request (see
+    /// `upload(_:to:method:headers:interceptor:requestModifier:)` for streams).
+    /// - Parameters:
+    ///   - stream: the body's source.
+    ///   - convertible: builds the request.
+    ///   - interceptor: this request's interceptor.
+    /// - Returns: the request.
+    public func upload(
+        _ stream: any UploadByteStream, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil
+    )
+        -> UploadRequest
+    {
+        UploadRequest(session: self, convertible: convertible, interceptor: interceptor, uploadable: .stream(stream))
+    }
+
+    /// Creates a request that sends a `multipart/form-data` body built by `multipartFormData`.
+    /// The form is encoded when the request starts: in memory below `encodingMemoryThreshold`,
+    /// otherwise into a temporary file (file parts stay in their own files) that is removed when
+    /// the request finishes, succeeded, failed or cancelled. `Content-Type` carries the boundary
+    /// unless you set one; `Content-Length` is always known.
+    /// - Parameters:
+    ///   - multipartFormData: fills the form.
+    ///   - convertible: the URL.
+    ///   - encodingMemoryThreshold: bytes from which the body spills to disk; default 10 MB.
+    ///   - method: the method; default POST.
+    ///   - headers: headers added to the session's defaults.
+    ///   - interceptor: this request's interceptor.
+    ///   - requestModifier: changes the request after it is built.
+    /// - Returns: the request.
+    public func upload(
+        multipartFormData: (MultipartFormData) -> Void, to convertible: any URLConvertible,
+        usingThreshold encodingMemoryThreshold: UInt64 = MultipartFormData.encodingMemoryThreshold, method: HTTPMethod = .post,
+        headers: HTTPHeaders? = nil, interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
+    ) -> UploadRequest {
+        let form = MultipartFormData()
+        multipartFormData(form)
+        return upload(
+            multipartFormData: form, to: convertible, usingThreshold: encodingMemoryThreshold, method: method, headers: headers,
+            interceptor: interceptor, requestModifier: requestModifier)
+    }
+
+    /// Creates a request that sends `multipartFormData` (see the closure variant).
+    /// - Parameters:
+    ///   - multipartFormData: the form.
+    ///   - convertible: the URL.
+    ///   - encodingMemoryThreshold: bytes from which the body spills to disk; default 10 MB.
+    ///   - method: the method; default POST.
+    ///   - headers: headers added to the session's defaults.
+    ///   - interceptor: this request's interceptor.
+    ///   - requestModifier: changes the request after it is built.
+    /// - Returns: the request.
+    public func upload(
+        multipartFormData: MultipartFormData, to convertible: any URLConvertible,
+        usingThreshold encodingMemoryThreshold: UInt64 = MultipartFormData.encodingMemoryThreshold, method: HTTPMethod = .post,
+        headers: HTTPHeaders? = nil, interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
+    ) -> UploadRequest {
+        let convertible = ParameterlessRequestConvertible(
+            url: convertible, method: method, headers: headers, body: nil, requestModifier: requestModifier)
+        return UploadRequest(
+            session: self, convertible: convertible, interceptor: interceptor, uploadable: .multipart(multipartFormData),
+            multipartThreshold: encodingMemoryThreshold)
+    }
+
+    /// Creates a request that sends `multipartFormData` as the body of `convertible`'s request.
+    /// - Parameters:
+    ///   - multipartFormData: the form.
+    ///   - convertible: builds the request.
+    ///   - encodingMemoryThreshold: bytes from which the body spills to disk; default 10 MB.
+    ///   - interceptor: this request's interceptor.
+    /// - Returns: the request.
+    public func upload(
+        multipartFormData: MultipartFormData, with convertible: any URLRequestConvertible,
+        usingThreshold encodingMemoryThreshold: UInt64 = MultipartFormData.encodingMemoryThreshold,
+        interceptor: (any RequestInterceptor)? = nil
+    ) -> UploadRequest {
+        UploadRequest(
+            session: self, convertible: convertible, interceptor: interceptor, uploadable: .multipart(multipartFormData),
+            multipartThreshold: encodingMemoryThreshold)
+    }
+
     /// Creates a request that sends `data` as the body of `convertible`'s request.
     /// - Parameters:
     ///   - data: the body.

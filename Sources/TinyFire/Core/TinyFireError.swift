@@ -39,6 +39,10 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
     case serverTrustEvaluationFailed(reason: ServerTrustFailureReason)
     /// The TLS configuration cannot be used (a CA, CRL, certificate or key file failed to load).
     case invalidTLSConfiguration(reason: String)
+    /// A multipart form could not be encoded (a part unreadable, the spill file unwritable).
+    case multipartEncodingFailed(reason: MultipartEncodingFailureReason)
+    /// A download could not be resumed as asked (resume data unreadable, partial file gone).
+    case downloadResumeFailed(reason: DownloadResumeFailureReason)
 
     /// Why a server was not trusted.
     public enum ServerTrustFailureReason: Sendable {
@@ -84,6 +88,36 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case customValidationFailed(error: any Error)
     }
 
+    /// Why a multipart form could not be encoded, as Alamofire's cases where they apply.
+    public enum MultipartEncodingFailureReason: Sendable {
+        /// A file part's URL is not a file URL.
+        case bodyPartURLInvalid(url: URL)
+        /// No file name could be taken from the URL.
+        case bodyPartFilenameInvalid(in: URL)
+        /// The file cannot be read.
+        case bodyPartFileNotReachable(at: URL, message: String)
+        /// The URL names a directory.
+        case bodyPartFileIsDirectory(at: URL)
+        /// The URL names something without a size (a device, a FIFO).
+        case bodyPartFileSizeNotAvailable(at: URL)
+        /// A part's header value contains CR or LF.
+        case bodyPartHeaderInvalid(name: String)
+        /// A file or stream part ended before its announced length.
+        case bodyPartLengthMismatch(part: String, expected: UInt64, actual: UInt64)
+        /// Reading a file or stream part failed.
+        case inputStreamReadFailed(message: String)
+        /// `writeEncodedData(to:)` would overwrite a file.
+        case outputFileAlreadyExists(at: URL)
+        /// Writing the encoded body (or the upload's temporary file) failed.
+        case outputFileWriteFailed(path: String, message: String)
+    }
+
+    /// Why a download could not be resumed.
+    public enum DownloadResumeFailureReason: Sendable {
+        /// The resume data is not TinyFire resume data, or of an unknown version.
+        case invalidResumeData(String)
+    }
+
     /// Why a response serializer failed.
     public enum ResponseSerializationFailureReason: Sendable {
         /// The body was empty and the status and method do not allow an empty response.
@@ -120,6 +154,8 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case .resourceExhausted(let what): return "out of resources: \(what)"
         case .sessionTaskFailed(let error): return error.description
         case .invalidTLSConfiguration(let reason): return "invalid TLS configuration: \(reason)"
+        case .multipartEncodingFailed(let reason): return "multipart encoding failed: \(reason.message)"
+        case .downloadResumeFailed(.invalidResumeData(let problem)): return "cannot resume the download: \(problem)"
         case .serverTrustEvaluationFailed(.noRequiredEvaluator(let host)):
             return "no server trust evaluator for host \(quoted(host)), and the trust manager requires one for every host"
         case .serverTrustEvaluationFailed(.evaluationFailed(let host, let evaluator, let reasons)):
@@ -418,6 +454,24 @@ extension TransferError {
         case .tlsFailed: return .tlsFailed
         case .certificateVerificationFailed: return .certificateUntrusted
         case .requestBodyReadFailed: return .requestBodyUnreadable
+        }
+    }
+}
+
+extension TinyFireError.MultipartEncodingFailureReason {
+    var message: String {
+        switch self {
+        case .bodyPartURLInvalid(let url): return "\(url.absoluteString) is not a file URL"
+        case .bodyPartFilenameInvalid(let url): return "no file name in \(url.absoluteString)"
+        case .bodyPartFileNotReachable(let url, let message): return "cannot read \(url.path(percentEncoded: false)): \(message)"
+        case .bodyPartFileIsDirectory(let url): return "\(url.path(percentEncoded: false)) is a directory"
+        case .bodyPartFileSizeNotAvailable(let url): return "\(url.path(percentEncoded: false)) is not a regular file"
+        case .bodyPartHeaderInvalid(let name): return "part header \(quoted(name)) contains CR or LF"
+        case .bodyPartLengthMismatch(let part, let expected, let actual):
+            return "\(part) ended after \(actual) of its announced \(expected) bytes"
+        case .inputStreamReadFailed(let message): return "reading a part failed: \(message)"
+        case .outputFileAlreadyExists(let url): return "\(url.path(percentEncoded: false)) already exists"
+        case .outputFileWriteFailed(let path, let message): return "cannot write \(path): \(message)"
         }
     }
 }

@@ -19,14 +19,17 @@ struct RequestSpec: Sendable {
     var method: HTTPMethod
     var headers: HTTPHeaders
     var body: Data?
-    /// A body streamed from a file instead of `body`.
-    var bodyFile: RequestBodyFile?
+    /// A body from files or a stream instead of `body`.
+    var bodySource: RequestBodySource?
     /// Overrides the session's total timeout for this request.
     var totalTimeout: Duration?
 
-    /// Bytes of request body.
-    var bodyLength: UInt64 { bodyFile?.length ?? UInt64(body?.count ?? 0) }
-    var hasBody: Bool { body != nil || bodyFile != nil }
+    /// Bytes of request body; nil for a stream (unknown until it ends).
+    var bodyLength: UInt64? {
+        if let bodySource { return bodySource.length }
+        return UInt64(body?.count ?? 0)
+    }
+    var hasBody: Bool { body != nil || bodySource != nil }
 
     init(url: URL, method: HTTPMethod, headers: HTTPHeaders, body: Data?, totalTimeout: Duration? = nil) {
         self.url = url
@@ -68,7 +71,7 @@ protocol TransferOwner: AnyObject, Sendable {
     /// A redirect is about to be followed.
     func transferWillRedirect(to redirect: URLRequest, for response: HTTPResponse)
     /// Bytes moved: request body sent of total, response body received of expected.
-    func transferProgress(upload: (UInt64, UInt64)?, download: (UInt64, UInt64?)?, final: Bool)
+    func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool)
     /// The transfer ended; called exactly once.
     func transferDidFinish(
         _ result: Result<SinkOutput, TinyFireError>, request: HTTPRequest?, response: HTTPResponse?,
@@ -261,6 +264,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     private var suspended = false
     private var hopBytesSent: UInt64 = 0
     private var hopBytesReceived: UInt64 = 0
+    /// Request body bytes sent on this hop, without chunk framing.
+    private var uploadPayloadSent: UInt64 = 0
     private var metrics = TransferMetrics()
 
     init(spec: RequestSpec, owner: TransferOwner, engine: Engine, loop: EventLoop, pool: ConnectionPool) {
@@ -328,9 +333,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         if request.headerFields.contains(.connection) { request.headerFields[.connection] = nil }
         let framing: RequestBodyFraming
         if spec.hasBody {
-            framing = .contentLength(spec.bodyLength)
+            framing = spec.bodyLength.map { .contentLength($0) } ?? .chunked
             expectContinue = false
-            if let threshold = configuration.expectContinueThreshold, spec.bodyLength >= UInt64(threshold),
+            if let threshold = configuration.expectContinueThreshold, spec.bodyLength.map({ $0 >= UInt64(threshold) }) ?? true,
                 !request.headerFields.contains(.expect)
             {
                 request.headerFields[.expect] = "100-continue"
@@ -513,6 +518,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         phase = .sendingRequest
         hopBytesSent = 0
         hopBytesReceived = 0
+        uploadPayloadSent = 0
         drained = 0
         metrics.responseBodyBytes = 0
         metrics.decodedBodyBytes = 0
@@ -525,7 +531,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         lowSpeedWindowBytes = 0
         armTimer()
         connection.start(
-            head: head, body: spec.body ?? Data(), bodyFile: spec.bodyFile, expectContinue: expectContinue,
+            head: head, body: spec.body ?? Data(), bodySource: spec.bodySource, expectContinue: expectContinue,
             isHeadRequest: spec.method == .head,
             limits: ResponseParser.Limits(maxHeaderBlockBytes: configuration.maxHeaderBlockBytes),
             delegate: self)
@@ -538,14 +544,18 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         hopBytesSent += UInt64(bytes)
         lastActivity = .now()
         lowSpeedWindowBytes += UInt64(bytes)
-        if phase == .sendingRequest && hopBytesSent == UInt64(head.count) + spec.bodyLength {
-            phase = .awaitingResponse
-            metrics.requestSent = Instant.now().since(hopStarted)
+        if spec.hasBody {
+            uploadPayloadSent =
+                connection?.bodyPayloadSent ?? (hopBytesSent > UInt64(head.count) ? hopBytesSent - UInt64(head.count) : 0)
+            if owner.transferWantsProgress {
+                owner.transferProgress(upload: (uploadPayloadSent, spec.bodyLength), download: nil, final: false)
+            }
         }
-        if spec.hasBody, owner.transferWantsProgress {
-            let sent = hopBytesSent > UInt64(head.count) ? hopBytesSent - UInt64(head.count) : 0
-            owner.transferProgress(upload: (sent, spec.bodyLength), download: nil, final: false)
-        }
+    }
+
+    func exchangeDidSendRequest() {
+        if phase == .sendingRequest { phase = .awaitingResponse }
+        metrics.requestSent = Instant.now().since(hopStarted)
     }
 
     func exchangeDidReceive(bytes: Int) {
@@ -708,7 +718,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             try decoder?.finish()
             let output = try sink?.finish() ?? SinkOutput.none
             if owner.transferWantsProgress {
-                let upload = spec.hasBody ? (spec.bodyLength, spec.bodyLength) : nil
+                let upload = spec.hasBody ? (uploadPayloadSent, spec.bodyLength ?? uploadPayloadSent) : nil
                 owner.transferProgress(upload: upload, download: (metrics.responseBodyBytes, expectedBodyLength), final: true)
             }
             finish(.success(output))
@@ -723,7 +733,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             follow(target)
             return
         }
-        if !failure.receivedResponseBytes && failure.connectionWasReused && spec.method.isIdempotent && !retriedStale {
+        if !failure.receivedResponseBytes && failure.connectionWasReused && spec.method.isIdempotent && !retriedStale
+            && spec.bodySource?.isReplayable ?? true
+        {
             // A kept-alive connection the server had closed: one retry on a fresh connection.
             retriedStale = true
             metrics.retriedOnStaleConnection = true
@@ -792,7 +804,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         {
             next.method = .get
             next.body = nil
-            next.bodyFile = nil
+            next.bodySource = nil
             for name in ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"] {
                 next.headers.remove(name: name)
             }

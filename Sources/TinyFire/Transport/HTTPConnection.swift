@@ -16,6 +16,8 @@ import CTinyFireSystem
 /// back as `exchangeDidFail` with `.delegate(error)`.
 protocol HTTPExchangeDelegate: AnyObject {
     func exchangeDidSend(bytes: Int)
+    /// The last byte of the request went out.
+    func exchangeDidSendRequest()
     func exchangeDidReceive(bytes: Int)
     func exchangeDidReceiveInformational(_ head: ResponseHead)
     func exchangeDidReceiveHead(_ head: ResponseHead) throws
@@ -92,8 +94,8 @@ final class HTTPConnection: EventLoopHandler {
     private var parser = ResponseParser(isHeadRequest: false)
     private var outHead: [UInt8] = []
     private var outBody = Data()
-    /// A body streamed from a file through a fixed buffer instead of `outBody`.
-    private var fileReader: FileBodyReader?
+    /// A body from files or a stream instead of `outBody`.
+    private var producer: BodyProducer?
     private var bodyLength = 0
     /// Sent `Expect: 100-continue`: the body waits for 100, a final response, or a second.
     private var expectContinue = false
@@ -144,10 +146,11 @@ final class HTTPConnection: EventLoopHandler {
     /// (curl waits one second too).
     static let expectContinueWait: Duration = .seconds(1)
 
-    /// Starts an exchange: writes `head` and the body (from memory, or from `bodyFile` through a
-    /// fixed 64 KiB buffer), then reads the response.
+    /// Starts an exchange: writes `head` and the body (from memory, or from `bodySource`:
+    /// files through sendfile or a fixed 64 KiB buffer, a stream in 64 KiB chunks), then reads
+    /// the response.
     func start(
-        head: [UInt8], body: Data, bodyFile: RequestBodyFile? = nil, expectContinue: Bool = false, isHeadRequest: Bool,
+        head: [UInt8], body: Data, bodySource: RequestBodySource? = nil, expectContinue: Bool = false, isHeadRequest: Bool,
         limits: ResponseParser.Limits, delegate: HTTPExchangeDelegate
     ) {
         state = .active
@@ -156,19 +159,22 @@ final class HTTPConnection: EventLoopHandler {
         outHead = head
         outBody = body
         bodyLength = body.count
-        fileReader = nil
+        producer = nil
         self.expectContinue = expectContinue
         awaitingContinue = false
         written = 0
-        if let bodyFile {
-            switch FileBodyReader.open(bodyFile) {
-            case .success(let reader):
-                fileReader = reader
-                bodyLength = Int(bodyFile.length)
-            case .failure(let problem):
-                fail(.bodySource(problem.message))
+        switch bodySource {
+        case .none:
+            break
+        case .segments(let segments):
+            producer = SegmentBodyProducer(segments: segments)
+        case .stream(let source):
+            guard source.claim() else {
+                fail(.bodySource("the upload stream was already read by an earlier attempt and cannot be sent again"))
                 return
             }
+            let connection = WeakLoopReference(self)
+            producer = StreamBodyProducer(stream: source.stream, loop: loop) { connection.value?.bodyBecameReady() }
         }
         readingPaused = false
         sending = true
@@ -223,7 +229,7 @@ final class HTTPConnection: EventLoopHandler {
         state = .closed
         if let continueTimer { loop.cancel(continueTimer) }
         continueTimer = nil
-        fileReader = nil
+        endBody()
         if let registration {
             loop.deregister(registration)
             self.registration = nil
@@ -269,54 +275,18 @@ final class HTTPConnection: EventLoopHandler {
         let empty = UnsafeRawBufferPointer(start: nil, count: 0)
         while sending {
             let headCount = outHead.count
-            let result: IOResult
             if written < headCount {
                 // The head, with an in-memory body in the same sendmsg when nothing has to wait.
-                let withBody = !expectContinue && fileReader == nil && tls == nil
-                result = outHead.withUnsafeBytes { headBytes in
+                let withBody = !expectContinue && producer == nil && tls == nil
+                let result = outHead.withUnsafeBytes { headBytes in
                     outBody.withUnsafeBytes { bodyBytes in
                         let first = UnsafeRawBufferPointer(rebasing: headBytes[written...])
                         if let tls { return tls.write(first) }
                         return Socket.write(fd, first, withBody ? UnsafeRawBufferPointer(bodyBytes) : empty)
                     }
                 }
-            } else if awaitingContinue {
-                return
-            } else if let reader = fileReader, tls == nil, reader.pending.count == 0 {
-                // Plain HTTP: the kernel copies file pages straight to the socket.
-                result = reader.sendFile(to: fd)
-                if case .failed(let code) = result, code == 0 {
-                    sending = false
-                    setWatchingWrite(false)
-                    fail(.bodySource(reader.shortFileMessage))
-                    return
-                }
-            } else if let reader = fileReader {
-                if reader.pending.count == 0, let problem = reader.fill() {
-                    sending = false
-                    setWatchingWrite(false)
-                    fail(.bodySource(problem))
-                    return
-                }
-                result = tls?.write(reader.pending) ?? Socket.write(fd, reader.pending, empty)
-                if case .bytes(let n) = result { reader.consume(n) }
-            } else {
-                let offset = written - headCount
-                result = outBody.withUnsafeBytes { bytes in
-                    let chunk = UnsafeRawBufferPointer(rebasing: bytes[offset...])
-                    return tls?.write(chunk) ?? Socket.write(fd, chunk, empty)
-                }
-            }
-            switch result {
-            case .bytes(let n):
-                written += n
-                delegate?.exchangeDidSend(bytes: n)
-                if written == headCount + bodyLength {
-                    sending = false
-                    outBody = Data()
-                    fileReader = nil
-                    setWatchingWrite(false)
-                } else if written == headCount && expectContinue {
+                guard handle(result) else { return }
+                if written == headCount && expectContinue && (producer != nil || bodyLength > 0) {
                     expectContinue = false
                     awaitingContinue = true
                     setWatchingWrite(false)
@@ -326,25 +296,88 @@ final class HTTPConnection: EventLoopHandler {
                     }
                     return
                 }
-            case .wouldBlock:
-                setWatchingWrite(true)
+            } else if awaitingContinue {
                 return
-            case .endOfFile:
-                return
-            case .failed(let code) where tls != nil:
-                sending = false
-                setWatchingWrite(false)
-                fail(.tls(code))
-                return
-            case .failed(let code):
-                // The server may have answered and closed (413, 401): read what it said
-                // before reporting the write error.
-                sending = false
-                setWatchingWrite(false)
-                readResponse(writeError: code)
-                return
+            } else if let producer {
+                switch producer.write(to: fd, tls: tls) {
+                case .wrote(let n):
+                    guard handle(.bytes(n)) else { return }
+                case .wouldBlock:
+                    guard handle(.wouldBlock) else { return }
+                case .waiting:
+                    setWatchingWrite(false)
+                    return
+                case .done:
+                    finishSending()
+                case .failed(let code):
+                    guard handle(.failed(code)) else { return }
+                case .sourceFailed(let message):
+                    sending = false
+                    setWatchingWrite(false)
+                    fail(.bodySource(message))
+                    return
+                }
+            } else {
+                let offset = written - headCount
+                let result = outBody.withUnsafeBytes { bytes in
+                    let chunk = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+                    return tls?.write(chunk) ?? Socket.write(fd, chunk, empty)
+                }
+                guard handle(result) else { return }
             }
         }
+    }
+
+    /// Accounts for one write; false when writing must stop for now (blocked or failed).
+    private func handle(_ result: IOResult) -> Bool {
+        switch result {
+        case .bytes(let n):
+            written += n
+            delegate?.exchangeDidSend(bytes: n)
+            if producer == nil && written == outHead.count + bodyLength { finishSending() }
+            return true
+        case .wouldBlock:
+            setWatchingWrite(true)
+            return false
+        case .endOfFile:
+            return false
+        case .failed(let code) where tls != nil:
+            sending = false
+            setWatchingWrite(false)
+            fail(.tls(code))
+            return false
+        case .failed(let code):
+            // The server may have answered and closed (413, 401): read what it said
+            // before reporting the write error.
+            sending = false
+            setWatchingWrite(false)
+            readResponse(writeError: code)
+            return false
+        }
+    }
+
+    /// The whole request is out.
+    private func finishSending() {
+        sending = false
+        outBody = Data()
+        endBody()
+        setWatchingWrite(false)
+        delegate?.exchangeDidSendRequest()
+    }
+
+    /// Releases the body's producer (its files and buffers).
+    private func endBody() {
+        producer?.close()
+        producer = nil
+    }
+
+    /// Body bytes sent so far on this exchange, without chunk framing.
+    var bodyPayloadSent: UInt64? { producer?.payloadSent }
+
+    /// A stream's next chunk is ready.
+    private func bodyBecameReady() {
+        guard case .active = state, sending, !awaitingContinue else { return }
+        writeRequest()
     }
 
     /// A 100 Continue arrived, or the wait ran out: send the body.
@@ -446,7 +479,7 @@ final class HTTPConnection: EventLoopHandler {
                         sending = false
                         outHead = []
                         outBody = Data()
-                        fileReader = nil
+                        endBody()
                         awaitingContinue = false
                         if let continueTimer { loop.cancel(continueTimer) }
                         continueTimer = nil
@@ -500,104 +533,5 @@ final class HTTPConnection: EventLoopHandler {
         self.delegate = nil
         close()
         delegate.exchangeDidFail(failure)
-    }
-}
-
-/// A request body that lives in a file.
-struct RequestBodyFile: Sendable {
-    var path: String
-    var length: UInt64
-
-    /// The file at `path` with its current size.
-    /// - Throws: `.invalidRequest` naming the file when it cannot be read or is not a regular file.
-    init(regularFileAt path: String) throws(TinyFireError) {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw .invalidRequest(reason: "cannot read the upload file \(path): \(errnoMessage(errno))")
-        }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw .invalidRequest(reason: "the upload file \(path) is not a regular file")
-        }
-        self.path = path
-        self.length = UInt64(info.st_size)
-    }
-}
-
-/// Reads an upload file through one fixed buffer (64 KiB): memory does not grow with the file.
-final class FileBodyReader {
-    static let bufferSize = 64 * 1024
-    private let fd: Int32
-    private let path: String
-    private var remaining: UInt64
-    private let buffer: UnsafeMutableRawBufferPointer
-    private var start = 0
-    private var end = 0
-
-    private init(fd: Int32, path: String, length: UInt64) {
-        self.fd = fd
-        self.path = path
-        self.remaining = length
-        self.buffer = .allocate(byteCount: Self.bufferSize, alignment: 16)
-    }
-
-    deinit {
-        Glibc.close(fd)
-        buffer.deallocate()
-    }
-
-    struct OpenError: Error {
-        let message: String
-    }
-
-    static func open(_ file: RequestBodyFile) -> Result<FileBodyReader, OpenError> {
-        let fd = Glibc.open(file.path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return .failure(OpenError(message: "cannot open \(file.path): \(errnoMessage(errno))")) }
-        return .success(FileBodyReader(fd: fd, path: file.path, length: file.length))
-    }
-
-    /// Bytes read and not yet written.
-    var pending: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: buffer[start..<end]) }
-
-    func consume(_ count: Int) { start += count }
-
-    /// Message for a file that ended before its announced length.
-    var shortFileMessage: String { "\(path) ended \(remaining) bytes early (it changed during the upload)" }
-
-    /// Sends up to 1 MiB of the file with `sendfile` (no copy through user space).
-    /// `.failed(0)` means the file ended early.
-    func sendFile(to socket: Int32) -> IOResult {
-        guard remaining > 0 else { return .failed(0) }
-        let count = UInt(min(remaining, 1 << 20))
-        while true {
-            let n = tinyfire_sendfile(socket, fd, count)
-            if n > 0 {
-                remaining -= UInt64(n)
-                return .bytes(n)
-            }
-            if n == 0 { return .failed(0) }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: return .wouldBlock
-            default: return .failed(errno)
-            }
-        }
-    }
-
-    /// Refills the buffer; a message when the file cannot be read or ends early.
-    func fill() -> String? {
-        start = 0
-        end = 0
-        guard remaining > 0 else { return "\(path) has more bytes than announced" }
-        let want = Int(min(UInt64(buffer.count), remaining))
-        while true {
-            let n = Glibc.read(fd, buffer.baseAddress, want)
-            if n > 0 {
-                end = n
-                remaining -= UInt64(n)
-                return nil
-            }
-            if n == 0 { return "\(path) ended \(remaining) bytes early (it changed during the upload)" }
-            if errno != EINTR { return "cannot read \(path): \(errnoMessage(errno))" }
-        }
     }
 }

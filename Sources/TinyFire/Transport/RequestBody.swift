@@ -1,0 +1,528 @@
+import CTinyFireSystem
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A piece of a request body of known length.
+enum BodySegment: Sendable {
+    /// Bytes in memory.
+    case bytes(Data)
+    /// `length` bytes of the file at `path` from `offset`. When `fileSize` is set, the file
+    /// must still have that size once its bytes are sent (a file that changed mid-upload fails
+    /// the request instead of sending a mix of two versions).
+    case file(path: String, offset: UInt64, length: UInt64, fileSize: UInt64?)
+
+    var length: UInt64 {
+        switch self {
+        case .bytes(let data): UInt64(data.count)
+        case .file(_, _, let length, _): length
+        }
+    }
+}
+
+/// A request body that is not a single `Data`.
+enum RequestBodySource: Sendable {
+    /// Memory and file pieces of known total length (a file upload, a multipart body):
+    /// `Content-Length` framing; sent again from the start on a retry.
+    case segments([BodySegment])
+    /// Bytes of unknown length read from a stream: chunked framing; read once.
+    case stream(StreamBodySource)
+
+    /// The body's length, nil when unknown (a stream).
+    var length: UInt64? {
+        switch self {
+        case .segments(let segments): segments.reduce(0) { $0 + $1.length }
+        case .stream: nil
+        }
+    }
+
+    /// Whether the body can be sent again from the start (a stream cannot, once read).
+    var isReplayable: Bool {
+        switch self {
+        case .segments: true
+        case .stream(let source): !source.wasClaimed
+        }
+    }
+}
+
+/// A file body (`upload(_ fileURL:)`, `fire-agent request -T`).
+enum RequestBodyFile {
+    /// The file at `path` with its current size, as one segment that must keep that size.
+    /// - Throws: `.invalidRequest` naming the file when it cannot be read or is not a regular file.
+    static func segment(regularFileAt path: String) throws(TinyFireError) -> BodySegment {
+        let size = try regularFileSize(path, purpose: "upload file")
+        return .file(path: path, offset: 0, length: size, fileSize: size)
+    }
+
+    /// The size of the regular file at `path`.
+    /// - Throws: `.invalidRequest` naming the file when it cannot be read or is not a regular file.
+    static func regularFileSize(_ path: String, purpose: String) throws(TinyFireError) -> UInt64 {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw .invalidRequest(reason: "cannot read the \(purpose) \(path): \(errnoMessage(errno))")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw .invalidRequest(reason: "the \(purpose) \(path) is not a regular file")
+        }
+        return UInt64(info.st_size)
+    }
+}
+
+/// What a body producer did.
+enum BodyWriteResult: Equatable {
+    /// Wrote this many bytes.
+    case wrote(Int)
+    /// The socket (or TLS) cannot take more now: wait for writability.
+    case wouldBlock
+    /// A stream has no bytes ready: the producer calls its wake-up when it has.
+    case waiting
+    /// Every byte is sent.
+    case done
+    /// The socket or TLS failed with this code.
+    case failed(Int32)
+    /// The body's source failed (file unreadable or changed, stream error).
+    case sourceFailed(String)
+}
+
+/// Sends a request body that is not a single `Data`, for one exchange. Loop-confined.
+protocol BodyProducer: AnyObject {
+    /// Writes some of the body to `fd`, or through `tls` when set.
+    func write(to fd: Int32, tls: TLSStream?) -> BodyWriteResult
+    /// The exchange ended (sent, failed or aborted): release files and buffers.
+    func close()
+    /// Body bytes sent so far, without framing (what upload progress counts).
+    var payloadSent: UInt64 { get }
+}
+
+/// Writes `bytes` to the socket or through TLS.
+private func send(_ bytes: UnsafeRawBufferPointer, fd: Int32, tls: TLSStream?) -> IOResult {
+    if let tls { return tls.write(bytes) }
+    return Socket.write(fd, bytes, UnsafeRawBufferPointer(start: nil, count: 0))
+}
+
+/// Sends segments in order: memory pieces straight from their `Data`, file pieces with
+/// `sendfile` on plain HTTP (no copy through user space, ≤ 1 MiB per call) or through one
+/// 64 KiB buffer on TLS. Memory: the buffer, allocated on the first TLS file read.
+final class SegmentBodyProducer: BodyProducer {
+    static let bufferSize = 64 * 1024
+    private let segments: [BodySegment]
+    private var index = 0
+    /// Bytes of the current segment sent.
+    private var sent: UInt64 = 0
+    private var fd: Int32 = -1
+    private var buffer: UnsafeMutableRawBufferPointer?
+    private var start = 0
+    private var end = 0
+    private(set) var payloadSent: UInt64 = 0
+
+    init(segments: [BodySegment]) {
+        self.segments = segments
+    }
+
+    deinit { close() }
+
+    func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+        buffer?.deallocate()
+        buffer = nil
+    }
+
+    func write(to socket: Int32, tls: TLSStream?) -> BodyWriteResult {
+        while index < segments.count {
+            let segment = segments[index]
+            if sent == segment.length {
+                if let problem = finishSegment(segment) { return .sourceFailed(problem) }
+                index += 1
+                sent = 0
+                continue
+            }
+            let result: IOResult
+            switch segment {
+            case .bytes(let data):
+                result = data.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[Int(sent)...]), fd: socket, tls: tls) }
+            case .file(let path, let offset, let length, _):
+                if fd < 0 {
+                    fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+                    guard fd >= 0 else { return .sourceFailed("cannot open \(path): \(errnoMessage(errno))") }
+                }
+                let remaining = length - sent
+                if tls == nil && start == end {
+                    // Plain HTTP: the kernel copies file pages straight to the socket.
+                    var position = Int64(offset + sent)
+                    let n = tinyfire_sendfile(socket, fd, &position, UInt(min(remaining, 1 << 20)))
+                    if n > 0 {
+                        result = .bytes(n)
+                    } else if n == 0 {
+                        return .sourceFailed(shortFileMessage(path, remaining: remaining))
+                    } else {
+                        let code = errno
+                        if code == EINTR { continue }
+                        if code == EAGAIN || code == EWOULDBLOCK { return .wouldBlock }
+                        return .failed(code)
+                    }
+                } else {
+                    if start == end, let problem = fill(path: path, at: offset + sent, remaining: remaining) {
+                        return .sourceFailed(problem)
+                    }
+                    guard let buffer else { return .sourceFailed("no buffer") }
+                    result = send(UnsafeRawBufferPointer(rebasing: buffer[start..<end]), fd: socket, tls: tls)
+                    if case .bytes(let n) = result { start += n }
+                }
+            }
+            switch result {
+            case .bytes(let n):
+                sent += UInt64(n)
+                payloadSent += UInt64(n)
+                return .wrote(n)
+            case .wouldBlock: return .wouldBlock
+            case .endOfFile: return .failed(EPIPE)
+            case .failed(let code): return .failed(code)
+            }
+        }
+        return .done
+    }
+
+    /// Reads the next piece of the current file into the buffer.
+    private func fill(path: String, at position: UInt64, remaining: UInt64) -> String? {
+        let buffer = self.buffer ?? .allocate(byteCount: Self.bufferSize, alignment: 16)
+        self.buffer = buffer
+        start = 0
+        end = 0
+        let want = Int(min(UInt64(buffer.count), remaining))
+        while true {
+            let n = pread(fd, buffer.baseAddress, want, off_t(position))
+            if n > 0 {
+                end = n
+                return nil
+            }
+            if n == 0 { return shortFileMessage(path, remaining: remaining) }
+            if errno != EINTR { return "cannot read \(path): \(errnoMessage(errno))" }
+        }
+    }
+
+    /// Closes the segment's file; a message when it no longer has the size it had when the
+    /// body was built.
+    private func finishSegment(_ segment: BodySegment) -> String? {
+        guard case .file(let path, _, _, let fileSize) = segment else { return nil }
+        defer {
+            Glibc.close(fd)
+            fd = -1
+            start = 0
+            end = 0
+        }
+        guard let fileSize, fd >= 0 else { return nil }
+        var info = stat()
+        if fstat(fd, &info) == 0, UInt64(info.st_size) != fileSize {
+            return "\(path) changed size during the upload (\(fileSize) bytes announced, now \(info.st_size))"
+        }
+        return nil
+    }
+
+    private func shortFileMessage(_ path: String, remaining: UInt64) -> String {
+        "\(path) ended \(remaining) bytes early (it changed during the upload)"
+    }
+}
+
+// MARK: - Streams
+
+/// A weak reference to a loop-confined object, carried through a `@Sendable` closure that
+/// runs on the same loop (the only place it is dereferenced).
+struct WeakLoopReference<Value: AnyObject>: @unchecked Sendable {
+    weak var value: Value?
+    init(_ value: Value) { self.value = value }
+}
+
+/// A source of request body bytes of unknown length (Alamofire's `InputStream` uploads),
+/// sent with chunked framing.
+///
+/// `read(into:)` runs on a background queue, never on the I/O thread, so it may block (a pipe,
+/// a slow sensor); it is called again only after the previous chunk went out, so at most two
+/// 64 KiB chunks exist per upload whatever the stream's length.
+public protocol UploadByteStream: AnyObject, Sendable {
+    /// Fills up to `buffer.count` bytes.
+    /// - Parameter buffer: where to put the bytes.
+    /// - Returns: the number of bytes written into `buffer`; 0 at the end of the stream.
+    /// - Throws: any error; the upload then fails with `.requestBodyReadFailed` carrying its
+    ///   description.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int
+}
+
+/// Reads an open descriptor (a pipe, stdin, a device, a file) until end of file.
+public final class FileDescriptorByteStream: UploadByteStream, @unchecked Sendable {
+    private let fd: Int32
+    private let closeWhenDone: Bool
+    private let closed = Mutex(false)
+
+    /// Creates a stream over `fd`.
+    /// - Parameters:
+    ///   - fd: a readable descriptor (blocking reads are fine: they run off the I/O thread).
+    ///   - closeWhenDone: close `fd` at end of file, on error, or when the stream is released.
+    public init(fileDescriptor fd: Int32, closeWhenDone: Bool = false) {
+        self.fd = fd
+        self.closeWhenDone = closeWhenDone
+    }
+
+    deinit { closeIfOwned() }
+
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            if n >= 0 {
+                if n == 0 { closeIfOwned() }
+                return n
+            }
+            let code = errno
+            if code == EINTR { continue }
+            if code == EAGAIN {
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&pfd, 1, -1)
+                continue
+            }
+            closeIfOwned()
+            throw StreamReadError(message: "cannot read descriptor \(fd): \(errnoMessage(code))")
+        }
+    }
+
+    private func closeIfOwned() {
+        guard closeWhenDone else { return }
+        let fd = self.fd
+        closed.withLock { closed in
+            guard !closed else { return }
+            closed = true
+            Glibc.close(fd)
+        }
+    }
+
+    struct StreamReadError: Error, CustomStringConvertible {
+        let message: String
+        var description: String { message }
+    }
+}
+
+/// Bytes in memory as a stream (tests, and bodies built by code that wants chunked framing).
+public final class DataByteStream: UploadByteStream, @unchecked Sendable {
+    private let data: Data
+    private let offset = Mutex(0)
+
+    /// Creates a stream over `data`.
+    /// - Parameter data: the bytes.
+    public init(_ data: Data) { self.data = data }
+
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        offset.withLock { offset in
+            let n = min(buffer.count, data.count - offset)
+            guard n > 0 else { return 0 }
+            data.withUnsafeBytes { bytes in
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + n]))
+            }
+            offset += n
+            return n
+        }
+    }
+}
+
+/// One upload stream, handed out to at most one exchange: a stream cannot be rewound, so a
+/// retry, a stale-connection replay or a 307/308 redirect of a stream upload fails with a
+/// message saying so.
+final class StreamBodySource: Sendable {
+    let stream: any UploadByteStream
+    private let claimed = Atomic<Bool>(false)
+
+    init(_ stream: any UploadByteStream) { self.stream = stream }
+
+    /// Whether an exchange already took the stream.
+    var wasClaimed: Bool { claimed.load(ordering: .acquiring) }
+
+    /// Takes the stream for one exchange; false when it was taken before.
+    func claim() -> Bool {
+        claimed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+    }
+}
+
+/// One chunk of a chunked body: `<hex size>\r\n` + data + `\r\n` laid out contiguously, so
+/// it goes in one write.
+private final class ChunkBuffer: @unchecked Sendable {
+    static let dataCapacity = 64 * 1024
+    static let headerSpace = 10
+    let storage: UnsafeMutableRawBufferPointer
+    /// The framed chunk, ready to send.
+    var range = 0..<0
+    /// Where the data ends inside `storage`.
+    var dataEnd = 0
+
+    init() {
+        storage = .allocate(byteCount: Self.headerSpace + Self.dataCapacity + 2, alignment: 16)
+    }
+
+    deinit { storage.deallocate() }
+
+    var dataArea: UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(rebasing: storage[Self.headerSpace..<Self.headerSpace + Self.dataCapacity])
+    }
+
+    /// Frames `count` data bytes read into `dataArea`.
+    func frame(count: Int) {
+        let hex = Array(String(count, radix: 16).utf8) + [13, 10]
+        let headerStart = Self.headerSpace - hex.count
+        for (i, byte) in hex.enumerated() { storage[headerStart + i] = byte }
+        storage[Self.headerSpace + count] = 13
+        storage[Self.headerSpace + count + 1] = 10
+        range = headerStart..<Self.headerSpace + count + 2
+        dataEnd = Self.headerSpace + count
+    }
+
+    /// Data bytes (not framing) among the `n` bytes sent from the front of `range`.
+    func payload(inFirst n: Int) -> Int {
+        max(0, min(range.lowerBound + n, dataEnd) - max(range.lowerBound, Self.headerSpace))
+    }
+}
+
+/// Sends a stream with chunked framing. Reads run on a serial background queue into one of
+/// two chunk buffers while the other is written, so reading and sending overlap. Memory: two
+/// 64 KiB chunk buffers.
+final class StreamBodyProducer: BodyProducer, @unchecked Sendable {
+    private struct Shared {
+        var ready: [ChunkBuffer] = []
+        var reading = false
+        var ended = false
+        var failure: String?
+        var closed = false
+        /// Set when the writer found nothing ready and waits for a wake-up.
+        var writerWaiting = false
+    }
+
+    private static let terminator: [UInt8] = Array("0\r\n\r\n".utf8)
+    private let stream: any UploadByteStream
+    private let queue = DispatchQueue(label: "tinyfire.upload-stream")
+    private let loop: EventLoop
+    private let wake: @Sendable () -> Void
+    private let shared = Mutex(Shared())
+    /// Loop-owned: the chunk being written, and the spare buffer.
+    private var current: ChunkBuffer?
+    private var spare: [ChunkBuffer] = [ChunkBuffer(), ChunkBuffer()]
+    private var terminatorSent = 0
+    private(set) var payloadSent: UInt64 = 0
+
+    /// - Parameters:
+    ///   - stream: the source.
+    ///   - loop: the I/O loop; `wake` runs on it when a chunk becomes ready.
+    ///   - wake: continues the exchange's writing.
+    init(stream: any UploadByteStream, loop: EventLoop, wake: @escaping @Sendable () -> Void) {
+        self.stream = stream
+        self.loop = loop
+        self.wake = wake
+        readAhead()
+    }
+
+    func close() {
+        shared.withLock { $0.closed = true }
+    }
+
+    /// Starts reading into a spare buffer if none is being read and the stream has not ended.
+    private func readAhead() {
+        guard !spare.isEmpty else { return }
+        let start = shared.withLock { state -> Bool in
+            guard !state.reading, !state.ended, state.failure == nil, !state.closed else { return false }
+            state.reading = true
+            return true
+        }
+        guard start else { return }
+        let buffer = spare.removeLast()
+        queue.async { [self] in
+            var count = 0
+            var failure: String?
+            do {
+                count = try stream.read(into: buffer.dataArea)
+                if count < 0 || count > ChunkBuffer.dataCapacity {
+                    failure = "the upload stream returned \(count) from read (expected 0...\(ChunkBuffer.dataCapacity))"
+                }
+            } catch {
+                failure = "the upload stream failed: \(error)"
+            }
+            if failure == nil && count > 0 { buffer.frame(count: count) }
+            let wakeWriter = shared.withLock { state -> Bool in
+                state.reading = false
+                if let failure {
+                    state.failure = failure
+                } else if count == 0 {
+                    state.ended = true
+                } else {
+                    state.ready.append(buffer)
+                }
+                let waiting = state.writerWaiting
+                state.writerWaiting = false
+                return waiting && !state.closed
+            }
+            // The buffer goes back to the spare list on the loop (count == 0 or failure).
+            let returnBuffer = failure != nil || count == 0
+            loop.execute { [self] in
+                if returnBuffer { spare.append(buffer) }
+                if wakeWriter { wake() }
+            }
+        }
+    }
+
+    func write(to fd: Int32, tls: TLSStream?) -> BodyWriteResult {
+        while true {
+            if let chunk = current {
+                let result = send(UnsafeRawBufferPointer(rebasing: chunk.storage[chunk.range]), fd: fd, tls: tls)
+                switch result {
+                case .bytes(let n):
+                    payloadSent += UInt64(chunk.payload(inFirst: n))
+                    chunk.range = chunk.range.lowerBound + n..<chunk.range.upperBound
+                    if chunk.range.isEmpty {
+                        current = nil
+                        spare.append(chunk)
+                        readAhead()
+                    }
+                    return .wrote(n)
+                case .wouldBlock: return .wouldBlock
+                case .endOfFile: return .failed(EPIPE)
+                case .failed(let code): return .failed(code)
+                }
+            }
+            enum Next { case chunk(ChunkBuffer), end, failed(String), wait }
+            let next = shared.withLock { state -> Next in
+                if !state.ready.isEmpty { return .chunk(state.ready.removeFirst()) }
+                if let failure = state.failure { return .failed(failure) }
+                if state.ended { return .end }
+                state.writerWaiting = true
+                return .wait
+            }
+            switch next {
+            case .chunk(let chunk):
+                current = chunk
+                readAhead()
+            case .failed(let message):
+                return .sourceFailed(message)
+            case .wait:
+                readAhead()
+                return .waiting
+            case .end:
+                guard terminatorSent < Self.terminator.count else { return .done }
+                let result = Self.terminator.withUnsafeBytes {
+                    send(UnsafeRawBufferPointer(rebasing: $0[terminatorSent...]), fd: fd, tls: tls)
+                }
+                switch result {
+                case .bytes(let n):
+                    terminatorSent += n
+                    return .wrote(n)
+                case .wouldBlock: return .wouldBlock
+                case .endOfFile: return .failed(EPIPE)
+                case .failed(let code): return .failed(code)
+                }
+            }
+        }
+    }
+}
