@@ -275,6 +275,10 @@ public final class FileDescriptorByteStream: UploadByteStream, @unchecked Sendab
 
     deinit { closeIfOwned() }
 
+    /// Reads what the descriptor has, waiting for it if the descriptor is non-blocking.
+    /// - Parameter buffer: where to put the bytes.
+    /// - Returns: the bytes read; 0 at end of file.
+    /// - Throws: an error naming the descriptor and errno.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         while true {
             let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
@@ -319,6 +323,9 @@ public final class DataByteStream: UploadByteStream, @unchecked Sendable {
     /// - Parameter data: the bytes.
     public init(_ data: Data) { self.data = data }
 
+    /// Copies the next bytes.
+    /// - Parameter buffer: where to put the bytes.
+    /// - Returns: the bytes copied; 0 at the end.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         offset.withLock { offset in
             let n = min(buffer.count, data.count - offset)
