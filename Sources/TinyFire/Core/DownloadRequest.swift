@@ -2,6 +2,11 @@ import Dispatch
 import HTTPTypes
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -40,6 +45,17 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         case descriptor(Int32)
     }
 
+    /// What happens to the bytes of a download that fails for good.
+    package enum PartialPolicy: Sendable {
+        /// Keep them in the hidden partial file and describe it in `resumeData` (the library's
+        /// behaviour).
+        case keepForResume
+        /// Remove them (`fire-agent request -o` without `-C -`); retries still resume.
+        case discard
+        /// Write straight into the destination, which is the partial file (`-C -`, as curl).
+        case inPlace
+    }
+
     private let target: Target
     private let acceptableStatusCodes: Range<Int>?
     private let includeResponseHead: Bool
@@ -48,15 +64,51 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     /// A file sent as the request body (`fire-agent request --upload-file`).
     private let uploadFile: URL?
+    private let partialPolicy: PartialPolicy
+
+    /// The partial file an attempt continues, and what the server said about the resource.
+    struct PartialFile: Sendable {
+        var path: String
+        var bytes: UInt64
+        var entityTag: String?
+        var lastModified: String?
+        var totalLength: UInt64?
+    }
+
+    private struct ResumeState {
+        /// The bytes kept from earlier attempts (or from resume data).
+        var partial: PartialFile?
+        /// What the current attempt asked for with `Range`, nil for the whole resource.
+        var rangeOffset: UInt64?
+        /// The sink found the response unusable for the partial file: start again at once.
+        var restartPending = false
+        var restarts = 0
+        var producingResumeData = false
+        var resumeData: Data?
+        var resumeDataHandlers: [@Sendable (Data?) -> Void] = []
+    }
+
+    private let resume = Mutex(ResumeState())
+    /// At most this many immediate restarts (a Content-Range that does not fit, a 416) per request.
+    static let maxRestarts = 3
 
     init(
         session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, target: Target,
-        acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false, uploadFile: URL? = nil
+        acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false, uploadFile: URL? = nil,
+        resumingFrom resumeData: DownloadResumeData? = nil, partialPolicy: PartialPolicy = .keepForResume
     ) {
         self.uploadFile = uploadFile
+        self.partialPolicy = partialPolicy
         self.target = target
         self.acceptableStatusCodes = acceptableStatusCodes
         self.includeResponseHead = includeResponseHead
+        if let resumeData {
+            resume.withLock {
+                $0.partial = PartialFile(
+                    path: resumeData.partialFile, bytes: resumeData.bytesOnDisk, entityTag: resumeData.entityTag,
+                    lastModified: resumeData.lastModified, totalLength: resumeData.totalLength)
+            }
+        }
         super.init(session: session, convertible: convertible, interceptor: interceptor)
     }
 
@@ -66,9 +118,83 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         { temporaryURL, _ in (temporaryURL, options) }
     }
 
+    /// A destination in `directory` named after the response: the `Content-Disposition`
+    /// file name if the server sent one, else the last path component of the URL, else
+    /// `download`. Path separators and leading dots are removed from the name.
+    /// - Parameters:
+    ///   - directory: where the file goes.
+    ///   - url: the request's URL, for the fallback name.
+    ///   - options: destination options.
+    /// - Returns: the destination closure.
+    public static func suggestedDownloadDestination(in directory: URL, for url: URL? = nil, options: Options = []) -> Destination {
+        { _, response in
+            let name = suggestedFilename(for: response, url: url)
+            return (directory.appending(path: name), options)
+        }
+    }
+
+    /// The file name a response suggests (`Content-Disposition: attachment; filename=…`), else
+    /// the URL's last path component, else `download`; never a path.
+    /// - Parameters:
+    ///   - response: the response head.
+    ///   - url: the request's URL.
+    /// - Returns: a safe file name.
+    public static func suggestedFilename(for response: HTTPResponse, url: URL?) -> String {
+        var candidate: String?
+        if let disposition = response.headerFields[.contentDisposition] {
+            for parameter in disposition.split(separator: ";").dropFirst() {
+                let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingHTTPWhitespace() }
+                guard pair.count == 2, pair[0].lowercased() == "filename" else { continue }
+                candidate =
+                    pair[1].hasPrefix("\"") && pair[1].hasSuffix("\"") && pair[1].count >= 2
+                    ? String(pair[1].dropFirst().dropLast()) : pair[1]
+            }
+        }
+        if candidate?.isEmpty ?? true, let last = url?.lastPathComponent, last != "/" { candidate = last }
+        var name = PathParts(path: candidate ?? "").name
+        while name.hasPrefix(".") { name.removeFirst() }
+        name = String(name.filter { $0 != "\0" && $0 != "\\" })
+        return name.isEmpty ? "download" : name
+    }
+
     /// The file the body was written to, once finished.
     public var fileURL: URL? {
         protected.withLock { $0.output?.file }
+    }
+
+    /// Resume data, once the download failed with bytes on disk worth keeping or was
+    /// cancelled with `cancel(producingResumeData: true)`; pass it to
+    /// `Session.download(resumingWith:)`. The partial file it names stays until then.
+    public var resumeData: Data? { resume.withLock { $0.resumeData } }
+
+    /// Cancels the download; with `producingResumeData`, keeps the bytes received so far and
+    /// sets `resumeData` (when there are any: a response that cannot be resumed, a body with a
+    /// Content-Encoding, produces none).
+    /// - Parameter producingResumeData: keep the partial file and describe it.
+    /// - Returns: the request.
+    @discardableResult
+    public func cancel(producingResumeData: Bool) -> Self {
+        resume.withLock { $0.producingResumeData = producingResumeData }
+        return cancel()
+    }
+
+    /// Cancels the download, keeps the bytes received so far, and calls `completionHandler`
+    /// on the session's root queue with the resume data (nil when nothing can be resumed).
+    /// - Parameter completionHandler: receives the resume data.
+    /// - Returns: the request.
+    @discardableResult
+    public func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) -> Self {
+        let finishedAlready = resume.withLock { state -> Data?? in
+            state.producingResumeData = true
+            if isFinished { return .some(state.resumeData) }
+            state.resumeDataHandlers.append(completionHandler)
+            return .none
+        }
+        if let data = finishedAlready {
+            session.rootQueue.async { completionHandler(data) }
+            return self
+        }
+        return cancel()
     }
 
     override func makeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
@@ -87,8 +213,10 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 
     private func makeTargetSink(for response: HTTPResponse) throws(SinkError) -> ResponseBodySink {
-        if let acceptableStatusCodes, !acceptableStatusCodes.contains(response.status.code) {
-            rejectedStatus.withLock { $0 = response.status.code }
+        let code = response.status.code
+        let (partial, rangeOffset) = resume.withLock { ($0.partial, $0.rangeOffset) }
+        if let acceptableStatusCodes, !acceptableStatusCodes.contains(code), !(code == 416 && rangeOffset != nil) {
+            rejectedStatus.withLock { $0 = code }
             // The body still goes to a descriptor (a terminal shows the error page), never
             // into a destination file.
             if case .descriptor(let fd) = target { return DescriptorSink(fd: fd, name: "descriptor \(fd)") }
@@ -98,12 +226,189 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         case .descriptor(let fd):
             return DescriptorSink(fd: fd, name: "descriptor \(fd)")
         case .destination(let destination):
+            var placement = AtomicFileSink.Partial.new
+            var progressBase: UInt64 = 0
+            if let offset = rangeOffset, let partial {
+                switch code {
+                case 206:
+                    placement = .append(path: partial.path, offset: offset)
+                    progressBase = offset
+                    try checkContinuation(response, offset: offset, partial: partial)
+                case 200:
+                    // The server ignored Range, or If-Range found the resource changed: the
+                    // whole body comes again and replaces the partial file.
+                    placement = .restart(path: partial.path)
+                case 416:
+                    try handleUnsatisfiable(response, partial: partial)
+                default:
+                    break  // an error page: it must not touch the partial file
+                }
+            }
+            protected.withLock { $0.downloadProgressBase = progressBase }
             let temporary = FileManager.default.temporaryDirectory.appending(path: "TinyFire_\(UUID().uuidString).tmp")
             let (url, options) = destination?(temporary, response) ?? (temporary, [])
+            if case .inPlace = partialPolicy, case .new = placement, [200, 206].contains(code) {
+                placement = .restart(path: url.path(percentEncoded: false))
+            }
+            let resumable = isResumable(response)
+            if resumable {
+                let validators = validators(of: response, offset: progressBase)
+                resume.withLock { state in
+                    var record = state.partial ?? PartialFile(path: "", bytes: 0)
+                    record.entityTag = validators.entityTag
+                    record.lastModified = validators.lastModified
+                    record.totalLength = validators.totalLength
+                    state.partial = record
+                }
+            }
+            let keep: ((String, UInt64) -> Void)? =
+                resumable
+                ? { [weak self] path, bytes in
+                    self?.resume.withLock { state in
+                        state.partial?.path = path
+                        state.partial?.bytes = bytes
+                    }
+                } : nil
             return try AtomicFileSink(
                 destination: url, createIntermediateDirectories: options.contains(.createIntermediateDirectories),
-                replaceExisting: options.contains(.removePreviousFile))
+                replaceExisting: options.contains(.removePreviousFile), partial: placement, keepPartial: keep)
         }
+    }
+
+    /// A 206 must continue exactly where the partial file ends, and describe the same
+    /// resource when its length was known.
+    private func checkContinuation(_ response: HTTPResponse, offset: UInt64, partial: PartialFile) throws(SinkError) {
+        guard let value = response.headerFields[.contentRange], let contentRange = ContentRange(value),
+            let range = contentRange.range
+        else {
+            try restart(fromZero: true, "206 without a usable Content-Range")
+        }
+        guard range.lowerBound == offset else {
+            try restart(fromZero: true, "the server sent bytes \(range.lowerBound)-\(range.upperBound) for a request from byte \(offset)")
+        }
+        if let known = partial.totalLength, let complete = contentRange.completeLength, known != complete {
+            try restart(fromZero: true, "the resource is now \(complete) bytes, it was \(known)")
+        }
+        if let coding = response.headerFields[.contentEncoding], coding.lowercased() != "identity" {
+            try restart(fromZero: true, "a range with Content-Encoding \(coding) cannot continue decoded bytes")
+        }
+    }
+
+    /// 416: the partial file is complete (`bytes */N` with N its length: fetch the last byte
+    /// again for a normal 206), or the resource shrank (start from zero).
+    private func handleUnsatisfiable(_ response: HTTPResponse, partial: PartialFile) throws(SinkError) {
+        let complete = response.headerFields[.contentRange].flatMap(ContentRange.init)?.completeLength
+        if let complete, complete == partial.bytes, complete > 0 {
+            resume.withLock { $0.partial?.totalLength = complete }
+            try restart(fromZero: false, "the partial file is already complete (\(complete) bytes)")
+        }
+        try restart(
+            fromZero: true, "416 for a request from byte \(partial.bytes) (resource length \(complete.map(String.init) ?? "unknown"))")
+    }
+
+    /// Marks an immediate new attempt and aborts this one.
+    private func restart(fromZero: Bool, _ message: String) throws(SinkError) -> Never {
+        resume.withLock { state in
+            if fromZero, let partial = state.partial {
+                unlink(partial.path)
+                state.partial = nil
+            }
+            state.restartPending = true
+        }
+        throw .resumeRejected(message)
+    }
+
+    /// Whether a response's body can be continued later with a Range request.
+    private func isResumable(_ response: HTTPResponse) -> Bool {
+        guard [200, 206].contains(response.status.code), protected.withLock({ $0.httpRequest?.method }) == .get else { return false }
+        if let coding = response.headerFields[.contentEncoding], coding.lowercased() != "identity" { return false }
+        if response.headerFields[.acceptRanges]?.lowercased() == "none" { return false }
+        return true
+    }
+
+    private func validators(of response: HTTPResponse, offset: UInt64) -> (entityTag: String?, lastModified: String?, totalLength: UInt64?)
+    {
+        // If-Range takes only strong entity tags (RFC 9110 §13.1.5).
+        let tag = response.headerFields[.eTag].flatMap { $0.hasPrefix("W/") ? nil : $0 }
+        var total: UInt64?
+        if response.status.code == 206 {
+            total = response.headerFields[.contentRange].flatMap(ContentRange.init)?.completeLength
+        } else if let length = response.headerFields[.contentLength].flatMap({ UInt64($0) }) {
+            total = length
+        }
+        return (tag, response.headerFields[.lastModified], total)
+    }
+
+    override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
+        if let uploadFile {
+            spec.body = nil
+            spec.bodySource = .segments([try RequestBodyFile.segment(regularFileAt: uploadFile.path(percentEncoded: false))])
+        }
+        guard case .destination = target else { return }
+        let partial = resume.withLock { state -> PartialFile? in
+            state.rangeOffset = nil
+            guard let partial = state.partial, partial.bytes > 0 else { return nil }
+            var info = stat()
+            guard stat(partial.path, &info) == 0, UInt64(info.st_size) == partial.bytes else {
+                // Missing, or not the length recorded: nothing in it can be trusted.
+                unlink(partial.path)
+                state.partial = nil
+                return nil
+            }
+            var offset = partial.bytes
+            // Complete already: ask for the last byte again, to get an ordinary 206.
+            if let total = partial.totalLength, offset >= total, total > 0 { offset = total - 1 }
+            state.rangeOffset = offset
+            return partial
+        }
+        guard let partial, let offset = resume.withLock({ $0.rangeOffset }) else { return }
+        spec.headers.update(name: "Range", value: "bytes=\(offset)-")
+        if let validator = partial.entityTag ?? partial.lastModified {
+            spec.headers.update(name: "If-Range", value: validator)
+        } else {
+            spec.headers.remove(name: "If-Range")
+        }
+        // Byte offsets count the file's bytes, not a compressed encoding of them.
+        spec.headers.update(name: "Accept-Encoding", value: "identity")
+    }
+
+    override func takeImmediateRestart() -> Bool {
+        resume.withLock { state in
+            guard state.restartPending else { return false }
+            state.restartPending = false
+            state.restarts += 1
+            return state.restarts <= Self.maxRestarts
+        }
+    }
+
+    override func didFinishPipeline() {
+        let failed = error != nil
+        let cancelled = isCancelled
+        let policy = partialPolicy
+        let (handlers, data) = resume.withLock { state -> ([@Sendable (Data?) -> Void], Data?) in
+            state.restartPending = false
+            if !failed {
+                state.partial = nil  // renamed into place
+                state.resumeData = nil
+            } else if let partial = state.partial, partial.bytes > 0,
+                policy == .inPlace || policy == .keepForResume && (!cancelled || state.producingResumeData)
+            {
+                let url = (try? convertible.asURLRequest().url) ?? nil
+                state.resumeData = url.map {
+                    DownloadResumeData(
+                        url: $0, partialFile: partial.path, bytesOnDisk: partial.bytes, entityTag: partial.entityTag,
+                        lastModified: partial.lastModified, totalLength: partial.totalLength
+                    ).data
+                }
+            } else {
+                if let partial = state.partial, !partial.path.isEmpty { unlink(partial.path) }
+                state.partial = nil
+                state.resumeData = nil
+            }
+            defer { state.resumeDataHandlers = [] }
+            return (state.resumeDataHandlers, state.resumeData)
+        }
+        for handler in handlers { session.rootQueue.async { handler(data) } }
     }
 
     /// Calls `completionHandler` on `queue` with the outcome. Starts the request if the
@@ -125,10 +430,137 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         return self
     }
 
-    override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
-        guard let uploadFile else { return }
-        spec.body = nil
-        spec.bodySource = .segments([try RequestBodyFile.segment(regularFileAt: uploadFile.path(percentEncoded: false))])
+    /// Calls `completionHandler` with the file URL, or a failure when the download failed or
+    /// wrote to a descriptor (Alamofire's `responseURL`).
+    /// - Parameters:
+    ///   - queue: where to call the handler; default the session's root queue.
+    ///   - completionHandler: receives the response.
+    /// - Returns: the request.
+    @discardableResult
+    public func responseURL(
+        queue: DispatchQueue? = nil, completionHandler: @escaping @Sendable (DownloadResponse<URL, TinyFireError>) -> Void
+    ) -> Self {
+        let queue = queue ?? session.rootQueue
+        appendResponseSerializer(inline: true) { [self] in
+            let snapshot = snapshot
+            let result: Result<URL, TinyFireError>
+            if let error = snapshot.error {
+                result = .failure(error)
+            } else if let url = snapshot.output?.file {
+                result = .success(url)
+            } else {
+                result = .failure(.responseSerializationFailed(reason: .inputDataNilOrZeroLength))
+            }
+            let response = DownloadResponse(
+                request: snapshot.request, response: snapshot.response, fileURL: snapshot.output?.file, resumeData: resumeData,
+                metrics: snapshot.metrics, result: result)
+            responseSerializerDidComplete { queue.async { completionHandler(response) } }
+        }
+        return self
+    }
+
+    /// Calls `completionHandler` with what `responseSerializer` made of the downloaded file,
+    /// read into memory (at most `SessionConfiguration.maxInMemoryBodyBytes`; a larger file
+    /// fails serialization rather than exhaust memory). Serialization runs on the session's
+    /// serialization queue.
+    /// - Parameters:
+    ///   - queue: where to call the handler; default the session's root queue.
+    ///   - responseSerializer: the serializer.
+    ///   - completionHandler: receives the response.
+    /// - Returns: the request.
+    @discardableResult
+    public func response<Serializer: DataResponseSerializerProtocol>(
+        queue: DispatchQueue? = nil, responseSerializer: Serializer,
+        completionHandler: @escaping @Sendable (DownloadResponse<Serializer.SerializedObject, TinyFireError>) -> Void
+    ) -> Self {
+        let queue = queue ?? session.rootQueue
+        let limit = session.configuration.maxInMemoryBodyBytes
+        appendResponseSerializer { [self] in
+            let snapshot = snapshot
+            let url = snapshot.output?.file
+            let result: Result<Serializer.SerializedObject, TinyFireError>
+            do {
+                let data = try url.map { url throws(TinyFireError) in try Self.readDownloadedFile(url, limit: limit) }
+                result = .success(
+                    try responseSerializer.serialize(
+                        request: snapshot.request, response: snapshot.response, data: data, error: snapshot.error))
+            } catch let error as TinyFireError {
+                result = .failure(error)
+            } catch {
+                result = .failure(.responseSerializationFailed(reason: .customSerializationFailed(error: error)))
+            }
+            let response = DownloadResponse(
+                request: snapshot.request, response: snapshot.response, fileURL: url, resumeData: resumeData, metrics: snapshot.metrics,
+                result: result)
+            responseSerializerDidComplete { queue.async { completionHandler(response) } }
+        }
+        return self
+    }
+
+    /// The downloaded file as `Data` (see `response(queue:responseSerializer:completionHandler:)`
+    /// for the memory bound).
+    /// - Parameters:
+    ///   - queue: where to call the handler; default the session's root queue.
+    ///   - completionHandler: receives the response.
+    /// - Returns: the request.
+    @discardableResult
+    public func responseData(
+        queue: DispatchQueue? = nil, completionHandler: @escaping @Sendable (DownloadResponse<Data, TinyFireError>) -> Void
+    ) -> Self {
+        response(queue: queue, responseSerializer: DataResponseSerializer(), completionHandler: completionHandler)
+    }
+
+    /// The downloaded file as text (charset from the response, else UTF-8).
+    /// - Parameters:
+    ///   - queue: where to call the handler; default the session's root queue.
+    ///   - completionHandler: receives the response.
+    /// - Returns: the request.
+    @discardableResult
+    public func responseString(
+        queue: DispatchQueue? = nil, completionHandler: @escaping @Sendable (DownloadResponse<String, TinyFireError>) -> Void
+    ) -> Self {
+        response(queue: queue, responseSerializer: StringResponseSerializer(), completionHandler: completionHandler)
+    }
+
+    /// The downloaded file decoded as `T` (JSON by default).
+    /// - Parameters:
+    ///   - type: the type.
+    ///   - queue: where to call the handler; default the session's root queue.
+    ///   - decoder: default `JSONDecoder()`.
+    ///   - completionHandler: receives the response.
+    /// - Returns: the request.
+    @discardableResult
+    public func responseDecodable<T: Decodable & Sendable>(
+        of type: T.Type = T.self, queue: DispatchQueue? = nil, decoder: any DataDecoder = JSONDecoder(),
+        completionHandler: @escaping @Sendable (DownloadResponse<T, TinyFireError>) -> Void
+    ) -> Self {
+        response(queue: queue, responseSerializer: DecodableResponseSerializer<T>(decoder: decoder), completionHandler: completionHandler)
+    }
+
+    /// Reads a downloaded file, refusing one larger than `limit`.
+    static func readDownloadedFile(_ url: URL, limit: Int) throws(TinyFireError) -> Data {
+        let path = url.path(percentEncoded: false)
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw .responseSerializationFailed(
+                reason: .customSerializationFailed(error: DownloadFileError(message: "cannot read \(path): \(errnoMessage(errno))")))
+        }
+        guard info.st_size <= limit else {
+            throw .responseSerializationFailed(
+                reason: .customSerializationFailed(
+                    error: DownloadFileError(
+                        message: "\(path) is \(info.st_size) bytes, above maxInMemoryBodyBytes (\(limit)); read it as a file")))
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw .responseSerializationFailed(reason: .customSerializationFailed(error: DownloadFileError(message: "cannot read \(path)")))
+        }
+        return data
+    }
+
+    /// A downloaded file that cannot be read into memory.
+    struct DownloadFileError: Error, CustomStringConvertible {
+        let message: String
+        var description: String { message }
     }
 
     override func adjustTransferResult(_ result: Result<SinkOutput, TinyFireError>) -> Result<SinkOutput, TinyFireError> {
@@ -143,7 +575,8 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         let url = snapshot.output?.file
         let result: Result<URL?, TinyFireError> = snapshot.error.map { .failure($0) } ?? .success(url)
         return DownloadResponse(
-            request: snapshot.request, response: snapshot.response, fileURL: url, metrics: snapshot.metrics, result: result)
+            request: snapshot.request, response: snapshot.response, fileURL: url, resumeData: resumeData, metrics: snapshot.metrics,
+            result: result)
     }
 
     /// The whole response, awaited (Swift concurrency). Cancelling the awaiting task cancels
@@ -172,6 +605,8 @@ public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
     public let response: HTTPResponse?
     /// Where the body was written (file destinations only).
     public let fileURL: URL?
+    /// Resume data when the download failed or was cancelled with bytes worth keeping.
+    public let resumeData: Data?
     /// Timings and counts.
     public let metrics: TransferMetrics?
     /// The result.
@@ -179,18 +614,27 @@ public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
 
     /// Creates a response.
     public init(
-        request: URLRequest?, response: HTTPResponse?, fileURL: URL?, metrics: TransferMetrics?,
+        request: URLRequest?, response: HTTPResponse?, fileURL: URL?, resumeData: Data? = nil, metrics: TransferMetrics?,
         result: Result<Success, Failure>
     ) {
         self.request = request
         self.response = response
         self.fileURL = fileURL
+        self.resumeData = resumeData
         self.metrics = metrics
         self.result = result
     }
 
     /// The success value, if any.
     public var value: Success? { try? result.get() }
+
+    /// The same response with its success value transformed.
+    /// - Parameter transform: maps the value.
+    /// - Returns: the new response.
+    public func map<NewSuccess: Sendable>(_ transform: (Success) -> NewSuccess) -> DownloadResponse<NewSuccess, Failure> {
+        DownloadResponse<NewSuccess, Failure>(
+            request: request, response: response, fileURL: fileURL, resumeData: resumeData, metrics: metrics, result: result.map(transform))
+    }
     /// The failure, if any.
     public var error: Failure? {
         if case .failure(let error) = result { return error }

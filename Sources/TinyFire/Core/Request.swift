@@ -2,6 +2,11 @@ import Dispatch
 import HTTPTypes
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -57,6 +62,8 @@ public class Request: @unchecked Sendable {
         var httpResponseHandlers: [(DispatchQueue, @Sendable (HTTPResponse) -> Void)] = []
         var downloadProgress = ProgressReporter()
         var uploadProgress = ProgressReporter()
+        /// Bytes already on disk before this attempt's body (a resumed download).
+        var downloadProgressBase: UInt64 = 0
     }
 
     /// A unique identifier (a version-4 UUID).
@@ -360,6 +367,10 @@ public class Request: @unchecked Sendable {
 
     /// Runs validators, then retries or finishes. Called when a transfer ends.
     func didCompleteAttempt(_ transferError: TinyFireError?) {
+        if transferError != nil, !isCancelled, takeImmediateRestart() {
+            retry(after: nil, counted: false)
+            return
+        }
         var error = transferError
         let (validators, request, response, output, answerChallenge) = protected.withLock { state in
             var answer = false
@@ -385,7 +396,46 @@ public class Request: @unchecked Sendable {
                 }
             }
         }
+        if error == nil {
+            error = commitStagedOutput()
+        } else {
+            discardStagedOutput()
+        }
         retryOrFinish(error)
+    }
+
+    /// Takes a staged download out of the output, once.
+    private func takeStagedOutput() -> (staged: URL, destination: URL)? {
+        protected.withLock { state in
+            guard case .stagedFile(let staged, let destination) = state.output else { return nil }
+            state.output = nil
+            return (staged, destination)
+        }
+    }
+
+    /// Moves a validated download into place; the error when that fails.
+    private func commitStagedOutput() -> TinyFireError? {
+        guard let (staged, destination) = takeStagedOutput() else { return nil }
+        do throws(SinkError) {
+            try commitStagedFile(staged, to: destination)
+        } catch {
+            let path = destination.path(percentEncoded: false)
+            let message: String
+            if case .writeFailed(_, let text) = error { message = text } else { message = "\(error)" }
+            let request = protected.withLock { $0.httpRequest }
+            return .sessionTaskFailed(
+                TransferError(
+                    method: request?.method.rawValue ?? "GET", url: request?.url?.absoluteString ?? "", host: request?.authority ?? "",
+                    phase: .receivingBody, reason: .fileWriteFailed(path: path, message: message), bytesSent: 0, bytesReceived: 0))
+        }
+        protected.withLock { $0.output = .file(destination) }
+        return nil
+    }
+
+    /// Removes a download that failed validation (or whose request ended another way).
+    private func discardStagedOutput() {
+        guard let (staged, _) = takeStagedOutput() else { return }
+        unlink(staged.path(percentEncoded: false))
     }
 
     /// Asks the retrier about `error` (if any), then retries or finishes.
@@ -411,11 +461,13 @@ public class Request: @unchecked Sendable {
         }
     }
 
-    /// Starts another attempt, after `delay` seconds.
-    func retry(after delay: TimeInterval?) {
+    /// Starts another attempt, after `delay` seconds. An uncounted one (a download restarting
+    /// after an unusable range response) leaves `retryCount` alone.
+    func retry(after delay: TimeInterval?, counted: Bool = true) {
         let proceed = protected.withLock { state -> Bool in
             guard state.state != .cancelled else { return false }
-            state.retryCount += 1
+            if counted { state.retryCount += 1 }
+            state.downloadProgressBase = 0
             state.response = nil
             state.output = nil
             state.error = nil
@@ -458,6 +510,7 @@ public class Request: @unchecked Sendable {
             return true
         }
         guard finished else { return }
+        if error != nil { discardStagedOutput() }
         didFinishPipeline()
         eventMonitor?.requestDidFinish(self)
         session.didFinish(self)
@@ -697,6 +750,10 @@ public class Request: @unchecked Sendable {
     /// Lets a subclass attach what the `URLRequest` cannot carry (an upload file).
     func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {}
 
+    /// Whether the failed attempt should be followed by another at once, without asking the
+    /// retrier (a resumed download whose response could not continue its partial file).
+    func takeImmediateRestart() -> Bool { false }
+
     /// The request finished (success, failure or cancellation), before its serializers run:
     /// a subclass releases what it held for its attempts (a multipart temporary file).
     func didFinishPipeline() {}
@@ -737,15 +794,37 @@ extension Request: TransferOwner {
 
     func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {
         let now = Instant.now()
-        let deliveries = protected.withLock { state -> [(DispatchQueue, @Sendable (TransferProgress) -> Void, TransferProgress)] in
-            var out: [(DispatchQueue, @Sendable (TransferProgress) -> Void, TransferProgress)] = []
-            if let (sent, total) = upload { out += state.uploadProgress.update(completed: sent, total: total, now: now, final: final) }
-            if let (received, total) = download {
-                out += state.downloadProgress.update(completed: received, total: total, now: now, final: final)
+        let (deliveries, flushUpload, flushDownload) = protected.withLock { state -> ([ProgressReporter.Delivery], Bool, Bool) in
+            var out: [ProgressReporter.Delivery] = []
+            var flushUpload = false
+            var flushDownload = false
+            if let (sent, total) = upload {
+                let update = state.uploadProgress.update(completed: sent, total: total, now: now, final: final)
+                out += update.deliveries
+                flushUpload = update.scheduleFlush
             }
-            return out
+            if let (received, total) = download {
+                let base = state.downloadProgressBase
+                let update = state.downloadProgress.update(
+                    completed: base + received, total: total.map { base + $0 }, now: now, final: final)
+                out += update.deliveries
+                flushDownload = update.scheduleFlush
+            }
+            return (out, flushUpload, flushDownload)
         }
         for (queue, handler, progress) in deliveries { queue.async { handler(progress) } }
+        if flushUpload || flushDownload {
+            let delay = Double(ProgressReporter.interval.components.attoseconds) / 1e18
+            session.rootQueue.asyncAfter(deadline: .now() + delay) { [weak self] in
+                guard let self else { return }
+                let deliveries = protected.withLock { state -> [ProgressReporter.Delivery] in
+                    let now = Instant.now()
+                    return (flushUpload ? state.uploadProgress.flush(now: now) : [])
+                        + (flushDownload ? state.downloadProgress.flush(now: now) : [])
+                }
+                for (queue, handler, progress) in deliveries { queue.async { handler(progress) } }
+            }
+        }
     }
 
     func transferDidFinish(
@@ -800,21 +879,44 @@ public struct TransferProgress: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Throttles progress to one report per `interval`, plus the final one.
+/// Throttles progress to one report per `interval`, plus the final one. A value held back
+/// by the throttle is delivered when the interval ends (`flush`), so the last bytes of a
+/// transfer that then stalls are still reported.
 struct ProgressReporter {
     static let interval: Duration = .milliseconds(100)
+    typealias Delivery = (DispatchQueue, @Sendable (TransferProgress) -> Void, TransferProgress)
     var handlers: [(DispatchQueue, @Sendable (TransferProgress) -> Void)] = []
     var lastReport: Instant?
     var lastValue: TransferProgress?
+    /// The newest value not reported yet.
+    var heldBack: TransferProgress?
+    /// A flush is scheduled.
+    var flushScheduled = false
 
-    mutating func update(
-        completed: UInt64, total: UInt64?, now: Instant, final: Bool
-    ) -> [(DispatchQueue, @Sendable (TransferProgress) -> Void, TransferProgress)] {
-        guard !handlers.isEmpty else { return [] }
+    /// The deliveries for a new value, and whether a flush must be scheduled after `interval`.
+    mutating func update(completed: UInt64, total: UInt64?, now: Instant, final: Bool) -> (deliveries: [Delivery], scheduleFlush: Bool) {
+        guard !handlers.isEmpty else { return ([], false) }
         var progress = TransferProgress(completedUnitCount: Int64(completed), totalUnitCount: total.map { Int64($0) } ?? -1)
         if final && progress.totalUnitCount < 0 { progress.totalUnitCount = progress.completedUnitCount }
-        if progress == lastValue { return [] }
-        if !final, let lastReport, now < lastReport + Self.interval { return [] }
+        if progress == lastValue { return ([], false) }
+        if !final, let lastReport, now < lastReport + Self.interval {
+            heldBack = progress
+            let schedule = !flushScheduled
+            flushScheduled = true
+            return ([], schedule)
+        }
+        return (report(progress, now: now), false)
+    }
+
+    /// Delivers the held-back value, if it is still news.
+    mutating func flush(now: Instant) -> [Delivery] {
+        flushScheduled = false
+        guard let value = heldBack, value != lastValue else { return [] }
+        return report(value, now: now)
+    }
+
+    private mutating func report(_ progress: TransferProgress, now: Instant) -> [Delivery] {
+        heldBack = nil
         lastReport = now
         lastValue = progress
         return handlers.map { ($0.0, $0.1, progress) }

@@ -308,6 +308,42 @@ public final class Session: Sendable {
             interceptor: interceptor, target: .destination(destination))
     }
 
+    /// Continues a download from resume data (`DownloadRequest.resumeData`,
+    /// `DownloadResponse.resumeData`, or a `DownloadResumeData` you built): asks for the
+    /// missing bytes with `Range` and `If-Range` and appends them to the partial file. A 200
+    /// (the server ignored the range, or the resource changed) replaces the partial file with
+    /// the new body; a `Content-Range` that does not continue it, or a 416 for a resource that
+    /// shrank, starts again from zero; a 416 saying the file is already complete fetches its
+    /// last byte again. Progress counts the bytes already on disk.
+    /// - Parameters:
+    ///   - resumeData: the resume data.
+    ///   - url: a fresh URL for the same resource (a signed URL that expired); default the
+    ///     one in the resume data.
+    ///   - headers: headers added to the session's defaults (authorization, say).
+    ///   - interceptor: this request's interceptor.
+    ///   - destination: picks the final file once the head is known; default a file in the
+    ///     temporary directory.
+    /// - Returns: the request; it fails with `.downloadResumeFailed` when the resume data
+    ///   cannot be read.
+    public func download(
+        resumingWith resumeData: Data, from url: (any URLConvertible)? = nil, headers: HTTPHeaders? = nil,
+        interceptor: (any RequestInterceptor)? = nil, to destination: DownloadRequest.Destination? = nil
+    ) -> DownloadRequest {
+        let parsed: DownloadResumeData
+        do throws(TinyFireError) {
+            parsed = try DownloadResumeData(data: resumeData)
+        } catch {
+            return DownloadRequest(
+                session: self, convertible: FailingConvertible(error: error), interceptor: interceptor,
+                target: .destination(destination))
+        }
+        return DownloadRequest(
+            session: self,
+            convertible: ParameterlessRequestConvertible(
+                url: url ?? parsed.url, method: .get, headers: headers, body: nil, requestModifier: nil),
+            interceptor: interceptor, target: .destination(destination), resumingFrom: parsed)
+    }
+
     /// Creates a request whose body is written, as it arrives, to a descriptor the caller owns
     /// (a pipe into an installer, stdout, /dev/null). Nothing is buffered and nothing is
     /// rolled back on failure; the caller keeps the descriptor open until the request ends.
@@ -334,14 +370,16 @@ public final class Session: Sendable {
     /// written ahead of the body (curl's `-i`).
     package func download(
         _ convertible: any URLConvertible, method: HTTPMethod, headers: HTTPHeaders?, body: Data?, bodyFile: URL? = nil,
-        target: DownloadRequest.Target, acceptableStatusCodes: Range<Int>?, includeResponseHead: Bool
+        target: DownloadRequest.Target, acceptableStatusCodes: Range<Int>?, includeResponseHead: Bool,
+        interceptor: (any RequestInterceptor)? = nil, resumingFrom resumeData: DownloadResumeData? = nil,
+        partialPolicy: DownloadRequest.PartialPolicy = .discard
     ) -> DownloadRequest {
         DownloadRequest(
             session: self,
             convertible: ParameterlessRequestConvertible(
                 url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
-            interceptor: nil, target: target, acceptableStatusCodes: acceptableStatusCodes, includeResponseHead: includeResponseHead,
-            uploadFile: bodyFile)
+            interceptor: interceptor, target: target, acceptableStatusCodes: acceptableStatusCodes,
+            includeResponseHead: includeResponseHead, uploadFile: bodyFile, resumingFrom: resumeData, partialPolicy: partialPolicy)
     }
 
     // MARK: - All requests
@@ -370,6 +408,13 @@ public final class Session: Sendable {
     func didFinish(_ request: Request) {
         activeRequests.withLock { $0[ObjectIdentifier(request)] = nil }
     }
+}
+
+/// A request that cannot be built: its creation fails with `error`.
+struct FailingConvertible: URLRequestConvertible {
+    let error: TinyFireError
+
+    func asURLRequest() throws -> URLRequest { throw error }
 }
 
 /// A convertible's request with its body replaced (`upload(_:with:)`).

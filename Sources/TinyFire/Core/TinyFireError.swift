@@ -331,6 +331,10 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
         /// The server's certificate was not trusted: mbedTLS's reasons (expired, not trusted,
         /// name mismatch, revoked, …).
         case certificateVerificationFailed(reasons: [String])
+        /// A resumed download's response cannot continue the partial file (a Content-Range
+        /// that starts elsewhere, a 416 for a resource that shrank); TinyFire restarts from
+        /// zero once before reporting this.
+        case resumeRejected(message: String)
     }
 
     /// The request method.
@@ -396,6 +400,8 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
             return "cannot send the request body: \(message)"
         case .certificateVerificationFailed(let reasons):
             return "certificate of \(host) not trusted: \(reasons.joined(separator: "; "))"
+        case .resumeRejected(let message):
+            return "cannot resume the download: \(message)"
         }
     }
 }
@@ -451,6 +457,7 @@ extension TransferError {
         case .bodyLimitExceeded: return .limitExceeded
         case .tooManyRedirects, .insecureRedirect, .invalidRedirect, .redirectBodyTooLarge: return .redirectFailed
         case .fileWriteFailed: return .fileWriteFailed
+        case .resumeRejected: return .invalidResponse
         case .tlsFailed: return .tlsFailed
         case .certificateVerificationFailed: return .certificateUntrusted
         case .requestBodyReadFailed: return .requestBodyUnreadable

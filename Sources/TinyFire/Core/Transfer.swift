@@ -765,6 +765,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             switch error {
             case .limitExceeded(let limit): return .bodyLimitExceeded(limit: limit)
             case .writeFailed(let path, let message): return .fileWriteFailed(path: path, message: message)
+            case .resumeRejected(let message): return .resumeRejected(message: message)
             }
         case let error as ContentDecodingError:
             return .contentDecodingFailed(error)

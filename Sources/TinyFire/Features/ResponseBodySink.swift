@@ -15,6 +15,8 @@ import CTinyFireSystem
 enum SinkOutput: Sendable {
     case data(Data)
     case file(URL)
+    /// A complete body in its partial file, moved to `destination` once validated.
+    case stagedFile(URL, destination: URL)
     case none
 
     /// The body, for a memory sink.
@@ -34,6 +36,8 @@ enum SinkOutput: Sendable {
 enum SinkError: Error {
     case limitExceeded(limit: Int)
     case writeFailed(path: String, message: String)
+    /// A resumed download's response cannot continue the partial file.
+    case resumeRejected(String)
 }
 
 /// Receives a response body as it is decoded. Loop-confined; `write` must not block for long.
@@ -95,22 +99,49 @@ final class DiscardSink: ResponseBodySink {
     func discard() {}
 }
 
-/// Writes the body to a hidden temporary file next to the destination and renames it into
+/// Writes the body to a partial file (hidden, next to the destination) and renames it into
 /// place only when the body is complete and valid, so a failed transfer never leaves a file
 /// that looks complete. Memory: none beyond the connection's read buffer.
+///
+/// A resumable download keeps its partial file when the transfer fails (flushed with fsync
+/// first, so the recorded length survives a power cut) and reports how many bytes it holds;
+/// a resumed one appends to the partial file of an earlier attempt.
 final class AtomicFileSink: ResponseBodySink {
+    /// Where the partial file comes from.
+    enum Partial {
+        /// A new hidden file beside the destination.
+        case new
+        /// An earlier attempt's file, continued from `offset` (truncated there first).
+        case append(path: String, offset: UInt64)
+        /// An earlier attempt's file, emptied (the server sent the whole body again).
+        case restart(path: String)
+    }
+
     private let destination: URL
-    private let temporaryPath: String
+    /// The partial file's path.
+    let partialPath: String
     private var fd: Int32
     private var finished = false
+    /// Bytes in the partial file.
+    private(set) var bytesOnDisk: UInt64
+    /// Keep the partial file when the transfer fails (called with its path and length), or
+    /// nil to remove it.
+    private let keepPartial: ((String, UInt64) -> Void)?
 
-    /// Creates the temporary file.
+    /// Opens the partial file.
     /// - Parameters:
     ///   - destination: the final file.
     ///   - createIntermediateDirectories: create missing parent directories first.
     ///   - replaceExisting: replace a file already at `destination`; otherwise it is an error.
-    init(destination: URL, createIntermediateDirectories: Bool, replaceExisting: Bool) throws(SinkError) {
+    ///   - partial: a new partial file, or an earlier one to continue or restart.
+    ///   - keepPartial: called with the partial file's path and length when a failed transfer
+    ///     keeps it; nil removes it on failure.
+    init(
+        destination: URL, createIntermediateDirectories: Bool, replaceExisting: Bool, partial: Partial = .new,
+        keepPartial: ((String, UInt64) -> Void)? = nil
+    ) throws(SinkError) {
         self.destination = destination
+        self.keepPartial = keepPartial
         let path = destination.path(percentEncoded: false)
         let directory = PathParts(path: path).directory
         let name = PathParts(path: path).name
@@ -121,17 +152,49 @@ final class AtomicFileSink: ResponseBodySink {
                 throw .writeFailed(path: directory, message: "cannot create directory: \(error)")
             }
         }
-        if !replaceExisting && access(path, F_OK) == 0 {
+        var continuing: String?
+        switch partial {
+        case .append(let partialPath, _), .restart(let partialPath): continuing = partialPath
+        case .new: break
+        }
+        if !replaceExisting && access(path, F_OK) == 0 && continuing != path {
             throw .writeFailed(path: path, message: "file exists (use .removePreviousFile to replace it)")
         }
-        var template = Array(((directory.isEmpty ? "" : directory + "/") + "." + name + ".tinyfire-XXXXXX").utf8CString)
-        let created = template.withUnsafeMutableBufferPointer { tinyfire_mkstemp_cloexec($0.baseAddress!) }
-        guard created >= 0 else {
-            throw .writeFailed(path: path, message: "cannot create temporary file: \(errnoMessage(errno))")
+        switch partial {
+        case .new:
+            var template = Array(((directory.isEmpty ? "" : directory + "/") + "." + name + ".tinyfire-XXXXXX").utf8CString)
+            let created = template.withUnsafeMutableBufferPointer { tinyfire_mkstemp_cloexec($0.baseAddress!) }
+            guard created >= 0 else {
+                throw .writeFailed(path: path, message: "cannot create temporary file: \(errnoMessage(errno))")
+            }
+            fd = created
+            partialPath = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            bytesOnDisk = 0
+            fchmod(fd, 0o644)
+        case .append(let existing, let offset):
+            fd = Glibc.open(existing, O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                if errno == ENOENT { throw .resumeRejected("the partial file \(existing) is gone") }
+                throw .writeFailed(path: existing, message: "cannot open partial file: \(errnoMessage(errno))")
+            }
+            partialPath = existing
+            bytesOnDisk = offset
+            var info = stat()
+            guard fstat(fd, &info) == 0, UInt64(info.st_size) >= offset else {
+                Glibc.close(fd)
+                throw .resumeRejected("the partial file \(existing) is shorter than the \(offset) bytes recorded")
+            }
+            guard ftruncate(fd, off_t(offset)) == 0, lseek(fd, 0, SEEK_END) >= 0 else {
+                let message = errnoMessage(errno)
+                Glibc.close(fd)
+                throw .writeFailed(path: existing, message: message)
+            }
+        case .restart(let existing):
+            fd = Glibc.open(existing, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw .writeFailed(path: existing, message: "cannot open partial file: \(errnoMessage(errno))") }
+            partialPath = existing
+            bytesOnDisk = 0
         }
-        fd = created
-        temporaryPath = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        fchmod(fd, 0o644)
     }
 
     deinit {
@@ -139,33 +202,78 @@ final class AtomicFileSink: ResponseBodySink {
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError) {
-        try writeAll(fd, bytes, name: temporaryPath)
+        try writeAll(fd, bytes, name: partialPath)
+        bytesOnDisk += UInt64(bytes.count)
     }
 
+    /// Closes the partial file; the request moves it into place once validated
+    /// (`commitStagedFile`).
     func finish() throws(SinkError) -> SinkOutput {
         finished = true
-        let path = destination.path(percentEncoded: false)
         let closed = Glibc.close(fd)
         fd = -1  // closed even when close reports an error: never close this number again
         guard closed == 0 else {
             let message = errnoMessage(errno)
-            unlink(temporaryPath)
-            throw .writeFailed(path: temporaryPath, message: message)
+            unlink(partialPath)
+            throw .writeFailed(path: partialPath, message: message)
         }
-        guard rename(temporaryPath, path) == 0 else {
-            let message = errnoMessage(errno)
-            unlink(temporaryPath)
-            throw .writeFailed(path: path, message: "cannot rename into place: \(message)")
-        }
-        return .file(destination)
+        return .stagedFile(URL(filePath: partialPath), destination: destination)
     }
 
     func discard() {
         guard !finished else { return }  // finish() already renamed or removed the file
         finished = true
+        if let keepPartial, bytesOnDisk > 0 {
+            fsync(fd)
+            Glibc.close(fd)
+            fd = -1
+            keepPartial(partialPath, bytesOnDisk)
+            return
+        }
         Glibc.close(fd)
         fd = -1
-        unlink(temporaryPath)
+        unlink(partialPath)
+    }
+}
+
+/// Moves a validated body into place: a rename (atomic: the destination is either the old
+/// file or the complete new one), or a copy when the partial file is on another file system.
+/// The staged file is gone afterwards, whatever happened.
+func commitStagedFile(_ staged: URL, to destination: URL) throws(SinkError) {
+    let from = staged.path(percentEncoded: false)
+    let to = destination.path(percentEncoded: false)
+    guard from != to else { return }
+    guard rename(from, to) != 0 else { return }
+    let code = errno
+    defer { unlink(from) }
+    if code == EXDEV, copyFile(from: from, to: to) { return }
+    throw .writeFailed(path: to, message: "cannot move the download into place: \(errnoMessage(code))")
+}
+
+/// Copies a file through one 64 KiB buffer (a rename across file systems).
+private func copyFile(from source: String, to target: String) -> Bool {
+    let input = Glibc.open(source, O_RDONLY | O_CLOEXEC)
+    guard input >= 0 else { return false }
+    defer { Glibc.close(input) }
+    let output = Glibc.open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard output >= 0 else { return false }
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    defer { buffer.deallocate() }
+    while true {
+        let n = Glibc.read(input, buffer.baseAddress, buffer.count)
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 {
+            let ok = n == 0 && Glibc.close(output) == 0
+            if !ok { unlink(target) }
+            return ok
+        }
+        do {
+            try writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), name: target)
+        } catch {
+            Glibc.close(output)
+            unlink(target)
+            return false
+        }
     }
 }
 

@@ -1,5 +1,10 @@
 import HTTPTypes
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -52,7 +57,7 @@ extension DataRequest {
     @discardableResult
     public func validate(contentType acceptableContentTypes: @escaping @autoclosure @Sendable () -> [String]) -> Self {
         appendValidator { _, response, data in
-            ResponseValidation.contentType(response, data: data, acceptable: acceptableContentTypes())
+            ResponseValidation.contentType(response, hasBody: !(data?.isEmpty ?? true), acceptable: acceptableContentTypes())
         }
         return self
     }
@@ -65,21 +70,95 @@ extension DataRequest {
         appendValidator { request, response, data in
             if let error = ResponseValidation.statusCode(response, acceptable: 200..<300) { return error }
             let accept = request?.headers["Accept"].map(ResponseValidation.mediaTypes(in:)) ?? ["*/*"]
-            return ResponseValidation.contentType(response, data: data, acceptable: accept)
+            return ResponseValidation.contentType(response, hasBody: !(data?.isEmpty ?? true), acceptable: accept)
         }
         return self
     }
 }
 
 /// The built-in checks behind `validate`.
+extension DownloadRequest {
+    /// A validation closure: the request as sent (before redirects), the final response head
+    /// and the file holding the body (still in its partial file: it is moved into place only
+    /// after every validation passed).
+    public typealias Validation = @Sendable (URLRequest?, HTTPResponse, URL?) -> ValidationResult
+
+    /// The file holding the body while validations run.
+    private var bodyFileForValidation: URL? {
+        protected.withLock { state in
+            switch state.output {
+            case .stagedFile(let staged, _): return staged
+            case .file(let url): return url
+            default: return nil
+            }
+        }
+    }
+
+    private var bodyIsEmpty: Bool {
+        guard let url = bodyFileForValidation else { return true }
+        var info = stat()
+        return stat(url.path(percentEncoded: false), &info) != 0 || info.st_size == 0
+    }
+
+    /// Adds a validation. Validations run in order when the transfer completes; the first
+    /// failure becomes the request's error, and the body is removed instead of moved into place.
+    /// - Parameter validation: the check.
+    /// - Returns: the request.
+    @discardableResult
+    public func validate(_ validation: @escaping Validation) -> Self {
+        appendValidator { [weak self] request, response, _ in
+            switch validation(request, response, self?.bodyFileForValidation) {
+            case .success: return nil
+            case .failure(let error as TinyFireError): return error
+            case .failure(let error): return .responseValidationFailed(reason: .customValidationFailed(error: error))
+            }
+        }
+        return self
+    }
+
+    /// Accepts only these status codes.
+    /// - Parameter acceptableStatusCodes: the codes.
+    /// - Returns: the request.
+    @discardableResult
+    public func validate<S: Sequence & Sendable>(statusCode acceptableStatusCodes: S) -> Self where S.Element == Int {
+        appendValidator { _, response, _ in
+            ResponseValidation.statusCode(response, acceptable: acceptableStatusCodes)
+        }
+        return self
+    }
+
+    /// Accepts only these content types (wildcards allowed); an empty body passes.
+    /// - Parameter acceptableContentTypes: the types.
+    /// - Returns: the request.
+    @discardableResult
+    public func validate(contentType acceptableContentTypes: @escaping @autoclosure @Sendable () -> [String]) -> Self {
+        appendValidator { [weak self] _, response, _ in
+            ResponseValidation.contentType(response, hasBody: !(self?.bodyIsEmpty ?? true), acceptable: acceptableContentTypes())
+        }
+        return self
+    }
+
+    /// Status 200..<300 and a content type the request's `Accept` allows.
+    /// - Returns: the request.
+    @discardableResult
+    public func validate() -> Self {
+        appendValidator { [weak self] request, response, _ in
+            if let error = ResponseValidation.statusCode(response, acceptable: 200..<300) { return error }
+            let accept = request?.headers["Accept"].map(ResponseValidation.mediaTypes(in:)) ?? ["*/*"]
+            return ResponseValidation.contentType(response, hasBody: !(self?.bodyIsEmpty ?? true), acceptable: accept)
+        }
+        return self
+    }
+}
+
 enum ResponseValidation {
     static func statusCode<S: Sequence>(_ response: HTTPResponse, acceptable: S) -> TinyFireError? where S.Element == Int {
         acceptable.contains(response.status.code)
             ? nil : .responseValidationFailed(reason: .unacceptableStatusCode(code: response.status.code))
     }
 
-    static func contentType(_ response: HTTPResponse, data: Data?, acceptable: [String]) -> TinyFireError? {
-        guard let data, !data.isEmpty else { return nil }
+    static func contentType(_ response: HTTPResponse, hasBody: Bool, acceptable: [String]) -> TinyFireError? {
+        guard hasBody else { return nil }
         guard let contentType = response.headerFields[values: .contentType].first, let responseType = MediaType(contentType) else {
             if acceptable.contains(where: { MediaType($0)?.isWildcard == true }) { return nil }
             return .responseValidationFailed(reason: .missingContentType(acceptableContentTypes: acceptable))

@@ -108,12 +108,20 @@ final class NginxFixture: Sendable {
 
     let port: Int
     let root: String
-    /// 1 MiB of pseudo-random bytes at /1m.bin.
+    /// Where nginx logs `uri status body_bytes_sent "Range" "If-Range"`, one line per request.
+    let accessLog: String
+    /// 1 MiB of pseudo-random bytes at /1m.bin (also at /norange/1m.bin, where Range is ignored).
     let oneMiB: Data
     /// A compressible text at /text.txt (served gzip'd when asked).
     let text: Data
 
     var base: String { "http://127.0.0.1:\(port)" }
+
+    /// Access-log lines whose URI contains `token`.
+    func logLines(containing token: String) -> [String] {
+        let text = (try? String(contentsOfFile: accessLog, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").map(String.init).filter { $0.contains(token) }
+    }
 
     private init() throws {
         guard let nginx = which("nginx") else { throw FixtureError(description: "nginx is not installed (apt-get install nginx-light)") }
@@ -130,6 +138,7 @@ final class NginxFixture: Sendable {
         try Data().write(to: URL(fileURLWithPath: root + "/empty.txt"))
         try Data([0x63, 0x61, 0x66, 0xE9]).write(to: URL(fileURLWithPath: root + "/latin1.txt"))
         let dir = directory.path
+        accessLog = dir + "/access.log"
         let config = """
             worker_processes 1;
             daemon off;
@@ -137,7 +146,8 @@ final class NginxFixture: Sendable {
             error_log \(dir)/error.log;
             events { worker_connections 256; }
             http {
-              access_log off;
+              log_format tinyfire '$request_uri $status $body_bytes_sent "$http_range" "$http_if_range"';
+              access_log \(dir)/access.log tinyfire;
               sendfile on;
               client_body_temp_path \(dir)/body;
               proxy_temp_path \(dir)/proxy;
@@ -157,6 +167,7 @@ final class NginxFixture: Sendable {
                 location = /loop { return 302 /loop; }
                 location = /no-content { return 204; }
                 location = /small-upload { client_max_body_size 1k; return 200 "accepted\\n"; }
+                location /norange/ { alias \(root)/; max_ranges 0; }
               }
             }
             """

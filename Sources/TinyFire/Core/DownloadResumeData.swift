@@ -1,0 +1,128 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// What a stopped download needs to continue: TinyFire's resume data, a small versioned JSON
+/// document (unlike URLSession's opaque blob, it can be read, stored across reboots and
+/// pointed at a fresh URL).
+///
+/// ```json
+/// {"version":1,"url":"https://…/fw.bin","partialFile":"/data/.fw.bin.tinyfire-Ab12Cd",
+///  "bytesOnDisk":41943040,"entityTag":"\"5f3a-1c00000\"","lastModified":"Sat, 21 Nov 2026 10:00:00 GMT",
+///  "totalLength":104857600}
+/// ```
+///
+/// Resuming sends `Range: bytes=<bytesOnDisk>-` and, when a strong `ETag` or else a
+/// `Last-Modified` was recorded, `If-Range` with it, so a resource that changed comes back
+/// whole (200) instead of being spliced onto old bytes. The partial file must still have
+/// exactly `bytesOnDisk` bytes; otherwise the download starts from zero.
+public struct DownloadResumeData: Codable, Sendable, Equatable {
+    /// The format version this build writes and reads.
+    public static let currentVersion = 1
+
+    /// The format version.
+    public var version: Int
+    /// The URL the download asked for (before redirects).
+    public var url: URL
+    /// The partial file holding the bytes received so far.
+    public var partialFile: String
+    /// How many bytes the partial file holds.
+    public var bytesOnDisk: UInt64
+    /// The response's strong `ETag`, if it had one.
+    public var entityTag: String?
+    /// The response's `Last-Modified`, if it had one.
+    public var lastModified: String?
+    /// The whole resource's length, when the server said.
+    public var totalLength: UInt64?
+
+    /// Creates resume data (for a file you downloaded partly yourself, say).
+    /// - Parameters:
+    ///   - url: the resource.
+    ///   - partialFile: the file holding its first `bytesOnDisk` bytes.
+    ///   - bytesOnDisk: the file's length.
+    ///   - entityTag: a strong ETag of the resource, if known.
+    ///   - lastModified: its Last-Modified, if known.
+    ///   - totalLength: its length, if known.
+    public init(
+        url: URL, partialFile: String, bytesOnDisk: UInt64, entityTag: String? = nil, lastModified: String? = nil,
+        totalLength: UInt64? = nil
+    ) {
+        self.version = Self.currentVersion
+        self.url = url
+        self.partialFile = partialFile
+        self.bytesOnDisk = bytesOnDisk
+        self.entityTag = entityTag
+        self.lastModified = lastModified
+        self.totalLength = totalLength
+    }
+
+    /// Reads resume data.
+    /// - Parameter data: bytes from `DownloadRequest.resumeData` or `DownloadResponse.resumeData`.
+    /// - Throws: `.downloadResumeFailed(.invalidResumeData)` saying what is wrong.
+    public init(data: Data) throws(TinyFireError) {
+        let decoded: DownloadResumeData
+        do {
+            decoded = try JSONDecoder().decode(DownloadResumeData.self, from: data)
+        } catch {
+            throw .downloadResumeFailed(reason: .invalidResumeData("not TinyFire resume data (\(error))"))
+        }
+        guard decoded.version == Self.currentVersion else {
+            throw .downloadResumeFailed(
+                reason: .invalidResumeData("resume data version \(decoded.version); this build reads version \(Self.currentVersion)"))
+        }
+        self = decoded
+    }
+
+    /// The encoded document.
+    public var data: Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(self)) ?? Data()
+    }
+
+    /// The validator sent in `If-Range`: the entity tag, else the date.
+    var ifRangeValidator: String? { entityTag ?? lastModified }
+
+    /// Removes the partial file (when you give up on resuming).
+    public func removePartialFile() {
+        unlink(partialFile)
+    }
+}
+
+/// A `Content-Range` value (RFC 9110 §14.4): `bytes first-last/complete` or `bytes */complete`.
+struct ContentRange: Equatable {
+    /// First and last byte, nil for an unsatisfied range (`*`).
+    var range: ClosedRange<UInt64>?
+    /// The whole representation's length, nil when `*`.
+    var completeLength: UInt64?
+
+    init?(_ value: String) {
+        let trimmed = value.trimmingHTTPWhitespace()
+        guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
+        let spec = trimmed.dropFirst(6).trimmingHTTPWhitespace()
+        let halves = spec.split(separator: "/", omittingEmptySubsequences: false)
+        guard halves.count == 2 else { return nil }
+        if halves[1] == "*" {
+            completeLength = nil
+        } else {
+            guard let complete = UInt64(halves[1]) else { return nil }
+            completeLength = complete
+        }
+        if halves[0] == "*" {
+            guard completeLength != nil else { return nil }
+            range = nil
+            return
+        }
+        let bounds = halves[0].split(separator: "-", omittingEmptySubsequences: false)
+        guard bounds.count == 2, let first = UInt64(bounds[0]), let last = UInt64(bounds[1]), first <= last else { return nil }
+        if let completeLength, last >= completeLength { return nil }
+        range = first...last
+    }
+}

@@ -1,0 +1,324 @@
+import Foundation
+import HTTPTypes
+import Synchronization
+import Testing
+
+@testable import TinyFire
+
+@Suite("Downloads and resume", .serialized)
+struct DownloadTests {
+    func scratch(_ name: String) throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-dl-\(getpid())-\(name)")
+        try? FileManager.default.removeItem(at: url)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    func contents(of directory: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
+    }
+
+    /// A token that makes a request's access-log lines findable.
+    func token() -> String { "t=" + UUID().uuidString }
+
+    /// A fast retry policy for tests.
+    var quickRetry: RetryPolicy { RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0.01) }
+
+    @Test("a download cut at 40 % resumes on its own under the retry policy, fetching only the missing bytes")
+    func automaticResume() async throws {
+        let server = try nginx()
+        let size = server.oneMiB.count
+        let cut = size * 2 / 5
+        let proxy = try CuttingProxy(upstreamPort: server.port, cut: .close(after: cut))
+        defer { proxy.stop() }
+        let directory = try scratch("auto")
+        let target = directory.appendingPathComponent("fw.bin")
+        let tag = token()
+        let progress = Mutex<[TransferProgress]>([])
+        let request = Session().download("http://127.0.0.1:\(proxy.port)/1m.bin?\(tag)", interceptor: quickRetry) { _, _ in
+            (target, [])
+        }
+        request.downloadProgress { value in progress.withLock { $0.append(value) } }
+        let response = await request.validate().downloadResponse
+        #expect(response.error == nil, "\(String(describing: response.error))")
+        #expect(try Data(contentsOf: target) == server.oneMiB)
+        #expect(request.retryCount == 1)
+        #expect(response.response?.status.code == 206)
+        // The second attempt carried only the missing bytes, and asked for exactly them.
+        #expect(request.allMetrics.last?.responseBodyBytes == UInt64(size - cut))
+        let heads = proxy.heads
+        #expect(heads.count == 2)
+        #expect(heads.last?.contains("Range: bytes=\(cut)-") == true)
+        #expect(heads.last?.contains("If-Range: \"") == true)
+        let lines = server.logLines(containing: tag)
+        #expect(lines.contains { $0.contains(" 206 \(size - cut) \"bytes=\(cut)-\"") }, "\(lines)")
+        // Progress counts the bytes already on disk: it never goes back, and ends at the total.
+        let values = progress.withLock { $0 }
+        #expect(values.last == TransferProgress(completedUnitCount: Int64(size), totalUnitCount: Int64(size)))
+        let afterCut = values.drop { $0.completedUnitCount < Int64(cut) }
+        #expect(zip(afterCut, afterCut.dropFirst()).allSatisfy { $0.completedUnitCount <= $1.completedUnitCount })
+        #expect(contents(of: directory) == ["fw.bin"], "partial files left: \(contents(of: directory))")
+    }
+
+    @Test("without a retrier the failure carries resume data; download(resumingWith:) finishes the file from a fresh URL")
+    func manualResume() async throws {
+        let server = try nginx()
+        let size = server.oneMiB.count
+        let cut = size * 2 / 5
+        let proxy = try CuttingProxy(upstreamPort: server.port, cut: .close(after: cut))
+        defer { proxy.stop() }
+        let directory = try scratch("manual")
+        let target = directory.appendingPathComponent("fw.bin")
+        let failed = await Session().download("http://127.0.0.1:\(proxy.port)/1m.bin") { _, _ in (target, []) }.downloadResponse
+        #expect(failed.error?.transferError != nil)
+        #expect(!FileManager.default.fileExists(atPath: target.path), "a cut download must not appear complete")
+        let data = try #require(failed.resumeData)
+        let resume = try DownloadResumeData(data: data)
+        #expect(resume.bytesOnDisk == UInt64(cut))
+        #expect(resume.totalLength == UInt64(size))
+        #expect(resume.entityTag?.hasPrefix("\"") == true)
+        #expect(try Data(contentsOf: URL(filePath: resume.partialFile)) == server.oneMiB.prefix(cut))
+
+        let tag = token()
+        let progress = Mutex<[TransferProgress]>([])
+        let request = Session().download(resumingWith: data, from: "\(server.base)/1m.bin?\(tag)") { _, _ in (target, []) }
+        request.downloadProgress { value in progress.withLock { $0.append(value) } }
+        let resumed = await request.validate().downloadResponse
+        #expect(resumed.error == nil, "\(String(describing: resumed.error))")
+        #expect(try Data(contentsOf: target) == server.oneMiB)
+        #expect(request.metrics?.responseBodyBytes == UInt64(size - cut))
+        #expect(progress.withLock { $0.first?.completedUnitCount ?? 0 } >= Int64(cut))
+        #expect(!FileManager.default.fileExists(atPath: resume.partialFile))
+        #expect(server.logLines(containing: tag).count == 1)
+    }
+
+    @Test("cancel(byProducingResumeData:) keeps the bytes received; resuming completes the file")
+    func cancelWithResumeData() async throws {
+        let server = try nginx()
+        let size = server.oneMiB.count
+        let cut = size * 2 / 5
+        let proxy = try CuttingProxy(upstreamPort: server.port, cut: .stall(after: cut))
+        defer { proxy.stop() }
+        let directory = try scratch("cancel")
+        let target = directory.appendingPathComponent("fw.bin")
+        let request = Session().download("http://127.0.0.1:\(proxy.port)/1m.bin") { _, _ in (target, []) }
+        let resumeData: Data? = await withCheckedContinuation { continuation in
+            let once = Atomic<Bool>(false)
+            request.downloadProgress { value in
+                guard value.completedUnitCount >= Int64(cut), !once.exchange(true, ordering: .relaxed) else { return }
+                request.cancel(byProducingResumeData: { continuation.resume(returning: $0) })
+            }
+            request.resume()
+        }
+        let data = try #require(resumeData)
+        #expect(try DownloadResumeData(data: data).bytesOnDisk == UInt64(cut))
+        #expect(request.resumeData == data)
+        let resumed = await Session().download(resumingWith: data, from: "\(server.base)/1m.bin") { _, _ in (target, []) }
+            .downloadResponse
+        #expect(resumed.error == nil)
+        #expect(try Data(contentsOf: target) == server.oneMiB)
+
+        // A plain cancel() removes the partial file and produces no resume data.
+        let stalling = try CuttingProxy(upstreamPort: server.port, cut: .stall(after: cut))
+        defer { stalling.stop() }
+        let plain = Session().download("http://127.0.0.1:\(stalling.port)/1m.bin") { _, _ in (directory.appendingPathComponent("b"), []) }
+        let cancelledOnce = Atomic<Bool>(false)
+        plain.downloadProgress { value in
+            if value.completedUnitCount > 0, !cancelledOnce.exchange(true, ordering: .relaxed) { plain.cancel() }
+        }
+        let plainResponse = await plain.downloadResponse
+        #expect(plainResponse.error?.isExplicitlyCancelledError == true)
+        #expect(plainResponse.resumeData == nil)
+        #expect(contents(of: directory) == ["fw.bin"])
+    }
+
+    /// Resume data for the first `count` bytes of `data`, written to a partial file.
+    func partial(of data: Data, count: Int, url: String, in directory: URL, entityTag: String? = nil, total: UInt64? = nil) throws
+        -> Data
+    {
+        let path = directory.appendingPathComponent(".partial-\(count)").path
+        try data.prefix(count).write(to: URL(filePath: path))
+        return DownloadResumeData(
+            url: URL(string: url)!, partialFile: path, bytesOnDisk: UInt64(count), entityTag: entityTag, totalLength: total
+        ).data
+    }
+
+    @Test("a server that ignores Range sends the whole body again, which replaces the partial file")
+    func serverIgnoresRange() async throws {
+        let server = try nginx()
+        let directory = try scratch("norange")
+        let target = directory.appendingPathComponent("fw.bin")
+        let data = try partial(of: server.oneMiB, count: 1000, url: "\(server.base)/norange/1m.bin", in: directory)
+        let request = Session().download(resumingWith: data) { _, _ in (target, []) }
+        let response = await request.validate().downloadResponse
+        #expect(response.error == nil)
+        #expect(response.response?.status.code == 200)
+        #expect(try Data(contentsOf: target) == server.oneMiB)
+        #expect(request.metrics?.responseBodyBytes == UInt64(server.oneMiB.count))
+        #expect(contents(of: directory) == ["fw.bin"])
+    }
+
+    @Test("a resource that changed between attempts comes back whole (If-Range), never spliced")
+    func resourceChanged() async throws {
+        let server = try nginx()
+        let name = "changing-\(getpid()).bin"
+        let path = server.root + "/" + name
+        var generator = SplitMix64(seed: 99)
+        let first = Data((0..<300_000).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+        try first.write(to: URL(filePath: path))
+        let proxy = try CuttingProxy(upstreamPort: server.port, cut: .close(after: 120_000))
+        defer { proxy.stop() }
+        let directory = try scratch("changed")
+        let target = directory.appendingPathComponent("fw.bin")
+        let failed = await Session().download("http://127.0.0.1:\(proxy.port)/\(name)") { _, _ in (target, []) }.downloadResponse
+        let data = try #require(failed.resumeData)
+        // A new version: different bytes, different length, a newer modification time.
+        let second = Data((0..<250_000).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+        try await Task.sleep(for: .milliseconds(1100))
+        try second.write(to: URL(filePath: path))
+        let request = Session().download(resumingWith: data, from: "\(server.base)/\(name)") { _, _ in (target, [.removePreviousFile]) }
+        let response = await request.validate().downloadResponse
+        #expect(response.error == nil)
+        #expect(response.response?.status.code == 200)
+        #expect(try Data(contentsOf: target) == second)
+    }
+
+    @Test("a 416 for a complete partial file fetches its last byte again; a 416 for a shrunk resource starts over")
+    func rangeNotSatisfiable() async throws {
+        let server = try nginx()
+        let directory = try scratch("416")
+        let target = directory.appendingPathComponent("fw.bin")
+        let size = server.oneMiB.count
+        // Complete, length unknown to the resume data: 416, then `bytes=size-1-`.
+        let complete = try partial(of: server.oneMiB, count: size, url: "\(server.base)/1m.bin", in: directory)
+        let tag = token()
+        let request = Session().download(resumingWith: complete, from: "\(server.base)/1m.bin?\(tag)") { _, _ in (target, []) }
+        let response = await request.validate().downloadResponse
+        #expect(response.error == nil, "\(String(describing: response.error))")
+        #expect(try Data(contentsOf: target) == server.oneMiB)
+        #expect(request.retryCount == 0)
+        let lines = server.logLines(containing: tag)
+        #expect(lines.count == 2 && lines[0].contains(" 416 ") && lines[1].contains(" 206 1 \"bytes=\(size - 1)-\""), "\(lines)")
+
+        // Longer than the resource now is: 416, then the whole resource without Range.
+        let longer = server.oneMiB + Data(count: 500)
+        let shrunk = try partial(of: longer, count: longer.count, url: "\(server.base)/1m.bin", in: directory)
+        let again = await Session().download(resumingWith: shrunk) { _, _ in (target, [.removePreviousFile]) }.validate()
+            .downloadResponse
+        #expect(again.error == nil)
+        #expect(again.response?.status.code == 200)
+        #expect(try Data(contentsOf: target) == server.oneMiB)
+    }
+
+    @Test("a 206 whose Content-Range does not continue the partial file restarts from zero")
+    func wrongContentRange() async throws {
+        let body = Data((0..<2000).map { UInt8($0 % 251) })
+        let server = try HostileServer(script: { client in
+            let head = client.readRequest()
+            if head.contains("Range:") {
+                client.send("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/2000\r\nContent-Length: 100\r\nETag: \"v1\"\r\n\r\n")
+                client.send(body.prefix(100))
+            } else {
+                client.send("HTTP/1.1 200 OK\r\nContent-Length: 2000\r\nETag: \"v1\"\r\n\r\n")
+                client.send(body)
+            }
+        })
+        defer { server.stop() }
+        let directory = try scratch("wrongrange")
+        let target = directory.appendingPathComponent("fw.bin")
+        let data = try partial(of: body, count: 500, url: "\(server.base)/fw", in: directory, entityTag: "\"v1\"")
+        let request = Session().download(resumingWith: data) { _, _ in (target, []) }
+        let response = await request.validate().downloadResponse
+        #expect(response.error == nil, "\(String(describing: response.error))")
+        #expect(try Data(contentsOf: target) == body)
+        #expect(request.allMetrics.count == 2)
+        #expect(contents(of: directory) == ["fw.bin"])
+    }
+
+    @Test("a partial file that does not have its recorded length is not trusted: the download starts from zero")
+    func partialLengthMismatch() async throws {
+        let server = try nginx()
+        let directory = try scratch("mismatch")
+        let target = directory.appendingPathComponent("fw.bin")
+        let data = try partial(of: server.oneMiB, count: 5000, url: "\(server.base)/1m.bin", in: directory)
+        let resume = try DownloadResumeData(data: data)
+        try Data(server.oneMiB.prefix(4000)).write(to: URL(filePath: resume.partialFile))
+        let request = Session().download(resumingWith: data) { _, _ in (target, []) }
+        let response = await request.validate().downloadResponse
+        #expect(response.error == nil)
+        #expect(request.request?.headers["Range"] == nil)
+        #expect(request.httpRequest?.headerFields[HTTPField.Name("Range")!] == nil)
+        #expect(try Data(contentsOf: target) == server.oneMiB)
+
+        let broken = await Session().download(resumingWith: Data("{\"version\":9}".utf8)).downloadResponse
+        guard case .downloadResumeFailed(.invalidResumeData) = broken.error else {
+            Issue.record("unexpected \(String(describing: broken.error))")
+            return
+        }
+    }
+
+    @Test("httpbin /range/N resumes from resume data with its ETag")
+    func httpbinRange() async throws {
+        let server = try httpbin()
+        let expected = Data((0..<1024).map { UInt8(ascii: "a") + UInt8($0 % 26) })
+        let directory = try scratch("httpbin")
+        let target = directory.appendingPathComponent("r.bin")
+        let data = try partial(of: expected, count: 100, url: "\(server.base)/range/1024", in: directory, entityTag: "range1024")
+        let request = Session().download(resumingWith: data) { _, _ in (target, []) }
+        let response = await request.validate().downloadResponse
+        #expect(response.error == nil, "\(String(describing: response.error))")
+        #expect(response.response?.status.code == 206)
+        #expect(request.metrics?.responseBodyBytes == 924)
+        #expect(try Data(contentsOf: target) == expected)
+    }
+
+    @Test("a download that fails validation leaves the destination as it was and no partial file")
+    func validationFailure() async throws {
+        let server = try httpbin()
+        let directory = try scratch("validation")
+        let target = directory.appendingPathComponent("fw.bin")
+        try Data("old firmware".utf8).write(to: target)
+        let response = await Session().download("\(server.base)/status/404") { _, _ in (target, [.removePreviousFile]) }
+            .validate().downloadResponse
+        #expect(response.error?.responseCode == 404)
+        #expect(try Data(contentsOf: target) == Data("old firmware".utf8))
+        #expect(contents(of: directory) == ["fw.bin"])
+
+        let typed = await Session().download("\(server.base)/json") { _, _ in (directory.appendingPathComponent("j"), []) }
+            .validate(contentType: ["image/png"]).downloadResponse
+        guard case .responseValidationFailed(.unacceptableContentType) = typed.error else {
+            Issue.record("unexpected \(String(describing: typed.error))")
+            return
+        }
+        #expect(contents(of: directory) == ["fw.bin"])
+    }
+
+    @Test("suggested destinations, responseURL and responseData on downloads")
+    func destinationsAndSerializers() async throws {
+        let server = try httpbin()
+        let directory = try scratch("suggested")
+        let url = "\(server.base)/response-headers?Content-Disposition=attachment%3B%20filename%3D%22..%2Fevil%2Ffw-2.bin%22"
+        let named: DownloadResponse<URL, TinyFireError> = await withCheckedContinuation { continuation in
+            Session().download(
+                url, to: DownloadRequest.suggestedDownloadDestination(in: directory, options: [.createIntermediateDirectories])
+            )
+            .responseURL { continuation.resume(returning: $0) }
+        }
+        #expect(named.value == directory.appendingPathComponent("fw-2.bin"))
+        let fallback = DownloadRequest.suggestedFilename(for: HTTPResponse(status: .ok), url: URL(string: "http://x/a/b/.hidden"))
+        #expect(fallback == "hidden")
+
+        struct Args: Decodable { let args: [String: String] }
+        let json: DownloadResponse<[String: String], TinyFireError> = await withCheckedContinuation { continuation in
+            Session().download("\(server.base)/get?k=v").responseDecodable(of: Args.self) { response in
+                continuation.resume(returning: response.map { $0.args })
+            }
+        }
+        #expect(json.value == ["k": "v"])
+        let data: DownloadResponse<Data, TinyFireError> = await withCheckedContinuation { continuation in
+            Session().download("\(server.base)/bytes/300").responseData { continuation.resume(returning: $0) }
+        }
+        #expect(data.value?.count == 300)
+        #expect(data.fileURL.map { FileManager.default.fileExists(atPath: $0.path) } == true)
+    }
+}

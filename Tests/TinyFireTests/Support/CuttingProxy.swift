@@ -1,0 +1,95 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A forwarding proxy in front of a real server (nginx) that cuts its first response short:
+/// after `cutAfter` body bytes it closes the client connection (or stalls, for cancel tests).
+/// Later connections are forwarded whole. Requests go upstream with `Connection: close`, so
+/// each response ends when nginx closes.
+final class CuttingProxy: @unchecked Sendable {
+    enum Cut: Sendable {
+        /// Close the client connection (FIN) after this many body bytes.
+        case close(after: Int)
+        /// Forward this many body bytes, then hold the connection open without sending.
+        case stall(after: Int)
+    }
+
+    private let server: HostileServer
+    private final class Log: Sendable {
+        let heads = Mutex<[String]>([])
+    }
+    private let log: Log
+    /// The request heads the proxy saw, in order.
+    var heads: [String] { log.heads.withLock { $0 } }
+
+    var port: Int { server.port }
+
+    init(upstreamPort: Int, cut: Cut) throws {
+        let log = Log()
+        self.log = log
+        server = try HostileServer(script: { client in
+            let head = client.readRequest()
+            log.heads.withLock { $0.append(head) }
+            let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(upstream) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(upstreamPort).bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else { return }
+            var request = head
+            if request.hasSuffix("\r\n\r\n") { request.removeLast(2) }
+            request += "Connection: close\r\n\r\n"
+            _ = request.utf8CString.withUnsafeBufferPointer { send(upstream, $0.baseAddress, $0.count - 1, Int32(MSG_NOSIGNAL)) }
+            let limit: Int?
+            var stall = false
+            switch cut {
+            case .close(let after): limit = client.index == 0 ? after : nil
+            case .stall(let after):
+                limit = client.index == 0 ? after : nil
+                stall = true
+            }
+            var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+            var seen: [UInt8] = []
+            var bodyStart: Int?
+            var forwarded = 0
+            while true {
+                let n = read(upstream, &buffer, buffer.count)
+                if n <= 0 { return }
+                var chunk = Array(buffer[0..<n])
+                if bodyStart == nil {
+                    seen += chunk
+                    if let end = Self.headEnd(seen) { bodyStart = end }
+                }
+                if let limit, let start = bodyStart {
+                    let allowed = start + limit - forwarded
+                    if chunk.count >= allowed {
+                        chunk = Array(chunk.prefix(max(0, allowed)))
+                        client.send(Data(chunk))
+                        if stall { client.sleep(10) }
+                        return
+                    }
+                }
+                client.send(Data(chunk))
+                forwarded += chunk.count
+            }
+        })
+    }
+
+    private static func headEnd(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for index in 3..<bytes.count
+        where bytes[index - 3] == 13 && bytes[index - 2] == 10 && bytes[index - 1] == 13 && bytes[index] == 10 {
+            return index + 1
+        }
+        return nil
+    }
+
+    func stop() { server.stop() }
+}
