@@ -69,6 +69,21 @@ struct RequestCommand: ParsableCommand {
     @Option(name: [.customShort("T"), .customLong("upload-file")], help: "Send FILE as the body, streamed (PUT unless -X says otherwise).")
     var uploadFile: String?
 
+    @Option(
+        name: [.customShort("F"), .customLong("form")],
+        help: "Multipart form field (repeatable): name=value, or name=@FILE[;type=MIME][;filename=NAME] for a file part (POST).")
+    var form: [String] = []
+
+    @Option(
+        name: [.customShort("C"), .customLong("continue-at")],
+        help: "'-' continues a partial -o FILE from its size (a Range request, as curl; a 200 rewrites the file).")
+    var continueAt: String?
+
+    @Flag(
+        name: [.customShort("#"), .customLong("progress")],
+        help: "Show progress on stderr: a bar on a terminal, a line per second otherwise.")
+    var progress = false
+
     @Option(name: .customLong("cacert"), help: "Trust the CA certificates in FILE (PEM or DER) instead of the system bundle.")
     var caCertificate: String?
 
@@ -146,8 +161,28 @@ struct RequestCommand: ParsableCommand {
                 headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
             }
         }
-        if uploadFile != nil && body != nil { return fail(.malformedURL, "use either -d/--data or -T/--upload-file, not both") }
-        let method = HTTPMethod(rawValue: method ?? (uploadFile != nil ? "PUT" : body == nil ? "GET" : "POST"))
+        if [uploadFile != nil, body != nil, !form.isEmpty].filter({ $0 }).count > 1 {
+            return fail(.malformedURL, "use only one of -d/--data, -T/--upload-file and -F/--form")
+        }
+        var upload: UploadRequest.Uploadable?
+        if let uploadFile { upload = .file(URL(filePath: uploadFile)) }
+        if !form.isEmpty {
+            switch multipartForm(form) {
+            case .success(let multipart): upload = .multipart(multipart)
+            case .failure(let error): return fail(.malformedURL, error.message)
+            }
+        }
+        let method = HTTPMethod(rawValue: method ?? (uploadFile != nil ? "PUT" : body == nil && form.isEmpty ? "GET" : "POST"))
+
+        var resumeFrom: DownloadResumeData?
+        if let continueAt {
+            guard continueAt == "-" else { return fail(.malformedURL, "-C takes '-' (continue from the size of the -o file)") }
+            guard let output, output != "-" else { return fail(.malformedURL, "-C - needs -o FILE to continue") }
+            var info = stat()
+            if stat(output, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && info.st_size > 0, let resource = URL(string: url) {
+                resumeFrom = DownloadResumeData(url: resource, partialFile: output, bytesOnDisk: UInt64(info.st_size))
+            }
+        }
 
         // Where the body goes.
         let target: DownloadRequest.Target
@@ -172,8 +207,14 @@ struct RequestCommand: ParsableCommand {
 
         let session = Session(configuration: configuration, serverTrustManager: trustManager)
         let request = session.download(
-            url, method: method, headers: headers, body: body, bodyFile: uploadFile.map { URL(filePath: $0) }, target: target,
-            acceptableStatusCodes: 200..<300, includeResponseHead: include)
+            url, method: method, headers: headers, body: body, upload: upload, target: target,
+            acceptableStatusCodes: 200..<300, includeResponseHead: include, resumingFrom: resumeFrom,
+            partialPolicy: continueAt != nil ? .inPlace : .discard)
+        let display = progress ? ProgressDisplay() : nil
+        if let display {
+            if upload != nil || body != nil { request.uploadProgress { display.update("upload", $0) } }
+            request.downloadProgress { display.update("download", $0) }
+        }
         if verbose {
             request.onHTTPResponse { [request] response in
                 var lines: [String] = []
@@ -190,6 +231,7 @@ struct RequestCommand: ParsableCommand {
             }
         }
         let response = request.waitForResponse()
+        display?.finish()
         if verbose, let metrics = response.metrics { printError(describe(metrics)) }
         switch response.result {
         case .success:
@@ -235,6 +277,41 @@ struct RequestCommand: ParsableCommand {
         printError("fire-agent: \(message)")
         return status
     }
+}
+
+/// The form `-F` arguments describe: `name=value`, `name=@path[;type=…][;filename=…]`.
+func multipartForm(_ fields: [String]) -> Result<MultipartFormData, ReadFileError> {
+    let form = MultipartFormData()
+    for field in fields {
+        guard let equals = field.firstIndex(of: "="), equals != field.startIndex else {
+            return .failure(ReadFileError("invalid form field \(field.debugDescription): expected name=value or name=@file"))
+        }
+        let name = String(field[..<equals])
+        let value = field[field.index(after: equals)...]
+        guard value.hasPrefix("@") else {
+            form.append(Data(value.utf8), withName: name)
+            continue
+        }
+        let parts = value.dropFirst().split(separator: ";", omittingEmptySubsequences: false)
+        let path = String(parts.first ?? "")
+        var mimeType: String?
+        var fileName: String?
+        for parameter in parts.dropFirst() {
+            if parameter.hasPrefix("type=") {
+                mimeType = String(parameter.dropFirst(5))
+            } else if parameter.hasPrefix("filename=") {
+                fileName = String(parameter.dropFirst(9))
+            } else {
+                return .failure(ReadFileError("unknown form parameter \(String(parameter).debugDescription) in \(field.debugDescription)"))
+            }
+        }
+        guard !path.isEmpty else { return .failure(ReadFileError("no file after @ in \(field.debugDescription)")) }
+        let url = URL(filePath: path)
+        form.append(
+            url, withName: name, fileName: fileName ?? url.lastPathComponent,
+            mimeType: mimeType ?? MIMEType.forPathExtension(url.pathExtension))
+    }
+    return .success(form)
 }
 
 /// One evaluator for whatever host the command line names (and the hosts it redirects to).

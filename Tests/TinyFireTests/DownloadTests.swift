@@ -322,3 +322,50 @@ struct DownloadTests {
         #expect(data.fileURL.map { FileManager.default.fileExists(atPath: $0.path) } == true)
     }
 }
+
+@Suite("fire-agent request: forms, resume, progress", .serialized)
+struct TransferCLITests {
+    @Test("-F sends fields and files as multipart; a missing file exits 26 naming it")
+    func formUpload() throws {
+        let server = try httpbin()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-cli-form-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let file = directory.appendingPathComponent("boot.log")
+        try Data("kernel: ok\n".utf8).write(to: file)
+        let result = try fireAgent(["request", "-F", "device=42", "-F", "log=@\(file.path);type=text/plain", "\(server.base)/post"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let echo = try JSONDecoder().decode(MultipartEcho.self, from: result.stdout)
+        #expect(echo.form == ["device": .one("42")])
+        #expect(echo.files == ["log": "kernel: ok\n"])
+        let missing = try fireAgent(["request", "-F", "log=@/nonexistent/x.log", "\(server.base)/post"])
+        #expect(missing.status == 26 && missing.stderr.contains("/nonexistent/x.log"), "\(missing.stderr)")
+        let both = try fireAgent(["request", "-F", "a=b", "-d", "x", "\(server.base)/post"])
+        #expect(both.status == 3)
+    }
+
+    @Test("-C - continues a partial -o file with only the missing bytes; --progress prints plain lines off a terminal")
+    func continueAt() throws {
+        let server = try nginx()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-cli-resume-\(getpid())")
+        try? FileManager.default.removeItem(at: directory)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let output = directory.appendingPathComponent("fw.bin")
+        let cut = server.oneMiB.count * 2 / 5
+        try server.oneMiB.prefix(cut).write(to: output)
+        let tag = "t=" + UUID().uuidString
+        let result = try fireAgent(["request", "-C", "-", "--progress", "-o", output.path, "\(server.base)/1m.bin?\(tag)"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try Data(contentsOf: output) == server.oneMiB)
+        let lines = server.logLines(containing: tag)
+        #expect(lines.count == 1 && lines[0].contains(" 206 \(server.oneMiB.count - cut) \"bytes=\(cut)-\""), "\(lines)")
+        #expect(result.stderr.contains("of 1.0 MiB (100%)"), "\(result.stderr)")
+        // Nothing to continue: an ordinary download.
+        try FileManager.default.removeItem(at: output)
+        let fresh = try fireAgent(["request", "-C", "-", "-o", output.path, "\(server.base)/1m.bin"])
+        #expect(fresh.status == 0)
+        #expect(try Data(contentsOf: output) == server.oneMiB)
+        let noOutput = try fireAgent(["request", "-C", "-", "\(server.base)/1m.bin"])
+        #expect(noOutput.status == 3 && noOutput.stderr.contains("-C - needs -o FILE"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["fw.bin"])
+    }
+}

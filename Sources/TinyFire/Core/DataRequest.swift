@@ -316,19 +316,42 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
     }
 
     /// The body's source.
-    public let uploadable: Uploadable
-    private let streamSource: StreamBodySource?
-    /// The encoded multipart body, kept across the attempts of one run of the pipeline and
-    /// released (its temporary file removed) when the request finishes.
-    private let encodedMultipart = Mutex<MultipartFormData.EncodedBody?>(nil)
-
-    /// Multipart bodies of this many bytes or more are spilled to a temporary file.
-    let multipartThreshold: UInt64
+    public var uploadable: Uploadable { body.uploadable }
+    let body: UploadBody
 
     init(
         session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, uploadable: Uploadable,
         multipartThreshold: UInt64 = MultipartFormData.encodingMemoryThreshold
     ) {
+        body = UploadBody(uploadable, multipartThreshold: multipartThreshold)
+        super.init(session: session, convertible: convertible, interceptor: interceptor)
+    }
+
+    override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
+        try body.apply(to: &spec)
+        if isFinished { body.release() }  // cancelled while a multipart body was encoded
+    }
+
+    override func didFinishPipeline() {
+        // Success, failure or cancellation: the spilled encoding is not needed any more.
+        body.release()
+    }
+
+    /// The temporary file holding the spilled part of a multipart body while the request
+    /// runs; nil for bodies encoded in memory, and once the request finished.
+    public var multipartTemporaryFile: URL? { body.temporaryFile }
+}
+
+/// A request body that is not the `URLRequest`'s `httpBody`, prepared for each attempt:
+/// a file, a stream (claimed once), or a multipart form encoded on the first attempt and
+/// kept until the request finishes.
+final class UploadBody: Sendable {
+    let uploadable: UploadRequest.Uploadable
+    private let multipartThreshold: UInt64
+    private let streamSource: StreamBodySource?
+    private let encodedMultipart = Mutex<MultipartFormData.EncodedBody?>(nil)
+
+    init(_ uploadable: UploadRequest.Uploadable, multipartThreshold: UInt64 = MultipartFormData.encodingMemoryThreshold) {
         self.uploadable = uploadable
         self.multipartThreshold = multipartThreshold
         if case .stream(let stream) = uploadable {
@@ -336,10 +359,10 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
         } else {
             streamSource = nil
         }
-        super.init(session: session, convertible: convertible, interceptor: interceptor)
     }
 
-    override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
+    /// Sets `spec`'s body for one attempt.
+    func apply(to spec: inout RequestSpec) throws(TinyFireError) {
         switch uploadable {
         case .data:
             return
@@ -350,13 +373,13 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
             spec.body = nil
             spec.bodySource = streamSource.map { .stream($0) }
         case .multipart(let form):
+            let threshold = multipartThreshold
             let encoded = try encodedMultipart.withLock { existing throws(TinyFireError) -> MultipartFormData.EncodedBody in
                 if let existing { return existing }
-                let body = try form.encodeForUpload(threshold: multipartThreshold)
+                let body = try form.encodeForUpload(threshold: threshold)
                 existing = body
                 return body
             }
-            if isFinished { didFinishPipeline() }  // cancelled while encoding
             spec.body = nil
             spec.bodySource = .segments(encoded.segments)
             if spec.headers.value(for: "Content-Type") == nil {
@@ -365,8 +388,8 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
         }
     }
 
-    override func didFinishPipeline() {
-        // Success, failure or cancellation: the spilled encoding is not needed any more.
+    /// Removes a spilled multipart encoding (idempotent).
+    func release() {
         let encoded = encodedMultipart.withLock { body -> MultipartFormData.EncodedBody? in
             defer { body = nil }
             return body
@@ -374,11 +397,8 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
         encoded?.removeTemporaryFile()
     }
 
-    /// The temporary file holding the spilled part of a multipart body while the request
-    /// runs; nil for bodies encoded in memory, and once the request finished.
-    public var multipartTemporaryFile: URL? {
-        encodedMultipart.withLock { $0?.temporaryFile }
-    }
+    /// The spilled encoding's file, while it exists.
+    var temporaryFile: URL? { encodedMultipart.withLock { $0?.temporaryFile } }
 }
 
 /// The outcome of a `DataRequest`: request, response, body, metrics, serialization time and

@@ -62,8 +62,8 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     /// Set on the loop when the head failed validation (the body is then discarded).
     private let rejectedStatus = Mutex<Int?>(nil)
 
-    /// A file sent as the request body (`fire-agent request --upload-file`).
-    private let uploadFile: URL?
+    /// A body sent with the request (`fire-agent request -T` or `-F`).
+    private let uploadBody: UploadBody?
     private let partialPolicy: PartialPolicy
 
     /// The partial file an attempt continues, and what the server said about the resource.
@@ -94,10 +94,10 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     init(
         session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, target: Target,
-        acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false, uploadFile: URL? = nil,
+        acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false, upload: UploadRequest.Uploadable? = nil,
         resumingFrom resumeData: DownloadResumeData? = nil, partialPolicy: PartialPolicy = .keepForResume
     ) {
-        self.uploadFile = uploadFile
+        self.uploadBody = upload.map { UploadBody($0) }
         self.partialPolicy = partialPolicy
         self.target = target
         self.acceptableStatusCodes = acceptableStatusCodes
@@ -340,10 +340,8 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 
     override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
-        if let uploadFile {
-            spec.body = nil
-            spec.bodySource = .segments([try RequestBodyFile.segment(regularFileAt: uploadFile.path(percentEncoded: false))])
-        }
+        try uploadBody?.apply(to: &spec)
+        if isFinished { uploadBody?.release() }
         guard case .destination = target else { return }
         let partial = resume.withLock { state -> PartialFile? in
             state.rangeOffset = nil
@@ -382,6 +380,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 
     override func didFinishPipeline() {
+        uploadBody?.release()
         let failed = error != nil
         let cancelled = isCancelled
         let policy = partialPolicy

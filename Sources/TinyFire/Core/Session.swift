@@ -369,7 +369,8 @@ public final class Session: Sendable {
     /// status validation before the body reaches a file, and optionally the response head
     /// written ahead of the body (curl's `-i`).
     package func download(
-        _ convertible: any URLConvertible, method: HTTPMethod, headers: HTTPHeaders?, body: Data?, bodyFile: URL? = nil,
+        _ convertible: any URLConvertible, method: HTTPMethod, headers: HTTPHeaders?, body: Data?,
+        upload: UploadRequest.Uploadable? = nil,
         target: DownloadRequest.Target, acceptableStatusCodes: Range<Int>?, includeResponseHead: Bool,
         interceptor: (any RequestInterceptor)? = nil, resumingFrom resumeData: DownloadResumeData? = nil,
         partialPolicy: DownloadRequest.PartialPolicy = .discard
@@ -379,7 +380,7 @@ public final class Session: Sendable {
             convertible: ParameterlessRequestConvertible(
                 url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
             interceptor: interceptor, target: target, acceptableStatusCodes: acceptableStatusCodes,
-            includeResponseHead: includeResponseHead, uploadFile: bodyFile, resumingFrom: resumeData, partialPolicy: partialPolicy)
+            includeResponseHead: includeResponseHead, upload: upload, resumingFrom: resumeData, partialPolicy: partialPolicy)
     }
 
     // MARK: - All requests
