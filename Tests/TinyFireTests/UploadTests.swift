@@ -72,6 +72,6 @@ struct UploadTests {
         let echo = try JSONDecoder().decode(Echo.self, from: result.stdout)
         #expect(echo.method == "PUT" && echo.headers["Content-Length"] == "1500")
         let both = try fireAgent(["request", "-T", file.path, "-d", "x", "\(server.base)/anything"])
-        #expect(both.status == 3 && both.stderr.contains("either -d/--data or -T/--upload-file"))
+        #expect(both.status == 3 && both.stderr.contains("only one of -d/--data, -T/--upload-file and -F/--form"))
     }
 }

@@ -124,6 +124,68 @@ public final class Session: Sendable {
             interceptor: interceptor, requestModifier: requestModifier)
     }
 
+    /// Creates a request whose body is handed to stream handlers as it arrives.
+    /// - Parameters:
+    ///   - convertible: the URL.
+    ///   - method: the method; default GET.
+    ///   - headers: headers added to the session's defaults.
+    ///   - automaticallyCancelOnStreamError: cancel when a handler throws or a serializer
+    ///     fails; default false.
+    ///   - interceptor: this request's interceptor.
+    ///   - requestModifier: changes the request after it is built.
+    /// - Returns: the request; it starts when a stream handler is added.
+    public func streamRequest(
+        _ convertible: any URLConvertible, method: HTTPMethod = .get, headers: HTTPHeaders? = nil,
+        automaticallyCancelOnStreamError: Bool = false, interceptor: (any RequestInterceptor)? = nil,
+        requestModifier: RequestModifier? = nil
+    ) -> DataStreamRequest {
+        streamRequest(
+            convertible, method: method, parameters: Empty?.none, encoder: URLEncodedFormParameterEncoder.default, headers: headers,
+            automaticallyCancelOnStreamError: automaticallyCancelOnStreamError, interceptor: interceptor,
+            requestModifier: requestModifier)
+    }
+
+    /// Creates a streaming request from parts, encoding `parameters` with `encoder`.
+    /// - Parameters:
+    ///   - convertible: the URL.
+    ///   - method: the method; default GET.
+    ///   - parameters: values to encode.
+    ///   - encoder: where and how they go; default URL-encoded form.
+    ///   - headers: headers added to the session's defaults.
+    ///   - automaticallyCancelOnStreamError: cancel when a handler throws or a serializer
+    ///     fails; default false.
+    ///   - interceptor: this request's interceptor.
+    ///   - requestModifier: changes the request after it is built.
+    /// - Returns: the request; it starts when a stream handler is added.
+    public func streamRequest<Parameters: Encodable & Sendable>(
+        _ convertible: any URLConvertible, method: HTTPMethod = .get, parameters: Parameters? = nil,
+        encoder: any ParameterEncoder = URLEncodedFormParameterEncoder.default, headers: HTTPHeaders? = nil,
+        automaticallyCancelOnStreamError: Bool = false, interceptor: (any RequestInterceptor)? = nil,
+        requestModifier: RequestModifier? = nil
+    ) -> DataStreamRequest {
+        let convertible = RequestEncodableConvertible(
+            url: convertible, method: method, parameters: parameters, encoder: encoder, headers: headers, requestModifier: requestModifier)
+        return DataStreamRequest(
+            session: self, convertible: convertible, interceptor: interceptor,
+            automaticallyCancelOnStreamError: automaticallyCancelOnStreamError)
+    }
+
+    /// Creates a streaming request from a `URLRequestConvertible`.
+    /// - Parameters:
+    ///   - convertible: builds the request.
+    ///   - automaticallyCancelOnStreamError: cancel when a handler throws or a serializer
+    ///     fails; default false.
+    ///   - interceptor: this request's interceptor.
+    /// - Returns: the request.
+    public func streamRequest(
+        _ convertible: any URLRequestConvertible, automaticallyCancelOnStreamError: Bool = false,
+        interceptor: (any RequestInterceptor)? = nil
+    ) -> DataStreamRequest {
+        DataStreamRequest(
+            session: self, convertible: convertible, interceptor: interceptor,
+            automaticallyCancelOnStreamError: automaticallyCancelOnStreamError)
+    }
+
     /// Creates a request from a `URLRequestConvertible` (a router).
     /// - Parameters:
     ///   - convertible: builds the request.

@@ -191,6 +191,12 @@ final class Engine: @unchecked Sendable {
         loop.execute { [self] in active[ObjectIdentifier(owner)]?.setSuspended(true) }
     }
 
+    /// Holds back or lets go reading for `owner`'s transfer (from any thread).
+    func setFlowPaused(_ owner: TransferOwner, _ paused: Bool) {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in active[ObjectIdentifier(owner)]?.setFlowPaused(paused) }
+    }
+
     /// Continues `owner`'s paused transfer (from any thread).
     func resumeTransfer(_ owner: TransferOwner) {
         guard case .success(let loop) = loopResult else { return }
@@ -262,6 +268,11 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     private var pendingRedirectExchangeDone = false
     private var expectedBodyLength: UInt64?
     private var suspended = false
+    /// Reading held back because the owner's consumer is behind (a slow stream handler).
+    private var flowPaused = false
+    /// Not reading: suspended by the caller or held back by the consumer. Only the total
+    /// timeout runs meanwhile.
+    private var paused: Bool { suspended || flowPaused }
     private var hopBytesSent: UInt64 = 0
     private var hopBytesReceived: UInt64 = 0
     /// Request body bytes sent on this hop, without chunk framing.
@@ -535,7 +546,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             isHeadRequest: spec.method == .head,
             limits: ResponseParser.Limits(maxHeaderBlockBytes: configuration.maxHeaderBlockBytes),
             delegate: self)
-        if suspended { connection.setReadingPaused(true) }
+        if paused { connection.setReadingPaused(true) }
     }
 
     // MARK: - Exchange events
@@ -849,7 +860,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             deadline = candidate
         }
         if let total = totalTimeout { consider(started + total) }
-        if suspended {
+        if paused {
             // Paused: only the total timeout runs.
             if let deadline {
                 timer = loop.schedule(at: deadline) { [weak self] in
@@ -888,8 +899,19 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     func setSuspended(_ on: Bool) {
         guard !finished, suspended != on else { return }
         suspended = on
-        connection?.setReadingPaused(on)
-        if !on {
+        applyPause()
+    }
+
+    /// Holds reading back while the consumer catches up (or lets it continue).
+    func setFlowPaused(_ on: Bool) {
+        guard !finished, flowPaused != on else { return }
+        flowPaused = on
+        applyPause()
+    }
+
+    private func applyPause() {
+        connection?.setReadingPaused(paused)
+        if !paused {
             lastActivity = .now()
             lowSpeedWindowStart = lastActivity
             lowSpeedWindowBytes = 0
@@ -904,7 +926,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             fail(.timedOut(.total, limit: total))
             return
         }
-        if suspended {
+        if paused {
             armTimer()
             return
         }
