@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Uploads: TinyFire (fire-agent request -T) vs curl (-T) to the same local sink server (Python,
-# answers 100-continue, reads and discards the body; nginx's `return` would answer before
-# reading, so neither client would send the body). Peak RSS for 1 MiB and 1 GiB files (flatness) and MB/s. Usage:
+# Uploads: TinyFire (fire-agent request -T, -F) vs curl (-T, -F) to the same local sink server
+# (Python, answers 100-continue, reads and discards the body; nginx's `return` would answer
+# before reading, so neither client would send the body). Peak RSS for 1 MiB and 1 GiB files
+# and multipart bodies (flatness) and MB/s. Usage:
 #   bench/upload.sh [RUNS]     (default 3; medians). Results: bench/results/upload.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,8 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Sink(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.do_PUT()
     def do_PUT(self):
         remaining = int(self.headers.get("Content-Length", "0"))
         while remaining > 0:
@@ -48,21 +51,29 @@ for size in 1m 1g; do
     read -r te _ _ tm ce _ _ cm < <(measure_pair "$agent request -T $work/files/$size.bin $base/sink" "curl -s -T $work/files/$size.bin $base/sink")
     rows[tf_$size]="$te $tm"
     rows[cu_$size]="$ce $cm"
+    read -r te _ _ tm ce _ _ cm < <(measure_pair \
+        "$agent request -F note=hello -F capture=@$work/files/$size.bin $base/sink" \
+        "curl -s -F note=hello -F capture=@$work/files/$size.bin $base/sink")
+    rows[tf_mp_$size]="$te $tm"
+    rows[cu_mp_$size]="$ce $cm"
 done
 mkdir -p bench/results
-python3 - "${rows[tf_1m]}" "${rows[tf_1g]}" "${rows[cu_1m]}" "${rows[cu_1g]}" "$(curl --version | head -1)" "$runs" > bench/results/upload.md <<'PY'
+python3 - "${rows[tf_1m]}" "${rows[tf_1g]}" "${rows[cu_1m]}" "${rows[cu_1g]}" \
+    "${rows[tf_mp_1m]}" "${rows[tf_mp_1g]}" "${rows[cu_mp_1m]}" "${rows[cu_mp_1g]}" \
+    "$(curl --version | head -1)" "$runs" > bench/results/upload.md <<'PY'
 import sys
-tf1m, tf1g, cu1m, cu1g, version, runs = sys.argv[1:]
+*figures, version, runs = sys.argv[1:]
 def parse(t): e, m = map(float, t.split()); return e, m
-(te1, tm1), (te, tm) = parse(tf1m), parse(tf1g)
-(ce1, cm1), (ce, cm) = parse(cu1m), parse(cu1g)
 gib = 1073741824
-print("| upload to a local sink (`-T`) | curl | TinyFire | ratio (TinyFire/curl) |")
+print("| upload to a local sink | curl | TinyFire | ratio (TinyFire/curl) |")
 print("|---|---:|---:|---:|")
-print(f"| 1 GiB file, MB/s | {gib/ce/1e6:.0f} | {gib/te/1e6:.0f} | {ce/te:.2f} |")
-print(f"| peak RSS, 1 MiB file (MiB) | {cm1/1024:.1f} | {tm1/1024:.1f} | {tm1/cm1:.2f} |")
-print(f"| peak RSS, 1 GiB file (MiB) | {cm/1024:.1f} | {tm/1024:.1f} | {tm/cm:.2f} |")
-print(f"| peak RSS growth 1 MiB → 1 GiB (KiB) | {cm-cm1:.0f} | {tm-tm1:.0f} | |")
+for label, (tf1m, tf1g, cu1m, cu1g) in (("file (`-T`)", figures[0:4]), ("multipart (`-F`, a file part and a field)", figures[4:8])):
+    (te1, tm1), (te, tm) = parse(tf1m), parse(tf1g)
+    (ce1, cm1), (ce, cm) = parse(cu1m), parse(cu1g)
+    print(f"| {label}: 1 GiB, MB/s | {gib/ce/1e6:.0f} | {gib/te/1e6:.0f} | {ce/te:.2f} |")
+    print(f"| {label}: peak RSS, 1 MiB (MiB) | {cm1/1024:.1f} | {tm1/1024:.1f} | {tm1/cm1:.2f} |")
+    print(f"| {label}: peak RSS, 1 GiB (MiB) | {cm/1024:.1f} | {tm/1024:.1f} | {tm/cm:.2f} |")
+    print(f"| {label}: peak RSS 1 GiB minus 1 MiB (KiB) | {cm-cm1:.0f} | {tm-tm1:.0f} | |")
 print()
 print(f"{version}; runs per figure: {runs} (median).")
 PY

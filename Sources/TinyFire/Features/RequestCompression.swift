@@ -10,8 +10,11 @@ import CZlib
 /// Alamofire's `DeflateRequestCompressor`. The body is the zlib format (RFC 1950: header,
 /// deflate data, Adler-32), which is what HTTP's `deflate` coding means.
 ///
-/// Applies to bodies in memory (`Data`): the compressed copy is at most zlib's
-/// `compressBound` of the body. Only the server can decompress it; most do not unless
+/// Applies to bodies in memory (`Data`: `upload(_ data:)`, encoded parameters): the compressed
+/// copy is at most zlib's `compressBound` of the body. File, stream and multipart uploads are
+/// not in the `URLRequest` an adapter sees, so they go out as they are, without
+/// `Content-Encoding` (compressing them would need the whole body in memory, or a chunked body
+/// of unknown length): compress such files before uploading them. Only the server can decompress it; most do not unless
 /// configured to, so use it only with servers that do.
 public struct DeflateRequestCompressor: RequestInterceptor {
     /// What to do when the request already has a `Content-Encoding`.
