@@ -368,4 +368,24 @@ struct TransferCLITests {
         #expect(noOutput.status == 3 && noOutput.stderr.contains("-C - needs -o FILE"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["fw.bin"])
     }
+
+    @Test("--progress on a terminal draws one bar redrawn in place (run under script(1) for a pty)")
+    func progressBarOnTerminal() throws {
+        let server = try nginx()
+        let script = try #require(which("script"), "script(1) (util-linux) is needed to give fire-agent a terminal")
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-bar-\(getpid()).bin")
+        let process = Process()
+        process.executableURL = URL(filePath: script)
+        process.arguments = ["-qec", "\(try fireAgentPath()) request --progress -o \(output.path) \(server.base)/1m.bin", "/dev/null"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(text.contains("\r↓ ["), "\(text.debugDescription)")
+        #expect(text.contains("] 100% 1.0 MiB / 1.0 MiB"), "\(text.debugDescription)")
+        #expect(!text.contains("fire-agent: download"), "plain lines on a terminal: \(text.debugDescription)")
+        #expect(try Data(contentsOf: output) == server.oneMiB)
+    }
 }

@@ -308,3 +308,59 @@ struct TLSTests {
         #expect(request.metrics?.tls?.version == "TLSv1.2")
     }
 }
+
+@Suite("Uploads, resume and streams over https", .serialized)
+struct TLSTransferTests {
+    func session(_ server: TLSFixture) -> Session {
+        Session(configuration: SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [server.caFile])))
+    }
+
+    @Test("a chunked stream upload and a spilled multipart form go through TLS (nginx in front of httpbin)")
+    func uploads() async throws {
+        let server = try tlsServer()
+        let base = "https://localhost:\(server.port)/httpbin"
+        var generator = SplitMix64(seed: 11)
+        let payload = Data((0..<(200 * 1024 + 3)).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+        let echo = try await session(server).upload(DataByteStream(payload), to: "\(base)/anything", method: .put)
+            .validate().serializingDecodable(Echo.self).value
+        let sent = try #require(echo.data.flatMap { $0.split(separator: ",").last }.flatMap { Data(base64Encoded: String($0)) })
+        #expect(sent == payload)
+
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-tls-part-\(getpid()).txt")
+        let text = String(repeating: "tls multipart ", count: 20_000)
+        try Data(text.utf8).write(to: file)
+        let spill = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-tls-spill-\(getpid())")
+        try? FileManager.default.removeItem(at: spill)
+        try FileManager.default.createDirectory(at: spill, withIntermediateDirectories: true)
+        let form = MultipartFormData(temporaryDirectory: spill)
+        form.append(Data("7".utf8), withName: "board")
+        form.append(file, withName: "log")
+        let multipart = try await session(server).upload(multipartFormData: form, to: "\(base)/post", usingThreshold: 1024)
+            .validate().serializingDecodable(MultipartEcho.self).value
+        #expect(multipart.form == ["board": .one("7")])
+        #expect(multipart.files["log"] == text)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: spill.path).isEmpty)
+    }
+
+    @Test("resume over https: only the missing bytes, appended exactly")
+    func resume() async throws {
+        let server = try tlsServer()
+        var generator = SplitMix64(seed: 12)
+        let body = Data((0..<(600 * 1024)).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+        try body.write(to: URL(filePath: server.directory + "/www/tls-fw.bin"))
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-tls-resume-\(getpid())")
+        try? FileManager.default.removeItem(at: directory)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let partial = directory.appendingPathComponent(".partial")
+        try body.prefix(250_000).write(to: partial)
+        let url = "https://localhost:\(server.port)/tls-fw.bin"
+        let data = DownloadResumeData(url: URL(string: url)!, partialFile: partial.path, bytesOnDisk: 250_000).data
+        let target = directory.appendingPathComponent("fw.bin")
+        let request = session(server).download(resumingWith: data) { _, _ in (target, []) }
+        let response = await request.validate().downloadResponse
+        #expect(response.error == nil, "\(String(describing: response.error))")
+        #expect(response.response?.status.code == 206)
+        #expect(request.metrics?.responseBodyBytes == UInt64(body.count - 250_000))
+        #expect(try Data(contentsOf: target) == body)
+    }
+}

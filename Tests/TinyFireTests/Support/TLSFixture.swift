@@ -129,6 +129,8 @@ final class TLSFixture: Sendable {
         selfSignedPort = freePort()
         mutualPort = freePort()
         let dir = directory
+        // Uploads over https go through nginx to httpbin, which echoes what arrived.
+        let httpbinPort = (try? httpbin().port) ?? 1
         // One TLS server block per certificate under test: (port, certificate, key, extra directives).
         let servers: [(Int, String, String, String)] = [
             (
@@ -136,6 +138,7 @@ final class TLSFixture: Sendable {
                 """
                 location = /close { keepalive_timeout 0; return 200 "closing\\n"; }
                 location = /to-http { return 302 http://127.0.0.1:1/hello.txt; }
+                location /httpbin/ { proxy_pass http://127.0.0.1:\(httpbinPort)/; client_max_body_size 64m; }
                 """
             ),
             (dnsSpellingPort, "dnsip.pem", "dnsip.key", ""),
