@@ -125,13 +125,7 @@ public final class DataStreamRequest: Request, @unchecked Sendable {
     @discardableResult
     public func validate(_ validation: @escaping @Sendable (URLRequest?, HTTPResponse) -> ValidationResult) -> Self {
         streamState.withLock {
-            $0.streamValidators.append { request, response in
-                switch validation(request, response) {
-                case .success: return nil
-                case .failure(let error as TinyFireError): return error
-                case .failure(let error): return .responseValidationFailed(reason: .customValidationFailed(error: error))
-                }
-            }
+            $0.streamValidators.append { request, response in ResponseValidation.error(from: validation(request, response)) }
         }
         return self
     }

@@ -343,7 +343,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         try uploadBody?.apply(to: &spec)
         if isFinished { uploadBody?.release() }
         guard case .destination = target else { return }
-        let partial = resume.withLock { state -> PartialFile? in
+        let resuming = resume.withLock { state -> (partial: PartialFile, offset: UInt64)? in
             state.rangeOffset = nil
             guard let partial = state.partial, partial.bytes > 0 else { return nil }
             var info = stat()
@@ -357,9 +357,9 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             // Complete already: ask for the last byte again, to get an ordinary 206.
             if let total = partial.totalLength, offset >= total, total > 0 { offset = total - 1 }
             state.rangeOffset = offset
-            return partial
+            return (partial, offset)
         }
-        guard let partial, let offset = resume.withLock({ $0.rangeOffset }) else { return }
+        guard let (partial, offset) = resuming else { return }
         spec.headers.update(name: "Range", value: "bytes=\(offset)-")
         if let validator = partial.entityTag ?? partial.lastModified {
             spec.headers.update(name: "If-Range", value: validator)

@@ -385,8 +385,8 @@ enum TextEncoding {
         guard let contentType else { return nil }
         for parameter in contentType.split(separator: ";").dropFirst() {
             let pair = parameter.split(separator: "=", maxSplits: 1)
-            guard pair.count == 2, pair[0].trimmingWhitespace().lowercased() == "charset" else { continue }
-            let name = pair[1].trimmingWhitespace().filter { $0 != "\"" }.lowercased()
+            guard pair.count == 2, pair[0].trimmingHTTPWhitespace().lowercased() == "charset" else { continue }
+            let name = pair[1].trimmingHTTPWhitespace().filter { $0 != "\"" }.lowercased()
             return encoding(named: name)
         }
         return nil

@@ -268,7 +268,7 @@ public struct PublicKeysTrustEvaluator: ServerTrustEvaluating {
     public init(pins: [String], performDefaultValidation: Bool = true, validateHost: Bool = true) throws(TinyFireError) {
         var keys: [Data] = []
         for pin in pins.flatMap({ $0.split(separator: ";").map(String.init) }) {
-            let text = pin.trimmingWhitespace()
+            let text = pin.trimmingHTTPWhitespace()
             guard text.hasPrefix("sha256//"), let digest = Data(base64Encoded: String(text.dropFirst(8))), digest.count == 32 else {
                 throw .invalidTLSConfiguration(reason: "pin \(quoted(text)) is not sha256// followed by a base64 SHA-256")
             }

@@ -29,13 +29,7 @@ extension DataRequest {
     /// - Returns: the request.
     @discardableResult
     public func validate(_ validation: @escaping Validation) -> Self {
-        appendValidator { request, response, data in
-            switch validation(request, response, data) {
-            case .success: return nil
-            case .failure(let error as TinyFireError): return error
-            case .failure(let error): return .responseValidationFailed(reason: .customValidationFailed(error: error))
-            }
-        }
+        appendValidator { request, response, data in ResponseValidation.error(from: validation(request, response, data)) }
         return self
     }
 
@@ -68,15 +62,12 @@ extension DataRequest {
     @discardableResult
     public func validate() -> Self {
         appendValidator { request, response, data in
-            if let error = ResponseValidation.statusCode(response, acceptable: 200..<300) { return error }
-            let accept = request?.headers["Accept"].map(ResponseValidation.mediaTypes(in:)) ?? ["*/*"]
-            return ResponseValidation.contentType(response, hasBody: !(data?.isEmpty ?? true), acceptable: accept)
+            ResponseValidation.statusAndAccept(request, response, hasBody: !(data?.isEmpty ?? true))
         }
         return self
     }
 }
 
-/// The built-in checks behind `validate`.
 extension DownloadRequest {
     /// A validation closure: the request as sent (before redirects), the final response head
     /// and the file holding the body (still in its partial file: it is moved into place only
@@ -107,11 +98,7 @@ extension DownloadRequest {
     @discardableResult
     public func validate(_ validation: @escaping Validation) -> Self {
         appendValidator { [weak self] request, response, _ in
-            switch validation(request, response, self?.bodyFileForValidation) {
-            case .success: return nil
-            case .failure(let error as TinyFireError): return error
-            case .failure(let error): return .responseValidationFailed(reason: .customValidationFailed(error: error))
-            }
+            ResponseValidation.error(from: validation(request, response, self?.bodyFileForValidation))
         }
         return self
     }
@@ -143,15 +130,30 @@ extension DownloadRequest {
     @discardableResult
     public func validate() -> Self {
         appendValidator { [weak self] request, response, _ in
-            if let error = ResponseValidation.statusCode(response, acceptable: 200..<300) { return error }
-            let accept = request?.headers["Accept"].map(ResponseValidation.mediaTypes(in:)) ?? ["*/*"]
-            return ResponseValidation.contentType(response, hasBody: !(self?.bodyIsEmpty ?? true), acceptable: accept)
+            ResponseValidation.statusAndAccept(request, response, hasBody: !(self?.bodyIsEmpty ?? true))
         }
         return self
     }
 }
 
+/// The built-in checks behind `validate`.
 enum ResponseValidation {
+    /// A validation closure's result as the request's error (nil for success); a failure that
+    /// is not a `TinyFireError` is wrapped in `.customValidationFailed`.
+    static func error(from result: Request.ValidationResult) -> TinyFireError? {
+        switch result {
+        case .success: return nil
+        case .failure(let error as TinyFireError): return error
+        case .failure(let error): return .responseValidationFailed(reason: .customValidationFailed(error: error))
+        }
+    }
+
+    /// `validate()`: a 2xx status, and a content type the request's `Accept` allows.
+    static func statusAndAccept(_ request: URLRequest?, _ response: HTTPResponse, hasBody: Bool) -> TinyFireError? {
+        if let error = statusCode(response, acceptable: 200..<300) { return error }
+        let accept = request?.headers["Accept"].map(mediaTypes(in:)) ?? ["*/*"]
+        return contentType(response, hasBody: hasBody, acceptable: accept)
+    }
     static func statusCode<S: Sequence>(_ response: HTTPResponse, acceptable: S) -> TinyFireError? where S.Element == Int {
         acceptable.contains(response.status.code)
             ? nil : .responseValidationFailed(reason: .unacceptableStatusCode(code: response.status.code))
@@ -173,7 +175,7 @@ enum ResponseValidation {
     /// The media ranges of an `Accept` value, without parameters.
     static func mediaTypes(in accept: String) -> [String] {
         accept.split(separator: ",").compactMap { range in
-            let type = range.split(separator: ";").first.map { $0.trimmingWhitespace() } ?? ""
+            let type = range.split(separator: ";").first.map { $0.trimmingHTTPWhitespace() } ?? ""
             return type.isEmpty ? nil : type
         }
     }
@@ -185,7 +187,7 @@ struct MediaType: CustomStringConvertible {
     let subtype: String
 
     init?(_ text: String) {
-        let essence = text.split(separator: ";").first.map { $0.trimmingWhitespace().lowercased() } ?? ""
+        let essence = text.split(separator: ";").first.map { $0.trimmingHTTPWhitespace().lowercased() } ?? ""
         let parts = essence.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
         type = String(parts[0])

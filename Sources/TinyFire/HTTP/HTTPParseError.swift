@@ -95,13 +95,3 @@ func quoted(_ text: String) -> String {
     }
     return out + "\""
 }
-
-extension StringProtocol {
-    /// The text without leading and trailing spaces and tabs (HTTP's optional whitespace).
-    func trimmingWhitespace() -> String {
-        var view = Substring(self)
-        while let first = view.first, first == " " || first == "\t" { view = view.dropFirst() }
-        while let last = view.last, last == " " || last == "\t" { view = view.dropLast() }
-        return String(view)
-    }
-}

@@ -81,7 +81,7 @@ func tlsErrorMessage(_ code: Int32) -> String {
 /// mbedTLS's reasons for a failed chain verification, one per flag.
 func tlsVerificationReasons(_ flags: UInt32) -> [String] {
     let text = cText(capacity: 1024) { tinyfire_tls_verify_info(flags, $0, $1) }
-    return text.split(separator: "\n").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
+    return text.split(separator: "\n").map { $0.trimmingHTTPWhitespace() }.filter { !$0.isEmpty }
 }
 
 /// The loaded form of a `TLSConfiguration`: mbedTLS's config, RNG and trust anchors. Shared by

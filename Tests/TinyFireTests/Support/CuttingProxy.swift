@@ -65,7 +65,7 @@ final class CuttingProxy: @unchecked Sendable {
                 var chunk = Array(buffer[0..<n])
                 if bodyStart == nil {
                     seen += chunk
-                    if let end = Self.headEnd(seen) { bodyStart = end }
+                    if let end = HostileServer.headEnd(in: seen) { bodyStart = end }
                 }
                 if let limit, let start = bodyStart {
                     let allowed = start + limit - forwarded
@@ -80,15 +80,6 @@ final class CuttingProxy: @unchecked Sendable {
                 forwarded += chunk.count
             }
         })
-    }
-
-    private static func headEnd(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        for index in 3..<bytes.count
-        where bytes[index - 3] == 13 && bytes[index - 2] == 10 && bytes[index - 1] == 13 && bytes[index] == 10 {
-            return index + 1
-        }
-        return nil
     }
 
     func stop() { server.stop() }

@@ -21,7 +21,7 @@ final class HostileServer: @unchecked Sendable {
             var bytes: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
-                if let range = findHeadEnd(bytes) {
+                if let range = HostileServer.headEnd(in: bytes) {
                     let head = String(decoding: bytes[..<range], as: UTF8.self)
                     var length = 0
                     for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
@@ -38,15 +38,6 @@ final class HostileServer: @unchecked Sendable {
                 if n <= 0 { return String(decoding: bytes, as: UTF8.self) }
                 bytes.append(contentsOf: buffer[0..<n])
             }
-        }
-
-        private func findHeadEnd(_ bytes: [UInt8]) -> Int? {
-            guard bytes.count >= 4 else { return nil }
-            for index in 3..<bytes.count
-            where bytes[index - 3] == 13 && bytes[index - 2] == 10 && bytes[index - 1] == 13 && bytes[index] == 10 {
-                return index + 1
-            }
-            return nil
         }
 
         func send(_ text: String) { send(Data(text.utf8)) }
@@ -74,6 +65,16 @@ final class HostileServer: @unchecked Sendable {
 
     let port: Int
     private let listener: Int32
+
+    /// Where a request or response head ends (just after CRLF CRLF), if `bytes` holds one.
+    static func headEnd(in bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for index in 3..<bytes.count
+        where bytes[index - 3] == 13 && bytes[index - 2] == 10 && bytes[index - 1] == 13 && bytes[index] == 10 {
+            return index + 1
+        }
+        return nil
+    }
     private final class Counters: Sendable {
         let stopped = Atomic<Bool>(false)
         let accepted = Atomic<Int>(0)

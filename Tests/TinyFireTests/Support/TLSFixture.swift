@@ -119,6 +119,9 @@ final class TLSFixture: Sendable {
         let intermediate = try String(contentsOfFile: directory + "/intermediate.pem", encoding: .utf8)
         try (leaf + intermediate).write(toFile: directory + "/leaf-chain.pem", atomically: true, encoding: .utf8)
 
+        // Uploads over https go through nginx to httpbin, which echoes what arrived. Started
+        // before the ports below are picked: they stay free only while nothing else binds.
+        let httpbinPort = (try? httpbin().port) ?? 1
         port = freePort()
         dnsSpellingPort = freePort()
         expiredPort = freePort()
@@ -129,8 +132,6 @@ final class TLSFixture: Sendable {
         selfSignedPort = freePort()
         mutualPort = freePort()
         let dir = directory
-        // Uploads over https go through nginx to httpbin, which echoes what arrived.
-        let httpbinPort = (try? httpbin().port) ?? 1
         // One TLS server block per certificate under test: (port, certificate, key, extra directives).
         let servers: [(Int, String, String, String)] = [
             (
