@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include "tinyfire_netlink.h"
 
 /* Epoll flag values as plain integers (the C enum does not import cleanly). */
 static const uint32_t tinyfire_epollin = EPOLLIN;

@@ -1,0 +1,69 @@
+import ArgumentParser
+import Dispatch
+import TinyFire
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `fire-agent reachability`: the kernel's view of whether the network can be reached.
+struct ReachabilityCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reachability",
+        abstract: "Print whether the network is reachable, and through which interface (rtnetlink).",
+        discussion: """
+            Prints one line: 'reachable IFACE TYPE' (TYPE is ethernet, wifi, cellular or other), \
+            'not-reachable' or 'unknown'. With --watch, prints the current state and then one line \
+            per change until stopped. Without --watch the exit status is 0 when reachable and 1 \
+            otherwise.
+            """
+    )
+
+    @Flag(name: .long, help: "Keep running and print a line at every change.")
+    var watch = false
+
+    @Option(name: .long, help: "Judge the kernel's route to this host (name or address) instead of any default route.")
+    var host: String?
+
+    @Option(name: .long, help: "Watch the network namespace in FILE (e.g. /run/netns/NAME) instead of this process's.")
+    var netns: String?
+
+    func run() throws {
+        let manager: NetworkReachabilityManager
+        do {
+            manager = try NetworkReachabilityManager(host: host, networkNamespace: netns)
+        } catch {
+            printError("fire-agent: \(error)")
+            throw ExitCode(ExitStatus.internalError.rawValue)
+        }
+        guard watch else {
+            let status = manager.status
+            printLine(status.description)
+            if case .reachable = status { return }
+            throw ExitCode(1)
+        }
+        unblockTerminationSignals()
+        let started = manager.startListening { status in printLine(status.description) }
+        guard started else {
+            printError("fire-agent: cannot watch netlink events (see the log line above)")
+            throw ExitCode(ExitStatus.internalError.rawValue)
+        }
+        // Runs until a signal ends the process.
+        while true { DispatchSemaphore(value: 0).wait() }
+    }
+}
+
+/// Writes `text` and a newline to stdout at once (no buffering: scripts read lines as they come).
+func printLine(_ text: String) {
+    let line = text + "\n"
+    _ = line.withCString { write(STDOUT_FILENO, $0, strlen($0)) }
+}
+
+/// Unblocks SIGINT, SIGTERM and SIGHUP: a parent may start us with signals blocked (a spawning
+/// thread's mask is inherited), and a command that runs until stopped must be stoppable.
+func unblockTerminationSignals() {
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+    pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+}
