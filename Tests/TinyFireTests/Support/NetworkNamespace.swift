@@ -63,8 +63,8 @@ final class NetworkNamespace: @unchecked Sendable {
     func close() {
         guard !closed else { return }
         closed = true
-        try? runIP(["netns", "del", name])
-        try? runIP(["link", "del", hostInterface])
+        _ = try? runIP(["netns", "del", name])
+        _ = try? runIP(["link", "del", hostInterface])
     }
 }
 
