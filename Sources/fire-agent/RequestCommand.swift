@@ -84,20 +84,7 @@ struct RequestCommand: ParsableCommand {
         help: "Show progress on stderr: a bar on a terminal, a line per second otherwise.")
     var progress = false
 
-    @Option(name: .customLong("cacert"), help: "Trust the CA certificates in FILE (PEM or DER) instead of the system bundle.")
-    var caCertificate: String?
-
-    @Option(name: .customLong("pin"), help: "Require a public key with this pin, sha256//BASE64 (repeatable; any one matches).")
-    var pins: [String] = []
-
-    @Option(name: .customLong("cert"), help: "Client certificate FILE for mutual TLS (with --key).")
-    var clientCertificate: String?
-
-    @Option(name: .customLong("key"), help: "Private key FILE of --cert.")
-    var clientKey: String?
-
-    @Flag(name: [.customShort("k"), .customLong("insecure")], help: "Do NOT verify the server's certificate (debugging only; warns).")
-    var insecure = false
+    @OptionGroup var tlsOptions: TLSOptions
 
     func run() throws {
         signal(SIGPIPE, SIG_IGN)
@@ -114,21 +101,10 @@ struct RequestCommand: ParsableCommand {
             configuration.lowSpeedLimit = LowSpeedLimit(bytesPerSecond: speedLimit, window: .milliseconds(Int64(speedTime * 1000)))
         }
         configuration.maxRedirects = maxRedirects
-        if let caCertificate { configuration.tls.caCertificateFiles = [caCertificate] }
-        configuration.tls.clientCertificateFile = clientCertificate
-        configuration.tls.clientKeyFile = clientKey
-        var trustManager: ServerTrustManager?
-        if insecure {
-            printError(
-                "fire-agent: WARNING: --insecure: the server's certificate is NOT verified; anyone on the path can read and change this transfer"
-            )
-            trustManager = EveryHostTrustManager(evaluator: DisabledTrustEvaluator())
-        } else if !pins.isEmpty {
-            do {
-                trustManager = EveryHostTrustManager(evaluator: try PublicKeysTrustEvaluator(pins: pins))
-            } catch {
-                return fail(.sslCertificateProblem, error.description)
-            }
+        let trustManager: ServerTrustManager?
+        switch tlsOptions.apply(to: &configuration) {
+        case .success(let manager): trustManager = manager
+        case .failure(let error): return fail(.sslCertificateProblem, error.description)
         }
         configuration.headers.update(
             name: "User-Agent", value: "fire-agent/\(HTTPHeaders.tinyFireVersion) TinyFire/\(HTTPHeaders.tinyFireVersion)")
@@ -378,5 +354,43 @@ extension DownloadRequest {
         done.wait()
         return box.withLock { $0 }
             ?? DownloadResponse(request: nil, response: nil, fileURL: nil, metrics: nil, result: .failure(.explicitlyCancelled))
+    }
+}
+
+/// TLS options shared by the commands that talk to servers.
+struct TLSOptions: ParsableArguments {
+    @Option(name: .customLong("cacert"), help: "Trust the CA certificates in FILE (PEM or DER) instead of the system bundle.")
+    var caCertificate: String?
+
+    @Option(name: .customLong("pin"), help: "Require a public key with this pin, sha256//BASE64 (repeatable; any one matches).")
+    var pins: [String] = []
+
+    @Option(name: .customLong("cert"), help: "Client certificate FILE for mutual TLS (with --key).")
+    var clientCertificate: String?
+
+    @Option(name: .customLong("key"), help: "Private key FILE of --cert.")
+    var clientKey: String?
+
+    @Flag(name: [.customShort("k"), .customLong("insecure")], help: "Do NOT verify the server's certificate (debugging only; warns).")
+    var insecure = false
+
+    /// Sets the CA and client certificate in `configuration`; returns the trust manager for
+    /// --pin or --insecure (nil for the default evaluation).
+    func apply(to configuration: inout SessionConfiguration) -> Result<ServerTrustManager?, TinyFireError> {
+        if let caCertificate { configuration.tls.caCertificateFiles = [caCertificate] }
+        configuration.tls.clientCertificateFile = clientCertificate
+        configuration.tls.clientKeyFile = clientKey
+        if insecure {
+            printError(
+                "fire-agent: WARNING: --insecure: the server's certificate is NOT verified; anyone on the path can read and change this transfer"
+            )
+            return .success(EveryHostTrustManager(evaluator: DisabledTrustEvaluator()))
+        }
+        guard !pins.isEmpty else { return .success(nil) }
+        do {
+            return .success(EveryHostTrustManager(evaluator: try PublicKeysTrustEvaluator(pins: pins)))
+        } catch {
+            return .failure(error)
+        }
     }
 }

@@ -335,6 +335,19 @@ public final class Session: Sendable {
             multipartThreshold: encodingMemoryThreshold)
     }
 
+    /// Creates a request that sends a file as the body of `convertible`'s request (read as it
+    /// is sent: sendfile on plain HTTP, one 64 KiB buffer on TLS).
+    /// - Parameters:
+    ///   - fileURL: the file; its size when the request starts is the `Content-Length`.
+    ///   - convertible: builds the request.
+    ///   - interceptor: this request's interceptor.
+    /// - Returns: the request.
+    public func upload(_ fileURL: URL, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil)
+        -> UploadRequest
+    {
+        UploadRequest(session: self, convertible: convertible, interceptor: interceptor, uploadable: .file(fileURL))
+    }
+
     /// Creates a request that sends `data` as the body of `convertible`'s request.
     /// - Parameters:
     ///   - data: the body.

@@ -1,0 +1,740 @@
+import CTinyFireSystem
+import Dispatch
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A durable queue of requests that must reach their server, for devices that lose their
+/// link for days and their power without warning (Alamofire only retries in memory).
+///
+/// - **Durable**: `enqueue` returns only once the request (method, URL, headers, body) is on
+///   disk: small bodies inline in a checksummed journal record, large ones as a body file
+///   written and synced first; then the record is appended and `fdatasync`'d (new files and
+///   segments also sync their directory). Concurrent enqueues share one sync.
+/// - **At least once, in order**: records are sent one at a time, oldest first. A record is
+///   removed only after a 2xx, or a status `Configuration.disposition` calls final. Each
+///   carries an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header), kept across
+///   retries and restarts, so a server can recognise the copy it already has when a crash
+///   fell between "sent" and "removed".
+/// - **Driven by the network**: with a `NetworkReachabilityManager`, delivery waits while the
+///   network is down and starts at once when it comes back; failures back off exponentially.
+/// - **Bounded**: `maxRecords` and `maxBytes` (records plus body files), with `.rejectNew`
+///   (default) or `.dropOldest`; refusals and drops are counted.
+/// - **Recovers**: at open, torn or corrupt bytes are moved to `quarantine/` with a log line;
+///   the records behind them are kept.
+///
+/// docs/OFFLINE.md explains the guarantees and the on-disk format.
+///
+/// Memory: the index of queued records (about 100 bytes each: `maxRecords` bounds it), one
+/// record being delivered (inline bodies up to `inlineBodyLimit`; body files are streamed),
+/// and at open one journal segment at a time (`segmentBytes`).
+public final class OfflineQueue: Sendable {
+    /// What happens to a new record when the queue is at a bound.
+    public enum OverflowPolicy: String, Sendable {
+        /// Refuse it with `OfflineQueueError.queueFull` (counted in `rejectedNew`).
+        case rejectNew
+        /// Accept it and drop the oldest records until the queue fits (counted in `droppedOldest`).
+        case dropOldest
+    }
+
+    /// What a response status means for the record.
+    public enum Disposition: Sendable {
+        /// Done: remove the record.
+        case delivered
+        /// Keep it at the head and try again after a backoff.
+        case retry
+        /// Final but not a success (the server will never accept it): remove it, count it in
+        /// `discarded`, log the status.
+        case discard
+    }
+
+    /// Exponential backoff with jitter between attempts of the head record.
+    public struct Backoff: Sendable {
+        /// The delay after the first failure; default 1 s.
+        public var initial: Duration
+        /// The largest delay; default 5 minutes.
+        public var maximum: Duration
+        /// Growth per failure; default 2.
+        public var multiplier: Double
+        /// Spread, as a fraction either way; default 0.2 (±20 %).
+        public var jitter: Double
+
+        /// Creates a backoff.
+        /// - Parameters:
+        ///   - initial: first delay.
+        ///   - maximum: largest delay.
+        ///   - multiplier: growth per failure.
+        ///   - jitter: spread fraction.
+        public init(initial: Duration = .seconds(1), maximum: Duration = .seconds(300), multiplier: Double = 2, jitter: Double = 0.2) {
+            self.initial = initial
+            self.maximum = maximum
+            self.multiplier = multiplier
+            self.jitter = jitter
+        }
+
+        /// The delay after the `failure`-th consecutive failure (1 for the first), with `random`
+        /// in 0...1 placing it within the jitter.
+        /// - Parameters:
+        ///   - failure: consecutive failures so far.
+        ///   - random: a value in 0...1.
+        /// - Returns: the delay.
+        public func delay(afterFailure failure: Int, random: Double) -> Duration {
+            let base = Double(initial.nanoseconds) * pow(multiplier, Double(max(0, failure - 1)))
+            let capped = min(base, Double(maximum.nanoseconds))
+            let spread = capped * (1 + jitter * (2 * min(max(random, 0), 1) - 1))
+            return .nanoseconds(Int64(max(0, min(spread, Double(Int64.max / 2)))))
+        }
+    }
+
+    /// The queue's bounds and policies.
+    public struct Configuration: Sendable {
+        /// Default `maxRecords`: 10,000.
+        public static let defaultMaxRecords = 10_000
+        /// Default `maxBytes`: 64 MiB.
+        public static let defaultMaxBytes: Int64 = 64 << 20
+        /// Default `inlineBodyLimit`: 64 KiB.
+        public static let defaultInlineBodyLimit = 64 << 10
+        /// The largest `inlineBodyLimit` allowed: 512 KiB.
+        public static let maximumInlineBodyLimit = 512 << 10
+        /// Default `segmentBytes`: 4 MiB.
+        public static let defaultSegmentBytes = 4 << 20
+        /// The default disposition: 2xx is delivered, everything else is retried.
+        public static let defaultDisposition: @Sendable (Int) -> Disposition = { (200..<300).contains($0) ? .delivered : .retry }
+
+        /// Records held at most.
+        public var maxRecords: Int
+        /// Bytes held at most: journal records plus body files of queued requests.
+        public var maxBytes: Int64
+        /// What a full queue does with a new record.
+        public var overflowPolicy: OverflowPolicy
+        /// Bodies up to this size go inside the journal record; larger ones into a body file.
+        public var inlineBodyLimit: Int
+        /// A journal segment is closed and a new one started past this size; wholly removed
+        /// segments are deleted. Disk use is at most `maxBytes` plus one segment.
+        public var segmentBytes: Int
+        /// Between attempts of the head record.
+        public var backoff: Backoff
+        /// Judges a response status. Default: 2xx delivered, all else retried (a record the
+        /// server refuses forever then blocks the queue: say which statuses are final here).
+        public var disposition: @Sendable (Int) -> Disposition
+        /// The cursor (what was removed) is written at every removal and synced at most this
+        /// often, and whenever the queue empties; default 1 s. After a power cut, records
+        /// delivered within the last interval may be sent again (with their idempotency key).
+        public var cursorSyncInterval: Duration
+
+        /// Creates a configuration.
+        /// - Parameters:
+        ///   - maxRecords: default `defaultMaxRecords`.
+        ///   - maxBytes: default `defaultMaxBytes`.
+        ///   - overflowPolicy: default `.rejectNew`.
+        ///   - inlineBodyLimit: default `defaultInlineBodyLimit` (at most `maximumInlineBodyLimit`).
+        ///   - segmentBytes: default `defaultSegmentBytes`.
+        ///   - backoff: default `Backoff()`.
+        ///   - cursorSyncInterval: default 1 s.
+        ///   - disposition: default `defaultDisposition`.
+        public init(
+            maxRecords: Int = Configuration.defaultMaxRecords, maxBytes: Int64 = Configuration.defaultMaxBytes,
+            overflowPolicy: OverflowPolicy = .rejectNew, inlineBodyLimit: Int = Configuration.defaultInlineBodyLimit,
+            segmentBytes: Int = Configuration.defaultSegmentBytes, backoff: Backoff = Backoff(),
+            cursorSyncInterval: Duration = .seconds(1),
+            disposition: @escaping @Sendable (Int) -> Disposition = Configuration.defaultDisposition
+        ) {
+            self.maxRecords = maxRecords
+            self.maxBytes = maxBytes
+            self.overflowPolicy = overflowPolicy
+            self.inlineBodyLimit = inlineBodyLimit
+            self.segmentBytes = segmentBytes
+            self.backoff = backoff
+            self.cursorSyncInterval = cursorSyncInterval
+            self.disposition = disposition
+        }
+    }
+
+    /// One queued request, as `records()` lists it.
+    public struct Record: Sendable {
+        /// Position in the queue's history; increases with every enqueue.
+        public let sequence: UInt64
+        /// The `Idempotency-Key` sent with every attempt.
+        public let idempotencyKey: String
+        /// When it was enqueued.
+        public let enqueuedAt: Date
+        /// The method.
+        public let method: HTTPMethod
+        /// The URL.
+        public let url: String
+        /// The headers (the idempotency key is added when sending).
+        public let headers: HTTPHeaders
+        /// The body's length in bytes.
+        public let bodyLength: UInt64
+        /// Whether the body is kept in a file rather than in the journal.
+        public let bodyIsFile: Bool
+    }
+
+    /// What the queue holds and has done.
+    public struct Statistics: Sendable, Equatable {
+        /// Records queued.
+        public var records: Int
+        /// Their bytes on disk (records plus body files).
+        public var bytes: Int64
+        /// When the oldest queued record was enqueued.
+        public var oldestEnqueuedAt: Date?
+        /// Records removed after a 2xx (or a `.delivered` disposition). Persistent.
+        public var delivered: UInt64
+        /// Records dropped by `.dropOldest`. Persistent.
+        public var droppedOldest: UInt64
+        /// Enqueues refused by `.rejectNew`. Persistent.
+        public var rejectedNew: UInt64
+        /// Records removed by a `.discard` disposition. Persistent.
+        public var discarded: UInt64
+        /// Damaged records and byte ranges set aside. Persistent.
+        public var quarantined: UInt64
+        /// Consecutive failed attempts of the head record (this process only).
+        public var headFailures: Int
+        /// The last failure, if the head is failing.
+        public var lastFailure: String?
+
+        /// Seconds since the oldest record was enqueued.
+        /// - Parameter now: the time to measure to; default now.
+        /// - Returns: the age, or nil when empty.
+        public func oldestAge(now: Date = Date()) -> TimeInterval? {
+            oldestEnqueuedAt.map { now.timeIntervalSince($0) }
+        }
+    }
+
+    /// What delivery did, for logs and monitors.
+    public enum DeliveryEvent: Sendable, Equatable {
+        /// Removed after this status.
+        case delivered(sequence: UInt64, idempotencyKey: String, status: Int)
+        /// Removed by a `.discard` disposition for this status.
+        case discarded(sequence: UInt64, idempotencyKey: String, status: Int)
+        /// The attempt failed; the record stays at the head.
+        case failed(sequence: UInt64, idempotencyKey: String, reason: String, failures: Int)
+        /// Dropped to stay within the bounds (`.dropOldest`).
+        case dropped(sequence: UInt64)
+        /// Could not be read back (damaged after it was written): set aside.
+        case quarantined(sequence: UInt64, reason: String)
+    }
+
+    /// What `flush` did.
+    public struct FlushResult: Sendable, Equatable {
+        /// Records removed after a success.
+        public var delivered: Int
+        /// Records removed by a `.discard` disposition.
+        public var discarded: Int
+        /// Records still queued.
+        public var remaining: Int
+        /// Why flushing stopped early, if it did.
+        public var failure: String?
+    }
+
+    /// The queue's directory.
+    public let directory: String
+    /// Its configuration.
+    public let configuration: Configuration
+    let session: Session
+    let reachability: NetworkReachabilityManager?
+    let logger: Logger
+    let store: OfflineQueueStore
+    private let deliveryQueue = DispatchQueue(label: "org.tinyfire.offline-queue")
+    private let delivery = Mutex(Delivery())
+
+    private struct Delivery {
+        var replay = OfflineQueueReplay()
+        var timerGeneration: UInt64 = 0
+        var observer: UInt64?
+        var flushing = false
+        var lastFailure: String?
+        var handlers: [(DispatchQueue, @Sendable (DeliveryEvent) -> Void)] = []
+    }
+
+    /// Opens the queue in `directory` (created if missing), recovering what a crash left.
+    /// One process at a time: the directory is locked while open.
+    /// - Parameters:
+    ///   - directory: where the queue lives.
+    ///   - configuration: bounds and policies.
+    ///   - session: sends the records; default `Session.default`. Its interceptors apply
+    ///     (fresh tokens are added at send time, not stored).
+    ///   - reachability: drives delivery (waits while down, starts at once when up); nil
+    ///     delivers on the backoff alone.
+    ///   - logger: quarantines, drops, failures.
+    /// - Throws: `OfflineQueueError` when the directory cannot be used, is locked, or the
+    ///   configuration is out of range.
+    public init(
+        directory: String, configuration: Configuration = Configuration(), session: Session = .default,
+        reachability: NetworkReachabilityManager? = nil, logger: Logger = Logger(label: "org.tinyfire.offline-queue")
+    ) throws(OfflineQueueError) {
+        guard configuration.maxRecords > 0, configuration.maxBytes > 0, configuration.segmentBytes > 0,
+            (0...Configuration.maximumInlineBodyLimit).contains(configuration.inlineBodyLimit)
+        else {
+            throw .invalidRequest(
+                reason:
+                    "configuration out of range (maxRecords and maxBytes must be positive, inlineBodyLimit at most \(Configuration.maximumInlineBodyLimit))"
+            )
+        }
+        self.directory = directory
+        self.configuration = configuration
+        self.session = session
+        self.reachability = reachability
+        self.logger = logger
+        store = try OfflineQueueStore(
+            directory: directory,
+            limits: .init(
+                maxRecords: configuration.maxRecords, maxBytes: configuration.maxBytes,
+                dropOldest: configuration.overflowPolicy == .dropOldest, segmentBytes: configuration.segmentBytes,
+                cursorSyncInterval: configuration.cursorSyncInterval),
+            logger: logger)
+        _ = store.enforceBoundsAfterOpen()
+    }
+
+    deinit {
+        // No work may be queued from here (it would reference a deallocating object).
+        if let observer = delivery.withLock({ $0.observer }) { reachability?.removeObserver(observer) }
+        store.close()
+    }
+
+    /// Stops delivery, syncs the cursor and releases the directory. Later calls fail with
+    /// `.closed`.
+    public func close() {
+        stopDelivery()
+        store.syncCursor()
+        store.close()
+    }
+
+    // MARK: - Enqueue
+
+    /// Queues `request` and returns once it is durable on disk.
+    /// - Parameters:
+    ///   - request: the request; its `httpBody` is the body unless `bodyFile` is given. An
+    ///     `Idempotency-Key` header it carries is kept; otherwise one is made.
+    ///   - bodyFile: a file whose contents are the body; it is copied into the queue (the
+    ///     original may change or go away afterwards).
+    /// - Returns: the queued record.
+    /// - Throws: `OfflineQueueError`: `.queueFull` (`.rejectNew`), `.recordTooLarge`,
+    ///   `.diskFull`, `.ioFailed`, `.invalidRequest`, `.bodyFileUnreadable`, `.closed`.
+    @discardableResult
+    public func enqueue(_ request: any URLRequestConvertible, bodyFile: String? = nil) throws(OfflineQueueError) -> Record {
+        let urlRequest: URLRequest
+        do {
+            urlRequest = try request.asURLRequest()
+        } catch {
+            throw .invalidRequest(reason: "\(error)")
+        }
+        guard let url = urlRequest.url else { throw .invalidRequest(reason: "it has no URL") }
+        let method = urlRequest.method ?? .get
+        let idempotencyKey = urlRequest.headers.value(for: Self.idempotencyKeyHeader).map(Self.unquoted) ?? Self.newIdempotencyKey()
+        let headers = urlRequest.headers.headers.map { (name: $0.name, value: $0.value) }
+
+        // The body: inline, or a file in bodies/ that is durable before the record points at it.
+        var source: BodySource = .none
+        if let bodyFile {
+            source = .file(bodyFile)
+        } else if let data = urlRequest.httpBody, !data.isEmpty {
+            source = .data(data)
+        }
+        let bodyLength = try source.length()
+        let inline = bodyLength <= UInt64(configuration.inlineBodyLimit)
+        let fileName = inline ? nil : Self.randomName() + ".body"
+        let body: OfflineQueueJournal.Body
+        switch (source, fileName) {
+        case (.none, _): body = .none
+        case (_, .some(let name)): body = .file(name: name, length: bodyLength)
+        case (.data(let data), nil): body = .inline(Array(data))
+        case (.file(let path), nil): body = .inline(try Self.readSmallBody(path, length: bodyLength))
+        }
+        let payload = OfflineQueueJournal.Payload(
+            method: method.rawValue, url: url.absoluteString, idempotencyKey: idempotencyKey, headers: headers, body: body)
+        if let problem = OfflineQueueJournal.validate(payload) {
+            if case .file = body { throw .invalidRequest(reason: problem) }
+            throw .recordTooLarge(bytes: Int64(bodyLength), limit: Int64(OfflineQueueJournal.maxPayloadLength))
+        }
+        let encoded = OfflineQueueJournal.encode(sequence: 0, enqueuedAtMilliseconds: 0, payload: payload)
+        let payloadBytes = Array(encoded[OfflineQueueJournal.headerLength...])
+        let recordBytes = Int64(encoded.count) + (fileName == nil ? 0 : Int64(bodyLength))
+
+        try store.reserve(bytes: recordBytes)
+        if let fileName {
+            do {
+                try writeBodyFile(fileName, from: source, length: bodyLength)
+            } catch {
+                store.release(bytes: recordBytes)
+                throw error
+            }
+        }
+        let now = Date()
+        let milliseconds = UInt64(max(0, now.timeIntervalSince1970 * 1000))
+        let (entry, dropped) = try store.append(
+            payload: payloadBytes, payloadChecksum: OfflineQueueJournal.checksum(payloadBytes[...]), enqueuedAt: milliseconds,
+            bodyFile: fileName, bodyBytes: fileName == nil ? 0 : Int64(bodyLength), reservedBytes: recordBytes)
+        for entry in dropped { emit(.dropped(sequence: entry.sequence)) }
+        deliveryQueue.async { [self] in
+            for _ in dropped { handle(.headRemoved(more: store.count > 0)) }
+            handle(.recordsAvailable)
+        }
+        return Record(
+            sequence: entry.sequence, idempotencyKey: idempotencyKey, enqueuedAt: Date(timeIntervalSince1970: Double(milliseconds) / 1000),
+            method: method, url: url.absoluteString, headers: urlRequest.headers, bodyLength: bodyLength, bodyIsFile: fileName != nil)
+    }
+
+    /// The header that carries each record's key.
+    public static let idempotencyKeyHeader = "Idempotency-Key"
+
+    private enum BodySource {
+        case none
+        case data(Data)
+        case file(String)
+
+        func length() throws(OfflineQueueError) -> UInt64 {
+            switch self {
+            case .none: return 0
+            case .data(let data): return UInt64(data.count)
+            case .file(let path):
+                var info = stat()
+                guard stat(path, &info) == 0 else { throw .bodyFileUnreadable(path: path, message: errnoMessage(errno)) }
+                guard (info.st_mode & S_IFMT) == S_IFREG else { throw .bodyFileUnreadable(path: path, message: "not a regular file") }
+                return UInt64(info.st_size)
+            }
+        }
+    }
+
+    private static func readSmallBody(_ path: String, length: UInt64) throws(OfflineQueueError) -> [UInt8] {
+        let bytes: [UInt8]
+        do {
+            bytes = try readWholeFile(path)
+        } catch {
+            throw .bodyFileUnreadable(path: path, message: "\(error)")
+        }
+        guard UInt64(bytes.count) == length else { throw .bodyFileUnreadable(path: path, message: "it changed size") }
+        return bytes
+    }
+
+    /// Writes a body file completely, syncs it and its directory; removes it on failure.
+    private func writeBodyFile(_ name: String, from source: BodySource, length: UInt64) throws(OfflineQueueError) {
+        let path = store.bodyPath(name)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .io(errno, path: path, operation: "create body file") }
+        var failure: OfflineQueueError?
+        switch source {
+        case .none: break
+        case .data(let data): failure = writeAll(fd, Array(data), at: 0, path: path)
+        case .file(let original):
+            let input = open(original, O_RDONLY | O_CLOEXEC)
+            if input < 0 {
+                failure = .bodyFileUnreadable(path: original, message: errnoMessage(errno))
+            } else {
+                var offset: Int64 = 0
+                while failure == nil && UInt64(offset) < length {
+                    let sent = tinyfire_sendfile(fd, input, &offset, UInt(min(UInt64(1 << 30), length - UInt64(offset))))
+                    if sent < 0 && errno == EINTR { continue }
+                    if sent < 0 { failure = .io(errno, path: path, operation: "copy \(original) into") }
+                    if sent == 0 { failure = .bodyFileUnreadable(path: original, message: "it shrank while being copied") }
+                }
+                Glibc.close(input)
+            }
+        }
+        if failure == nil, fsync(fd) != 0 { failure = .io(errno, path: path, operation: "sync") }
+        Glibc.close(fd)
+        if failure == nil { failure = syncDirectory(store.bodiesDirectory) }
+        if let failure {
+            unlink(path)
+            throw failure
+        }
+    }
+
+    static func newIdempotencyKey() -> String { UUID().uuidString.lowercased() }
+
+    private static func randomName() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<2).map { _ in
+            let value = generator.next() as UInt64
+            let hex = String(value, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined()
+    }
+
+    /// A structured-field string's content (`"abc"` → `abc`); other values as they are.
+    static func unquoted(_ value: String) -> String {
+        value.count >= 2 && value.hasPrefix("\"") && value.hasSuffix("\"") ? String(value.dropFirst().dropLast()) : value
+    }
+
+    // MARK: - Inspecting
+
+    /// A queue's records and statistics, read without taking its lock (while another
+    /// process, e.g. the agent, has it open). Nothing is written; damage is skipped, not
+    /// quarantined; an append in progress may be missing.
+    public struct Inspection: Sendable {
+        /// The records, oldest first (at most the `limit` asked for).
+        public var records: [Record]
+        /// The statistics (`headFailures` and `lastFailure` are those of a running process
+        /// only, so 0 and nil here).
+        public var statistics: Statistics
+    }
+
+    /// Reads the queue in `directory` without opening it for writing.
+    /// - Parameters:
+    ///   - directory: the queue's directory.
+    ///   - limit: records to return at most; default all.
+    /// - Returns: records and statistics.
+    /// - Throws: `.directoryUnusable` when there is no queue, `.ioFailed` when reading fails.
+    public static func inspect(directory: String, limit: Int = .max) throws(OfflineQueueError) -> Inspection {
+        let store = try OfflineQueueStore(
+            directory: directory,
+            limits: .init(
+                maxRecords: .max, maxBytes: .max, dropOldest: false, segmentBytes: Configuration.defaultSegmentBytes,
+                cursorSyncInterval: .seconds(1)),
+            logger: Logger(label: "org.tinyfire.offline-queue.inspect"), readOnly: true)
+        defer { store.close() }
+        let records = store.entries(limit: limit).compactMap { entry in (try? store.read(entry)).map { record(entry, payload: $0) } }
+        let totals = store.totals()
+        let statistics = Statistics(
+            records: totals.records, bytes: totals.bytes,
+            oldestEnqueuedAt: totals.oldest.map { Date(timeIntervalSince1970: Double($0) / 1000) }, delivered: totals.cursor.delivered,
+            droppedOldest: totals.cursor.droppedOldest, rejectedNew: totals.cursor.rejectedNew, discarded: totals.cursor.discarded,
+            quarantined: totals.cursor.quarantined, headFailures: 0, lastFailure: nil)
+        return Inspection(records: records, statistics: statistics)
+    }
+
+    /// The queued records, oldest first, at most `limit`.
+    /// - Parameter limit: how many; default all.
+    /// - Returns: the records (one that can no longer be read is left out and logged).
+    public func records(limit: Int = .max) -> [Record] {
+        store.entries(limit: limit).compactMap { entry in
+            do {
+                return Self.record(entry, payload: try store.read(entry))
+            } catch {
+                logger.error("offline queue: \(error)")
+                return nil
+            }
+        }
+    }
+
+    static func record(_ entry: OfflineQueueStore.Entry, payload: OfflineQueueJournal.Payload) -> Record {
+        var headers = HTTPHeaders()
+        for header in payload.headers { headers.add(name: header.name, value: header.value) }
+        var isFile = false
+        if case .file = payload.body { isFile = true }
+        return Record(
+            sequence: entry.sequence, idempotencyKey: payload.idempotencyKey,
+            enqueuedAt: Date(timeIntervalSince1970: Double(entry.enqueuedAtMilliseconds) / 1000),
+            method: HTTPMethod(rawValue: payload.method), url: payload.url, headers: headers, bodyLength: payload.body.length,
+            bodyIsFile: isFile)
+    }
+
+    /// Counts, bytes, the oldest record's age and the counters.
+    public var statistics: Statistics {
+        let totals = store.totals()
+        let (failures, lastFailure) = delivery.withLock { ($0.replay.failures, $0.lastFailure) }
+        return Statistics(
+            records: totals.records, bytes: totals.bytes,
+            oldestEnqueuedAt: totals.oldest.map { Date(timeIntervalSince1970: Double($0) / 1000) }, delivered: totals.cursor.delivered,
+            droppedOldest: totals.cursor.droppedOldest, rejectedNew: totals.cursor.rejectedNew, discarded: totals.cursor.discarded,
+            quarantined: totals.cursor.quarantined, headFailures: failures, lastFailure: lastFailure)
+    }
+
+    /// Calls `handler` on `queue` with every delivery event.
+    /// - Parameters:
+    ///   - queue: where; default a serial queue of the queue.
+    ///   - handler: receives events.
+    public func onDeliveryEvent(queue: DispatchQueue? = nil, _ handler: @escaping @Sendable (DeliveryEvent) -> Void) {
+        let queue = queue ?? DispatchQueue(label: "org.tinyfire.offline-queue.events")
+        delivery.withLock { $0.handlers.append((queue, handler)) }
+    }
+
+    private func emit(_ event: DeliveryEvent) {
+        for (queue, handler) in delivery.withLock({ $0.handlers }) { queue.async { handler(event) } }
+    }
+
+    // MARK: - Delivery
+
+    /// Starts delivering in the background: now if there is anything to send (and the
+    /// network is not known to be down), again at every enqueue, after each backoff, and at
+    /// once whenever reachability reports the network back.
+    public func startDelivery() {
+        if let reachability, delivery.withLock({ $0.observer == nil }) {
+            let id = reachability.addObserver { [weak self] status in
+                guard let self else { return }
+                let network: OfflineQueueReplay.Network
+                switch status {
+                case .unknown: network = .unknown
+                case .notReachable: network = .notReachable
+                case .reachable: network = .reachable
+                }
+                self.deliveryQueue.async { self.handle(.network(network)) }
+            }
+            delivery.withLock { $0.observer = id }
+        }
+        deliveryQueue.async { [self] in handle(.start(hasRecords: store.count > 0)) }
+    }
+
+    /// Stops delivering (an attempt in flight finishes; its record is removed if it succeeded).
+    public func stopDelivery() {
+        let observer = delivery.withLock {
+            let observer = $0.observer
+            $0.observer = nil
+            return observer
+        }
+        if let observer { reachability?.removeObserver(observer) }
+        deliveryQueue.async { [self] in handle(.stop) }
+    }
+
+    /// Runs on `deliveryQueue`.
+    private func handle(_ event: OfflineQueueReplay.Event) {
+        let actions = delivery.withLock { $0.replay.handle(event) }
+        for action in actions {
+            switch action {
+            case .sendHead: sendHead()
+            case .cancelRetry:
+                delivery.withLock { $0.timerGeneration += 1 }
+            case .scheduleRetry(let failure):
+                let delay = configuration.backoff.delay(afterFailure: failure, random: Double.random(in: 0...1))
+                let generation = delivery.withLock {
+                    $0.timerGeneration += 1
+                    return $0.timerGeneration
+                }
+                deliveryQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay.nanoseconds))) { [weak self] in
+                    // A cancelled or replaced timer has an older generation.
+                    guard let self, self.delivery.withLock({ $0.timerGeneration }) == generation else { return }
+                    self.handle(.timerFired)
+                }
+            }
+        }
+    }
+
+    /// Sends the head record; reports the outcome back on `deliveryQueue`.
+    private func sendHead() {
+        attemptHead { [self] outcome in
+            switch outcome {
+            case .removed: handle(.headRemoved(more: store.count > 0))
+            case .failed: handle(.attemptFailed)
+            case .empty: handle(.headRemoved(more: false))
+            }
+        }
+    }
+
+    private enum AttemptOutcome { case removed, failed, empty }
+
+    /// One attempt of the head record: read it, send it, remove it or count the failure.
+    private func attemptHead(completion: @escaping @Sendable (AttemptOutcome) -> Void) {
+        guard let entry = store.first else {
+            completion(.empty)
+            return
+        }
+        let payload: OfflineQueueJournal.Payload
+        do {
+            payload = try store.read(entry)
+        } catch {
+            logger.error("offline queue: record \(entry.sequence) cannot be read back (\(error)); quarantined")
+            store.removeHead(sequence: entry.sequence, reason: .quarantined)
+            emit(.quarantined(sequence: entry.sequence, reason: error.description))
+            completion(.removed)
+            return
+        }
+        guard let url = URL(string: payload.url) else {
+            store.removeHead(sequence: entry.sequence, reason: .quarantined)
+            emit(.quarantined(sequence: entry.sequence, reason: "invalid URL \(payload.url)"))
+            completion(.removed)
+            return
+        }
+        var headers = HTTPHeaders()
+        for header in payload.headers { headers.add(name: header.name, value: header.value) }
+        if headers.value(for: Self.idempotencyKeyHeader) == nil {
+            headers.add(name: Self.idempotencyKeyHeader, value: "\"\(payload.idempotencyKey)\"")
+        }
+        var urlRequest = URLRequest(url: url, method: HTTPMethod(rawValue: payload.method), headers: headers)
+        let request: DataRequest
+        switch payload.body {
+        case .none:
+            request = session.request(urlRequest)
+        case .inline(let bytes):
+            urlRequest.httpBody = Data(bytes)
+            request = session.request(urlRequest)
+        case .file(let name, _):
+            request = session.upload(URL(filePath: store.bodyPath(name)), with: urlRequest)
+        }
+        let key = payload.idempotencyKey
+        request.response(queue: deliveryQueue) { [self] response in
+            if let status = response.response?.status.code {
+                switch configuration.disposition(status) {
+                case .delivered:
+                    store.removeHead(sequence: entry.sequence, reason: .delivered)
+                    delivery.withLock { $0.lastFailure = nil }
+                    emit(.delivered(sequence: entry.sequence, idempotencyKey: key, status: status))
+                    completion(.removed)
+                    return
+                case .discard:
+                    store.removeHead(sequence: entry.sequence, reason: .discarded)
+                    logger.warning("offline queue: record \(entry.sequence) discarded: \(payload.method) \(payload.url) answered \(status)")
+                    delivery.withLock { $0.lastFailure = nil }
+                    emit(.discarded(sequence: entry.sequence, idempotencyKey: key, status: status))
+                    completion(.removed)
+                    return
+                case .retry:
+                    fail("\(payload.method) \(payload.url) answered \(status)")
+                }
+            } else {
+                fail(response.error.map { "\($0)" } ?? "no response")
+            }
+        }
+
+        @Sendable func fail(_ reason: String) {
+            let failures = delivery.withLock {
+                $0.lastFailure = reason
+                return $0.replay.failures + 1
+            }
+            logger.notice("offline queue: record \(entry.sequence) not delivered (\(reason)); attempt \(failures)")
+            emit(.failed(sequence: entry.sequence, idempotencyKey: payload.idempotencyKey, reason: reason, failures: failures))
+            completion(.failed)
+        }
+    }
+
+    /// Sends every queued record now, in order, regardless of reachability and backoff,
+    /// stopping at the first one that is not removed. Background delivery must be stopped.
+    /// - Parameter completion: called once with what happened.
+    public func flush(completion: @escaping @Sendable (Result<FlushResult, OfflineQueueError>) -> Void) {
+        deliveryQueue.async { [self] in
+            let busy = delivery.withLock { state -> Bool in
+                guard state.replay.phase == .stopped, !state.flushing else { return true }
+                state.flushing = true
+                return false
+            }
+            guard !busy else {
+                completion(.failure(.deliveryRunning))
+                return
+            }
+            let before = store.totals().cursor
+            @Sendable func step() {
+                attemptHead { [self] outcome in
+                    switch outcome {
+                    case .removed: step()
+                    case .empty, .failed:
+                        let after = store.totals().cursor
+                        let result = FlushResult(
+                            delivered: Int(after.delivered - before.delivered), discarded: Int(after.discarded - before.discarded),
+                            remaining: store.count, failure: outcome == .failed ? delivery.withLock { $0.lastFailure } : nil)
+                        store.syncCursor()
+                        delivery.withLock { $0.flushing = false }
+                        completion(.success(result))
+                    }
+                }
+            }
+            step()
+        }
+    }
+
+    /// `flush(completion:)` for async callers.
+    /// - Returns: what happened.
+    /// - Throws: `.deliveryRunning` when background delivery is on.
+    public func flush() async throws(OfflineQueueError) -> FlushResult {
+        let result = await withCheckedContinuation { continuation in flush { continuation.resume(returning: $0) } }
+        return try result.get()
+    }
+}

@@ -1,0 +1,315 @@
+import CZlib
+
+/// The offline queue's on-disk format, without I/O: records and the cursor encoded to bytes
+/// and decoded back, and a scanner that finds every intact record in a journal segment even
+/// when bytes between them are torn or corrupt. docs/OFFLINE.md describes the same format.
+///
+/// A record is a 32-byte header and a payload, little-endian:
+///
+/// | offset | size | field |
+/// |---:|---:|---|
+/// | 0 | 4 | magic `TFQ1` |
+/// | 4 | 4 | payload length (at most `maxPayloadLength`) |
+/// | 8 | 8 | sequence number |
+/// | 16 | 8 | enqueue time, milliseconds since 1970 |
+/// | 24 | 4 | CRC-32 of the payload |
+/// | 28 | 4 | CRC-32 of bytes 0..<28 |
+///
+/// The payload holds the request: a version byte (1), then length-prefixed method, URL,
+/// idempotency key, headers and body (inline bytes, or the name and length of a body file).
+enum OfflineQueueJournal {
+    static let magic: [UInt8] = Array("TFQ1".utf8)
+    static let headerLength = 32
+    /// The largest payload accepted: 1 MiB (inline bodies are far smaller; see
+    /// `OfflineQueue.Configuration.maximumInlineBodyLimit`).
+    static let maxPayloadLength = 1 << 20
+    static let payloadVersion: UInt8 = 1
+
+    /// A decoded record header.
+    struct Header: Equatable, Sendable {
+        var payloadLength: Int
+        var sequence: UInt64
+        var enqueuedAtMilliseconds: UInt64
+        var payloadChecksum: UInt32
+
+        var recordLength: Int { OfflineQueueJournal.headerLength + payloadLength }
+    }
+
+    /// The request a record holds.
+    struct Payload: Equatable, Sendable {
+        var method: String
+        var url: String
+        var idempotencyKey: String
+        var headers: [(name: String, value: String)]
+        var body: Body
+
+        static func == (lhs: Payload, rhs: Payload) -> Bool {
+            lhs.method == rhs.method && lhs.url == rhs.url && lhs.idempotencyKey == rhs.idempotencyKey
+                && lhs.headers.map { [$0.name, $0.value] } == rhs.headers.map { [$0.name, $0.value] } && lhs.body == rhs.body
+        }
+    }
+
+    /// Where a record's body is.
+    enum Body: Equatable, Sendable {
+        case none
+        case inline([UInt8])
+        /// A file in the queue's `bodies` directory, and its length.
+        case file(name: String, length: UInt64)
+
+        var length: UInt64 {
+            switch self {
+            case .none: return 0
+            case .inline(let bytes): return UInt64(bytes.count)
+            case .file(_, let length): return length
+            }
+        }
+    }
+
+    /// Why a payload could not be decoded.
+    struct DecodeError: Error, Equatable, CustomStringConvertible {
+        var description: String
+    }
+
+    // MARK: - Records
+
+    /// The bytes of one record.
+    static func encode(sequence: UInt64, enqueuedAtMilliseconds: UInt64, payload: Payload) -> [UInt8] {
+        var body: [UInt8] = [payloadVersion]
+        appendString(payload.method, lengthBytes: 1, to: &body)
+        appendString(payload.url, lengthBytes: 2, to: &body)
+        appendString(payload.idempotencyKey, lengthBytes: 1, to: &body)
+        appendInteger(UInt64(payload.headers.count), bytes: 2, to: &body)
+        for header in payload.headers {
+            appendString(header.name, lengthBytes: 2, to: &body)
+            appendString(header.value, lengthBytes: 2, to: &body)
+        }
+        switch payload.body {
+        case .none:
+            body.append(0)
+        case .inline(let bytes):
+            body.append(1)
+            appendInteger(UInt64(bytes.count), bytes: 4, to: &body)
+            body.append(contentsOf: bytes)
+        case .file(let name, let length):
+            body.append(2)
+            appendString(name, lengthBytes: 1, to: &body)
+            appendInteger(length, bytes: 8, to: &body)
+        }
+        var record = magic
+        record.reserveCapacity(headerLength + body.count)
+        appendInteger(UInt64(body.count), bytes: 4, to: &record)
+        appendInteger(sequence, bytes: 8, to: &record)
+        appendInteger(enqueuedAtMilliseconds, bytes: 8, to: &record)
+        appendInteger(UInt64(checksum(body[...])), bytes: 4, to: &record)
+        appendInteger(UInt64(checksum(record[0..<28])), bytes: 4, to: &record)
+        record.append(contentsOf: body)
+        return record
+    }
+
+    /// Whether encoding `payload` fits the format's limits (string lengths, header count,
+    /// payload size); the reason when it does not.
+    static func validate(_ payload: Payload) -> String? {
+        if payload.method.utf8.count > 0xFF { return "the method is longer than 255 bytes" }
+        if payload.url.utf8.count > 0xFFFF { return "the URL is longer than 65,535 bytes" }
+        if payload.idempotencyKey.utf8.count > 0xFF { return "the idempotency key is longer than 255 bytes" }
+        if payload.headers.count > 0xFFFF { return "more than 65,535 header fields" }
+        for header in payload.headers where header.name.utf8.count > 0xFFFF || header.value.utf8.count > 0xFFFF {
+            return "header \(header.name) is longer than 65,535 bytes"
+        }
+        if case .file(let name, _) = payload.body, name.utf8.count > 0xFF { return "the body file name is too long" }
+        let size =
+            1 + 1 + payload.method.utf8.count + 2 + payload.url.utf8.count + 1 + payload.idempotencyKey.utf8.count + 2
+            + payload.headers.reduce(0) { $0 + 4 + $1.name.utf8.count + $1.value.utf8.count } + 5 + Int(payload.body.length)
+        if size > maxPayloadLength { return "the record would be \(size) bytes; the limit is \(maxPayloadLength)" }
+        return nil
+    }
+
+    /// The header at `offset` if it is intact: magic, header checksum and a payload length
+    /// within bounds. The payload is not checked.
+    static func header(in bytes: UnsafeRawBufferPointer, at offset: Int) -> Header? {
+        guard offset >= 0, bytes.count - offset >= headerLength else { return nil }
+        guard bytes[offset] == magic[0], bytes[offset + 1] == magic[1], bytes[offset + 2] == magic[2], bytes[offset + 3] == magic[3]
+        else { return nil }
+        let stored = UInt32(readInteger(bytes, at: offset + 28, bytes: 4))
+        guard checksum(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + 28])) == stored else { return nil }
+        let length = Int(readInteger(bytes, at: offset + 4, bytes: 4))
+        guard length <= maxPayloadLength else { return nil }
+        return Header(
+            payloadLength: length, sequence: readInteger(bytes, at: offset + 8, bytes: 8),
+            enqueuedAtMilliseconds: readInteger(bytes, at: offset + 16, bytes: 8),
+            payloadChecksum: UInt32(readInteger(bytes, at: offset + 24, bytes: 4)))
+    }
+
+    /// The header at `offset` when the whole record is intact (its payload present and
+    /// matching its checksum).
+    static func intactRecord(in bytes: UnsafeRawBufferPointer, at offset: Int) -> Header? {
+        guard let header = header(in: bytes, at: offset), bytes.count - offset - headerLength >= header.payloadLength else { return nil }
+        let start = offset + headerLength
+        let payload = UnsafeRawBufferPointer(rebasing: bytes[start..<start + header.payloadLength])
+        return checksum(payload) == header.payloadChecksum ? header : nil
+    }
+
+    /// Decodes a payload (checksum already verified).
+    static func decodePayload(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> Payload {
+        var reader = Reader(bytes: bytes)
+        guard try reader.integer(1) == UInt64(payloadVersion) else { throw DecodeError(description: "unknown payload version") }
+        let method = try reader.string(lengthBytes: 1)
+        let url = try reader.string(lengthBytes: 2)
+        let key = try reader.string(lengthBytes: 1)
+        let count = Int(try reader.integer(2))
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(count)
+        for _ in 0..<count {
+            let name = try reader.string(lengthBytes: 2)
+            headers.append((name, try reader.string(lengthBytes: 2)))
+        }
+        let body: Body
+        switch try reader.integer(1) {
+        case 0: body = .none
+        case 1: body = .inline(try reader.bytes(Int(try reader.integer(4))))
+        case 2:
+            let name = try reader.string(lengthBytes: 1)
+            guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
+                throw DecodeError(description: "invalid body file name")
+            }
+            body = .file(name: name, length: try reader.integer(8))
+        default: throw DecodeError(description: "unknown body kind")
+        }
+        guard reader.offset == bytes.count else { throw DecodeError(description: "trailing bytes after the body") }
+        return Payload(method: method, url: url, idempotencyKey: key, headers: headers, body: body)
+    }
+
+    // MARK: - Scanning
+
+    /// What a scan of one segment found, in file order.
+    enum ScanEntry: Equatable, Sendable {
+        /// An intact record at `offset`.
+        case record(offset: Int, header: Header)
+        /// Bytes that are not an intact record; `atEnd` when nothing intact follows them.
+        case damaged(range: Range<Int>, atEnd: Bool)
+    }
+
+    /// Finds every intact record in `bytes`. After damage, the scan moves byte by byte to the
+    /// next offset where a whole record (magic, both checksums) starts, so one bad record never
+    /// hides the ones behind it.
+    static func scan(_ bytes: UnsafeRawBufferPointer) -> [ScanEntry] {
+        var entries: [ScanEntry] = []
+        var offset = 0
+        while offset < bytes.count {
+            if let header = intactRecord(in: bytes, at: offset) {
+                entries.append(.record(offset: offset, header: header))
+                offset += header.recordLength
+                continue
+            }
+            var next = offset + 1
+            while next < bytes.count, intactRecord(in: bytes, at: next) == nil { next += 1 }
+            entries.append(.damaged(range: offset..<next, atEnd: next >= bytes.count))
+            offset = next
+        }
+        return entries
+    }
+
+    // MARK: - Cursor
+
+    /// The queue's progress and counters, kept in the `state` file in two alternating slots
+    /// (a torn slot write leaves the other one intact).
+    struct Cursor: Equatable, Sendable {
+        /// Increases with every write; the slot with the higher valid one wins.
+        var generation: UInt64 = 0
+        /// Every record with a sequence number up to this one has been removed.
+        var removedThrough: UInt64 = 0
+        var delivered: UInt64 = 0
+        var droppedOldest: UInt64 = 0
+        var rejectedNew: UInt64 = 0
+        var discarded: UInt64 = 0
+        var quarantined: UInt64 = 0
+    }
+
+    static let cursorMagic: [UInt8] = Array("TFQS".utf8)
+    static let cursorSlotLength = 80
+
+    /// One slot's bytes.
+    static func encode(_ cursor: Cursor) -> [UInt8] {
+        var slot = cursorMagic
+        appendInteger(1, bytes: 4, to: &slot)
+        for value in [
+            cursor.generation, cursor.removedThrough, cursor.delivered, cursor.droppedOldest, cursor.rejectedNew, cursor.discarded,
+            cursor.quarantined,
+        ] {
+            appendInteger(value, bytes: 8, to: &slot)
+        }
+        appendInteger(UInt64(checksum(slot[...])), bytes: 4, to: &slot)
+        slot.append(contentsOf: [UInt8](repeating: 0, count: cursorSlotLength - slot.count))
+        return slot
+    }
+
+    /// The newest intact slot of a `state` file, or nil when neither is intact.
+    static func decodeCursor(_ bytes: UnsafeRawBufferPointer) -> Cursor? {
+        var best: Cursor?
+        for slot in 0..<2 {
+            let start = slot * cursorSlotLength
+            guard bytes.count >= start + 68 else { continue }
+            let fields = UnsafeRawBufferPointer(rebasing: bytes[start..<start + 64])
+            guard Array(fields.prefix(4)) == cursorMagic, readInteger(fields, at: 4, bytes: 4) == 1,
+                UInt32(readInteger(bytes, at: start + 64, bytes: 4)) == checksum(fields)
+            else { continue }
+            let values = (0..<7).map { readInteger(fields, at: 8 + $0 * 8, bytes: 8) }
+            let cursor = Cursor(
+                generation: values[0], removedThrough: values[1], delivered: values[2], droppedOldest: values[3],
+                rejectedNew: values[4], discarded: values[5], quarantined: values[6])
+            if let current = best, current.generation >= cursor.generation { continue }
+            best = cursor
+        }
+        return best
+    }
+
+    // MARK: - Bytes
+
+    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+        bytes.withUnsafeBytes { checksum($0) }
+    }
+
+    static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return UInt32(crc32(0, nil, 0)) }
+        return UInt32(crc32(0, base.assumingMemoryBound(to: UInt8.self), uInt(bytes.count)))
+    }
+
+    static func appendInteger(_ value: UInt64, bytes: Int, to buffer: inout [UInt8]) {
+        for index in 0..<bytes { buffer.append(UInt8(truncatingIfNeeded: value >> (8 * UInt64(index)))) }
+    }
+
+    static func readInteger(_ bytes: UnsafeRawBufferPointer, at offset: Int, bytes count: Int) -> UInt64 {
+        var value: UInt64 = 0
+        for index in 0..<count { value |= UInt64(bytes[offset + index]) << (8 * UInt64(index)) }
+        return value
+    }
+
+    private static func appendString(_ string: String, lengthBytes: Int, to buffer: inout [UInt8]) {
+        let utf8 = Array(string.utf8)
+        appendInteger(UInt64(utf8.count), bytes: lengthBytes, to: &buffer)
+        buffer.append(contentsOf: utf8)
+    }
+
+    private struct Reader {
+        let bytes: UnsafeRawBufferPointer
+        var offset = 0
+
+        mutating func integer(_ count: Int) throws(DecodeError) -> UInt64 {
+            guard bytes.count - offset >= count else { throw DecodeError(description: "truncated payload") }
+            defer { offset += count }
+            return OfflineQueueJournal.readInteger(bytes, at: offset, bytes: count)
+        }
+
+        mutating func bytes(_ count: Int) throws(DecodeError) -> [UInt8] {
+            guard count >= 0, bytes.count - offset >= count else { throw DecodeError(description: "truncated payload") }
+            defer { offset += count }
+            return Array(bytes[offset..<offset + count])
+        }
+
+        mutating func string(lengthBytes: Int) throws(DecodeError) -> String {
+            let raw = try bytes(Int(try integer(lengthBytes)))
+            guard let string = String(validating: raw, as: UTF8.self) else { throw DecodeError(description: "invalid UTF-8") }
+            return string
+        }
+    }
+}

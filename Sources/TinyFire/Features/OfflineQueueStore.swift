@@ -1,0 +1,726 @@
+import CTinyFireSystem
+import Dispatch
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The offline queue's files: a directory with a lock file, a cursor (`state`), journal
+/// segments (`journal/<first sequence>.log`), body files (`bodies/`) and damaged bytes set
+/// aside (`quarantine/`). Appends are group-committed: concurrent enqueues share one write
+/// and one `fdatasync`, and each returns only after its record is durable.
+///
+/// Memory: the index of live records (about 100 bytes each, so `maxRecords` bounds it), the
+/// pending batch (the records of enqueues in flight), and at start-up one segment at a time
+/// (`segmentBytes` plus one record).
+final class OfflineQueueStore: @unchecked Sendable {
+    /// One live record: where it is and what it costs.
+    struct Entry: Sendable, Equatable {
+        var sequence: UInt64
+        var segment: UInt64
+        var offset: Int64
+        var length: Int
+        var enqueuedAtMilliseconds: UInt64
+        var bodyFile: String?
+        var bodyBytes: Int64
+        /// What counts against `maxBytes`: the record plus its body file.
+        var bytes: Int64 { Int64(length) + bodyBytes }
+    }
+
+    /// Why a record leaves the queue.
+    enum Removal: Sendable {
+        case delivered, discarded, droppedOldest, quarantined
+    }
+
+    struct Limits: Sendable {
+        var maxRecords: Int
+        var maxBytes: Int64
+        var dropOldest: Bool
+        var segmentBytes: Int
+        var cursorSyncInterval: Duration
+    }
+
+    /// Bytes copied into `quarantine/` at most; past it damage is only logged and counted.
+    static let quarantineLimit: Int64 = 16 << 20
+
+    let directory: String
+    let journalDirectory: String
+    let bodiesDirectory: String
+    let quarantineDirectory: String
+    let limits: Limits
+    let logger: Logger
+    /// Opened for inspection only: no lock, nothing written, damage skipped but left in place.
+    let readOnly: Bool
+    private let state: Mutex<State>
+
+    private struct Segment {
+        var first: UInt64
+        var last: UInt64
+        var path: String
+    }
+
+    private struct Pending {
+        var bytes: [UInt8] = []
+        var entries: [Entry] = []
+    }
+
+    private struct State {
+        var closed = false
+        var lockFD: Int32 = -1
+        var stateFD: Int32 = -1
+        var cursor = OfflineQueueJournal.Cursor()
+        var cursorDirty = false
+        var lastCursorSync = ContinuousClock.now
+        var segments: [Segment] = []
+        var activeFD: Int32 = -1
+        var activeSize: Int64 = 0
+        var nextSequence: UInt64 = 1
+        var index: [Entry] = []
+        var head = 0
+        var liveBytes: Int64 = 0
+        var reservedRecords = 0
+        var reservedBytes: Int64 = 0
+        var pending = Pending()
+        var flushing = false
+        var outcomes: [UInt64: OfflineQueueError?] = [:]
+        var waiters: [UInt64: DispatchSemaphore] = [:]
+
+        var count: Int { index.count - head }
+        var first: Entry? { head < index.count ? index[head] : nil }
+    }
+
+    /// Opens (creating when missing) the queue at `directory`, takes its lock and recovers it:
+    /// damaged bytes are quarantined, a torn tail is cut, orphan body files and fully removed
+    /// segments are deleted.
+    /// - Throws: `OfflineQueueError` when the directory cannot be used or is locked.
+    init(directory: String, limits: Limits, logger: Logger, readOnly: Bool = false) throws(OfflineQueueError) {
+        self.readOnly = readOnly
+        self.directory = directory
+        journalDirectory = directory + "/journal"
+        bodiesDirectory = directory + "/bodies"
+        quarantineDirectory = directory + "/quarantine"
+        self.limits = limits
+        self.logger = logger
+        state = Mutex(State())
+        for path in [directory, journalDirectory, bodiesDirectory, quarantineDirectory] where !readOnly {
+            if mkdir(path, 0o700) != 0 && errno != EEXIST {
+                throw .directoryUnusable(path: path, message: errnoMessage(errno))
+            }
+        }
+        var recovered = State()
+        do {
+            if !readOnly { recovered.lockFD = try Self.lock(directory + "/lock") }
+            try recover(into: &recovered)
+        } catch {
+            Self.closeDescriptors(recovered)
+            throw error
+        }
+        state.withLock { $0 = recovered }
+    }
+
+    deinit { close() }
+
+    /// Syncs the cursor and closes every file; later calls fail with `.closed`.
+    func close() {
+        let snapshot = state.withLock { state -> State? in
+            guard !state.closed else { return nil }
+            state.closed = true
+            for waiter in state.waiters.values { waiter.signal() }
+            return state
+        }
+        guard let snapshot else { return }
+        if snapshot.cursorDirty { fdatasync(snapshot.stateFD) }
+        Self.closeDescriptors(snapshot)
+    }
+
+    private static func closeDescriptors(_ state: State) {
+        for fd in [state.activeFD, state.stateFD, state.lockFD] where fd >= 0 { Glibc.close(fd) }
+    }
+
+    // MARK: - Reading
+
+    var count: Int { state.withLock { $0.count } }
+    var first: Entry? { state.withLock { $0.first } }
+
+    /// Live records in order, at most `limit`.
+    func entries(limit: Int = .max) -> [Entry] {
+        state.withLock { Array($0.index[$0.head...].prefix(limit)) }
+    }
+
+    /// Records, bytes and the cursor's counters.
+    func totals() -> (records: Int, bytes: Int64, oldest: UInt64?, cursor: OfflineQueueJournal.Cursor) {
+        state.withLock { ($0.count, $0.liveBytes, $0.first?.enqueuedAtMilliseconds, $0.cursor) }
+    }
+
+    /// Reads and decodes a live record from its segment.
+    /// - Throws: `OfflineQueueError.ioFailed` when the bytes cannot be read or no longer
+    ///   check out (damaged after start-up).
+    func read(_ entry: Entry) throws(OfflineQueueError) -> OfflineQueueJournal.Payload {
+        let path = segmentPath(entry.segment)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .io(errno, path: path, operation: "open") }
+        defer { Glibc.close(fd) }
+        var bytes = [UInt8](repeating: 0, count: entry.length)
+        let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, entry.length, off_t(entry.offset)) }
+        guard got == entry.length else {
+            throw .ioFailed(
+                path: path, operation: "read record \(entry.sequence) from", message: got < 0 ? errnoMessage(errno) : "short read")
+        }
+        let decoded = bytes.withUnsafeBytes { raw -> Result<OfflineQueueJournal.Payload, OfflineQueueJournal.DecodeError>? in
+            guard let header = OfflineQueueJournal.intactRecord(in: raw, at: 0), header.sequence == entry.sequence else { return nil }
+            do {
+                return .success(
+                    try OfflineQueueJournal.decodePayload(UnsafeRawBufferPointer(rebasing: raw[OfflineQueueJournal.headerLength...])))
+            } catch {
+                return .failure(error as? OfflineQueueJournal.DecodeError ?? .init(description: "\(error)"))
+            }
+        }
+        switch decoded {
+        case .none: throw .ioFailed(path: path, operation: "verify record \(entry.sequence) in", message: "checksum mismatch")
+        case .failure(let error)?: throw .ioFailed(path: path, operation: "decode record \(entry.sequence) in", message: error.description)
+        case .success(let payload)?: return payload
+        }
+    }
+
+    func segmentPath(_ first: UInt64) -> String { journalDirectory + "/" + Self.segmentName(first) }
+
+    func bodyPath(_ name: String) -> String { bodiesDirectory + "/" + name }
+
+    static func segmentName(_ first: UInt64) -> String {
+        let digits = String(first)
+        return String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".log"
+    }
+
+    // MARK: - Appending
+
+    /// Counts a record of `bytes` against the bounds before its body is written. With
+    /// `.rejectNew` a full queue refuses it (and counts the refusal); with `.dropOldest` it
+    /// is accepted and the oldest records go after it commits.
+    /// - Throws: `.queueFull`, `.recordTooLarge`, `.closed`.
+    func reserve(bytes: Int64) throws(OfflineQueueError) {
+        let error = state.withLock { state -> OfflineQueueError? in
+            if state.closed || readOnly { return .closed }
+            if bytes > limits.maxBytes { return .recordTooLarge(bytes: bytes, limit: limits.maxBytes) }
+            let records = state.count + state.reservedRecords
+            let total = state.liveBytes + state.reservedBytes
+            if !limits.dropOldest && (records + 1 > limits.maxRecords || total + bytes > limits.maxBytes) {
+                state.cursor.rejectedNew += 1
+                writeCursor(&state)
+                return .queueFull(records: records, bytes: total, maxRecords: limits.maxRecords, maxBytes: limits.maxBytes)
+            }
+            state.reservedRecords += 1
+            state.reservedBytes += bytes
+            return nil
+        }
+        if let error { throw error }
+    }
+
+    /// Gives back a reservation whose record was not appended.
+    func release(bytes: Int64) {
+        state.withLock {
+            $0.reservedRecords -= 1
+            $0.reservedBytes -= bytes
+        }
+    }
+
+    /// Appends one record (its body file, if any, already durable) and returns once it is on
+    /// disk: written and `fdatasync`'d together with whatever other enqueues were waiting.
+    /// Consumes the reservation of `reservedBytes` either way.
+    /// - Returns: the record's entry, and the entries dropped to make room (`.dropOldest`).
+    /// - Throws: `.diskFull` / `.ioFailed` when the write or the sync failed; the segment is
+    ///   cut back, so nothing before is affected.
+    func append(payload: [UInt8], payloadChecksum: UInt32, enqueuedAt: UInt64, bodyFile: String?, bodyBytes: Int64, reservedBytes: Int64)
+        throws(OfflineQueueError) -> (entry: Entry, dropped: [Entry])
+    {
+        let recordLength = OfflineQueueJournal.headerLength + payload.count
+        let (sequence, leader, waiter) = state.withLock { state -> (UInt64, Bool, DispatchSemaphore?) in
+            let sequence = state.nextSequence
+            state.nextSequence += 1
+            var header = OfflineQueueJournal.magic
+            OfflineQueueJournal.appendInteger(UInt64(payload.count), bytes: 4, to: &header)
+            OfflineQueueJournal.appendInteger(sequence, bytes: 8, to: &header)
+            OfflineQueueJournal.appendInteger(enqueuedAt, bytes: 8, to: &header)
+            OfflineQueueJournal.appendInteger(UInt64(payloadChecksum), bytes: 4, to: &header)
+            OfflineQueueJournal.appendInteger(UInt64(OfflineQueueJournal.checksum(header[0..<28])), bytes: 4, to: &header)
+            state.pending.entries.append(
+                Entry(
+                    sequence: sequence, segment: 0, offset: Int64(state.pending.bytes.count), length: recordLength,
+                    enqueuedAtMilliseconds: enqueuedAt, bodyFile: bodyFile, bodyBytes: bodyBytes))
+            state.pending.bytes.append(contentsOf: header)
+            state.pending.bytes.append(contentsOf: payload)
+            state.reservedRecords -= 1
+            state.reservedBytes -= reservedBytes
+            if state.closed {
+                state.outcomes[sequence] = .some(.closed)
+                return (sequence, false, nil)
+            }
+            if state.flushing {
+                let semaphore = DispatchSemaphore(value: 0)
+                state.waiters[sequence] = semaphore
+                return (sequence, false, semaphore)
+            }
+            state.flushing = true
+            return (sequence, true, nil)
+        }
+        if leader { commitPending() } else { waiter?.wait() }
+        let outcome = state.withLock { state -> (OfflineQueueError?, Entry?, [Entry]) in
+            let error = state.outcomes.removeValue(forKey: sequence) ?? .some(.closed)
+            state.waiters.removeValue(forKey: sequence)
+            if let error { return (error, nil, []) }
+            let entry = state.index[state.head...].first { $0.sequence == sequence }
+            return (nil, entry, [])
+        }
+        if let error = outcome.0 { throw error }
+        guard let entry = outcome.1 else {
+            // Already dropped again by a later overflow: it was durable, then dropped.
+            return (
+                Entry(
+                    sequence: sequence, segment: 0, offset: 0, length: recordLength, enqueuedAtMilliseconds: enqueuedAt, bodyFile: bodyFile,
+                    bodyBytes: bodyBytes), []
+            )
+        }
+        return (entry, limits.dropOldest ? enforceBounds() : [])
+    }
+
+    /// Writes pending batches until none is left. Runs on the thread that became the leader.
+    private func commitPending() {
+        while true {
+            let batch = state.withLock { state -> (Pending, Int32, Int64, Bool)? in
+                guard !state.pending.entries.isEmpty, !state.closed else {
+                    state.flushing = false
+                    if state.closed {
+                        for entry in state.pending.entries { state.outcomes[entry.sequence] = .some(.closed) }
+                        state.pending = Pending()
+                    }
+                    return nil
+                }
+                let batch = state.pending
+                state.pending = Pending()
+                let rotate = state.activeSize > 0 && state.activeSize + Int64(batch.bytes.count) > Int64(limits.segmentBytes)
+                return (batch, state.activeFD, state.activeSize, rotate)
+            }
+            guard let (batch, currentFD, currentSize, rotate) = batch else { return }
+            var fd = currentFD
+            var base = currentSize
+            var newSegment: Segment?
+            var failure: OfflineQueueError?
+            let firstSequence = batch.entries[0].sequence
+            if rotate {
+                let path = segmentPath(firstSequence)
+                let created = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+                if created < 0 {
+                    failure = .io(errno, path: path, operation: "create journal segment")
+                } else if let error = syncDirectory(journalDirectory) {
+                    Glibc.close(created)
+                    unlink(path)
+                    failure = error
+                } else {
+                    fd = created
+                    base = 0
+                    newSegment = Segment(first: firstSequence, last: firstSequence, path: path)
+                }
+            }
+            let segmentFirst = newSegment?.first ?? state.withLock { $0.segments.last?.first ?? 0 }
+            if failure == nil {
+                failure = writeAll(fd, batch.bytes, at: base, path: segmentPath(segmentFirst))
+                if failure == nil, fdatasync(fd) != 0 { failure = .io(errno, path: segmentPath(segmentFirst), operation: "sync") }
+                if failure != nil {
+                    // Cut the segment back: a half-written batch must not sit in front of later ones.
+                    _ = ftruncate(fd, off_t(base))
+                    _ = fdatasync(fd)
+                }
+            }
+            let waiters = state.withLock { state -> [DispatchSemaphore] in
+                if failure == nil {
+                    if let newSegment {
+                        Glibc.close(state.activeFD)
+                        state.activeFD = fd
+                        state.activeSize = 0
+                        state.segments.append(newSegment)
+                    }
+                    for var entry in batch.entries {
+                        entry.segment = segmentFirst
+                        entry.offset += base
+                        state.index.append(entry)
+                        state.liveBytes += entry.bytes
+                        state.outcomes[entry.sequence] = .some(nil)
+                    }
+                    state.activeSize = base + Int64(batch.bytes.count)
+                    if let last = batch.entries.last, !state.segments.isEmpty {
+                        state.segments[state.segments.count - 1].last = last.sequence
+                    }
+                } else {
+                    if newSegment != nil, fd != currentFD {
+                        Glibc.close(fd)
+                        unlink(segmentPath(firstSequence))
+                    }
+                    for entry in batch.entries { state.outcomes[entry.sequence] = .some(failure) }
+                }
+                return batch.entries.compactMap { state.waiters[$0.sequence] }
+            }
+            if let failure {
+                logger.error("offline queue: \(failure)")
+                for entry in batch.entries { if let file = entry.bodyFile { unlink(bodyPath(file)) } }
+            }
+            for waiter in waiters { waiter.signal() }
+        }
+    }
+
+    /// Drops the oldest records while the queue is over a bound (`.dropOldest`).
+    private func enforceBounds() -> [Entry] {
+        var dropped: [Entry] = []
+        while true {
+            let over = state.withLock { state -> UInt64? in
+                guard state.count > limits.maxRecords || state.liveBytes > limits.maxBytes, state.count > 1 else { return nil }
+                return state.first?.sequence
+            }
+            guard let sequence = over, let entry = removeHead(sequence: sequence, reason: .droppedOldest) else { return dropped }
+            logger.warning("offline queue: dropped the oldest record \(sequence) to stay within its bounds")
+            dropped.append(entry)
+        }
+    }
+
+    // MARK: - Removing
+
+    /// Removes the head if it is still `sequence`: advances the cursor (a `pwrite`, synced at
+    /// most every `cursorSyncInterval`), deletes its body file and any segment now wholly
+    /// removed. Returns the entry, or nil when the head has moved on.
+    @discardableResult
+    func removeHead(sequence: UInt64, reason: Removal) -> Entry? {
+        let result = state.withLock { state -> (Entry, [String], Int32?)? in
+            guard !state.closed, !readOnly, let first = state.first, first.sequence == sequence else { return nil }
+            state.head += 1
+            if state.head > 1024 && state.head * 2 > state.index.count {
+                state.index.removeFirst(state.head)
+                state.head = 0
+            }
+            state.liveBytes -= first.bytes
+            state.cursor.removedThrough = sequence
+            switch reason {
+            case .delivered: state.cursor.delivered += 1
+            case .discarded: state.cursor.discarded += 1
+            case .droppedOldest: state.cursor.droppedOldest += 1
+            case .quarantined: state.cursor.quarantined += 1
+            }
+            writeCursor(&state)
+            var unlinks: [String] = []
+            if let file = first.bodyFile { unlinks.append(bodyPath(file)) }
+            while state.segments.count > 1, state.segments[0].last <= sequence {
+                unlinks.append(state.segments.removeFirst().path)
+            }
+            let due = state.count == 0 || state.lastCursorSync.duration(to: .now) >= limits.cursorSyncInterval
+            if due {
+                state.cursorDirty = false
+                state.lastCursorSync = .now
+            }
+            return (first, unlinks, due ? state.stateFD : nil)
+        }
+        guard let (entry, unlinks, syncFD) = result else { return nil }
+        if let syncFD { fdatasync(syncFD) }
+        for path in unlinks { unlink(path) }
+        return entry
+    }
+
+    /// Writes the cursor into its next slot (no sync). Call with the lock held.
+    private func writeCursor(_ state: inout State) {
+        state.cursor.generation += 1
+        let slot = OfflineQueueJournal.encode(state.cursor)
+        let offset = off_t(Int(state.cursor.generation % 2) * OfflineQueueJournal.cursorSlotLength)
+        let written = slot.withUnsafeBytes { pwrite(state.stateFD, $0.baseAddress, $0.count, offset) }
+        if written != slot.count { logger.error("offline queue: cannot write \(directory)/state: \(errnoMessage(errno))") }
+        state.cursorDirty = true
+    }
+
+    /// Syncs the cursor now (`fdatasync`), e.g. before a planned shutdown.
+    func syncCursor() {
+        let fd = state.withLock { state -> Int32? in
+            guard !state.closed, state.cursorDirty else { return nil }
+            state.cursorDirty = false
+            state.lastCursorSync = .now
+            return state.stateFD
+        }
+        if let fd { fdatasync(fd) }
+    }
+
+    // MARK: - Recovery
+
+    private static func lock(_ path: String) throws(OfflineQueueError) -> Int32 {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .directoryUnusable(path: path, message: errnoMessage(errno)) }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let code = errno
+            var bytes = [UInt8](repeating: 0, count: 32)
+            let count = pread(fd, &bytes, bytes.count, 0)
+            Glibc.close(fd)
+            if code == EWOULDBLOCK {
+                let pid = count > 0 ? String(decoding: bytes.prefix(count).prefix { $0 >= 48 && $0 <= 57 }, as: UTF8.self) : "?"
+                throw .locked(path: path, holder: "process \(pid)")
+            }
+            throw .directoryUnusable(path: path, message: errnoMessage(code))
+        }
+        let pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        return fd
+    }
+
+    private func recover(into state: inout State) throws(OfflineQueueError) {
+        let statePath = directory + "/state"
+        state.stateFD = readOnly ? open(statePath, O_RDONLY | O_CLOEXEC) : open(statePath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if readOnly && state.stateFD < 0 && errno == ENOENT {
+            var info = stat()
+            guard stat(journalDirectory, &info) == 0 else { throw .directoryUnusable(path: directory, message: "no offline queue here") }
+        } else if state.stateFD < 0 {
+            throw .directoryUnusable(path: statePath, message: errnoMessage(errno))
+        }
+        var slots = [UInt8](repeating: 0, count: 2 * OfflineQueueJournal.cursorSlotLength)
+        let got = slots.withUnsafeMutableBytes { pread(state.stateFD, $0.baseAddress, $0.count, 0) }
+        if let cursor = slots.withUnsafeBytes({ OfflineQueueJournal.decodeCursor(UnsafeRawBufferPointer(rebasing: $0.prefix(max(0, got)))) }
+        ) {
+            state.cursor = cursor
+        } else if got > 0 {
+            logger.error("offline queue: \(statePath) has no intact slot; records already delivered may be sent again")
+        }
+
+        let names = try listDirectory(journalDirectory)
+        var firsts: [UInt64] = []
+        for name in names {
+            if name.hasSuffix(".log"), name.count == 24, let first = UInt64(name.dropLast(4)) {
+                firsts.append(first)
+            } else if name.hasSuffix(".rewrite") && !readOnly {
+                unlink(journalDirectory + "/" + name)
+            }
+        }
+        firsts.sort()
+        var quarantineBytes = directorySize(quarantineDirectory)
+        var lastSequence = state.cursor.removedThrough
+        var live: [Entry] = []
+        var referenced = Set<String>()
+        for (position, first) in firsts.enumerated() {
+            let path = segmentPath(first)
+            var bytes = try readWholeFile(path)
+            var kept: [Range<Int>] = []
+            var damaged = false
+            var tailOnly = true
+            var segmentLast = first
+            var segmentEntries: [Entry] = []
+            let isLast = position == firsts.count - 1
+            let scan = bytes.withUnsafeBytes { OfflineQueueJournal.scan($0) }
+            var newOffset = 0
+            for item in scan {
+                switch item {
+                case .damaged(let range, let atEnd):
+                    damaged = true
+                    if !atEnd { tailOnly = false }
+                    let what = atEnd && isLast ? "torn tail" : "damaged bytes"
+                    quarantine(bytes[range], name: "\(Self.segmentName(first))-\(range.lowerBound).bad", budget: &quarantineBytes)
+                    if readOnly { continue }
+                    logger.warning(
+                        "offline queue: \(what) in \(path) at \(range.lowerBound)..<\(range.upperBound) (\(range.count) bytes) quarantined"
+                    )
+                    state.cursor.quarantined += 1
+                case .record(let offset, let header):
+                    let range = offset..<offset + header.recordLength
+                    let payload = bytes.withUnsafeBytes {
+                        try? OfflineQueueJournal.decodePayload(
+                            UnsafeRawBufferPointer(rebasing: $0[(offset + OfflineQueueJournal.headerLength)..<range.upperBound]))
+                    }
+                    var problem: String?
+                    if payload == nil { problem = "cannot be decoded" }
+                    if header.sequence <= lastSequence && header.sequence > state.cursor.removedThrough {
+                        problem = "is out of order (sequence \(header.sequence) after \(lastSequence))"
+                    }
+                    var bodyFile: String?
+                    var bodyBytes: Int64 = 0
+                    if problem == nil, case .file(let name, let length) = payload?.body, header.sequence > state.cursor.removedThrough {
+                        var info = stat()
+                        if stat(bodyPath(name), &info) != 0 || UInt64(info.st_size) != length {
+                            problem = "has lost its body file \(name)"
+                        } else {
+                            bodyFile = name
+                            bodyBytes = Int64(length)
+                        }
+                    }
+                    if let problem {
+                        damaged = true
+                        tailOnly = false
+                        if readOnly { continue }
+                        quarantine(bytes[range], name: "\(Self.segmentName(first))-\(offset).bad", budget: &quarantineBytes)
+                        logger.warning("offline queue: record \(header.sequence) in \(path) \(problem); quarantined")
+                        state.cursor.quarantined += 1
+                        continue
+                    }
+                    kept.append(range)
+                    lastSequence = max(lastSequence, header.sequence)
+                    segmentLast = max(segmentLast, header.sequence)
+                    if header.sequence > state.cursor.removedThrough {
+                        if let bodyFile { referenced.insert(bodyFile) }
+                        segmentEntries.append(
+                            Entry(
+                                sequence: header.sequence, segment: first, offset: Int64(newOffset), length: header.recordLength,
+                                enqueuedAtMilliseconds: header.enqueuedAtMilliseconds, bodyFile: bodyFile, bodyBytes: bodyBytes))
+                    }
+                    newOffset += header.recordLength
+                }
+            }
+            if damaged && !readOnly {
+                if tailOnly {
+                    // Only the end is bad (an append that never finished): cut it off.
+                    let end = kept.last?.upperBound ?? 0
+                    if truncate(path, off_t(end)) != 0 { throw .io(errno, path: path, operation: "truncate") }
+                    bytes.removeSubrange(end...)
+                } else {
+                    try rewrite(path, keeping: kept, of: bytes)
+                }
+            }
+            if !isLast && segmentEntries.isEmpty && segmentLast <= state.cursor.removedThrough {
+                if !readOnly { unlink(path) }
+                continue
+            }
+            live.append(contentsOf: segmentEntries)
+            state.segments.append(Segment(first: first, last: segmentLast, path: path))
+        }
+        // Body files nobody refers to: left by an enqueue that died before its record was
+        // written, or by a removal that died before deleting them.
+        for name in try listDirectory(bodiesDirectory) where !referenced.contains(name) && !readOnly {
+            unlink(bodiesDirectory + "/" + name)
+        }
+        state.nextSequence = lastSequence + 1
+        state.index = live
+        state.liveBytes = live.reduce(0) { $0 + $1.bytes }
+        if readOnly { return }
+        if state.segments.isEmpty {
+            let path = segmentPath(state.nextSequence)
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw .io(errno, path: path, operation: "create journal segment") }
+            Glibc.close(fd)
+            if let error = syncDirectory(journalDirectory) { throw error }
+            state.segments.append(Segment(first: state.nextSequence, last: state.nextSequence, path: path))
+        }
+        guard let active = state.segments.last else { return }
+        state.activeFD = open(active.path, O_RDWR | O_CLOEXEC)
+        guard state.activeFD >= 0 else { throw .io(errno, path: active.path, operation: "open") }
+        var info = stat()
+        fstat(state.activeFD, &info)
+        state.activeSize = Int64(info.st_size)
+        state.cursor.generation += 1
+        let slot = OfflineQueueJournal.encode(state.cursor)
+        let offset = off_t(Int(state.cursor.generation % 2) * OfflineQueueJournal.cursorSlotLength)
+        _ = slot.withUnsafeBytes { pwrite(state.stateFD, $0.baseAddress, $0.count, offset) }
+        fdatasync(state.stateFD)
+        if state.count > limits.maxRecords || state.liveBytes > limits.maxBytes {
+            logger.warning(
+                "offline queue: \(state.count) records, \(state.liveBytes) bytes exceed the limits (\(limits.maxRecords), \(limits.maxBytes))"
+            )
+        }
+    }
+
+    /// Drops records over the bounds after opening (`.dropOldest` only).
+    func enforceBoundsAfterOpen() -> [Entry] { limits.dropOldest ? enforceBounds() : [] }
+
+    private func quarantine(_ bytes: ArraySlice<UInt8>, name: String, budget: inout Int64) {
+        guard !readOnly else { return }
+        guard budget + Int64(bytes.count) <= Self.quarantineLimit else {
+            logger.warning("offline queue: quarantine is full (\(Self.quarantineLimit) bytes); \(name) not kept")
+            return
+        }
+        let path = quarantineDirectory + "/" + name
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        defer { Glibc.close(fd) }
+        if writeAll(fd, Array(bytes), at: 0, path: path) == nil {
+            fsync(fd)
+            budget += Int64(bytes.count)
+        }
+    }
+
+    private func rewrite(_ path: String, keeping ranges: [Range<Int>], of bytes: [UInt8]) throws(OfflineQueueError) {
+        let temporary = path + ".rewrite"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .io(errno, path: temporary, operation: "create") }
+        var kept: [UInt8] = []
+        for range in ranges { kept.append(contentsOf: bytes[range]) }
+        var failure = writeAll(fd, kept, at: 0, path: temporary)
+        if failure == nil, fsync(fd) != 0 { failure = .io(errno, path: temporary, operation: "sync") }
+        Glibc.close(fd)
+        if failure == nil, rename(temporary, path) != 0 { failure = .io(errno, path: path, operation: "replace") }
+        if let failure {
+            unlink(temporary)
+            throw failure
+        }
+        if let error = syncDirectory(journalDirectory) { throw error }
+    }
+}
+
+// MARK: - File helpers
+
+/// Writes all of `bytes` at `offset`; nil, or the error.
+func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int64, path: String) -> OfflineQueueError? {
+    var done = 0
+    while done < bytes.count {
+        let n = bytes.withUnsafeBytes { raw -> Int in
+            let rest = UnsafeRawBufferPointer(rebasing: raw[done...])
+            return pwrite(fd, rest.baseAddress, rest.count, off_t(offset + Int64(done)))
+        }
+        if n < 0 {
+            if errno == EINTR { continue }
+            return .io(errno, path: path, operation: "write")
+        }
+        if n == 0 { return .io(ENOSPC, path: path, operation: "write") }
+        done += n
+    }
+    return nil
+}
+
+/// `fsync` on a directory, so that names created or removed in it survive a power cut.
+func syncDirectory(_ path: String) -> OfflineQueueError? {
+    let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { return .io(errno, path: path, operation: "open directory") }
+    defer { close(fd) }
+    return fsync(fd) == 0 ? nil : .io(errno, path: path, operation: "sync directory")
+}
+
+func listDirectory(_ path: String) throws(OfflineQueueError) -> [String] {
+    guard let dir = opendir(path) else { throw .directoryUnusable(path: path, message: errnoMessage(errno)) }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+}
+
+func directorySize(_ path: String) -> Int64 {
+    guard let names = try? listDirectory(path) else { return 0 }
+    var total: Int64 = 0
+    for name in names {
+        var info = stat()
+        if stat(path + "/" + name, &info) == 0 { total += Int64(info.st_size) }
+    }
+    return total
+}
+
+func readWholeFile(_ path: String) throws(OfflineQueueError) -> [UInt8] {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw .io(errno, path: path, operation: "open") }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { throw .io(errno, path: path, operation: "stat") }
+    var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+    var done = 0
+    while done < bytes.count {
+        let n = bytes.withUnsafeMutableBytes { raw -> Int in
+            let rest = UnsafeMutableRawBufferPointer(rebasing: raw[done...])
+            return pread(fd, rest.baseAddress, rest.count, off_t(done))
+        }
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { throw .io(n < 0 ? errno : EIO, path: path, operation: "read") }
+        done += n
+    }
+    return bytes
+}

@@ -1,0 +1,214 @@
+import ArgumentParser
+import Dispatch
+import HTTPTypes
+import Synchronization
+import TinyFire
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// `fire-agent queue`: the durable offline queue, from the shell.
+struct QueueCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "queue",
+        abstract: "Inspect, fill and flush a durable offline request queue (docs/OFFLINE.md).",
+        subcommands: [List.self, Stats.self, Flush.self, Add.self]
+    )
+
+    /// Options every queue subcommand takes.
+    struct Location: ParsableArguments {
+        @Option(name: .customLong("dir"), help: "The queue's directory.")
+        var directory: String
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "One line per queued record, oldest first: SEQUENCE AGE_S METHOD URL BODY_BYTES IDEMPOTENCY_KEY.",
+            discussion: "Reads without taking the queue's lock, so it works while the agent runs.")
+
+        @OptionGroup var location: Location
+        @Option(help: "Print at most this many records.") var limit: Int = .max
+
+        func run() throws {
+            let inspection = try inspectOrExit(location.directory, limit: limit)
+            let now = Date()
+            for record in inspection.records {
+                let age = oneDecimal(now.timeIntervalSince(record.enqueuedAt))
+                printLine(
+                    "\(record.sequence) \(age) \(record.method.rawValue) \(record.url) \(record.bodyLength) \(record.idempotencyKey)")
+            }
+        }
+    }
+
+    struct Stats: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Counts, bytes, the oldest record's age and the drop counters, as key=value lines.",
+            discussion: "Reads without taking the queue's lock, so it works while the agent runs.")
+
+        @OptionGroup var location: Location
+
+        func run() throws {
+            let statistics = try inspectOrExit(location.directory, limit: 0).statistics
+            let age = statistics.oldestAge().map(oneDecimal) ?? "-"
+            printLine("records=\(statistics.records)")
+            printLine("bytes=\(statistics.bytes)")
+            printLine("oldest_age_s=\(age)")
+            printLine("delivered=\(statistics.delivered)")
+            printLine("discarded=\(statistics.discarded)")
+            printLine("dropped_oldest=\(statistics.droppedOldest)")
+            printLine("rejected_new=\(statistics.rejectedNew)")
+            printLine("quarantined=\(statistics.quarantined)")
+        }
+    }
+
+    struct Flush: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send every queued record now, in order; stop at the first that fails.",
+            discussion: """
+                Prints 'delivered N discarded N remaining N', and the failure on stderr. Exit 0 when \
+                the queue is empty afterwards, 7 when a record could not be delivered. Takes the \
+                queue's lock: not while the agent has the queue open.
+                """)
+
+        @OptionGroup var location: Location
+        @OptionGroup var tlsOptions: TLSOptions
+        @Option(name: .customLong("timeout"), help: "Time allowed per request, in seconds (default 60).")
+        var timeout: Double = 60
+        @Option(name: .customLong("discard-status"), help: "Statuses that remove a record without success (e.g. 400,422).")
+        var discardStatus: String?
+
+        func run() throws {
+            var configuration = SessionConfiguration()
+            configuration.totalTimeout = .milliseconds(Int64(timeout * 1000))
+            let trustManager: ServerTrustManager?
+            switch tlsOptions.apply(to: &configuration) {
+            case .success(let manager): trustManager = manager
+            case .failure(let error):
+                printError("fire-agent: \(error)")
+                throw ExitCode(ExitStatus.sslCertificateProblem.rawValue)
+            }
+            var queueConfiguration = OfflineQueue.Configuration()
+            if let discardStatus {
+                let codes = Set(discardStatus.split(separator: ",").compactMap { Int(trimmed($0)) })
+                queueConfiguration.disposition = { status in
+                    (200..<300).contains(status) ? .delivered : codes.contains(status) ? .discard : .retry
+                }
+            }
+            let session = Session(configuration: configuration, serverTrustManager: trustManager)
+            let queue = try openOrExit(location.directory, configuration: queueConfiguration, session: session)
+            let done = DispatchSemaphore(value: 0)
+            let outcome = Mutex<Result<OfflineQueue.FlushResult, OfflineQueueError>?>(nil)
+            queue.flush { result in
+                outcome.withLock { $0 = result }
+                done.signal()
+            }
+            done.wait()
+            queue.close()
+            switch outcome.withLock({ $0 }) {
+            case .success(let result):
+                printLine("delivered \(result.delivered) discarded \(result.discarded) remaining \(result.remaining)")
+                if let failure = result.failure { printError("fire-agent: \(failure)") }
+                if result.remaining > 0 { throw ExitCode(ExitStatus.couldNotConnect.rawValue) }
+            case .failure(let error):
+                printError("fire-agent: \(error)")
+                throw ExitCode(ExitStatus.internalError.rawValue)
+            case nil:
+                throw ExitCode(ExitStatus.internalError.rawValue)
+            }
+        }
+    }
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Queue a request durably; prints 'queued SEQUENCE IDEMPOTENCY_KEY' once it is on disk.",
+            discussion: """
+                With --repeat N, queues N requests one after another, replacing {n} in the URL and \
+                the body with a counter that starts at --start; each line is printed when its \
+                request is durable. Exit 0 when all were queued; 23 when the disk is full or a \
+                write failed; 63 when the queue is full.
+                """)
+
+        @OptionGroup var location: Location
+        @Argument(help: "The URL the request goes to.") var url: String
+        @Option(name: [.customShort("X"), .long], help: "Method (default POST with a body, else GET).") var method: String?
+        @Option(name: [.customShort("H"), .long], help: "Header 'Name: value' (repeatable).") var header: [String] = []
+        @Option(name: [.customShort("d"), .long], help: "The body; @FILE queues a copy of the file.") var data: String?
+        @Option(name: .long, help: "Queue this many requests.") var `repeat`: Int = 1
+        @Option(name: .long, help: "First value of {n}.") var start: Int = 1
+        @Option(name: .customLong("max-records"), help: "The queue's record bound.")
+        var maxRecords: Int = OfflineQueue.Configuration.defaultMaxRecords
+        @Option(name: .customLong("max-bytes"), help: "The queue's byte bound.")
+        var maxBytes: Int64 = OfflineQueue.Configuration.defaultMaxBytes
+        @Flag(name: .customLong("drop-oldest"), help: "When full, drop the oldest records instead of refusing.")
+        var dropOldest = false
+
+        func run() throws {
+            var headers = HTTPHeaders()
+            for line in header {
+                guard let colon = line.firstIndex(of: ":") else {
+                    printError("fire-agent: invalid header \(line.debugDescription): expected 'Name: value'")
+                    throw ExitCode(ExitStatus.malformedURL.rawValue)
+                }
+                headers.add(name: trimmed(line[..<colon]), value: trimmed(line[line.index(after: colon)...]))
+            }
+            let bodyFile = data.flatMap { $0.hasPrefix("@") ? String($0.dropFirst()) : nil }
+            let inline = data.flatMap { $0.hasPrefix("@") ? nil : $0 }
+            let configuration = OfflineQueue.Configuration(
+                maxRecords: maxRecords, maxBytes: maxBytes, overflowPolicy: dropOldest ? .dropOldest : .rejectNew)
+            let queue = try openOrExit(location.directory, configuration: configuration, session: .default)
+            defer { queue.close() }
+            for n in start..<(start + max(1, self.repeat)) {
+                let target = url.replacing("{n}", with: String(n))
+                guard let resource = URL(string: target), resource.scheme != nil else {
+                    printError("fire-agent: invalid URL \(target.debugDescription)")
+                    throw ExitCode(ExitStatus.malformedURL.rawValue)
+                }
+                var request = URLRequest(
+                    url: resource, method: HTTPMethod(rawValue: method ?? (data == nil ? "GET" : "POST")), headers: headers)
+                if let inline { request.httpBody = Data(inline.replacing("{n}", with: String(n)).utf8) }
+                do {
+                    let record = try queue.enqueue(request, bodyFile: bodyFile)
+                    printLine("queued \(record.sequence) \(record.idempotencyKey)")
+                } catch {
+                    printError("fire-agent: \(error)")
+                    switch error {
+                    case .queueFull, .recordTooLarge: throw ExitCode(ExitStatus.sizeLimitExceeded.rawValue)
+                    case .invalidRequest: throw ExitCode(ExitStatus.malformedURL.rawValue)
+                    case .bodyFileUnreadable: throw ExitCode(ExitStatus.readError.rawValue)
+                    default: throw ExitCode(ExitStatus.writeError.rawValue)
+                    }
+                }
+            }
+        }
+    }
+}
+
+private func inspectOrExit(_ directory: String, limit: Int) throws -> OfflineQueue.Inspection {
+    do {
+        return try OfflineQueue.inspect(directory: directory, limit: limit)
+    } catch {
+        printError("fire-agent: \(error)")
+        throw ExitCode(ExitStatus.readError.rawValue)
+    }
+}
+
+private func openOrExit(_ directory: String, configuration: OfflineQueue.Configuration, session: Session) throws -> OfflineQueue {
+    do {
+        return try OfflineQueue(directory: directory, configuration: configuration, session: session)
+    } catch {
+        printError("fire-agent: \(error)")
+        throw ExitCode(ExitStatus.writeError.rawValue)
+    }
+}
+
+/// `x.y` with one decimal, without Foundation's formatter.
+func oneDecimal(_ value: Double) -> String {
+    let tenths = Int((max(0, value) * 10).rounded())
+    return "\(tenths / 10).\(tenths % 10)"
+}
