@@ -29,6 +29,7 @@ public enum OfflineQueueError: Error, Sendable, CustomStringConvertible {
     /// `close()` was called.
     case closed
 
+    /// What failed, naming the file or the limit.
     public var description: String {
         switch self {
         case .directoryUnusable(let path, let message): return "offline queue directory \(path) is unusable: \(message)"
