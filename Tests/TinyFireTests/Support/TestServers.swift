@@ -110,6 +110,8 @@ final class NginxFixture: Sendable {
     let root: String
     /// Where nginx logs `uri status body_bytes_sent "Range" "If-Range"`, one line per request.
     let accessLog: String
+    /// Where nginx logs requests to /ingest/: `uri status content_length "Idempotency-Key"`.
+    let ingestLog: String
     /// 1 MiB of pseudo-random bytes at /1m.bin (also at /norange/1m.bin, where Range is ignored).
     let oneMiB: Data
     /// A compressible text at /text.txt (served gzip'd when asked).
@@ -120,6 +122,12 @@ final class NginxFixture: Sendable {
     /// Access-log lines whose URI contains `token`.
     func logLines(containing token: String) -> [String] {
         let text = (try? String(contentsOfFile: accessLog, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").map(String.init).filter { $0.contains(token) }
+    }
+
+    /// Lines of the ingest log whose URI contains `token`.
+    func ingestLines(containing token: String) -> [String] {
+        let text = (try? String(contentsOfFile: ingestLog, encoding: .utf8)) ?? ""
         return text.split(separator: "\n").map(String.init).filter { $0.contains(token) }
     }
 
@@ -139,6 +147,7 @@ final class NginxFixture: Sendable {
         try Data([0x63, 0x61, 0x66, 0xE9]).write(to: URL(fileURLWithPath: root + "/latin1.txt"))
         let dir = directory.path
         accessLog = dir + "/access.log"
+        ingestLog = dir + "/ingest.log"
         let config = """
             worker_processes 1;
             daemon off;
@@ -147,6 +156,7 @@ final class NginxFixture: Sendable {
             events { worker_connections 256; }
             http {
               log_format tinyfire '$request_uri $status $body_bytes_sent "$http_range" "$http_if_range"';
+              log_format ingest '$request_uri $status $content_length $http_idempotency_key';
               access_log \(dir)/access.log tinyfire;
               sendfile on;
               client_body_temp_path \(dir)/body;
@@ -168,6 +178,9 @@ final class NginxFixture: Sendable {
                 location = /no-content { return 204; }
                 location = /small-upload { client_max_body_size 1k; return 200 "accepted\\n"; }
                 location /norange/ { alias \(root)/; max_ranges 0; }
+                location /ingest/ { client_max_body_size 64m; access_log \(dir)/ingest.log ingest; return 204; }
+                location /ingest-unavailable/ { access_log \(dir)/ingest.log ingest; return 503; }
+                location /ingest-rejected/ { access_log \(dir)/ingest.log ingest; return 422; }
               }
             }
             """
