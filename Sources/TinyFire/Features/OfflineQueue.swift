@@ -559,20 +559,30 @@ public final class OfflineQueue: Sendable {
     /// network is not known to be down), again at every enqueue, after each backoff, and at
     /// once whenever reachability reports the network back.
     public func startDelivery() {
+        var initial = OfflineQueueReplay.Network.unknown
         if let reachability, delivery.withLock({ $0.observer == nil }) {
             let id = reachability.addObserver { [weak self] status in
                 guard let self else { return }
-                let network: OfflineQueueReplay.Network
-                switch status {
-                case .unknown: network = .unknown
-                case .notReachable: network = .notReachable
-                case .reachable: network = .reachable
-                }
+                let network = Self.network(status)
                 self.deliveryQueue.async { self.handle(.network(network)) }
             }
             delivery.withLock { $0.observer = id }
+            // Known before the first attempt: nothing is sent while the network is down.
+            initial = Self.network(reachability.status)
         }
-        deliveryQueue.async { [self] in handle(.start(hasRecords: store.count > 0)) }
+        let network = initial
+        deliveryQueue.async { [self] in
+            handle(.network(network))
+            handle(.start(hasRecords: store.count > 0))
+        }
+    }
+
+    private static func network(_ status: NetworkReachabilityManager.NetworkReachabilityStatus) -> OfflineQueueReplay.Network {
+        switch status {
+        case .unknown: return .unknown
+        case .notReachable: return .notReachable
+        case .reachable: return .reachable
+        }
     }
 
     /// Stops delivering (an attempt in flight finishes; its record is removed if it succeeded).

@@ -156,7 +156,7 @@ final class NginxFixture: Sendable {
             events { worker_connections 256; }
             http {
               log_format tinyfire '$request_uri $status $body_bytes_sent "$http_range" "$http_if_range"';
-              log_format ingest '$request_uri $status $content_length $http_idempotency_key';
+              log_format ingest escape=none '$request_uri $status $content_length $http_idempotency_key';
               access_log \(dir)/access.log tinyfire;
               sendfile on;
               client_body_temp_path \(dir)/body;
