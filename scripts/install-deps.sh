@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what TinyFire's build, tests and demo need on Debian 12, only where missing:
-# zlib headers, nginx, curl and GNU time (benchmarks) from apt; httpbin and gunicorn from PyPI.
+# zlib headers, nginx, curl, GNU time (benchmarks) and iproute2 (namespaces) from apt; httpbin and
+# gunicorn from PyPI.
 set -euo pipefail
 need_apt=()
 [ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
@@ -10,6 +11,8 @@ command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 [ -f /usr/include/mbedtls/ssl.h ] || need_apt+=(libmbedtls-dev)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# ip(8) builds the network namespaces of the reachability and offline-queue tests.
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "install-deps: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
