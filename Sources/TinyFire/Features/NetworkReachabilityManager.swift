@@ -350,7 +350,7 @@ public final class NetworkReachabilityManager: Sendable {
             return true
         }
         guard schedule else { return }
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(debounce.nanoseconds))) { [weak self] in
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: debounce.nanosecondsClamped))) { [weak self] in
             guard let self else { return }
             self.state.withLock { $0.evaluationScheduled = false }
             self.runEvaluation(notifyAlways: false)
@@ -441,24 +441,20 @@ public final class NetworkReachabilityManager: Sendable {
     /// The address when `host` is an IPv4 or IPv6 literal.
     static func numericAddress(_ host: String) -> SocketAddress? {
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        guard let bytes = IPAddressBytes.parse(bare) else { return nil }
         var storage = sockaddr_storage()
-        var v4 = in_addr()
-        if inet_pton(AF_INET, bare, &v4) == 1 {
+        if bytes.count == 4 {
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr = v4
+            withUnsafeMutableBytes(of: &address.sin_addr) { $0.copyBytes(from: bytes) }
             withUnsafeMutableBytes(of: &storage) { raw in withUnsafeBytes(of: address) { raw.copyMemory(from: $0) } }
             return SocketAddress(storage: storage, length: socklen_t(MemoryLayout<sockaddr_in>.size))
         }
-        var v6 = in6_addr()
-        if inet_pton(AF_INET6, bare, &v6) == 1 {
-            var address = sockaddr_in6()
-            address.sin6_family = sa_family_t(AF_INET6)
-            address.sin6_addr = v6
-            withUnsafeMutableBytes(of: &storage) { raw in withUnsafeBytes(of: address) { raw.copyMemory(from: $0) } }
-            return SocketAddress(storage: storage, length: socklen_t(MemoryLayout<sockaddr_in6>.size))
-        }
-        return nil
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        withUnsafeMutableBytes(of: &address.sin6_addr) { $0.copyBytes(from: bytes) }
+        withUnsafeMutableBytes(of: &storage) { raw in withUnsafeBytes(of: address) { raw.copyMemory(from: $0) } }
+        return SocketAddress(storage: storage, length: socklen_t(MemoryLayout<sockaddr_in6>.size))
     }
 
     // MARK: - Interface types
@@ -534,13 +530,4 @@ public final class NetworkReachabilityManager: Sendable {
 private final class EventSource: @unchecked Sendable {
     let source: any DispatchSourceRead
     init(_ source: any DispatchSourceRead) { self.source = source }
-}
-
-extension Duration {
-    /// The duration in whole nanoseconds (saturating).
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? Int64.max : scaled &+ attoseconds / 1_000_000_000
-    }
 }

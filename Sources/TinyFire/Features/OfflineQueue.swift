@@ -89,8 +89,8 @@ public final class OfflineQueue: Sendable {
         ///   - random: a value in 0...1.
         /// - Returns: the delay.
         public func delay(afterFailure failure: Int, random: Double) -> Duration {
-            let base = Double(initial.nanoseconds) * pow(multiplier, Double(max(0, failure - 1)))
-            let capped = min(base, Double(maximum.nanoseconds))
+            let base = Double(initial.nanosecondsClamped) * pow(multiplier, Double(max(0, failure - 1)))
+            let capped = min(base, Double(maximum.nanosecondsClamped))
             let spread = capped * (1 + jitter * (2 * min(max(random, 0), 1) - 1))
             return .nanoseconds(Int64(max(0, min(spread, Double(Int64.max / 2)))))
         }
@@ -357,9 +357,8 @@ public final class OfflineQueue: Sendable {
             if case .file = body { throw .invalidRequest(reason: problem) }
             throw .recordTooLarge(bytes: Int64(bodyLength), limit: Int64(OfflineQueueJournal.maxPayloadLength))
         }
-        let encoded = OfflineQueueJournal.encode(sequence: 0, enqueuedAtMilliseconds: 0, payload: payload)
-        let payloadBytes = Array(encoded[OfflineQueueJournal.headerLength...])
-        let recordBytes = Int64(encoded.count) + (fileName == nil ? 0 : Int64(bodyLength))
+        let payloadBytes = OfflineQueueJournal.encodePayload(payload)
+        let recordBytes = Int64(OfflineQueueJournal.headerLength + payloadBytes.count) + (fileName == nil ? 0 : Int64(bodyLength))
 
         try store.reserve(bytes: recordBytes)
         if let fileName {
@@ -494,13 +493,7 @@ public final class OfflineQueue: Sendable {
             logger: Logger(label: "org.tinyfire.offline-queue.inspect"), readOnly: true)
         defer { store.close() }
         let records = store.entries(limit: limit).compactMap { entry in (try? store.read(entry)).map { record(entry, payload: $0) } }
-        let totals = store.totals()
-        let statistics = Statistics(
-            records: totals.records, bytes: totals.bytes,
-            oldestEnqueuedAt: totals.oldest.map { Date(timeIntervalSince1970: Double($0) / 1000) }, delivered: totals.cursor.delivered,
-            droppedOldest: totals.cursor.droppedOldest, rejectedNew: totals.cursor.rejectedNew, discarded: totals.cursor.discarded,
-            quarantined: totals.cursor.quarantined, headFailures: 0, lastFailure: nil)
-        return Inspection(records: records, statistics: statistics)
+        return Inspection(records: records, statistics: statistics(of: store, headFailures: 0, lastFailure: nil))
     }
 
     /// The queued records, oldest first, at most `limit`.
@@ -531,13 +524,17 @@ public final class OfflineQueue: Sendable {
 
     /// Counts, bytes, the oldest record's age and the counters.
     public var statistics: Statistics {
-        let totals = store.totals()
         let (failures, lastFailure) = delivery.withLock { ($0.replay.failures, $0.lastFailure) }
+        return Self.statistics(of: store, headFailures: failures, lastFailure: lastFailure)
+    }
+
+    private static func statistics(of store: OfflineQueueStore, headFailures: Int, lastFailure: String?) -> Statistics {
+        let totals = store.totals()
         return Statistics(
             records: totals.records, bytes: totals.bytes,
             oldestEnqueuedAt: totals.oldest.map { Date(timeIntervalSince1970: Double($0) / 1000) }, delivered: totals.cursor.delivered,
             droppedOldest: totals.cursor.droppedOldest, rejectedNew: totals.cursor.rejectedNew, discarded: totals.cursor.discarded,
-            quarantined: totals.cursor.quarantined, headFailures: failures, lastFailure: lastFailure)
+            quarantined: totals.cursor.quarantined, headFailures: headFailures, lastFailure: lastFailure)
     }
 
     /// Calls `handler` on `queue` with every delivery event.
@@ -610,7 +607,7 @@ public final class OfflineQueue: Sendable {
                     $0.timerGeneration += 1
                     return $0.timerGeneration
                 }
-                deliveryQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay.nanoseconds))) { [weak self] in
+                deliveryQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay.nanosecondsClamped))) { [weak self] in
                     // A cancelled or replaced timer has an older generation.
                     guard let self, self.delivery.withLock({ $0.timerGeneration }) == generation else { return }
                     self.handle(.timerFired)

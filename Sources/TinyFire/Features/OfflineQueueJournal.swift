@@ -74,6 +74,26 @@ enum OfflineQueueJournal {
 
     /// The bytes of one record.
     static func encode(sequence: UInt64, enqueuedAtMilliseconds: UInt64, payload: Payload) -> [UInt8] {
+        let body = encodePayload(payload)
+        return encodeHeader(
+            payloadLength: body.count, sequence: sequence, enqueuedAtMilliseconds: enqueuedAtMilliseconds,
+            payloadChecksum: checksum(body[...])) + body
+    }
+
+    /// A record's 32-byte header.
+    static func encodeHeader(payloadLength: Int, sequence: UInt64, enqueuedAtMilliseconds: UInt64, payloadChecksum: UInt32) -> [UInt8] {
+        var header = magic
+        header.reserveCapacity(headerLength)
+        appendInteger(UInt64(payloadLength), bytes: 4, to: &header)
+        appendInteger(sequence, bytes: 8, to: &header)
+        appendInteger(enqueuedAtMilliseconds, bytes: 8, to: &header)
+        appendInteger(UInt64(payloadChecksum), bytes: 4, to: &header)
+        appendInteger(UInt64(checksum(header[0..<28])), bytes: 4, to: &header)
+        return header
+    }
+
+    /// A record's payload: the request, without the header.
+    static func encodePayload(_ payload: Payload) -> [UInt8] {
         var body: [UInt8] = [payloadVersion]
         appendString(payload.method, lengthBytes: 1, to: &body)
         appendString(payload.url, lengthBytes: 2, to: &body)
@@ -95,15 +115,7 @@ enum OfflineQueueJournal {
             appendString(name, lengthBytes: 1, to: &body)
             appendInteger(length, bytes: 8, to: &body)
         }
-        var record = magic
-        record.reserveCapacity(headerLength + body.count)
-        appendInteger(UInt64(body.count), bytes: 4, to: &record)
-        appendInteger(sequence, bytes: 8, to: &record)
-        appendInteger(enqueuedAtMilliseconds, bytes: 8, to: &record)
-        appendInteger(UInt64(checksum(body[...])), bytes: 4, to: &record)
-        appendInteger(UInt64(checksum(record[0..<28])), bytes: 4, to: &record)
-        record.append(contentsOf: body)
-        return record
+        return body
     }
 
     /// Whether encoding `payload` fits the format's limits (string lengths, header count,

@@ -86,7 +86,8 @@ final class OfflineQueueStore: @unchecked Sendable {
         var reservedBytes: Int64 = 0
         var pending = Pending()
         var flushing = false
-        var outcomes: [UInt64: OfflineQueueError?] = [:]
+        /// Each appended record's committed entry, or why it failed, until its enqueue collects it.
+        var outcomes: [UInt64: Result<Entry, OfflineQueueError>] = [:]
         var waiters: [UInt64: DispatchSemaphore] = [:]
 
         var count: Int { index.count - head }
@@ -240,12 +241,8 @@ final class OfflineQueueStore: @unchecked Sendable {
         let (sequence, leader, waiter) = state.withLock { state -> (UInt64, Bool, DispatchSemaphore?) in
             let sequence = state.nextSequence
             state.nextSequence += 1
-            var header = OfflineQueueJournal.magic
-            OfflineQueueJournal.appendInteger(UInt64(payload.count), bytes: 4, to: &header)
-            OfflineQueueJournal.appendInteger(sequence, bytes: 8, to: &header)
-            OfflineQueueJournal.appendInteger(enqueuedAt, bytes: 8, to: &header)
-            OfflineQueueJournal.appendInteger(UInt64(payloadChecksum), bytes: 4, to: &header)
-            OfflineQueueJournal.appendInteger(UInt64(OfflineQueueJournal.checksum(header[0..<28])), bytes: 4, to: &header)
+            let header = OfflineQueueJournal.encodeHeader(
+                payloadLength: payload.count, sequence: sequence, enqueuedAtMilliseconds: enqueuedAt, payloadChecksum: payloadChecksum)
             state.pending.entries.append(
                 Entry(
                     sequence: sequence, segment: 0, offset: Int64(state.pending.bytes.count), length: recordLength,
@@ -255,7 +252,7 @@ final class OfflineQueueStore: @unchecked Sendable {
             state.reservedRecords -= 1
             state.reservedBytes -= reservedBytes
             if state.closed {
-                state.outcomes[sequence] = .some(.closed)
+                state.outcomes[sequence] = .failure(.closed)
                 return (sequence, false, nil)
             }
             if state.flushing {
@@ -267,22 +264,11 @@ final class OfflineQueueStore: @unchecked Sendable {
             return (sequence, true, nil)
         }
         if leader { commitPending() } else { waiter?.wait() }
-        let outcome = state.withLock { state -> (OfflineQueueError?, Entry?, [Entry]) in
-            let error = state.outcomes.removeValue(forKey: sequence) ?? .some(.closed)
+        let outcome = state.withLock { state -> Result<Entry, OfflineQueueError> in
             state.waiters.removeValue(forKey: sequence)
-            if let error { return (error, nil, []) }
-            let entry = state.index[state.head...].first { $0.sequence == sequence }
-            return (nil, entry, [])
+            return state.outcomes.removeValue(forKey: sequence) ?? .failure(.closed)
         }
-        if let error = outcome.0 { throw error }
-        guard let entry = outcome.1 else {
-            // Already dropped again by a later overflow: it was durable, then dropped.
-            return (
-                Entry(
-                    sequence: sequence, segment: 0, offset: 0, length: recordLength, enqueuedAtMilliseconds: enqueuedAt, bodyFile: bodyFile,
-                    bodyBytes: bodyBytes), []
-            )
-        }
+        let entry = try outcome.get()
         return (entry, limits.dropOldest ? enforceBounds() : [])
     }
 
@@ -293,7 +279,7 @@ final class OfflineQueueStore: @unchecked Sendable {
                 guard !state.pending.entries.isEmpty, !state.closed else {
                     state.flushing = false
                     if state.closed {
-                        for entry in state.pending.entries { state.outcomes[entry.sequence] = .some(.closed) }
+                        for entry in state.pending.entries { state.outcomes[entry.sequence] = .failure(.closed) }
                         state.pending = Pending()
                     }
                     return nil
@@ -334,12 +320,18 @@ final class OfflineQueueStore: @unchecked Sendable {
                     _ = fdatasync(fd)
                 }
             }
+            let outcome = failure
             let waiters = state.withLock { state -> [DispatchSemaphore] in
-                if failure == nil {
+                if let outcome {
+                    if newSegment != nil, fd != currentFD {
+                        Glibc.close(fd)
+                        unlink(segmentPath(firstSequence))
+                    }
+                    for entry in batch.entries { state.outcomes[entry.sequence] = .failure(outcome) }
+                } else {
                     if let newSegment {
                         Glibc.close(state.activeFD)
                         state.activeFD = fd
-                        state.activeSize = 0
                         state.segments.append(newSegment)
                     }
                     for var entry in batch.entries {
@@ -347,18 +339,12 @@ final class OfflineQueueStore: @unchecked Sendable {
                         entry.offset += base
                         state.index.append(entry)
                         state.liveBytes += entry.bytes
-                        state.outcomes[entry.sequence] = .some(nil)
+                        state.outcomes[entry.sequence] = .success(entry)
                     }
                     state.activeSize = base + Int64(batch.bytes.count)
                     if let last = batch.entries.last, !state.segments.isEmpty {
                         state.segments[state.segments.count - 1].last = last.sequence
                     }
-                } else {
-                    if newSegment != nil, fd != currentFD {
-                        Glibc.close(fd)
-                        unlink(segmentPath(firstSequence))
-                    }
-                    for entry in batch.entries { state.outcomes[entry.sequence] = .some(failure) }
                 }
                 return batch.entries.compactMap { state.waiters[$0.sequence] }
             }
@@ -607,11 +593,9 @@ final class OfflineQueueStore: @unchecked Sendable {
         var info = stat()
         fstat(state.activeFD, &info)
         state.activeSize = Int64(info.st_size)
-        state.cursor.generation += 1
-        let slot = OfflineQueueJournal.encode(state.cursor)
-        let offset = off_t(Int(state.cursor.generation % 2) * OfflineQueueJournal.cursorSlotLength)
-        _ = slot.withUnsafeBytes { pwrite(state.stateFD, $0.baseAddress, $0.count, offset) }
+        writeCursor(&state)
         fdatasync(state.stateFD)
+        state.cursorDirty = false
         if state.count > limits.maxRecords || state.liveBytes > limits.maxBytes {
             logger.warning(
                 "offline queue: \(state.count) records, \(state.liveBytes) bytes exceed the limits (\(limits.maxRecords), \(limits.maxBytes))"

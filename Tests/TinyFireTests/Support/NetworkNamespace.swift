@@ -72,22 +72,5 @@ final class NetworkNamespace: @unchecked Sendable {
 @discardableResult
 func runIP(_ arguments: [String]) throws -> String {
     guard let ip = which("ip") else { throw FixtureError(description: "ip(8) not found (Debian: iproute2)") }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: ip)
-    process.arguments = arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    let stderr = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw FixtureError(
-            description:
-                "ip \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)): \(String(decoding: stderr, as: UTF8.self))"
-        )
-    }
-    return String(decoding: stdout, as: UTF8.self)
+    return try runCommand(ip, arguments)
 }
