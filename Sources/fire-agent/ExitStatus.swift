@@ -39,8 +39,21 @@ enum ExitStatus: Int32 {
     case peerFailedVerification = 60
     /// A CA, CRL, certificate or key file could not be loaded.
     case sslCertificateProblem = 58
+    /// The request failed for lack of network and was queued (`request --defer-to`): not
+    /// delivered yet, but durable (sysexits' EX_TEMPFAIL).
+    case deferred = 75
     /// Out of system resources, or anything else.
     case internalError = 99
+
+    /// The status for an offline queue that refused a record or could not be opened.
+    init(_ error: OfflineQueueError) {
+        switch error {
+        case .queueFull, .recordTooLarge: self = .sizeLimitExceeded
+        case .invalidRequest: self = .malformedURL
+        case .bodyFileUnreadable: self = .readError
+        default: self = .writeError
+        }
+    }
 
     /// The status for a TinyFire error.
     init(_ error: TinyFireError) {

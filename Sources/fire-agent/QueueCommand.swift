@@ -177,12 +177,7 @@ struct QueueCommand: ParsableCommand {
                     printLine("queued \(record.sequence) \(record.idempotencyKey)")
                 } catch {
                     printError("fire-agent: \(error)")
-                    switch error {
-                    case .queueFull, .recordTooLarge: throw ExitCode(ExitStatus.sizeLimitExceeded.rawValue)
-                    case .invalidRequest: throw ExitCode(ExitStatus.malformedURL.rawValue)
-                    case .bodyFileUnreadable: throw ExitCode(ExitStatus.readError.rawValue)
-                    default: throw ExitCode(ExitStatus.writeError.rawValue)
-                    }
+                    throw ExitCode(ExitStatus(error).rawValue)
                 }
             }
         }

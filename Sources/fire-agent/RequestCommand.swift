@@ -84,6 +84,16 @@ struct RequestCommand: ParsableCommand {
         help: "Show progress on stderr: a bar on a terminal, a line per second otherwise.")
     var progress = false
 
+    @Option(
+        name: .customLong("wait-for-network"),
+        help: "When the request fails for lack of network, wait up to this many seconds for a route to the host, then try again.")
+    var waitForNetwork: Double?
+
+    @Option(
+        name: .customLong("defer-to"),
+        help: "When the request fails for lack of network, queue it durably in the offline queue DIR instead of failing (exit 75).")
+    var deferTo: String?
+
     @OptionGroup var tlsOptions: TLSOptions
 
     func run() throws {
@@ -181,10 +191,32 @@ struct RequestCommand: ParsableCommand {
         }
         defer { if outputFD >= 0 { close(outputFD) } }
 
+        var interceptors: [any RequestInterceptor] = []
+        if let waitForNetwork {
+            do {
+                let monitor = try NetworkReachabilityManager(host: URL(string: url)?.host())
+                interceptors.append(OfflineRetrier(monitor: monitor, maximumWait: .milliseconds(Int64(waitForNetwork * 1000))))
+            } catch {
+                return fail(.internalError, "--wait-for-network: \(error)")
+            }
+        }
+        var offlineQueue: OfflineQueue?
+        if let deferTo {
+            do {
+                let queue = try OfflineQueue(directory: deferTo)
+                interceptors.append(OfflineQueueDeferrer(queue: queue))
+                offlineQueue = queue
+            } catch {
+                return fail(ExitStatus(error), "--defer-to: \(error)")
+            }
+        }
+        defer { offlineQueue?.close() }
+
         let session = Session(configuration: configuration, serverTrustManager: trustManager)
         let request = session.download(
             url, method: method, headers: headers, body: body, upload: upload, target: target,
-            acceptableStatusCodes: 200..<300, includeResponseHead: include, resumingFrom: resumeFrom,
+            acceptableStatusCodes: 200..<300, includeResponseHead: include,
+            interceptor: interceptors.isEmpty ? nil : Interceptor(interceptors: interceptors), resumingFrom: resumeFrom,
             partialPolicy: continueAt != nil ? .inPlace : .discard)
         let display = progress ? ProgressDisplay() : nil
         if let display {
@@ -213,6 +245,12 @@ struct RequestCommand: ParsableCommand {
         case .success:
             return .success
         case .failure(let error):
+            if let deferral = error.offlineQueueDeferral, case .requestRetryFailed(_, let original) = error {
+                return fail(.deferred, "\(original); \(deferral)")
+            }
+            if case .requestRetryFailed(let queueError as OfflineQueueError, let original) = error {
+                return fail(ExitStatus(queueError), "\(original); not queued: \(queueError)")
+            }
             let status = ExitStatus(error)
             if case .responseValidationFailed(.unacceptableStatusCode(let code)) = error {
                 let reason = response.response?.status.reasonPhrase ?? ""

@@ -340,6 +340,8 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
     /// The temporary file holding the spilled part of a multipart body while the request
     /// runs; nil for bodies encoded in memory, and once the request finished.
     public var multipartTemporaryFile: URL? { body.temporaryFile }
+
+    override var uploadBody: UploadBody? { body }
 }
 
 /// A request body that is not the `URLRequest`'s `httpBody`, prepared for each attempt:
@@ -373,18 +375,33 @@ final class UploadBody: Sendable {
             spec.body = nil
             spec.bodySource = streamSource.map { .stream($0) }
         case .multipart(let form):
-            let threshold = multipartThreshold
-            let encoded = try encodedMultipart.withLock { existing throws(TinyFireError) -> MultipartFormData.EncodedBody in
-                if let existing { return existing }
-                let body = try form.encodeForUpload(threshold: threshold)
-                existing = body
-                return body
-            }
             spec.body = nil
-            spec.bodySource = .segments(encoded.segments)
+            spec.bodySource = .segments(try encoded(form).segments)
             if spec.headers.value(for: "Content-Type") == nil {
                 spec.headers.add(name: "Content-Type", value: form.contentType)
             }
+        }
+    }
+
+    /// The form's encoding, made on first use and kept until `release()`.
+    private func encoded(_ form: MultipartFormData) throws(TinyFireError) -> MultipartFormData.EncodedBody {
+        let threshold = multipartThreshold
+        return try encodedMultipart.withLock { existing throws(TinyFireError) -> MultipartFormData.EncodedBody in
+            if let existing { return existing }
+            let body = try form.encodeForUpload(threshold: threshold)
+            existing = body
+            return body
+        }
+    }
+
+    /// The body as pieces to copy into an offline queue, with the Content-Type a form needs;
+    /// nil for a stream (read once, it cannot be kept).
+    func piecesForQueue() throws(TinyFireError) -> (segments: [BodySegment], contentType: String?)? {
+        switch uploadable {
+        case .data(let data): return ([.bytes(data)], nil)
+        case .file(let url): return ([try RequestBodyFile.segment(regularFileAt: url.path(percentEncoded: false))], nil)
+        case .stream: return nil
+        case .multipart(let form): return (try encoded(form).segments, form.contentType)
         }
     }
 

@@ -63,7 +63,8 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     private let rejectedStatus = Mutex<Int?>(nil)
 
     /// A body sent with the request (`fire-agent request -T` or `-F`).
-    private let uploadBody: UploadBody?
+    private let sentBody: UploadBody?
+    override var uploadBody: UploadBody? { sentBody }
     private let partialPolicy: PartialPolicy
 
     /// The partial file an attempt continues, and what the server said about the resource.
@@ -97,7 +98,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false, upload: UploadRequest.Uploadable? = nil,
         resumingFrom resumeData: DownloadResumeData? = nil, partialPolicy: PartialPolicy = .keepForResume
     ) {
-        self.uploadBody = upload.map { UploadBody($0) }
+        self.sentBody = upload.map { UploadBody($0) }
         self.partialPolicy = partialPolicy
         self.target = target
         self.acceptableStatusCodes = acceptableStatusCodes
@@ -340,8 +341,8 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 
     override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
-        try uploadBody?.apply(to: &spec)
-        if isFinished { uploadBody?.release() }
+        try sentBody?.apply(to: &spec)
+        if isFinished { sentBody?.release() }
         guard case .destination = target else { return }
         let resuming = resume.withLock { state -> (partial: PartialFile, offset: UInt64)? in
             state.rangeOffset = nil
@@ -380,7 +381,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 
     override func didFinishPipeline() {
-        uploadBody?.release()
+        sentBody?.release()
         let failed = error != nil
         let cancelled = isCancelled
         let policy = partialPolicy

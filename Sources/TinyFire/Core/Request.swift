@@ -130,6 +130,12 @@ public class Request: @unchecked Sendable {
 
     var eventMonitor: CompositeEventMonitor? { session.eventMonitor }
 
+    /// The request as created, before adapters (what `OfflineQueueDeferrer` queues).
+    var createdRequest: URLRequest? { protected.withLock { $0.initialRequest } }
+
+    /// The body when it is not the `URLRequest`'s `httpBody` (uploads); nil here.
+    var uploadBody: UploadBody? { nil }
+
     // MARK: - Lifecycle
 
     /// Starts the request, or continues a suspended one. Requests start on their own when a

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -351,6 +356,26 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
     public var bytesSent: UInt64
     /// Response bytes read on the failing hop (wire bytes, head included).
     public var bytesReceived: UInt64
+    /// getaddrinfo's status for `.nameResolutionFailed`, each address's errno for
+    /// `.connectFailed`; empty otherwise.
+    var systemCodes: [Int32] = []
+
+    /// Whether the failure says the network is not there, rather than that the server or the
+    /// request is wrong: name resolution that got no answer (`EAI_AGAIN`), connects that failed
+    /// with `ENETUNREACH`, `EHOSTUNREACH`, `ENETDOWN`, `EADDRNOTAVAIL` or `ETIMEDOUT` on every
+    /// address, a connect timeout, or a connection that died with one of those errors.
+    /// A refused connection (`ECONNREFUSED`) or an unknown name (`EAI_NONAME`) is not: the
+    /// network answered. `OfflineRetrier` and `OfflineQueueDeferrer` use this by default.
+    public var isNetworkUnavailable: Bool {
+        let offline: Set<Int32> = [ENETUNREACH, EHOSTUNREACH, ENETDOWN, EADDRNOTAVAIL, ETIMEDOUT]
+        switch reason {
+        case .nameResolutionFailed: return systemCodes.contains(EAI_AGAIN)
+        case .connectFailed: return !systemCodes.isEmpty && systemCodes.allSatisfy(offline.contains)
+        case .timedOut(.connect, _): return true
+        case .connectionError(let code, _): return offline.contains(code)
+        default: return false
+        }
+    }
 
     /// `METHOD URL failed while PHASE: reason`.
     public var description: String {

@@ -407,7 +407,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
                 metrics.nameLookup = Instant.now().since(resolveStart)
                 switch result {
                 case .failure(let error):
-                    fail(.nameResolutionFailed(message: error.message))
+                    fail(.nameResolutionFailed(message: error.message), codes: [error.status])
                 case .success(let addresses):
                     connect(to: addresses)
                 }
@@ -428,7 +428,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             self.connector = nil
             switch result {
             case .failure(let failure):
-                fail(.connectFailed(attempts: failure.attempts))
+                fail(.connectFailed(attempts: failure.attempts), codes: failure.codes)
             case .success(let connected):
                 metrics.connect = Instant.now().since(connectStart)
                 do throws(TinyFireError) {
@@ -969,10 +969,10 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         finish(.failure(error))
     }
 
-    private func fail(_ reason: TransferError.Reason) {
+    private func fail(_ reason: TransferError.Reason, codes: [Int32] = []) {
         let error = TransferError(
             method: spec.method.rawValue, url: spec.url.absoluteString, host: key.host, phase: phase,
-            reason: reason, bytesSent: hopBytesSent, bytesReceived: hopBytesReceived)
+            reason: reason, bytesSent: hopBytesSent, bytesReceived: hopBytesReceived, systemCodes: codes)
         finish(.failure(.sessionTaskFailed(error)))
     }
 

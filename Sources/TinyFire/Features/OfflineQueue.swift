@@ -329,27 +329,37 @@ public final class OfflineQueue: Sendable {
         } catch {
             throw .invalidRequest(reason: "\(error)")
         }
+        var body: [BodySegment] = []
+        if let bodyFile {
+            var info = stat()
+            guard stat(bodyFile, &info) == 0 else { throw .bodyFileUnreadable(path: bodyFile, message: errnoMessage(errno)) }
+            guard (info.st_mode & S_IFMT) == S_IFREG else { throw .bodyFileUnreadable(path: bodyFile, message: "not a regular file") }
+            body = [.file(path: bodyFile, offset: 0, length: UInt64(info.st_size), fileSize: UInt64(info.st_size))]
+        } else if let data = urlRequest.httpBody, !data.isEmpty {
+            body = [.bytes(data)]
+        }
+        return try enqueue(urlRequest, body: body)
+    }
+
+    /// Queues `urlRequest` with a body made of `body`'s pieces (bytes, file ranges); its
+    /// `httpBody` is ignored. `OfflineQueueDeferrer` uses it for uploads and multipart forms.
+    func enqueue(_ urlRequest: URLRequest, body segments: [BodySegment]) throws(OfflineQueueError) -> Record {
         guard let url = urlRequest.url else { throw .invalidRequest(reason: "it has no URL") }
         let method = urlRequest.method ?? .get
         let idempotencyKey = urlRequest.headers.value(for: Self.idempotencyKeyHeader).map(Self.unquoted) ?? Self.newIdempotencyKey()
         let headers = urlRequest.headers.headers.map { (name: $0.name, value: $0.value) }
 
         // The body: inline, or a file in bodies/ that is durable before the record points at it.
-        var source: BodySource = .none
-        if let bodyFile {
-            source = .file(bodyFile)
-        } else if let data = urlRequest.httpBody, !data.isEmpty {
-            source = .data(data)
-        }
-        let bodyLength = try source.length()
+        let bodyLength = segments.reduce(UInt64(0)) { $0 + $1.length }
         let inline = bodyLength <= UInt64(configuration.inlineBodyLimit)
         let fileName = inline ? nil : Self.randomName() + ".body"
         let body: OfflineQueueJournal.Body
-        switch (source, fileName) {
-        case (.none, _): body = .none
-        case (_, .some(let name)): body = .file(name: name, length: bodyLength)
-        case (.data(let data), nil): body = .inline(Array(data))
-        case (.file(let path), nil): body = .inline(try Self.readSmallBody(path, length: bodyLength))
+        if bodyLength == 0 {
+            body = .none
+        } else if let fileName {
+            body = .file(name: fileName, length: bodyLength)
+        } else {
+            body = .inline(try Self.readSmallBody(segments, length: bodyLength))
         }
         let payload = OfflineQueueJournal.Payload(
             method: method.rawValue, url: url.absoluteString, idempotencyKey: idempotencyKey, headers: headers, body: body)
@@ -363,7 +373,7 @@ public final class OfflineQueue: Sendable {
         try store.reserve(bytes: recordBytes)
         if let fileName {
             do {
-                try writeBodyFile(fileName, from: source, length: bodyLength)
+                try writeBodyFile(fileName, from: segments)
             } catch {
                 store.release(bytes: recordBytes)
                 throw error
@@ -387,58 +397,66 @@ public final class OfflineQueue: Sendable {
     /// The header that carries each record's key.
     public static let idempotencyKeyHeader = "Idempotency-Key"
 
-    private enum BodySource {
-        case none
-        case data(Data)
-        case file(String)
-
-        func length() throws(OfflineQueueError) -> UInt64 {
-            switch self {
-            case .none: return 0
-            case .data(let data): return UInt64(data.count)
-            case .file(let path):
-                var info = stat()
-                guard stat(path, &info) == 0 else { throw .bodyFileUnreadable(path: path, message: errnoMessage(errno)) }
-                guard (info.st_mode & S_IFMT) == S_IFREG else { throw .bodyFileUnreadable(path: path, message: "not a regular file") }
-                return UInt64(info.st_size)
+    /// A small body's bytes, read from its pieces (at most `inlineBodyLimit`).
+    private static func readSmallBody(_ segments: [BodySegment], length: UInt64) throws(OfflineQueueError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(length))
+        for segment in segments {
+            switch segment {
+            case .bytes(let data): bytes.append(contentsOf: data)
+            case .file(let path, let offset, let count, _):
+                let fd = open(path, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { throw .bodyFileUnreadable(path: path, message: errnoMessage(errno)) }
+                defer { Glibc.close(fd) }
+                var chunk = [UInt8](repeating: 0, count: Int(count))
+                var done = 0
+                while done < chunk.count {
+                    let n = chunk.withUnsafeMutableBytes { raw -> Int in
+                        let rest = UnsafeMutableRawBufferPointer(rebasing: raw[done...])
+                        return pread(fd, rest.baseAddress, rest.count, off_t(offset) + off_t(done))
+                    }
+                    if n < 0 && errno == EINTR { continue }
+                    if n < 0 { throw .bodyFileUnreadable(path: path, message: errnoMessage(errno)) }
+                    if n == 0 { throw .bodyFileUnreadable(path: path, message: "it shrank while being read") }
+                    done += n
+                }
+                bytes.append(contentsOf: chunk)
             }
         }
-    }
-
-    private static func readSmallBody(_ path: String, length: UInt64) throws(OfflineQueueError) -> [UInt8] {
-        let bytes: [UInt8]
-        do {
-            bytes = try readWholeFile(path)
-        } catch {
-            throw .bodyFileUnreadable(path: path, message: "\(error)")
-        }
-        guard UInt64(bytes.count) == length else { throw .bodyFileUnreadable(path: path, message: "it changed size") }
         return bytes
     }
 
-    /// Writes a body file completely, syncs it and its directory; removes it on failure.
-    private func writeBodyFile(_ name: String, from source: BodySource, length: UInt64) throws(OfflineQueueError) {
+    /// Writes a body file from its pieces completely (file ranges copied with sendfile),
+    /// syncs it and its directory; removes it on failure.
+    private func writeBodyFile(_ name: String, from segments: [BodySegment]) throws(OfflineQueueError) {
         let path = store.bodyPath(name)
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .io(errno, path: path, operation: "create body file") }
         var failure: OfflineQueueError?
-        switch source {
-        case .none: break
-        case .data(let data): failure = writeAll(fd, Array(data), at: 0, path: path)
-        case .file(let original):
-            let input = open(original, O_RDONLY | O_CLOEXEC)
-            if input < 0 {
-                failure = .bodyFileUnreadable(path: original, message: errnoMessage(errno))
-            } else {
-                var offset: Int64 = 0
-                while failure == nil && UInt64(offset) < length {
-                    let sent = tinyfire_sendfile(fd, input, &offset, UInt(min(UInt64(1 << 30), length - UInt64(offset))))
+        var written: UInt64 = 0
+        for segment in segments where failure == nil {
+            switch segment {
+            case .bytes(let data):
+                failure = writeAll(fd, Array(data), at: Int64(written), path: path)
+            case .file(let original, let start, let length, _):
+                let input = open(original, O_RDONLY | O_CLOEXEC)
+                guard input >= 0 else {
+                    failure = .bodyFileUnreadable(path: original, message: errnoMessage(errno))
+                    break
+                }
+                // sendfile writes at the output's file offset: keep it at `written`.
+                lseek(fd, off_t(written), SEEK_SET)
+                var offset = Int64(start)
+                let end = Int64(start + length)
+                while failure == nil && offset < end {
+                    let sent = tinyfire_sendfile(fd, input, &offset, UInt(min(Int64(1 << 30), end - offset)))
                     if sent < 0 && errno == EINTR { continue }
                     if sent < 0 { failure = .io(errno, path: path, operation: "copy \(original) into") }
                     if sent == 0 { failure = .bodyFileUnreadable(path: original, message: "it shrank while being copied") }
                 }
                 Glibc.close(input)
             }
+            written += segment.length
         }
         if failure == nil, fsync(fd) != 0 { failure = .io(errno, path: path, operation: "sync") }
         Glibc.close(fd)

@@ -37,12 +37,15 @@ final class Connector {
     private var inFlight: [Attempt] = []
     private var delayTimer: TimerHandle?
     private var failures: [String] = []
+    private var failureCodes: [Int32] = []
     private var completion: ((Result<(fd: Int32, address: SocketAddress), ConnectFailure>) -> Void)?
 
     /// Every address refused or failed.
     struct ConnectFailure: Error {
         /// One "address: reason" entry per address tried.
         var attempts: [String]
+        /// The errno of each attempt that failed with one (0 for other failures).
+        var codes: [Int32] = []
     }
 
     init(loop: EventLoop, addresses: [SocketAddress], attemptDelay: Duration = Connector.defaultAttemptDelay) {
@@ -76,6 +79,7 @@ final class Connector {
             case .success(let created): fd = created
             case .failure(let error):
                 failures.append("\(address): socket: \(errnoMessage(error.code))")
+                failureCodes.append(error.code)
                 continue
             }
             let attempt = Attempt(fd: fd, address: address)
@@ -86,6 +90,7 @@ final class Connector {
             }
             guard status == EINPROGRESS else {
                 failures.append("\(address): \(errnoMessage(status ?? 0))")
+                failureCodes.append(status ?? 0)
                 close(fd)
                 continue
             }
@@ -93,6 +98,7 @@ final class Connector {
                 attempt.registration = try loop.register(fd, interest: .write, handler: attempt)
             } catch {
                 failures.append("\(address): \(error)")
+                failureCodes.append(0)
                 close(fd)
                 continue
             }
@@ -116,6 +122,7 @@ final class Connector {
             return
         }
         failures.append("\(attempt.address): \(errnoMessage(code))")
+        failureCodes.append(code)
         remove(attempt)
         close(attempt.fd)
         if inFlight.isEmpty { startNextAttempt() }
@@ -133,7 +140,7 @@ final class Connector {
     private func fail() {
         let completion = self.completion
         self.completion = nil
-        completion?(.failure(ConnectFailure(attempts: failures)))
+        completion?(.failure(ConnectFailure(attempts: failures, codes: failureCodes)))
     }
 
     private func remove(_ attempt: Attempt) {

@@ -32,6 +32,8 @@ enum DNSResolver {
     /// A failed resolution, with getaddrinfo's message.
     struct ResolutionError: Error, Sendable {
         var message: String
+        /// getaddrinfo's status (`EAI_AGAIN` when no name server answered: often no network).
+        var status: Int32 = 0
     }
 
     static func resolveNow(host: String, port: Int) -> Result<[SocketAddress], ResolutionError> {
@@ -43,7 +45,7 @@ enum DNSResolver {
         let status = getaddrinfo(host, String(port), &hints, &list)
         guard status == 0, let first = list else {
             let message = status == EAI_SYSTEM ? errnoMessage(errno) : String(cString: gai_strerror(status))
-            return .failure(ResolutionError(message: message))
+            return .failure(ResolutionError(message: message, status: status))
         }
         defer { freeaddrinfo(first) }
         var v6: [SocketAddress] = []

@@ -52,14 +52,14 @@ func freePort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-/// Waits until something accepts TCP connections on 127.0.0.1:`port`.
-func waitForPort(_ port: Int, timeout: TimeInterval = 15) throws {
+/// Waits until something accepts TCP connections on `host`:`port` (an IPv4 literal).
+func waitForPort(_ port: Int, host: String = "127.0.0.1", timeout: TimeInterval = 15) throws {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_addr.s_addr = inet_addr(host)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         let status = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
@@ -68,7 +68,7 @@ func waitForPort(_ port: Int, timeout: TimeInterval = 15) throws {
         if status == 0 { return }
         usleep(50_000)
     }
-    throw FixtureError(description: "nothing listening on port \(port) after \(timeout) s")
+    throw FixtureError(description: "nothing listening on \(host):\(port) after \(timeout) s")
 }
 
 func startProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> Process {
@@ -107,6 +107,9 @@ final class NginxFixture: Sendable {
     static let shared = Result { try NginxFixture() }
 
     let port: Int
+    /// The address `base` names.
+    let address: String
+    private let pid: Int32
     let root: String
     /// Where nginx logs `uri status body_bytes_sent "Range" "If-Range"`, one line per request.
     let accessLog: String
@@ -117,7 +120,7 @@ final class NginxFixture: Sendable {
     /// A compressible text at /text.txt (served gzip'd when asked).
     let text: Data
 
-    var base: String { "http://127.0.0.1:\(port)" }
+    var base: String { "http://\(address):\(port)" }
 
     /// Access-log lines whose URI contains `token`.
     func logLines(containing token: String) -> [String] {
@@ -131,10 +134,25 @@ final class NginxFixture: Sendable {
         return text.split(separator: "\n").map(String.init).filter { $0.contains(token) }
     }
 
-    private init() throws {
+    /// A second nginx for one test, listening on `address` only (a veth address of a
+    /// `NetworkNamespace`, reachable from inside it); stop it with `stop()`.
+    static func dedicated(listeningOn address: String) throws -> NginxFixture {
+        try NginxFixture(address: address)
+    }
+
+    /// Stops a dedicated instance.
+    func stop() {
+        kill(pid, SIGTERM)
+    }
+
+    private init(address: String? = nil) throws {
         guard let nginx = which("nginx") else { throw FixtureError(description: "nginx is not installed (apt-get install nginx-light)") }
-        port = freePort()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-nginx-\(getpid())")
+        let port = freePort()
+        self.port = port
+        self.address = address ?? "127.0.0.1"
+        let listen = address.map { ["\($0):\(port)"] } ?? ["127.0.0.1:\(port)", "[::1]:\(port)"]
+        let suffix = address.map { "-" + $0.replacing(".", with: "-") } ?? ""
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-nginx-\(getpid())\(suffix)")
         root = directory.appendingPathComponent("www").path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         var generator = SplitMix64(seed: 42)
@@ -169,8 +187,7 @@ final class NginxFixture: Sendable {
               gzip on; gzip_types text/plain; gzip_min_length 10;
               types { text/plain txt; }
               server {
-                listen 127.0.0.1:\(port);
-                listen [::1]:\(port);
+                \(listen.map { "listen \($0);" }.joined(separator: "\n    "))
                 root \(root);
                 location = /redirect { return 302 /hello.txt; }
                 location = /redirect-absolute { return 301 http://localhost:\(port)/hello.txt; }
@@ -185,8 +202,8 @@ final class NginxFixture: Sendable {
             }
             """
         try config.write(toFile: dir + "/nginx.conf", atomically: true, encoding: .utf8)
-        _ = try startProcess(nginx, ["-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
-        try waitForPort(port)
+        pid = try startProcess(nginx, ["-c", dir + "/nginx.conf", "-e", dir + "/error.log"]).processIdentifier
+        try waitForPort(port, host: self.address)
     }
 }
 
