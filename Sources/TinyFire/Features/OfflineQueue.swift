@@ -253,6 +253,8 @@ public final class OfflineQueue: Sendable {
         var timerGeneration: UInt64 = 0
         var observer: UInt64?
         var flushing = false
+        /// Between `startDelivery` and `stopDelivery`.
+        var running = false
         var lastFailure: String?
         var handlers: [(DispatchQueue, @Sendable (DeliveryEvent) -> Void)] = []
     }
@@ -385,9 +387,14 @@ public final class OfflineQueue: Sendable {
             payload: payloadBytes, payloadChecksum: OfflineQueueJournal.checksum(payloadBytes[...]), enqueuedAt: milliseconds,
             bodyFile: fileName, bodyBytes: fileName == nil ? 0 : Int64(bodyLength), reservedBytes: recordBytes)
         for entry in dropped { emit(.dropped(sequence: entry.sequence)) }
-        deliveryQueue.async { [self] in
-            for _ in dropped { handle(.headRemoved(more: store.count > 0)) }
-            handle(.recordsAvailable)
+        // Wake delivery only when it runs (a hop to its thread per enqueue otherwise); the
+        // record is appended before the check, and `startDelivery` counts records after it sets
+        // the flag, so a start racing with this enqueue still sees the record.
+        if delivery.withLock({ $0.running }) {
+            deliveryQueue.async { [self] in
+                for _ in dropped { handle(.headRemoved(more: store.count > 0)) }
+                handle(.recordsAvailable)
+            }
         }
         return Record(
             sequence: entry.sequence, idempotencyKey: idempotencyKey, enqueuedAt: Date(timeIntervalSince1970: Double(milliseconds) / 1000),
@@ -467,7 +474,9 @@ public final class OfflineQueue: Sendable {
         }
     }
 
-    static func newIdempotencyKey() -> String { UUID().uuidString.lowercased() }
+    /// A version-4 UUID from the per-process seeded generator request ids use (no read of
+    /// /dev/urandom per record).
+    static func newIdempotencyKey() -> String { RequestIdentifiers.next().uuidString.lowercased() }
 
     private static func randomName() -> String {
         var generator = SystemRandomNumberGenerator()
@@ -574,6 +583,7 @@ public final class OfflineQueue: Sendable {
     /// network is not known to be down), again at every enqueue, after each backoff, and at
     /// once whenever reachability reports the network back.
     public func startDelivery() {
+        delivery.withLock { $0.running = true }
         var initial = OfflineQueueReplay.Network.unknown
         if let reachability, delivery.withLock({ $0.observer == nil }) {
             let id = reachability.addObserver { [weak self] status in
@@ -605,6 +615,7 @@ public final class OfflineQueue: Sendable {
         let observer = delivery.withLock {
             let observer = $0.observer
             $0.observer = nil
+            $0.running = false
             return observer
         }
         if let observer { reachability?.removeObserver(observer) }
