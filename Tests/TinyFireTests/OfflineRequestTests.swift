@@ -192,7 +192,8 @@ struct OfflineRequestTests {
         let deferrer = OfflineQueueDeferrer(queue: queue, isDeferrableError: offlineOrRefused)
 
         let keyed = session.request(
-            "\(nginx.base)/ingest/keyed", method: .post, headers: ["Idempotency-Key": "\"caller-key\""], interceptor: deferrer)
+            "\(nginx.base)/ingest/keyed", method: .post, headers: ["Idempotency-Key": "\"caller-key\""],
+            interceptor: .deferToOfflineQueue(queue, isDeferrableError: offlineOrRefused))
         #expect(try response(of: keyed).error?.offlineQueueDeferral?.record.idempotencyKey == "caller-key")
 
         // The queue holds one record: the next deferral is refused, and the caller is told so.
