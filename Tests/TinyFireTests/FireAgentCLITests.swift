@@ -30,6 +30,11 @@ func fireAgent(_ arguments: [String]) throws -> CLIResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: try fireAgentPath())
     process.arguments = arguments
+    return try runCapturingOutput(process)
+}
+
+/// Runs `process` to its end with stdin empty, capturing stdout and stderr.
+func runCapturingOutput(_ process: Process) throws -> CLIResult {
     let out = Pipe()
     let err = Pipe()
     process.standardOutput = out

@@ -317,17 +317,9 @@ func runCommand(_ executable: String, _ arguments: [String]) throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    let stderr = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw FixtureError(
-            description: "\(executable) \(arguments.joined(separator: " ")) failed: \(String(decoding: stderr, as: UTF8.self))")
+    let result = try runCapturingOutput(process)
+    guard result.status == 0 else {
+        throw FixtureError(description: "\(executable) \(arguments.joined(separator: " ")) failed: \(result.stderr)")
     }
-    return String(decoding: stdout, as: UTF8.self)
+    return String(decoding: result.stdout, as: UTF8.self)
 }

@@ -228,20 +228,7 @@ struct OfflineRequestCommandTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ip)
         process.arguments = ["netns", "exec", ns.name, try fireAgentPath()] + arguments
-        process.standardInput = FileHandle.nullDevice
         return process
-    }
-
-    private func run(_ process: Process) throws -> CLIResult {
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return CLIResult(status: process.terminationStatus, stdout: stdout, stderr: String(decoding: stderr, as: UTF8.self))
     }
 
     @Test("no route: --defer-to queues (exit 75), a DNS name without a network too; flushed later, each key once")
@@ -253,16 +240,16 @@ struct OfflineRequestCommandTests {
         let token = "defercli-\(UUID().uuidString.prefix(8))"
         try ns.inside(["link", "set", ns.innerInterface, "down"])
 
-        let plain = try run(fireAgentInside(ns, ["request", "-d", "x=1", "\(nginx.base)/ingest/\(token)/plain"]))
+        let plain = try runCapturingOutput(fireAgentInside(ns, ["request", "-d", "x=1", "\(nginx.base)/ingest/\(token)/plain"]))
         #expect(plain.status == 7, "without --defer-to: \(plain.stderr)")
         #expect(plain.stderr.contains("Network is unreachable"), "\(plain.stderr)")
 
-        let deferred = try run(
+        let deferred = try runCapturingOutput(
             fireAgentInside(ns, ["request", "-d", "x=2", "--defer-to", directory, "\(nginx.base)/ingest/\(token)/deferred"]))
         #expect(deferred.status == 75, "\(deferred.stderr)")
         #expect(deferred.stderr.contains("deferred to the offline queue in \(directory) as record 1"), "\(deferred.stderr)")
 
-        let named = try run(
+        let named = try runCapturingOutput(
             fireAgentInside(ns, ["request", "-d", "x=3", "--defer-to", directory, "http://tinyfire-offline.test:\(nginx.port)/ingest/x"]))
         #expect(named.status == 75, "a name that cannot be looked up without a network: \(named.stderr)")
         #expect(named.stderr.contains("Temporary failure in name resolution"), "\(named.stderr)")
@@ -293,7 +280,7 @@ struct OfflineRequestCommandTests {
         let result = Mutex<CLIResult?>(nil)
         let started = ContinuousClock.now
         Thread.detachNewThread {
-            let outcome = try? self.run(process)
+            let outcome = try? runCapturingOutput(process)
             result.withLock { $0 = outcome }
             finished.signal()
         }
