@@ -363,7 +363,9 @@ struct LifecycleTests {
     func automaticCancellation() async throws {
         let server = try httpbin()
         let session = Session()
-        let cancelling = session.request("\(server.base)/delay/3")
+        // httpbin's longest delay: the 300 ms sleep below can resume seconds late when blocking
+        // tests occupy the cooperative threads, and the cancel must still come first.
+        let cancelling = session.request("\(server.base)/delay/10")
         let waiter = Task { await cancelling.serializingData(automaticallyCancelling: true).response }
         try await Task.sleep(for: .milliseconds(300))
         waiter.cancel()

@@ -434,11 +434,19 @@ final class OfflineQueueStore: @unchecked Sendable {
 
     // MARK: - Recovery
 
+    /// Takes the queue's lock. A lock that is busy is tried again for up to 200 ms before the
+    /// queue is reported locked: a child process being spawned holds copies of its parent's
+    /// descriptors until it execs (close-on-exec or not), so a queue closed and reopened while
+    /// any thread of the process spawns something can find its own old lock still held.
     private static func lock(_ path: String) throws(OfflineQueueError) -> Int32 {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .directoryUnusable(path: path, message: errnoMessage(errno)) }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let code = errno
+        var code = flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno
+        for _ in 0..<20 where code == EWOULDBLOCK {
+            usleep(10_000)
+            code = flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno
+        }
+        if code != 0 {
             var bytes = [UInt8](repeating: 0, count: 32)
             let count = pread(fd, &bytes, bytes.count, 0)
             Glibc.close(fd)
