@@ -1,0 +1,92 @@
+# Sourced by the cross/ scripts: where things live, and the chroot's mounts.
+
+log() { echo "cross: $*" >&2; }
+die() { echo "cross: error: $*" >&2; exit 1; }
+
+# cross_init [CACHE_DIR]: sets cache, suite, mirror, chroot, bundle, sysroot, sdk_name, project.
+cross_init() {
+    cache="${1:-${TINYFIRE_CROSS_CACHE:-/var/cache/tinyfire-cross}}"
+    mkdir -p "$cache"
+    cache="$(cd "$cache" && pwd)"
+    # sid: swiftlang 6.2.3 (trixie's 6.0.3 cannot read swift-log's 6.2 manifest).
+    suite="${TINYFIRE_CROSS_SUITE:-sid}"
+    # The machine's own Debian mirror (offline machines reach only that one).
+    mirror="${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}"
+    [ -n "$mirror" ] || mirror="$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)"
+    [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+    chroot="$cache/chroot-$suite-amd64"
+    sdk_name="debian-$suite-aarch64"
+    bundle="$cache/sdk/$sdk_name.artifactbundle"
+    sysroot="$bundle/aarch64-unknown-linux-gnu/sysroot"
+    project="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+}
+
+# The chroot's /proc and /dev (apt and swift need them).
+mount_chroot_system() {
+    mountpoint -q "$chroot/proc" || mount -t proc proc "$chroot/proc"
+    mountpoint -q "$chroot/dev" || mount --rbind /dev "$chroot/dev"
+}
+
+# Plus the SDK at /sdk, the project at /src/tinyfire, and the offline Swift packages.
+mount_chroot_build() {
+    mount_chroot_system
+    mkdir -p "$chroot/sdk" "$chroot/src/tinyfire"
+    mountpoint -q "$chroot/sdk" || mount --bind "$cache/sdk" "$chroot/sdk"
+    mountpoint -q "$chroot/src/tinyfire" || mount --bind "$project" "$chroot/src/tinyfire"
+    if [ -d /opt/swift-packages ]; then
+        mkdir -p "$chroot/opt/swift-packages"
+        mountpoint -q "$chroot/opt/swift-packages" || { mount --bind /opt/swift-packages "$chroot/opt/swift-packages" &&
+            mount -o remount,bind,ro "$chroot/opt/swift-packages"; }
+    fi
+}
+
+# Undoes every mount under the chroot, innermost first.
+unmount_chroot() {
+    local point
+    for point in $(awk -v root="$chroot/" 'index($2, root) == 1 {print $2}' /proc/mounts | sort -r); do
+        umount -l "$point" 2>/dev/null || true
+    done
+}
+
+# The SDK bundle's metadata (SE-0387): one artifact, one target triple.
+write_sdk_json() {
+    local variant="$bundle/aarch64-unknown-linux-gnu"
+    cat > "$bundle/info.json" <<JSON
+{
+  "schemaVersion": "1.0",
+  "artifacts": {
+    "$sdk_name": {
+      "type": "swiftSDK",
+      "version": "1.0.0",
+      "variants": [{ "path": "aarch64-unknown-linux-gnu", "supportedTriples": ["x86_64-unknown-linux-gnu"] }]
+    }
+  }
+}
+JSON
+    cat > "$variant/swift-sdk.json" <<JSON
+{
+  "schemaVersion": "4.0",
+  "targetTriples": {
+    "aarch64-unknown-linux-gnu": {
+      "sdkRootPath": "sysroot",
+      "swiftResourcesPath": "sysroot/usr/libexec/swift/lib/swift",
+      "swiftStaticResourcesPath": "sysroot/usr/libexec/swift/lib/swift_static",
+      "toolsetPaths": ["toolset.json"]
+    }
+  }
+}
+JSON
+    # lld (Debian's swiftlang ships it); the runtime's RUNPATH is where Debian installs it on
+    # the board, not the build machine's sysroot.
+    cat > "$variant/toolset.json" <<JSON
+{
+  "schemaVersion": "1.0",
+  "swiftCompiler": {
+    "extraCLIOptions": ["-use-ld=lld", "-no-toolchain-stdlib-rpath", "-Xlinker", "-rpath=/usr/libexec/swift/lib/swift/linux"]
+  }
+}
+JSON
+    cat > "$sysroot/SDKSettings.json" <<JSON
+{ "CanonicalName": "$sdk_name", "DisplayName": "Debian $suite aarch64", "Version": "1.0", "VersionMap": {}, "SupportedTargets": {} }
+JSON
+}
