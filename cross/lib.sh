@@ -58,7 +58,7 @@ write_sdk_json() {
     "$sdk_name": {
       "type": "swiftSDK",
       "version": "1.0.0",
-      "variants": [{ "path": "aarch64-unknown-linux-gnu", "supportedTriples": ["x86_64-unknown-linux-gnu"] }]
+      "variants": [{ "path": "aarch64-unknown-linux-gnu" }]
     }
   }
 }

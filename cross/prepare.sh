@@ -56,6 +56,7 @@ Dir::Cache "$apt_dir/cache";
 APT::Architectures { "amd64"; "arm64"; };
 Acquire::Check-Valid-Until "false";
 Acquire::Languages "none";
+APT::Sandbox::User "root";
 EOF
     APT_CONFIG="$apt_dir/apt.conf" apt-get update -qq
     done_step apt
@@ -147,4 +148,8 @@ if step sdk; then
     done_step sdk
 fi
 
-log "ready: chroot $chroot (Swift $(chroot "$chroot" swift --version 2>/dev/null | grep -o 'Swift version [0-9.]*' | head -1)), SDK $bundle"
+# The compiler finds its own libraries through $ORIGIN, which needs /proc in the chroot.
+mount_chroot_system
+version="$(chroot "$chroot" swift --version 2>/dev/null | grep -o 'Swift version [0-9.]*' | head -1)"
+unmount_chroot
+log "ready: chroot $chroot ($version), SDK $bundle"

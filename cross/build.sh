@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Cross-builds fire-agent for aarch64 Linux with Debian's Swift 6.2.3 in the chroot that
+# cross/prepare.sh makes (run first if missing; a no-op once done). Usage:
+#   cross/build.sh [static|dynamic] [CACHE_DIR]
+#     static  (default) fully static executable: runs on any aarch64 Linux, whatever its libc
+#     dynamic Swift runtime, mbedTLS and zlib as shared libraries: for boards with a Debian
+#             sid-like userland (glibc >= 2.38, libswiftlang, libmbedtls21, zlib1g installed)
+# Output: cross/out/fire-agent-aarch64-VARIANT (and .stripped); prints its path.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"
+variant="${1:-static}"
+cross_init "${2:-}"
+case "$variant" in static | dynamic) ;; *) die "unknown variant '$variant' (static or dynamic)" ;; esac
+[ "$(id -u)" = 0 ] || die "run as root (the build runs in a chroot)"
+
+"$here/prepare.sh" "$cache"
+
+static_deps="/sdk/$sdk_name.artifactbundle/aarch64-unknown-linux-gnu/sysroot/usr/lib/aarch64-linux-gnu/static-deps"
+flags=(--swift-sdks-path /sdk --swift-sdk "$sdk_name" -c release --product fire-agent --scratch-path ".build-aarch64-$variant")
+if [ "$variant" = static ]; then
+    flags+=(--static-swift-stdlib -Xswiftc -static-executable -Xlinker "-L$static_deps"
+        -Xswiftc -Xclang-linker -Xswiftc -static-libgcc)
+fi
+
+mount_chroot_build
+trap unmount_chroot EXIT
+start=$(date +%s)
+log "swift build ${flags[*]}"
+# glibc's warnings about NSS functions in a static link are expected: fire-agent looks up no users.
+# pkg-config (zlib) must describe the target's libraries, not the chroot's amd64 ones.
+target_root="/sdk/$sdk_name.artifactbundle/aarch64-unknown-linux-gnu/sysroot"
+pkg_path="$target_root/usr/lib/aarch64-linux-gnu/pkgconfig:$target_root/usr/share/pkgconfig"
+chroot "$chroot" /usr/bin/env -i HOME=/root PATH=/usr/bin:/bin LANG=C.UTF-8 \
+    PKG_CONFIG_PATH="$pkg_path" PKG_CONFIG_LIBDIR="$pkg_path" PKG_CONFIG_SYSROOT_DIR="$target_root" \
+    sh -c "cd /src/tinyfire && swift build $(printf '%q ' "${flags[@]}")" 2>&1 |
+    grep -vE "statically linked applications requires at runtime|the use of .mktemp. is dangerous" >&2 || true
+bin="$project/.build-aarch64-$variant/aarch64-unknown-linux-gnu/release/fire-agent"
+[ -x "$bin" ] || die "the build produced no $bin"
+out="$here/out"
+mkdir -p "$out"
+cp "$bin" "$out/fire-agent-aarch64-$variant"
+chroot "$chroot" /usr/libexec/swift/bin/llvm-objcopy --strip-all \
+    "/src/tinyfire/cross/out/fire-agent-aarch64-$variant" "/src/tinyfire/cross/out/fire-agent-aarch64-$variant.stripped"
+log "built in $(($(date +%s) - start)) s: $out/fire-agent-aarch64-$variant ($(stat -c %s "$out/fire-agent-aarch64-$variant") bytes; stripped $(stat -c %s "$out/fire-agent-aarch64-$variant.stripped"), gzip -9 $(gzip -9 -c "$out/fire-agent-aarch64-$variant.stripped" | wc -c))"
+echo "$out/fire-agent-aarch64-$variant"
