@@ -28,19 +28,13 @@ trap unmount_chroot EXIT
 start=$(date +%s)
 log "swift build ${flags[*]}"
 # glibc's warnings about NSS functions in a static link are expected: fire-agent looks up no users.
-# pkg-config (zlib) must describe the target's libraries, not the chroot's amd64 ones.
-target_root="/sdk/$sdk_name.artifactbundle/aarch64-unknown-linux-gnu/sysroot"
-pkg_path="$target_root/usr/lib/aarch64-linux-gnu/pkgconfig:$target_root/usr/share/pkgconfig"
-chroot "$chroot" /usr/bin/env -i HOME=/root PATH=/usr/bin:/bin LANG=C.UTF-8 \
-    PKG_CONFIG_PATH="$pkg_path" PKG_CONFIG_LIBDIR="$pkg_path" PKG_CONFIG_SYSROOT_DIR="$target_root" \
-    sh -c "cd /src/tinyfire && swift build $(printf '%q ' "${flags[@]}")" 2>&1 |
+in_chroot "swift build $(printf '%q ' "${flags[@]}")" 2>&1 |
     grep -vE "statically linked applications requires at runtime|the use of .mktemp. is dangerous" >&2 || true
 bin="$project/.build-aarch64-$variant/aarch64-unknown-linux-gnu/release/fire-agent"
 [ -x "$bin" ] || die "the build produced no $bin"
 out="$here/out"
 mkdir -p "$out"
 cp "$bin" "$out/fire-agent-aarch64-$variant"
-chroot "$chroot" /usr/libexec/swift/bin/llvm-objcopy --strip-all \
-    "/src/tinyfire/cross/out/fire-agent-aarch64-$variant" "/src/tinyfire/cross/out/fire-agent-aarch64-$variant.stripped"
+chroot "$chroot" /usr/libexec/swift/bin/llvm-objcopy --strip-all "$out/fire-agent-aarch64-$variant" "$out/fire-agent-aarch64-$variant.stripped"
 log "built in $(($(date +%s) - start)) s: $out/fire-agent-aarch64-$variant ($(stat -c %s "$out/fire-agent-aarch64-$variant") bytes; stripped $(stat -c %s "$out/fire-agent-aarch64-$variant.stripped"), gzip -9 $(gzip -9 -c "$out/fire-agent-aarch64-$variant.stripped" | wc -c))"
 echo "$out/fire-agent-aarch64-$variant"

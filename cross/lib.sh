@@ -27,12 +27,13 @@ mount_chroot_system() {
     mountpoint -q "$chroot/dev" || mount --rbind /dev "$chroot/dev"
 }
 
-# Plus the SDK at /sdk, the project at /src/tinyfire, and the offline Swift packages.
+# Plus the SDK at /sdk, the project at its own path (so paths compiled into the binaries, such
+# as #filePath in tests, are the host's), and the offline Swift packages.
 mount_chroot_build() {
     mount_chroot_system
-    mkdir -p "$chroot/sdk" "$chroot/src/tinyfire"
+    mkdir -p "$chroot/sdk" "$chroot$project"
     mountpoint -q "$chroot/sdk" || mount --bind "$cache/sdk" "$chroot/sdk"
-    mountpoint -q "$chroot/src/tinyfire" || mount --bind "$project" "$chroot/src/tinyfire"
+    mountpoint -q "$chroot$project" || mount --bind "$project" "$chroot$project"
     if [ -d /opt/swift-packages ]; then
         mkdir -p "$chroot/opt/swift-packages"
         mountpoint -q "$chroot/opt/swift-packages" || { mount --bind /opt/swift-packages "$chroot/opt/swift-packages" &&
@@ -89,4 +90,14 @@ JSON
     cat > "$sysroot/SDKSettings.json" <<JSON
 { "CanonicalName": "$sdk_name", "DisplayName": "Debian $suite aarch64", "Version": "1.0", "VersionMap": {}, "SupportedTargets": {} }
 JSON
+}
+
+# in_chroot COMMAND: runs a shell command in the project directory inside the chroot, with
+# pkg-config describing the target's libraries (not the chroot's amd64 ones).
+in_chroot() {
+    local target_root="/sdk/$sdk_name.artifactbundle/aarch64-unknown-linux-gnu/sysroot"
+    local pkg_path="$target_root/usr/lib/aarch64-linux-gnu/pkgconfig:$target_root/usr/share/pkgconfig"
+    chroot "$chroot" /usr/bin/env -i HOME=/root PATH=/usr/bin:/bin LANG=C.UTF-8 \
+        PKG_CONFIG_PATH="$pkg_path" PKG_CONFIG_LIBDIR="$pkg_path" PKG_CONFIG_SYSROOT_DIR="$target_root" \
+        sh -c "cd '$project' && $1"
 }

@@ -142,6 +142,10 @@ if step sdk; then
     for lib in icui18nswift icuucswift icudataswift; do
         ar rc "$static_deps/lib$lib.a"
     done
+    # Debian's arm64 swiftlang ships the _Testing_Foundation module but not its library; the
+    # test bundle's link names it. An empty archive stands in (nothing in it is called).
+    mkdir -p "$sysroot/usr/lib/aarch64-linux-gnu/test-deps"
+    ar rc "$sysroot/usr/lib/aarch64-linux-gnu/test-deps/lib_Testing_Foundation.a"
     write_sdk_json
     (cd "$debs" && for deb in *.deb; do dpkg-deb -f "$deb" Package Version | awk '{print $2}' | paste -sd= ; done) \
         > "$cache/sysroot-packages.txt"

@@ -51,7 +51,9 @@ struct OfflineQueueDeliveryTests {
             process.standardOutput = out
             process.standardError = FileHandle.nullDevice
             try process.run()
-            Thread.sleep(forTimeInterval: Double.random(in: 0.008...0.045, using: &generator))
+            // TINYFIRE_TEST_TIME_SCALE stretches the window where an emulator starts processes
+            // ten times slower (cross/test.sh under qemu).
+            Thread.sleep(forTimeInterval: Double.random(in: 0.008...0.045, using: &generator) * testTimeScale)
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
@@ -198,6 +200,9 @@ struct OfflineQueueDeliveryTests {
         #expect(missing.status == 26 && missing.stderr.contains("no offline queue here"))
     }
 }
+
+/// How much slower than this machine the tests run: TINYFIRE_TEST_TIME_SCALE, default 1.
+let testTimeScale = ProcessInfo.processInfo.environment["TINYFIRE_TEST_TIME_SCALE"].flatMap(Double.init).map { max(1, $0) } ?? 1
 
 func flushSynchronously(_ queue: OfflineQueue) throws -> OfflineQueue.FlushResult {
     let done = DispatchSemaphore(value: 0)

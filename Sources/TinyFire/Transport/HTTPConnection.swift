@@ -214,8 +214,11 @@ final class HTTPConnection: EventLoopHandler {
             setWatchingWrite(true)
         case .failed(let code):
             handshakeCompletion = nil
+            // mbedTLS 3.x answers 0xFFFFFFFF ("not verified yet") when the handshake died
+            // before any certificate arrived (a server that does not speak TLS): that is a TLS
+            // failure, not an untrusted certificate.
             let flags = tls.verificationFlags
-            if flags != 0 {
+            if flags != 0 && flags != UInt32.max {
                 completion(.failed(.certificateVerificationFailed(reasons: tlsVerificationReasons(flags))))
             } else {
                 completion(.failed(.tlsFailed(code: code, message: tlsErrorMessage(code))))
