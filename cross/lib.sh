@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the cross/ scripts: where things live, and the chroot's mounts.
 
 log() { echo "cross: $*" >&2; }
@@ -47,6 +48,11 @@ unmount_chroot() {
     for point in $(awk -v root="$chroot/" 'index($2, root) == 1 {print $2}' /proc/mounts | sort -r); do
         umount -l "$point" 2>/dev/null || true
     done
+}
+
+# still_mounted_under DIR: true when some mount point lies inside DIR.
+still_mounted_under() {
+    awk -v root="$1/" 'index($2, root) == 1 {found = 1} END {exit !found}' /proc/mounts
 }
 
 # The SDK bundle's metadata (SE-0387): one artifact, one target triple.

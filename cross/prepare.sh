@@ -65,6 +65,8 @@ apt_private() { APT_CONFIG="$apt_dir/apt.conf" "$@"; }
 
 # 3. The build chroot with Debian's Swift compiler.
 if step chroot; then
+    unmount_chroot
+    still_mounted_under "$chroot" && die "something is still mounted under $chroot; not deleting it"
     rm -rf "$chroot"
     debootstrap --variant=minbase "$suite" "$chroot" "$mirror" > "$cache/debootstrap.log" 2>&1 \
         || die "debootstrap failed; see $cache/debootstrap.log"
@@ -92,12 +94,12 @@ if step sdk; then
     gcc_major="$(apt_private apt-cache depends gcc | grep -o 'gcc-[0-9]\+' | head -1 | cut -d- -f2)"
     [ -n "$gcc_major" ] || die "cannot tell the gcc version of $suite"
     # mbedTLS's runtime libraries change names with their sonames: take them from the -dev package.
-    mbed_libs=($(apt_private apt-cache depends libmbedtls-dev:arm64 | awk '/Depends: libmbed/ {print $2}' | sed 's/:arm64$//'))
+    mapfile -t mbed_libs < <(apt_private apt-cache depends libmbedtls-dev:arm64 | awk '/Depends: libmbed/ {print $2}' | sed 's/:arm64$//')
     packages=(libc6 libc6-dev libcrypt1 libcrypt-dev libgcc-s1 "libgcc-$gcc_major-dev" libstdc++6 "libstdc++-$gcc_major-dev"
         libatomic1 zlib1g zlib1g-dev libmbedtls-dev "${mbed_libs[@]}" libswiftlang swiftlang)
     debs="$apt_dir/debs"
     rm -f "$debs"/*.deb
-    (cd "$debs" && apt_private apt-get download -qq $(printf '%s:arm64 ' "${packages[@]}") >/dev/null) \
+    (cd "$debs" && apt_private apt-get download -qq "${packages[@]/%/:arm64}" >/dev/null) \
         || die "downloading the arm64 packages failed"
     # linux-libc-dev is arch-independent in some suites, per-arch in others.
     (cd "$debs" && { apt_private apt-get download -qq linux-libc-dev:arm64 2>/dev/null || apt_private apt-get download -qq linux-libc-dev; }) >/dev/null \
