@@ -16,7 +16,7 @@ case "$variant" in static | dynamic) ;; *) die "unknown variant '$variant' (stat
 
 "$here/prepare.sh" "$cache"
 
-static_deps="/sdk/$sdk_name.artifactbundle/aarch64-unknown-linux-gnu/sysroot/usr/lib/aarch64-linux-gnu/static-deps"
+static_deps="$chroot_sysroot/usr/lib/aarch64-linux-gnu/static-deps"
 flags=(--swift-sdks-path /sdk --swift-sdk "$sdk_name" -c release --product fire-agent --scratch-path ".build-aarch64-$variant")
 if [ "$variant" = static ]; then
     flags+=(--static-swift-stdlib -Xswiftc -static-executable -Xlinker "-L$static_deps"

@@ -4,7 +4,8 @@
 log() { echo "cross: $*" >&2; }
 die() { echo "cross: error: $*" >&2; exit 1; }
 
-# cross_init [CACHE_DIR]: sets cache, suite, mirror, chroot, bundle, sysroot, sdk_name, project.
+# cross_init [CACHE_DIR]: sets cache, suite, mirror, chroot, bundle, sysroot, chroot_sysroot,
+# sdk_name, project.
 cross_init() {
     cache="${1:-${TINYFIRE_CROSS_CACHE:-/var/cache/tinyfire-cross}}"
     mkdir -p "$cache"
@@ -19,6 +20,8 @@ cross_init() {
     sdk_name="debian-$suite-aarch64"
     bundle="$cache/sdk/$sdk_name.artifactbundle"
     sysroot="$bundle/aarch64-unknown-linux-gnu/sysroot"
+    # The same sysroot as the chroot sees it (the cache's sdk/ is mounted at /sdk).
+    chroot_sysroot="/sdk/${sysroot#"$cache/sdk/"}"
     project="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 }
 
@@ -101,9 +104,8 @@ JSON
 # in_chroot COMMAND: runs a shell command in the project directory inside the chroot, with
 # pkg-config describing the target's libraries (not the chroot's amd64 ones).
 in_chroot() {
-    local target_root="/sdk/$sdk_name.artifactbundle/aarch64-unknown-linux-gnu/sysroot"
-    local pkg_path="$target_root/usr/lib/aarch64-linux-gnu/pkgconfig:$target_root/usr/share/pkgconfig"
+    local pkg_path="$chroot_sysroot/usr/lib/aarch64-linux-gnu/pkgconfig:$chroot_sysroot/usr/share/pkgconfig"
     chroot "$chroot" /usr/bin/env -i HOME=/root PATH=/usr/bin:/bin LANG=C.UTF-8 \
-        PKG_CONFIG_PATH="$pkg_path" PKG_CONFIG_LIBDIR="$pkg_path" PKG_CONFIG_SYSROOT_DIR="$target_root" \
+        PKG_CONFIG_PATH="$pkg_path" PKG_CONFIG_LIBDIR="$pkg_path" PKG_CONFIG_SYSROOT_DIR="$chroot_sysroot" \
         sh -c "cd '$project' && $1"
 }

@@ -18,7 +18,7 @@ cross_init "$cache_arg"
 mount_chroot_build
 trap unmount_chroot EXIT
 start=$(date +%s)
-test_deps="/sdk/$sdk_name.artifactbundle/aarch64-unknown-linux-gnu/sysroot/usr/lib/aarch64-linux-gnu/test-deps"
+test_deps="$chroot_sysroot/usr/lib/aarch64-linux-gnu/test-deps"
 in_chroot "swift build --swift-sdks-path /sdk --swift-sdk $sdk_name --build-tests --scratch-path .build-aarch64-tests -Xlinker -L$test_deps" >&2
 unmount_chroot
 trap - EXIT

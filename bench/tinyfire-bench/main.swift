@@ -73,9 +73,7 @@ struct TinyFireBench {
             print("warm-up request failed")
             exit(1)
         }
-        var clock = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &clock)
-        let start = Double(clock.tv_sec) + Double(clock.tv_nsec) / 1e9
+        let start = now()
         var bytes = 0
         for _ in 0..<count {
             let response = await session.request(url).serializingData().response
@@ -85,16 +83,13 @@ struct TinyFireBench {
             }
             bytes += data.count
         }
-        clock_gettime(CLOCK_MONOTONIC, &clock)
-        let seconds = Double(clock.tv_sec) + Double(clock.tv_nsec) / 1e9 - start
+        let seconds = now() - start
         print("requests=\(count) bytes=\(bytes) seconds=\(seconds) rps=\(Int(Double(count) / seconds))")
     }
 
     static func handshakes(url: String, count: Int, tls: TLSConfiguration) async {
         let session = Session(configuration: SessionConfiguration(tls: tls))
-        var clock = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &clock)
-        let start = Double(clock.tv_sec) + Double(clock.tv_nsec) / 1e9
+        let start = now()
         var resumed = 0
         for _ in 0..<count {
             let request = session.request(url)
@@ -105,11 +100,11 @@ struct TinyFireBench {
             }
             if request.metrics?.tls?.resumed == true { resumed += 1 }
         }
-        clock_gettime(CLOCK_MONOTONIC, &clock)
-        let seconds = Double(clock.tv_sec) + Double(clock.tv_nsec) / 1e9 - start
+        let seconds = now() - start
         print("handshakes=\(count) resumed=\(resumed) seconds=\(seconds)")
     }
 
+    /// Seconds on the monotonic clock.
     static func now() -> Double {
         var clock = timespec()
         clock_gettime(CLOCK_MONOTONIC, &clock)

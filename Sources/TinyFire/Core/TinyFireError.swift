@@ -367,15 +367,17 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
     /// A refused connection (`ECONNREFUSED`) or an unknown name (`EAI_NONAME`) is not: the
     /// network answered. `OfflineRetrier` and `OfflineQueueDeferrer` use this by default.
     public var isNetworkUnavailable: Bool {
-        let offline: Set<Int32> = [ENETUNREACH, EHOSTUNREACH, ENETDOWN, EADDRNOTAVAIL, ETIMEDOUT]
         switch reason {
         case .nameResolutionFailed: return systemCodes.contains(EAI_AGAIN)
-        case .connectFailed: return !systemCodes.isEmpty && systemCodes.allSatisfy(offline.contains)
+        case .connectFailed: return !systemCodes.isEmpty && systemCodes.allSatisfy(Self.offlineErrnos.contains)
         case .timedOut(.connect, _): return true
-        case .connectionError(let code, _): return offline.contains(code)
+        case .connectionError(let code, _): return Self.offlineErrnos.contains(code)
         default: return false
         }
     }
+
+    /// The errno values that say no path to the host exists (or none answered).
+    private static let offlineErrnos: Set<Int32> = [ENETUNREACH, EHOSTUNREACH, ENETDOWN, EADDRNOTAVAIL, ETIMEDOUT]
 
     /// `METHOD URL failed while PHASE: reason`.
     public var description: String {

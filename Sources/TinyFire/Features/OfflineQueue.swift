@@ -415,19 +415,12 @@ public final class OfflineQueue: Sendable {
                 let fd = open(path, O_RDONLY | O_CLOEXEC)
                 guard fd >= 0 else { throw .bodyFileUnreadable(path: path, message: errnoMessage(errno)) }
                 defer { Glibc.close(fd) }
-                var chunk = [UInt8](repeating: 0, count: Int(count))
-                var done = 0
-                while done < chunk.count {
-                    let n = chunk.withUnsafeMutableBytes { raw -> Int in
-                        let rest = UnsafeMutableRawBufferPointer(rebasing: raw[done...])
-                        return pread(fd, rest.baseAddress, rest.count, off_t(offset) + off_t(done))
-                    }
-                    if n < 0 && errno == EINTR { continue }
-                    if n < 0 { throw .bodyFileUnreadable(path: path, message: errnoMessage(errno)) }
-                    if n == 0 { throw .bodyFileUnreadable(path: path, message: "it shrank while being read") }
-                    done += n
+                switch preadFully(fd, count: Int(count), at: Int64(offset)) {
+                case .success(let chunk): bytes.append(contentsOf: chunk)
+                case .failure(let failure):
+                    throw .bodyFileUnreadable(
+                        path: path, message: failure.code == 0 ? "it shrank while being read" : errnoMessage(failure.code))
                 }
-                bytes.append(contentsOf: chunk)
             }
         }
         return bytes

@@ -54,11 +54,7 @@ public final class OfflineQueueDeferrer: RequestInterceptor, Sendable {
     public func adapt(
         _ urlRequest: URLRequest, using state: RequestAdapterState, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
     ) {
-        var request = urlRequest
-        if request.headers.value(for: OfflineQueue.idempotencyKeyHeader) == nil {
-            request.headers.add(name: OfflineQueue.idempotencyKeyHeader, value: "\"\(Self.key(for: state.requestID))\"")
-        }
-        completion(.success(request))
+        completion(.success(Self.keyed(urlRequest, id: state.requestID)))
     }
 
     /// Queues the request when the error defers it; see the type's notes.
@@ -71,13 +67,11 @@ public final class OfflineQueueDeferrer: RequestInterceptor, Sendable {
     public func retry(
         _ request: Request, for session: Session, dueTo error: any Error, completion: @escaping @Sendable (RetryResult) -> Void
     ) {
-        guard isDeferrableError(error), var created = request.createdRequest else {
+        guard isDeferrableError(error), let createdRequest = request.createdRequest else {
             completion(.doNotRetry)
             return
         }
-        if created.headers.value(for: OfflineQueue.idempotencyKeyHeader) == nil {
-            created.headers.add(name: OfflineQueue.idempotencyKeyHeader, value: "\"\(Self.key(for: request.id))\"")
-        }
+        var created = Self.keyed(createdRequest, id: request.id)
         var body: [BodySegment] = []
         if let upload = request.uploadBody {
             let pieces: (segments: [BodySegment], contentType: String?)?
@@ -106,8 +100,14 @@ public final class OfflineQueueDeferrer: RequestInterceptor, Sendable {
         }
     }
 
-    /// The key a request gets: its id, lowercased.
-    static func key(for id: UUID) -> String { id.uuidString.lowercased() }
+    /// `request` with an `Idempotency-Key` header: its own if it has one, else the request id
+    /// (lowercased), so every attempt and the queued copy carry the same key.
+    static func keyed(_ request: URLRequest, id: UUID) -> URLRequest {
+        guard request.headers.value(for: OfflineQueue.idempotencyKeyHeader) == nil else { return request }
+        var keyed = request
+        keyed.headers.add(name: OfflineQueue.idempotencyKeyHeader, value: "\"\(id.uuidString.lowercased())\"")
+        return keyed
+    }
 }
 
 /// A request was not sent but queued: the retry error of a request an `OfflineQueueDeferrer`

@@ -165,11 +165,13 @@ final class OfflineQueueStore: @unchecked Sendable {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw .io(errno, path: path, operation: "open") }
         defer { Glibc.close(fd) }
-        var bytes = [UInt8](repeating: 0, count: entry.length)
-        let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, entry.length, off_t(entry.offset)) }
-        guard got == entry.length else {
+        let bytes: [UInt8]
+        switch preadFully(fd, count: entry.length, at: entry.offset) {
+        case .success(let read): bytes = read
+        case .failure(let failure):
             throw .ioFailed(
-                path: path, operation: "read record \(entry.sequence) from", message: got < 0 ? errnoMessage(errno) : "short read")
+                path: path, operation: "read record \(entry.sequence) from",
+                message: failure.code == 0 ? "short read" : errnoMessage(failure.code))
         }
         let decoded = bytes.withUnsafeBytes { raw -> Result<OfflineQueueJournal.Payload, OfflineQueueJournal.DecodeError>? in
             guard let header = OfflineQueueJournal.intactRecord(in: raw, at: 0), header.sequence == entry.sequence else { return nil }
@@ -703,16 +705,29 @@ func readWholeFile(_ path: String) throws(OfflineQueueError) -> [UInt8] {
     defer { close(fd) }
     var info = stat()
     guard fstat(fd, &info) == 0 else { throw .io(errno, path: path, operation: "stat") }
-    var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+    switch preadFully(fd, count: Int(info.st_size), at: 0) {
+    case .success(let bytes): return bytes
+    case .failure(let failure): throw .io(failure.code == 0 ? EIO : failure.code, path: path, operation: "read")
+    }
+}
+
+/// Why `preadFully` stopped: an errno, or 0 when the file ended first.
+struct ShortRead: Error {
+    var code: Int32
+}
+
+/// Reads exactly `count` bytes at `offset`, over short reads and EINTR.
+func preadFully(_ fd: Int32, count: Int, at offset: Int64) -> Result<[UInt8], ShortRead> {
+    var bytes = [UInt8](repeating: 0, count: count)
     var done = 0
-    while done < bytes.count {
+    while done < count {
         let n = bytes.withUnsafeMutableBytes { raw -> Int in
             let rest = UnsafeMutableRawBufferPointer(rebasing: raw[done...])
-            return pread(fd, rest.baseAddress, rest.count, off_t(done))
+            return pread(fd, rest.baseAddress, rest.count, off_t(offset) + off_t(done))
         }
         if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { throw .io(n < 0 ? errno : EIO, path: path, operation: "read") }
+        guard n > 0 else { return .failure(ShortRead(code: n < 0 ? errno : 0)) }
         done += n
     }
-    return bytes
+    return .success(bytes)
 }
