@@ -61,6 +61,7 @@ let package = Package(
             dependencies: [
                 "TinyFire",
                 "CZlib",
+                "CTinyFireSystem",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ]

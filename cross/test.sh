@@ -40,13 +40,11 @@ trap cleanup EXIT
 
 # Libraries of the dynamic test bundle and of the children come from the SDK's sysroot.
 export QEMU_LD_PREFIX="$sysroot"
-# Emulated processes start about ten times slower: the kill -9 test widens its window.
-export TINYFIRE_TEST_TIME_SCALE=10
 # qemu 7.2 does not implement TCGETS2, which glibc 2.43's isatty uses, so under qemu fire-agent
 # never sees a terminal; the progress-bar test needs one (a real kernel has TCGETS2).
 skip=(--skip progressBarOnTerminal)
 start=$(date +%s)
 status=0
-"$bundle_bin" --testing-library swift-testing "${skip[@]}" "$@" || status=$?
+"$project/scripts/run-contained.sh" "$bundle_bin" --testing-library swift-testing "${skip[@]}" "$@" || status=$?
 log "tests under qemu-aarch64 took $(($(date +%s) - start)) s (exit $status)"
 exit "$status"

@@ -14,7 +14,8 @@ echo "== build (warnings are errors)"
 swift build --build-tests -Xswiftc -warnings-as-errors
 
 echo "== tests"
-swift test --skip-build
+# In a session of their own: whatever the tests leave running is stopped when they end.
+scripts/run-contained.sh swift test --skip-build
 
 echo "== fuzz (${FUZZ_SECONDS:-60} s)"
 fuzz/run.sh "${FUZZ_SECONDS:-60}"

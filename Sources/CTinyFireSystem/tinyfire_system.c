@@ -1,6 +1,9 @@
 #define _GNU_SOURCE
 #include "tinyfire_system.h"
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -43,4 +46,12 @@ long tinyfire_sendfile(int out_fd, int in_fd, int64_t *offset, unsigned long cou
     ssize_t n = sendfile(out_fd, in_fd, &position, count);
     *offset = (int64_t)position;
     return (long)n;
+}
+
+int tinyfire_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int tinyfire_accept_cloexec(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC); }
+
+int tinyfire_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path) {
+    return posix_spawn_file_actions_addchdir_np(actions, path);
 }

@@ -389,11 +389,11 @@ struct LifecycleTests {
 
     @Test("cancelAllRequests and withAllRequests see the live requests")
     func allRequests() async throws {
-        let server = try httpbin()
+        // Requests that stay in flight until cancelled, however late this task resumes.
+        let server = try HostileServer.neverAnswering()
         let session = Session()
-        let requests = (0..<3).map { _ in session.request("\(server.base)/delay/5") }
+        let requests = (0..<3).map { _ in session.request(server.base) }
         let tasks = requests.map { $0.serializingData() }
-        try await Task.sleep(for: .milliseconds(200))
         let live: Set<Request> = await awaitHandler { done in session.withAllRequests { done($0) } }
         #expect(live.count == 3)
         let _: Void = await awaitHandler { done in session.cancelAllRequests { done(()) } }
@@ -422,7 +422,7 @@ struct LifecycleTests {
         let request = Session().request("\(server.base)/1m.bin").downloadProgress { seen.append($0) }
         _ = try await request.serializingData().value
         // Progress closures run on the root queue, after the data task may have resumed.
-        for _ in 0..<100 where seen.all.last?.fractionCompleted != 1.0 { try await Task.sleep(for: .milliseconds(20)) }
+        _ = await eventually { seen.all.last?.fractionCompleted == 1.0 }
         let values = seen.all
         #expect(values.last?.fractionCompleted == 1.0)
         #expect(values.last?.totalUnitCount == 1 << 20)
@@ -772,7 +772,7 @@ struct RedirectMonitorTests {
             await awaitHandler { done in session.request("\(server.base)/hello.txt").validate().response { done($0) } }
             as DataResponse<Data?, TinyFireError>
         // Monitors get events on their own queue: wait for the last one.
-        for _ in 0..<100 where events.all.last != "parsed" { try await Task.sleep(for: .milliseconds(20)) }
+        _ = await eventually { events.all.last == "parsed" }
         #expect(
             events.all == [
                 "resume", "initial", "created", "transfer", "response 200", "metrics", "complete true", "validated", "finish", "parsed",
@@ -792,14 +792,7 @@ struct RedirectMonitorTests {
         #expect(described.hasPrefix("$ curl -v \\\n\t-X POST \\\n\t-H "))
         #expect(described == request.cURLDescription())
         let command = String(described.dropFirst(2)).replacingOccurrences(of: "curl -v", with: "curl -s --compressed")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let output = try runCapturingOutput("/bin/sh", ["-c", command]).stdout
         let echo = try JSONDecoder().decode(Echo.self, from: output)
         #expect(echo.data == #"{"quote":"it's \"quoted\" $HOME"}"#)
         #expect(echo.headers["X-Test"] == "a'b")

@@ -374,15 +374,10 @@ struct TransferCLITests {
         let server = try nginx()
         let script = try #require(which("script"), "script(1) (util-linux) is needed to give fire-agent a terminal")
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-bar-\(getpid()).bin")
-        let process = Process()
-        process.executableURL = URL(filePath: script)
-        process.arguments = ["-qec", "\(try fireAgentPath()) request --progress -o \(output.path) \(server.base)/1m.bin", "/dev/null"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let result = try runCapturingOutput(
+            script, ["-qec", "\(try fireAgentPath()) request --progress -o \(output.path) \(server.base)/1m.bin", "/dev/null"])
+        let text = String(decoding: result.stdout, as: UTF8.self)
+        #expect(result.status == 0)
         #expect(text.contains("\r↓ ["), "\(text.debugDescription)")
         #expect(text.contains("] 100% 1.0 MiB / 1.0 MiB"), "\(text.debugDescription)")
         #expect(!text.contains("fire-agent: download"), "plain lines on a terminal: \(text.debugDescription)")

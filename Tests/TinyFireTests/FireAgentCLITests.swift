@@ -26,25 +26,8 @@ struct CLIResult {
 }
 
 /// Runs fire-agent with `arguments`, capturing its output.
-func fireAgent(_ arguments: [String]) throws -> CLIResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: try fireAgentPath())
-    process.arguments = arguments
-    return try runCapturingOutput(process)
-}
-
-/// Runs `process` to its end with stdin empty, capturing stdout and stderr.
-func runCapturingOutput(_ process: Process) throws -> CLIResult {
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    let stderr = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return CLIResult(status: process.terminationStatus, stdout: stdout, stderr: String(decoding: stderr, as: UTF8.self))
+func fireAgent(_ arguments: [String], environment: [String: String]? = nil) throws -> CLIResult {
+    try runCapturingOutput(try fireAgentPath(), arguments, environment: environment)
 }
 
 @Suite("fire-agent request", .serialized)

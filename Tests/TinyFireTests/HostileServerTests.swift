@@ -231,7 +231,8 @@ struct HostileServerTests {
             var buffer = [UInt8](repeating: 0, count: 1024)
             _ = read(client.fd, &buffer, buffer.count)
             client.send("HTTP/1.1 413 Payload Too Large\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbig")
-            client.sleep(0.3)
+            // Long enough for a slow (emulated) client to read the answer before the close.
+            client.sleep(2)
         }
         let response = await Session().upload(Data(count: 8 << 20), to: server.base).awaited
         #expect(response.response?.status.code == 413)

@@ -235,9 +235,9 @@ struct NginxTests {
             #expect(first.error == nil, "\(String(describing: first.error))")
             #expect(second.error == nil, "\(String(describing: second.error))")
         }
-        try await Task.sleep(for: .milliseconds(200))
         // Other suites run in parallel and open descriptors of their own, so the count may
         // move a little; a leak of even one descriptor per session would add 40 or more.
+        _ = await eventually(within: .seconds(10)) { openDescriptors() - before < sessions / 2 }
         let growth = openDescriptors() - before
         #expect(growth < sessions / 2, "\(growth) descriptors more after \(sessions) sessions")
     }

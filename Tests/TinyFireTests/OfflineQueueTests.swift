@@ -314,10 +314,7 @@ struct OfflineQueueStoreTests {
 /// Runs a program; throws with its stderr when it fails.
 @discardableResult
 func runCommand(_ executable: String, _ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let result = try runCapturingOutput(process)
+    let result = try runCapturingOutput(executable, arguments)
     guard result.status == 0 else {
         throw FixtureError(description: "\(executable) \(arguments.joined(separator: " ")) failed: \(result.stderr)")
     }

@@ -6,16 +6,9 @@ struct ReadmeExampleTests {
     @Test("the ported Alamofire snippets build and run against httpbin")
     func readmeExample() throws {
         let server = try httpbin()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try builtExecutablePath("alamofire-readme-example"))
-        process.arguments = [server.base]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let result = try runCapturingOutput(try builtExecutablePath("alamofire-readme-example"), [server.base])
+        let output = String(decoding: result.stdout, as: UTF8.self)
+        #expect(result.status == 0, "\(result.stderr)")
         #expect(output.contains("[Request]: GET \(server.base)/get"))
         #expect(output.contains("[Request]: POST \(server.base)/post"))
         #expect(output.contains(#""email": "test@test.test""#))

@@ -93,13 +93,15 @@ struct StreamTests {
         #expect(await second.wait()?.error?.isExplicitlyCancelledError == true)
         #expect(second.values.withLock { $0.reduce(0) { $0 + $1.count } } < 20)
 
+        // A stream that runs until cancelled: the token is used whenever this task resumes.
+        let endless = try HostileServer.endlessStream()
         let kept = Mutex<DataStreamRequest.CancellationToken?>(nil)
         let third = EventLog<Data, Never>()
-        Session().streamRequest(slow).responseStream { stream in
+        Session().streamRequest(endless.base).responseStream { stream in
             kept.withLock { $0 = stream.token }
             third.record(stream)
         }
-        try await Task.sleep(for: .milliseconds(600))
+        #expect(await eventually { kept.withLock { $0 } != nil })
         kept.withLock { $0 }?.cancel()
         #expect(await third.wait()?.error?.isExplicitlyCancelledError == true)
 
@@ -132,18 +134,16 @@ struct StreamTests {
         }
         #expect(ids == [0, 1, 2] && completed)
 
-        let request = Session().streamRequest("\(server.base)/drip?numbytes=20&duration=5&delay=0")
+        let endless = try HostileServer.endlessStream()
+        let request = Session().streamRequest(endless.base)
+        let received = Mutex(0)
         let task = Task {
-            var bytes = 0
-            for await stream in request.streamingData() { bytes += stream.value?.count ?? 0 }
-            return bytes
+            for await stream in request.streamingData() { received.withLock { $0 += stream.value?.count ?? 0 } }
         }
-        try await Task.sleep(for: .milliseconds(700))
+        #expect(await eventually { received.withLock { $0 } > 0 })
         task.cancel()
-        let bytes = await task.value
-        #expect(bytes < 20)
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(request.isCancelled)
+        await task.value
+        #expect(await eventually { request.isCancelled })
     }
 
     @Test("validate() runs on the head: a 418 ends the stream with the status error and no data")

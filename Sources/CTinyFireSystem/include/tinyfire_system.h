@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <spawn.h>
 #include "tinyfire_netlink.h"
 
 /* Epoll flag values as plain integers (the C enum does not import cleanly). */
@@ -31,4 +32,11 @@ int tinyfire_mkstemp_cloexec(char *template_path);
 /* sendfile(out, in, offset, count): from *offset, which advances by the bytes sent; bytes,
  * or -1 with errno. The file's own position is not used. */
 long tinyfire_sendfile(int out_fd, int in_fd, int64_t *offset, unsigned long count);
+/* pipe2(fds, O_CLOEXEC): both ends close on exec, with no window in which a concurrent
+ * spawn on another thread inherits them. */
+int tinyfire_pipe_cloexec(int fds[2]);
+/* accept4(fd, NULL, NULL, SOCK_CLOEXEC). */
+int tinyfire_accept_cloexec(int fd);
+/* posix_spawn_file_actions_addchdir_np: the child starts in `path`. */
+int tinyfire_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path);
 #endif

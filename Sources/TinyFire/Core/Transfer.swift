@@ -118,6 +118,8 @@ final class Engine: @unchecked Sendable {
     /// Trust evaluators by host (nil: default validation for every host).
     let serverTrustManager: ServerTrustManager?
     private let loopResult: Result<EventLoop, TinyFireError>
+    /// The I/O loop, nil when it could not start.
+    var loop: EventLoop? { try? loopResult.get() }
     private var pool: ConnectionPool?
     /// Loaded on the first https request (loop thread).
     private var tlsContextResult: Result<TLSContext, TinyFireError>?
@@ -401,17 +403,26 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         let host = key.host
         let port = key.port
         let resolveStart = Instant.now()
-        DNSResolver.resolve(host: host, port: port) { [self] result in
-            loop.execute { [self] in
-                guard !finished, generation == resolveGeneration, phase == .resolving else { return }
-                metrics.nameLookup = Instant.now().since(resolveStart)
-                switch result {
-                case .failure(let error):
-                    fail(.nameResolutionFailed(message: error.message), codes: [error.status])
-                case .success(let addresses):
-                    connect(to: addresses)
-                }
-            }
+        // getaddrinfo cannot be interrupted and may answer long after this transfer ended (its
+        // connect timeout): the answer holds the transfer weakly, so a finished request and its
+        // Session are released at once, and only the loop (whose descriptors stay open until
+        // it is released) waits for the answer.
+        let weakSelf = WeakLoopReference(self)
+        let loop = self.loop
+        DNSResolver.resolve(host: host, port: port) { result in
+            loop.execute { weakSelf.value?.resolved(result, generation: generation, started: resolveStart) }
+        }
+    }
+
+    /// The resolver answered (loop thread); ignored unless this transfer still waits for it.
+    private func resolved(_ result: Result<[SocketAddress], DNSResolver.ResolutionError>, generation: UInt64, started: Instant) {
+        guard !finished, generation == resolveGeneration, phase == .resolving else { return }
+        metrics.nameLookup = Instant.now().since(started)
+        switch result {
+        case .failure(let error):
+            fail(.nameResolutionFailed(message: error.message), codes: [error.status])
+        case .success(let addresses):
+            connect(to: addresses)
         }
     }
 

@@ -390,7 +390,7 @@ public final class MultipartFormData: Sendable {
 
 /// Appends to a new file, counting bytes.
 private final class SpillWriter {
-    let fd: Int32
+    private var fd: Int32
     let path: String
     private(set) var offset: UInt64 = 0
 
@@ -415,13 +415,22 @@ private final class SpillWriter {
         offset += UInt64(bytes.count)
     }
 
+    /// Closes the file; the descriptor is gone afterwards even when close reports an error
+    /// (Linux frees it either way), so `abandon` after a failed close closes nothing twice.
     func close() throws(TinyFireError) {
-        guard Glibc.close(fd) == 0 else {
-            throw .multipartEncodingFailed(reason: .outputFileWriteFailed(path: path, message: errnoMessage(errno)))
+        guard fd >= 0 else { return }
+        let status = Glibc.close(fd)
+        let code = errno
+        fd = -1
+        guard status == 0 else {
+            throw .multipartEncodingFailed(reason: .outputFileWriteFailed(path: path, message: errnoMessage(code)))
         }
     }
 
-    func abandon() { Glibc.close(fd) }
+    func abandon() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
 }
 
 /// MIME types for common file extensions (multipart file parts, `fire-agent request -F`).

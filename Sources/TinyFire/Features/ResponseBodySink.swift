@@ -181,12 +181,12 @@ final class AtomicFileSink: ResponseBodySink {
             bytesOnDisk = offset
             var info = stat()
             guard fstat(fd, &info) == 0, UInt64(info.st_size) >= offset else {
-                Glibc.close(fd)
+                closeRefused()
                 throw .resumeRejected("the partial file \(existing) is shorter than the \(offset) bytes recorded")
             }
             guard ftruncate(fd, off_t(offset)) == 0, lseek(fd, 0, SEEK_END) >= 0 else {
                 let message = errnoMessage(errno)
-                Glibc.close(fd)
+                closeRefused()
                 throw .writeFailed(path: existing, message: message)
             }
         case .restart(let existing):
@@ -199,6 +199,15 @@ final class AtomicFileSink: ResponseBodySink {
 
     deinit {
         if !finished { discard() }
+    }
+
+    /// An initializer that fails after opening the file closes it here, once: the instance is
+    /// already whole, so `deinit` runs next and must find nothing left to close or remove (the
+    /// descriptor's number may belong to another file by then).
+    private func closeRefused() {
+        Glibc.close(fd)
+        fd = -1
+        finished = true
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError) {

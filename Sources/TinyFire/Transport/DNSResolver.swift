@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -25,9 +26,18 @@ enum DNSResolver {
         host: String, port: Int, completion: @escaping @Sendable (Result<[SocketAddress], ResolutionError>) -> Void
     ) {
         queue.async {
-            completion(resolveNow(host: host, port: port))
+            let result = resolveNow(host: host, port: port)
+            if let hook = answerHook.withLock({ $0 }) {
+                hook(host) { completion(result) }
+            } else {
+                completion(result)
+            }
         }
     }
+
+    /// Test seam: when set, it receives each answer's host and a closure that delivers the
+    /// answer, and decides when to call it (a test delays an answer past its Session's end).
+    static let answerHook = Mutex<(@Sendable (_ host: String, _ deliver: @escaping @Sendable () -> Void) -> Void)?>(nil)
 
     /// A failed resolution, with getaddrinfo's message.
     struct ResolutionError: Error, Sendable {

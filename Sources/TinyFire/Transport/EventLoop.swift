@@ -87,7 +87,8 @@ struct Registration: Hashable, Sendable {
 /// and the timer heap grow with the number of live connections and pending timers only.
 final class EventLoop: @unchecked Sendable {
     private let epollFD: Int32
-    private let wakeFD: Int32
+    /// The eventfd that wakes the loop; open for the loop's whole lifetime.
+    let wakeFD: Int32
     private let inbox = Mutex<[@Sendable () -> Void]>([])
     private var thread = pthread_t()
     private let threadStarted = Mutex<Bool>(false)
@@ -135,23 +136,36 @@ final class EventLoop: @unchecked Sendable {
     /// Whether the caller is on the loop thread.
     var inEventLoop: Bool { pthread_equal(pthread_self(), thread) != 0 }
 
-    /// Runs `task` on the loop thread, soon.
+    /// Runs `task` on the loop thread, soon. After `shutdown()` the task is dropped (a DNS
+    /// answer or a stream chunk that arrives after its Session is gone): the loop's
+    /// descriptors stay open until the loop is released, so a late caller never writes to a
+    /// closed descriptor whose number another file may have taken since.
     func execute(_ task: @escaping @Sendable () -> Void) {
-        let wasEmpty = inbox.withLock { queue -> Bool in
+        let wasEmpty = inbox.withLock { queue -> Bool? in
+            guard !stopRequested.load(ordering: .acquiring) else { return nil }
             queue.append(task)
             return queue.count == 1
         }
-        if wasEmpty { wake() }
+        if wasEmpty == true { wake() }
     }
 
     /// Asks the loop to stop after the current iteration, and waits for its thread to end
     /// unless called from the loop itself. Pending tasks are dropped.
     func shutdown() {
-        stopRequested.store(true, ordering: .releasing)
+        // Set under the inbox lock: a task is either queued before it (and runs in the loop's
+        // last pass) or refused by `execute`.
+        inbox.withLock { _ in stopRequested.store(true, ordering: .releasing) }
         wake()
         if !inEventLoop && threadStarted.withLock({ $0 }) {
             pthread_join(thread, nil)
         }
+    }
+
+    deinit {
+        // Closed here, not when the thread ends: `execute` and `wake` may still be called by
+        // anything that holds the loop, and must find these descriptors, not reused numbers.
+        close(epollFD)
+        close(wakeFD)
     }
 
     private func wake() {
@@ -210,8 +224,6 @@ final class EventLoop: @unchecked Sendable {
             eventData.deallocate()
             handlers.removeAll()
             timers = TimerQueue()
-            close(epollFD)
-            close(wakeFD)
         }
         while !stopRequested.load(ordering: .acquiring) {
             var timeoutMs: Int32 = -1

@@ -33,7 +33,7 @@ final class CuttingProxy: @unchecked Sendable {
         server = try HostileServer(script: { client in
             let head = client.readRequest()
             log.heads.withLock { $0.append(head) }
-            let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             defer { close(upstream) }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)

@@ -39,16 +39,9 @@ final class TLSFixture: Sendable {
         try FileManager.default.createDirectory(atPath: directory + "/www", withIntermediateDirectories: true)
         try Data("hello over tls\n".utf8).write(to: URL(fileURLWithPath: directory + "/www/hello.txt"))
         let run = { (arguments: [String]) throws in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: openssl)
-            process.arguments = arguments
-            process.currentDirectoryURL = URL(fileURLWithPath: directory)
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else {
-                throw FixtureError(description: "openssl \(arguments.joined(separator: " ")) failed")
+            let result = try runCapturingOutput(openssl, arguments, directory: directory)
+            guard result.status == 0 else {
+                throw FixtureError(description: "openssl \(arguments.joined(separator: " ")) failed: \(result.stderr)")
             }
         }
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]

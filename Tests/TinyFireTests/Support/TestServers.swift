@@ -10,33 +10,9 @@ struct FixtureError: Error, CustomStringConvertible {
     var description: String
 }
 
-/// Processes the fixtures started; killed when the test process exits.
-private let spawnedProcesses = Mutex<[Process]>([])
-/// Pid files of servers whose launcher does not keep the server's pid (pyenv shims fork).
-private let pidFiles = Mutex<[String]>([])
-
-private let registerCleanup: Void = {
-    atexit {
-        for process in spawnedProcesses.withLock({ $0 }) where process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-        }
-        // Plain system calls: Foundation may be partly torn down during exit.
-        for path in pidFiles.withLock({ $0 }) {
-            let fd = open(path, O_RDONLY)
-            guard fd >= 0 else { continue }
-            var buffer = [UInt8](repeating: 0, count: 32)
-            let n = read(fd, &buffer, buffer.count)
-            close(fd)
-            guard n > 0 else { continue }
-            let digits = buffer[0..<n].prefix { $0 >= 48 && $0 <= 57 }
-            if let pid = Int32(String(decoding: digits, as: UTF8.self)) { kill(pid, SIGTERM) }
-        }
-    }
-}()
-
 /// A free TCP port on 127.0.0.1 (bound, then released).
 func freePort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -56,7 +32,7 @@ func freePort() -> Int {
 func waitForPort(_ port: Int, host: String = "127.0.0.1", timeout: TimeInterval = 15) throws {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr(host)
@@ -71,25 +47,14 @@ func waitForPort(_ port: Int, host: String = "127.0.0.1", timeout: TimeInterval 
     throw FixtureError(description: "nothing listening on \(host):\(port) after \(timeout) s")
 }
 
-func startProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> Process {
-    _ = registerCleanup
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let environment { process.environment = environment }
-    // Never the test runner's own stdout/stderr: swift test waits for every holder of those
-    // pipes to close them, and a server outliving the run would hold it forever.
+/// Starts a server for the rest of the test process: clean signal mask, stdin empty, output
+/// to a log file in the temporary directory (never the runner's own stdout/stderr: swift test
+/// waits for every holder of those pipes to close them); stopped at exit (`ChildProcess`).
+func startProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> ChildProcess {
     let logPath = FileManager.default.temporaryDirectory.appendingPathComponent(
         "tinyfire-\(URL(fileURLWithPath: executable).lastPathComponent)-\(getpid()).log"
     ).path
-    _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-    let log = FileHandle(forWritingAtPath: logPath) ?? FileHandle.nullDevice
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = log
-    process.standardError = log
-    try process.run()
-    spawnedProcesses.withLock { $0.append(process) }
-    return process
+    return try ChildProcess(executable, arguments, environment: environment, stdout: .file(logPath), stderr: .file(logPath))
 }
 
 /// Finds an executable on PATH (and in the usual sbin directories, where nginx lives).
@@ -109,7 +74,7 @@ final class NginxFixture: Sendable {
     let port: Int
     /// The address `base` names.
     let address: String
-    private let pid: Int32
+    private let process: ChildProcess
     let root: String
     /// Where nginx logs `uri status body_bytes_sent "Range" "If-Range"`, one line per request.
     let accessLog: String
@@ -142,7 +107,7 @@ final class NginxFixture: Sendable {
 
     /// Stops a dedicated instance.
     func stop() {
-        kill(pid, SIGTERM)
+        process.stop()
     }
 
     private init(address: String? = nil) throws {
@@ -202,7 +167,7 @@ final class NginxFixture: Sendable {
             }
             """
         try config.write(toFile: dir + "/nginx.conf", atomically: true, encoding: .utf8)
-        pid = try startProcess(nginx, ["-c", dir + "/nginx.conf", "-e", dir + "/error.log"]).processIdentifier
+        process = try startProcess(nginx, ["-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
         try waitForPort(port, host: self.address)
     }
 }
@@ -219,19 +184,13 @@ final class HttpbinFixture: Sendable {
             throw FixtureError(description: "gunicorn is not installed (pip install httpbin gunicorn)")
         }
         port = freePort()
-        let pidFile = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-gunicorn-\(getpid()).pid").path
-        pidFiles.withLock { $0.append(pidFile) }
-        // The test runner blocks signals in its threads and children inherit the mask, so
-        // gunicorn would never see SIGTERM: clear the mask, then run gunicorn's entry point in
-        // this interpreter (no console script or pyenv shim needed on PATH).
-        let unblockAndRun =
-            "import signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
-            + "sys.argv = ['gunicorn'] + sys.argv[1:]; from gunicorn.app.wsgiapp import run; run()"
+        // gunicorn's entry point run in this interpreter (no console script or pyenv shim
+        // needed on PATH); its workers are in its process group, stopped with it.
+        let run = "import sys; sys.argv = ['gunicorn'] + sys.argv[1:]; from gunicorn.app.wsgiapp import run; run()"
         _ = try startProcess(
             python,
             [
-                "-c", unblockAndRun, "-p", pidFile, "-b", "127.0.0.1:\(port)", "-w", "2", "-k", "gthread", "--threads", "16", "--log-level",
-                "error",
+                "-c", run, "-b", "127.0.0.1:\(port)", "-w", "2", "-k", "gthread", "--threads", "16", "--log-level", "error",
                 "httpbin:app",
             ])
         try waitForPort(port, timeout: 30)
@@ -240,14 +199,7 @@ final class HttpbinFixture: Sendable {
 
 /// Whether `python` can import `module`.
 func pythonCanImport(_ python: String, _ module: String) -> Bool {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: python)
-    process.arguments = ["-c", "import \(module)"]
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return false }
-    process.waitUntilExit()
-    return process.terminationStatus == 0
+    (try? runCapturingOutput(python, ["-c", "import \(module)"]))?.status == 0
 }
 
 /// A deterministic generator for test data.

@@ -1,0 +1,134 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import TinyFire
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Descriptors and children outlive nothing they should not: the failures that slow machines
+/// (qemu) expose by timing are forced here by construction.
+@Suite("Lifetimes of descriptors and child processes", .serialized)
+struct LifetimeTests {
+    /// What `/proc/self/fd/N` points at, or nil when N is closed.
+    private func descriptorTarget(_ fd: Int32) -> String? {
+        try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")
+    }
+
+    @Test("a DNS answer that arrives after its Session is gone finds the loop's descriptors still its own")
+    func lateDNSAnswerAfterSessionEnds() throws {
+        // A loopback address no other test uses: the hook holds back only this answer.
+        let host = "127.0.0.77"
+        let entered = DispatchSemaphore(value: 0)
+        let held = Mutex<(@Sendable () -> Void)?>(nil)
+        DNSResolver.answerHook.withLock {
+            $0 = { answeredHost, deliver in
+                guard answeredHost == host else { return deliver() }
+                held.withLock { $0 = deliver }
+                entered.signal()
+            }
+        }
+        defer { DNSResolver.answerHook.withLock { $0 = nil } }
+
+        weak var weakLoop: EventLoop?
+        var wakeFD: Int32 = -1
+        weak var weakSession: Session?
+        do {
+            // The request gives up on its connect timeout while the answer is held; then the
+            // request and its Session are released.
+            let session = Session(configuration: SessionConfiguration(connectTimeout: .milliseconds(50)))
+            weakSession = session
+            let loop = try #require(session.engine.loop)
+            weakLoop = loop
+            wakeFD = loop.wakeFD
+            let finished = DispatchSemaphore(value: 0)
+            let failure = Mutex<TinyFireError?>(nil)
+            session.request("http://\(host):9/late").response { response in
+                failure.withLock { $0 = response.error }
+                finished.signal()
+            }
+            #expect(entered.wait(timeout: .now() + 30) == .success, "the resolver never answered")
+            #expect(finished.wait(timeout: .now() + 30) == .success, "the connect timeout never fired")
+            #expect(failure.withLock { $0 } != nil)
+        }
+        let released = ContinuousClock.now + .seconds(30)
+        while weakSession != nil && ContinuousClock.now < released { Thread.sleep(forTimeInterval: 0.01) }
+        try #require(weakSession == nil, "the Session outlived its finished request")
+        // The Session is gone and its loop thread has ended; the answer is still held.
+        #expect(descriptorTarget(wakeFD) == "anon_inode:[eventfd]", "the loop's eventfd was closed while a DNS answer could still wake it")
+        // Anything opened now must not get the loop's numbers (they are still taken).
+        let probe = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        defer { close(probe) }
+        #expect(probe != wakeFD)
+
+        do {
+            let deliver = try #require(held.withLock { $0 })
+            held.withLock { $0 = nil }
+            deliver()
+        }
+        #expect(descriptorTarget(probe) == "/dev/null", "the late answer touched another descriptor")
+        // The answer was dropped (the loop had stopped), and with it the last reference.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while weakLoop != nil && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(weakLoop == nil, "the stopped loop was never released")
+    }
+
+    @Test("a partial file that cannot be continued is left alone: no second close, no removal, no false length")
+    func refusedResumeLeavesPartialAlone() throws {
+        let directory = try makeTemporaryDirectory("refused-resume")
+        let partial = directory + "/.fw.bin.partial"
+        try Data(repeating: 7, count: 10).write(to: URL(fileURLWithPath: partial))
+        let kept = Mutex<[(String, UInt64)]>([])
+        #expect(throws: SinkError.self) {
+            _ = try AtomicFileSink(
+                destination: URL(fileURLWithPath: directory + "/fw.bin"), createIntermediateDirectories: false, replaceExisting: true,
+                partial: .append(path: partial, offset: 100), keepPartial: { path, length in kept.withLock { $0.append((path, length)) } })
+        }
+        #expect(kept.withLock { $0.isEmpty }, "a refused sink reported a partial file of the length it refused")
+        #expect(FileManager.default.fileExists(atPath: partial))
+
+        #expect(throws: SinkError.self) {
+            _ = try AtomicFileSink(
+                destination: URL(fileURLWithPath: directory + "/fw.bin"), createIntermediateDirectories: false, replaceExisting: true,
+                partial: .append(path: partial, offset: 100))
+        }
+        #expect(FileManager.default.fileExists(atPath: partial), "a refused sink removed the partial file")
+    }
+
+    @Test("a child started from a thread that blocks signals gets a clean mask and stops on SIGTERM")
+    func childrenGetCleanSignalMask() throws {
+        // Dispatch's worker threads block signals, as the test runner's do.
+        let result = Mutex<CLIResult?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            var blocked = sigset_t()
+            sigemptyset(&blocked)
+            sigaddset(&blocked, SIGTERM)
+            var previous = sigset_t()
+            pthread_sigmask(SIG_BLOCK, &blocked, &previous)
+            result.withLock { $0 = try? runCapturingOutput("/bin/sh", ["-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status"]) }
+            pthread_sigmask(SIG_SETMASK, &previous, nil)
+            done.signal()
+        }
+        done.wait()
+        let text = String(decoding: try #require(result.withLock { $0 }).stdout, as: UTF8.self)
+        #expect(text.contains("SigBlk:\t0000000000000000"), "\(text)")
+        #expect(!text.contains("SigIgn:\t0000000000004000") && !text.contains("SigIgn:\t0000000000004001"), "SIGTERM ignored: \(text)")
+
+        // A real server of the fixtures: SIGTERM alone ends it.
+        let openssl = try #require(which("openssl"))
+        let tls = try tlsServer()
+        let port = freePort()
+        let server = try startProcess(
+            openssl,
+            [
+                "s_server", "-accept", "127.0.0.1:\(port)", "-cert", tls.directory + "/server.pem", "-key", tls.directory + "/server.key",
+                "-quiet",
+            ])
+        try waitForPort(port)
+        server.stop(grace: .seconds(30))
+        #expect(server.exitStatus == 128 + SIGTERM, "s_server ended with \(server.exitStatus), not by SIGTERM")
+    }
+}
