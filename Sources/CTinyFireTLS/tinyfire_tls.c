@@ -32,11 +32,20 @@ struct tinyfire_tls_config {
     mbedtls_pk_context own_key;
 };
 
+/* The longest path mbedTLS builds: leaf, intermediates, trust anchor. */
+#define TINYFIRE_TLS_MAX_PATH (MBEDTLS_X509_MAX_INTERMEDIATE_CA + 2)
+
 struct tinyfire_tls {
     mbedtls_ssl_context ssl;
     int fd;
-    unsigned char offered_id[32];
-    size_t offered_id_length;
+    /* A saved session was offered. */
+    int offered;
+    /* The peer's chain was verified in this handshake (a resumed one verifies nothing). */
+    int verified;
+    /* The path mbedTLS verified, leaf at 0, copied as its verify callback walks it. */
+    unsigned char *path[TINYFIRE_TLS_MAX_PATH];
+    size_t path_length[TINYFIRE_TLS_MAX_PATH];
+    int path_count;
 };
 
 struct tinyfire_tls_session {
@@ -60,6 +69,23 @@ static int recv_callback(void *context, unsigned char *buffer, size_t length) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return MBEDTLS_ERR_SSL_WANT_READ;
     if (errno == ECONNRESET) return MBEDTLS_ERR_NET_CONN_RESET;
     return MBEDTLS_ERR_NET_RECV_FAILED;
+}
+
+/* Called by mbedTLS for each certificate of the path it built, from the top down to the leaf
+ * (depth 0), whatever the outcome; the flags are left as they are (TinyFire decides later). */
+static int verify_callback(void *context, mbedtls_x509_crt *crt, int depth, uint32_t *flags) {
+    (void)flags;
+    struct tinyfire_tls *tls = context;
+    tls->verified = 1;
+    if (depth < 0 || depth >= TINYFIRE_TLS_MAX_PATH || crt->raw.len == 0) return 0;
+    unsigned char *copy = malloc(crt->raw.len);
+    if (!copy) return MBEDTLS_ERR_X509_ALLOC_FAILED;
+    memcpy(copy, crt->raw.p, crt->raw.len);
+    free(tls->path[depth]);
+    tls->path[depth] = copy;
+    tls->path_length[depth] = crt->raw.len;
+    if (depth + 1 > tls->path_count) tls->path_count = depth + 1;
+    return 0;
 }
 
 static int map_want(int result) {
@@ -168,13 +194,17 @@ tinyfire_tls *tinyfire_tls_new(tinyfire_tls_config *config, int fd, const char *
     tls->fd = fd;
     mbedtls_ssl_init(&tls->ssl);
     int result = mbedtls_ssl_setup(&tls->ssl, &config->ssl);
-    if (result == 0 && server_name) result = mbedtls_ssl_set_hostname(&tls->ssl, server_name);
+    /* Called even with NULL: mbedTLS >= 3.6.3 refuses to verify a certificate unless the
+     * hostname was set, and NULL explicitly asks for no name check (IP hosts: TinyFire checks
+     * the iPAddress entries itself). */
+    if (result == 0) result = mbedtls_ssl_set_hostname(&tls->ssl, server_name);
     if (result != 0) {
         *error = result;
         tinyfire_tls_free(tls);
         return NULL;
     }
     mbedtls_ssl_set_bio(&tls->ssl, tls, send_callback, recv_callback, NULL);
+    mbedtls_ssl_set_verify(&tls->ssl, verify_callback, tls);
     *error = 0;
     return tls;
 }
@@ -182,21 +212,20 @@ tinyfire_tls *tinyfire_tls_new(tinyfire_tls_config *config, int fd, const char *
 void tinyfire_tls_free(tinyfire_tls *tls) {
     if (!tls) return;
     mbedtls_ssl_free(&tls->ssl);
+    for (int i = 0; i < TINYFIRE_TLS_MAX_PATH; i++) free(tls->path[i]);
     free(tls);
 }
 
+const unsigned char *tinyfire_tls_verified_path(const tinyfire_tls *tls, int index, size_t *length) {
+    if (index < 0 || index >= tls->path_count || !tls->path[index]) return NULL;
+    *length = tls->path_length[index];
+    return tls->path[index];
+}
+
 int tinyfire_tls_set_session(tinyfire_tls *tls, const tinyfire_tls_session *session) {
-#if MBEDTLS_VERSION_NUMBER >= 0x03000000
-    const unsigned char *id = session->session.MBEDTLS_PRIVATE(id);
-    size_t id_length = session->session.MBEDTLS_PRIVATE(id_len);
-#else
-    const unsigned char *id = session->session.id;
-    size_t id_length = session->session.id_len;
-#endif
-    if (id_length > sizeof tls->offered_id) id_length = sizeof tls->offered_id;
-    memcpy(tls->offered_id, id, id_length);
-    tls->offered_id_length = id_length;
-    return mbedtls_ssl_set_session(&tls->ssl, &session->session);
+    int result = mbedtls_ssl_set_session(&tls->ssl, &session->session);
+    tls->offered = result == 0;
+    return result;
 }
 
 int tinyfire_tls_handshake(tinyfire_tls *tls) { return map_want(mbedtls_ssl_handshake(&tls->ssl)); }
@@ -239,18 +268,10 @@ int tinyfire_tls_peer_has_ip_address(const tinyfire_tls *tls, const unsigned cha
 }
 
 int tinyfire_tls_session_resumed(const tinyfire_tls *tls) {
-    if (tls->offered_id_length == 0) return 0;
-#if MBEDTLS_VERSION_NUMBER >= 0x03000000
-    const mbedtls_ssl_session *current = tls->ssl.MBEDTLS_PRIVATE(session);
-    if (!current) return 0;
-    return current->MBEDTLS_PRIVATE(id_len) == tls->offered_id_length &&
-           memcmp(current->MBEDTLS_PRIVATE(id), tls->offered_id, tls->offered_id_length) == 0;
-#else
-    const mbedtls_ssl_session *current = tls->ssl.session;
-    if (!current) return 0;
-    return current->id_len == tls->offered_id_length &&
-           memcmp(current->id, tls->offered_id, tls->offered_id_length) == 0;
-#endif
+    /* A full handshake verifies the peer's certificate; an abbreviated one (session id or
+     * ticket alike) receives none. Comparing session ids cannot tell: with a ticket the
+     * client sends a fresh random id. */
+    return tls->offered && !tls->verified;
 }
 
 tinyfire_tls_session *tinyfire_tls_session_new(void) {
@@ -365,6 +386,27 @@ int tinyfire_x509_verify(const unsigned char *const *ders, const size_t *lengths
     mbedtls_x509_crl_free(&crl);
     mbedtls_x509_crt_free(&trusted);
     mbedtls_x509_crt_free(&chain);
+    return result;
+}
+
+int tinyfire_x509_crl_file_covers(const char *crl_path, const unsigned char *der, size_t length) {
+    mbedtls_x509_crt crt;
+    mbedtls_x509_crl crl;
+    mbedtls_x509_crt_init(&crt);
+    mbedtls_x509_crl_init(&crl);
+    int result = mbedtls_x509_crt_parse_der(&crt, der, length);
+    if (result == 0) result = mbedtls_x509_crl_parse_file(&crl, crl_path);
+    if (result == 0) {
+        for (const mbedtls_x509_crl *c = &crl; c && c->raw.len > 0; c = c->next) {
+            if (c->issuer_raw.len == crt.issuer_raw.len &&
+                memcmp(c->issuer_raw.p, crt.issuer_raw.p, crt.issuer_raw.len) == 0) {
+                result = 1;
+                break;
+            }
+        }
+    }
+    mbedtls_x509_crl_free(&crl);
+    mbedtls_x509_crt_free(&crt);
     return result;
 }
 

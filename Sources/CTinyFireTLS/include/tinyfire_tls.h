@@ -48,8 +48,13 @@ const unsigned char *tinyfire_tls_peer_certificate(const tinyfire_tls *tls, int 
 /* Whether the peer's leaf certificate lists this address (4 or 16 bytes) as an iPAddress
  * subjectAltName. mbedTLS 2.28 does not check those itself. */
 int tinyfire_tls_peer_has_ip_address(const tinyfire_tls *tls, const unsigned char *address, size_t length);
-/* Whether the handshake resumed the offered session. */
+/* Whether the handshake resumed the offered session (by id or ticket). */
 int tinyfire_tls_session_resumed(const tinyfire_tls *tls);
+/* The certificate path mbedTLS built and verified in this handshake, leaf at index 0 up to
+ * the trust anchor (or as far as a path could be built): DER of entry `index`, or NULL past
+ * the end. Empty after a resumed handshake. Certificates the peer sent that are not on this
+ * path are not in it. */
+const unsigned char *tinyfire_tls_verified_path(const tinyfire_tls *tls, int index, size_t *length);
 
 /* Saved sessions for resumption. */
 tinyfire_tls_session *tinyfire_tls_session_new(void);
@@ -73,6 +78,10 @@ int tinyfire_x509_read_file(const char *path, void *context,
 int tinyfire_x509_verify(const unsigned char *const *ders, const size_t *lengths, int count,
                          const unsigned char *const *anchors, const size_t *anchor_lengths, int anchor_count,
                          const char *crl_path, const char *host, uint32_t *flags);
+
+/* Whether a CRL in the file was issued by the issuer of certificate `der` (same issuer name):
+ * 1 yes, 0 no, or a negative mbedTLS error when either does not parse. */
+int tinyfire_x509_crl_file_covers(const char *crl_path, const unsigned char *der, size_t length);
 
 /* mbedTLS's own text for an error code. */
 void tinyfire_tls_strerror(int error, char *buffer, size_t length);

@@ -475,7 +475,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             finish(.failure(error))
             return
         }
-        if let session = engine.tlsSession(for: key) { stream.offer(session) }
+        let offered = engine.tlsSession(for: key)
+        if let offered { stream.offer(offered) }
         self.connection = connection
         let started = Instant.now()
         handshakeDeadline = started + configuration.tls.handshakeTimeout
@@ -488,14 +489,24 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
                 fail(reason)
             case .done:
                 metrics.tlsHandshake = Instant.now().since(started)
-                let details = stream.details
-                guard evaluateTrust(of: stream, details: details) else {
+                var details = stream.details
+                // A resumed handshake received no certificate: it is judged on what the full
+                // handshake it continues presented and verified, by the same evaluators.
+                let trust: ServerTrust
+                if details.resumed, let offered {
+                    trust = offered.trust
+                    details.peerCertificates = trust.presentedCertificates.map(\.der)
+                    details.verifiedPath = trust.certificates.map(\.der)
+                } else {
+                    trust = serverTrust(of: stream, details: details)
+                }
+                guard evaluateTrust(trust) else {
                     connection.abort()
                     self.connection = nil
                     return
                 }
                 metrics.tls = details
-                if !(metrics.tls?.resumed ?? false), let session = TLSSession(), stream.saveSession(into: session) {
+                if !details.resumed, let session = TLSSession(trust: trust), stream.saveSession(into: session) {
                     engine.storeTLSSession(session, for: key)
                 }
                 use(connection)
@@ -503,18 +514,23 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         }
     }
 
+    /// What a full handshake presented and what mbedTLS verified of it.
+    private func serverTrust(of stream: TLSStream, details: TLSDetails) -> ServerTrust {
+        let context = stream.context
+        // mbedTLS checks DNS names only: an address is checked against the certificate's
+        // iPAddress entries (never against a DNS name spelling it).
+        return ServerTrust(
+            certificates: details.verifiedPath.map(Certificate.init(der:)),
+            presentedCertificates: details.peerCertificates.map(Certificate.init(der:)), host: key.host,
+            verificationFlags: stream.verificationFlags,
+            leafHasHostIPAddress: IPAddressBytes.parse(key.host).map { stream.peerHasIPAddress($0) },
+            anchors: { context.anchorCertificates })
+    }
+
     /// Runs the session's evaluator for the host (or default validation) on a finished
     /// handshake. On failure the transfer is finished and false returned.
-    private func evaluateTrust(of stream: TLSStream, details: TLSDetails) -> Bool {
+    private func evaluateTrust(_ trust: ServerTrust) -> Bool {
         let host = key.host
-        let context = stream.context
-        // mbedTLS 2.28 checks DNS names only: an address is checked against the certificate's
-        // iPAddress entries (never against a DNS name spelling it).
-        let trust = ServerTrust(
-            certificates: details.peerCertificates.map(Certificate.init(der:)), host: host,
-            verificationFlags: stream.verificationFlags,
-            leafHasHostIPAddress: IPAddressBytes.parse(host).map { stream.peerHasIPAddress($0) },
-            anchors: { context.anchorCertificates })
         do {
             if let manager = engine.serverTrustManager, let evaluator = try manager.serverTrustEvaluator(forHost: host) {
                 try evaluator.evaluate(trust, forHost: host)

@@ -65,16 +65,26 @@ public struct Certificate: Sendable, Hashable {
 }
 
 /// What a server presented during the TLS handshake, and what mbedTLS made of it.
+///
+/// Pins are checked against `certificates`, the path mbedTLS built from the leaf and verified,
+/// never against what the server merely sent: a certificate appended to a chain but not on
+/// its path (a MITM adding the real server's public certificate behind its own) is in
+/// `presentedCertificates` only. On a resumed connection these are the facts of the full
+/// handshake that the session came from.
 public struct ServerTrust: Sendable {
-    /// The chain as sent, leaf first.
+    /// The verified path, leaf first, up to the trust anchor that ends it — or as far as a
+    /// path could be built when the chain does not verify (see `verificationFlags`).
     public let certificates: [Certificate]
+    /// The certificates as the server sent them, leaf first. For diagnostics: never trusted
+    /// for a pin.
+    public let presentedCertificates: [Certificate]
     /// The host connected to (a name or an IP literal).
     public let host: String
-    /// mbedTLS's verification flags for the chain against the session's trust anchors and
-    /// the host name (0: trusted).
+    /// mbedTLS's verification flags for the chain against the session's trust anchors, CRLs
+    /// and the host name (0: trusted).
     public let verificationFlags: UInt32
-    /// For an IP host: whether the leaf lists it as an iPAddress SAN (mbedTLS 2.28 does not
-    /// check those). nil for a name.
+    /// For an IP host: whether the leaf lists it as an iPAddress SAN (mbedTLS does not check
+    /// those). nil for a name.
     public let leafHasHostIPAddress: Bool?
     /// The session's trust anchors (loaded on demand).
     let anchors: @Sendable () -> [Certificate]
@@ -83,6 +93,12 @@ public struct ServerTrust: Sendable {
     static let nameMismatch: UInt32 = 0x04
     /// mbedTLS's bit for a chain that does not end at a trust anchor.
     static let notTrusted: UInt32 = 0x08
+    /// mbedTLS's bits for a CRL that cannot be relied on: not signed by a trusted CA, expired,
+    /// from the future, or signed with an unacceptable hash, algorithm or key.
+    static let unusableCRL: UInt32 = 0x10 | 0x20 | 0x0400 | 0x02_0000 | 0x04_0000 | 0x08_0000
+
+    /// The leaf, as the server sent it.
+    var leaf: Certificate? { presentedCertificates.first ?? certificates.first }
 
     /// The failures of default validation, in words; empty when the chain and the host check.
     /// - Parameter validateHost: whether the host must match.
@@ -90,6 +106,31 @@ public struct ServerTrust: Sendable {
     func defaultValidationFailures(validateHost: Bool, ignoring ignored: UInt32 = 0) -> [String] {
         var flags = verificationFlags & ~ignored
         if !validateHost { flags &= ~Self.nameMismatch }
+        var reasons = tlsVerificationReasons(flags)
+        if certificates.isEmpty && reasons.isEmpty { reasons.append("no certificate path was verified") }
+        if validateHost, leafHasHostIPAddress == false {
+            reasons.append("the certificate has no iPAddress entry for \(host)")
+        }
+        return reasons
+    }
+
+    /// The failures of the presented chain verified against `pins` alone instead of the
+    /// session's anchors: every signature from the leaf up to a pinned certificate, validity
+    /// dates, and the host when `validateHost`. A leaf that is itself pinned needs no
+    /// signature above it: the handshake proved that the server holds its private key.
+    func failures(anchoredAt pins: [Certificate], leafIsPinned: Bool, validateHost: Bool) -> [String] {
+        guard !pins.isEmpty, !presentedCertificates.isEmpty else { return ["no pinned certificate is in the chain"] }
+        let isAddress = leafHasHostIPAddress != nil
+        var flags: UInt32 = 0
+        let result = withDERArrays(presentedCertificates) { chain, chainLengths in
+            withDERArrays(pins) { roots, rootLengths in
+                tinyfire_x509_verify(
+                    chain, chainLengths, Int32(presentedCertificates.count), roots, rootLengths, Int32(pins.count), nil,
+                    validateHost && !isAddress ? host : nil, &flags)
+            }
+        }
+        guard result == 0 else { return ["the chain does not parse: \(tlsErrorMessage(result))"] }
+        if leafIsPinned { flags &= ~Self.notTrusted }
         var reasons = tlsVerificationReasons(flags)
         if validateHost, leafHasHostIPAddress == false {
             reasons.append("the certificate has no iPAddress entry for \(host)")
@@ -154,33 +195,51 @@ public struct RevocationTrustEvaluator: ServerTrustEvaluating {
         self.validateHost = validateHost
     }
 
-    /// Fails with `.revocationCheckFailed` when a certificate is revoked or a CRL cannot be read.
+    /// Fails when the leaf is not covered by a CRL from its issuer (an unknown issuer is a
+    /// failure, not a skipped check, as OpenSSL's `X509_V_FLAG_CRL_CHECK` and curl's
+    /// `--crlfile`), when a certificate of the verified path is revoked, or when a CRL cannot
+    /// be relied on (not signed by a trusted CA, expired, from the future, weak signature) or
+    /// read. Issuers are looked up in the configured CA files and directories.
     /// - Parameters:
     ///   - trust: the chain.
     ///   - host: the host.
     public func evaluate(_ trust: ServerTrust, forHost host: String) throws {
+        func failure(_ reasons: [String]) -> TinyFireError {
+            .serverTrustEvaluationFailed(reason: .evaluationFailed(host: host, evaluator: "RevocationTrustEvaluator", reasons: reasons))
+        }
         if performDefaultValidation {
             try DefaultTrustEvaluator(validateHost: validateHost).evaluate(trust, forHost: host)
+        }
+        let path = trust.certificates
+        guard let leaf = path.first else { throw failure(["no certificate path was verified"]) }
+        guard !crlFiles.isEmpty else { throw failure(["no CRL file is configured"]) }
+        var covered = false
+        for file in crlFiles {
+            let covers = leaf.der.withUnsafeBytes {
+                tinyfire_x509_crl_file_covers(file, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count)
+            }
+            guard covers >= 0 else { throw failure(["cannot read CRL \(file): \(tlsErrorMessage(covers))"]) }
+            covered = covered || covers == 1
+        }
+        guard covered else {
+            throw failure([
+                "no CRL from the leaf's issuer (\(leaf.names.issuer)) in \(crlFiles.joined(separator: ", ")): revocation cannot be checked"
+            ])
         }
         let anchors = trust.anchors()
         for file in crlFiles {
             var flags: UInt32 = 0
-            let result = withDERArrays(trust.certificates) { chain, chainLengths in
+            let result = withDERArrays(path) { chain, chainLengths in
                 withDERArrays(anchors) { roots, rootLengths in
                     tinyfire_x509_verify(
-                        chain, chainLengths, Int32(trust.certificates.count), roots, rootLengths, Int32(anchors.count), file, nil, &flags)
+                        chain, chainLengths, Int32(path.count), roots, rootLengths, Int32(anchors.count), file, nil, &flags)
                 }
             }
-            guard result == 0 else {
-                throw TinyFireError.serverTrustEvaluationFailed(
-                    reason: .evaluationFailed(
-                        host: host, evaluator: "RevocationTrustEvaluator", reasons: ["cannot read CRL \(file): \(tlsErrorMessage(result))"])
-                )
-            }
+            guard result == 0 else { throw failure(["cannot read CRL \(file): \(tlsErrorMessage(result))"]) }
             let revoked: UInt32 = 0x02
-            if flags & revoked != 0 {
-                throw TinyFireError.serverTrustEvaluationFailed(
-                    reason: .evaluationFailed(host: host, evaluator: "RevocationTrustEvaluator", reasons: tlsVerificationReasons(revoked)))
+            let problems = flags & (revoked | ServerTrust.unusableCRL)
+            if problems != 0 {
+                throw failure(tlsVerificationReasons(problems).map { "\($0) (CRL \(file))" })
             }
         }
     }
@@ -214,27 +273,43 @@ public struct PinnedCertificatesTrustEvaluator: ServerTrustEvaluating {
         self.validateHost = validateHost
     }
 
-    /// Fails unless a pinned certificate is in the chain (and default validation passes).
+    /// With default validation (the default): the chain must verify against the session's
+    /// anchors for the host, and a pinned certificate must be on the verified path. With
+    /// `acceptSelfSignedCertificates`, a chain that fails only for want of a trusted anchor
+    /// passes when its leaf is self-signed and is itself pinned.
+    ///
+    /// Without default validation: the leaf must be pinned itself, or a path from the leaf
+    /// must verify (every signature) up to a pinned certificate; validity dates and, unless
+    /// `validateHost` is false, the host are still checked. Whether the pin chains to a
+    /// system anchor is not.
     /// - Parameters:
     ///   - trust: the chain.
     ///   - host: the host.
     public func evaluate(_ trust: ServerTrust, forHost host: String) throws {
+        func failure(_ reasons: [String]) -> TinyFireError {
+            .serverTrustEvaluationFailed(
+                reason: .evaluationFailed(host: host, evaluator: "PinnedCertificatesTrustEvaluator", reasons: reasons))
+        }
         let pinned = Set(certificates)
-        let pinnedInChain = trust.certificates.contains { pinned.contains($0) }
+        let leafIsPinned = trust.leaf.map { pinned.contains($0) } ?? false
         if performDefaultValidation {
-            let ignored = acceptSelfSignedCertificates && pinnedInChain ? ServerTrust.notTrusted : 0
-            let reasons = trust.defaultValidationFailures(validateHost: validateHost, ignoring: ignored)
-            guard reasons.isEmpty else {
-                throw TinyFireError.serverTrustEvaluationFailed(
-                    reason: .evaluationFailed(host: host, evaluator: "PinnedCertificatesTrustEvaluator", reasons: reasons))
+            var reasons = trust.defaultValidationFailures(validateHost: validateHost)
+            let onlyUntrusted = trust.verificationFlags & ~(validateHost ? 0 : ServerTrust.nameMismatch) == ServerTrust.notTrusted
+            if !reasons.isEmpty, acceptSelfSignedCertificates, onlyUntrusted, leafIsPinned, let leaf = trust.leaf {
+                // Self-signed: the leaf verifies as its own anchor (mbedTLS accepts a leaf
+                // found among the anchors only when it is self-issued).
+                reasons = trust.failures(anchoredAt: [leaf], leafIsPinned: false, validateHost: validateHost)
+                guard reasons.isEmpty else { throw failure(["the pinned leaf is not self-signed: "] + reasons) }
+                return
             }
+            guard reasons.isEmpty else { throw failure(reasons) }
+            guard trust.certificates.contains(where: { pinned.contains($0) }) else {
+                throw failure(["no certificate of the verified path is one of the \(certificates.count) pinned"])
+            }
+            return
         }
-        guard pinnedInChain else {
-            throw TinyFireError.serverTrustEvaluationFailed(
-                reason: .evaluationFailed(
-                    host: host, evaluator: "PinnedCertificatesTrustEvaluator",
-                    reasons: ["no certificate of the chain is one of the \(certificates.count) pinned"]))
-        }
+        let reasons = trust.failures(anchoredAt: certificates, leafIsPinned: leafIsPinned, validateHost: validateHost)
+        guard reasons.isEmpty else { throw failure(["no path from the leaf to a pinned certificate verifies: "] + reasons) }
     }
 }
 
@@ -297,26 +372,35 @@ public struct PublicKeysTrustEvaluator: ServerTrustEvaluating {
         self.init(keys: keys, performDefaultValidation: performDefaultValidation, validateHost: validateHost)
     }
 
-    /// Fails unless a key of the chain is pinned (and default validation passes).
+    /// With default validation (the default): the chain must verify against the session's
+    /// anchors for the host, and a certificate on the verified path must carry a pinned key.
+    ///
+    /// Without default validation: the leaf's key must be pinned (the handshake proved the
+    /// server holds it), or a path from the leaf must verify (every signature) up to a
+    /// certificate carrying a pinned key; validity dates and, unless `validateHost` is false,
+    /// the host are still checked.
     /// - Parameters:
     ///   - trust: the chain.
     ///   - host: the host.
     public func evaluate(_ trust: ServerTrust, forHost host: String) throws {
-        if performDefaultValidation {
-            let reasons = trust.defaultValidationFailures(validateHost: validateHost)
-            guard reasons.isEmpty else {
-                throw TinyFireError.serverTrustEvaluationFailed(
-                    reason: .evaluationFailed(host: host, evaluator: "PublicKeysTrustEvaluator", reasons: reasons))
-            }
+        func failure(_ reasons: [String]) -> TinyFireError {
+            .serverTrustEvaluationFailed(reason: .evaluationFailed(host: host, evaluator: "PublicKeysTrustEvaluator", reasons: reasons))
         }
         let pinned = Set(keys)
-        let presented = trust.certificates.compactMap(\.publicKeySHA256)
-        guard presented.contains(where: { pinned.contains($0) }) else {
-            let seen = presented.map { "sha256//" + $0.base64EncodedString() }.joined(separator: ", ")
-            throw TinyFireError.serverTrustEvaluationFailed(
-                reason: .evaluationFailed(
-                    host: host, evaluator: "PublicKeysTrustEvaluator", reasons: ["no public key of the chain is pinned (chain: \(seen))"]))
+        if performDefaultValidation {
+            let reasons = trust.defaultValidationFailures(validateHost: validateHost)
+            guard reasons.isEmpty else { throw failure(reasons) }
+            let onPath = trust.certificates.compactMap(\.publicKeySHA256)
+            guard onPath.contains(where: { pinned.contains($0) }) else {
+                let seen = onPath.map { "sha256//" + $0.base64EncodedString() }.joined(separator: ", ")
+                throw failure(["no public key of the verified path is pinned (path: \(seen))"])
+            }
+            return
         }
+        let carriers = trust.presentedCertificates.filter { $0.publicKeySHA256.map(pinned.contains) ?? false }
+        let leafIsPinned = trust.leaf?.publicKeySHA256.map(pinned.contains) ?? false
+        let reasons = trust.failures(anchoredAt: carriers, leafIsPinned: leafIsPinned, validateHost: validateHost)
+        guard reasons.isEmpty else { throw failure(["no path from the leaf to a pinned key verifies: "] + reasons) }
     }
 }
 

@@ -133,20 +133,32 @@ final class TLSContext: @unchecked Sendable {
         tinyfire_tls_config_free(pointer)
     }
 
-    /// The configured CA files' certificates as DER, for evaluators that verify a chain again
-    /// (revocation). Loaded on first use; directories are not included.
-    lazy var anchorCertificates: [Certificate] = configuration.caCertificateFiles.flatMap {
-        (try? Certificate.load(contentsOf: $0)) ?? []
-    }
+    /// The configured CA files' and directories' certificates as DER, for evaluators that
+    /// verify a chain again (revocation). Loaded on first use.
+    lazy var anchorCertificates: [Certificate] = {
+        let files =
+            configuration.caCertificateFiles
+            + configuration.caCertificateDirectories.flatMap { directory in
+                ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted().map { directory + "/" + $0 }
+            }
+        return files.flatMap { (try? Certificate.load(contentsOf: $0)) ?? [] }
+    }()
 }
 
-/// A saved TLS session, offered on the next connection to the same origin.
+/// A saved TLS session, offered on the next connection to the same origin, with the trust
+/// facts of the full handshake that made it: a resumed handshake receives no certificate, so
+/// its connection is evaluated on these (the verified path, not the leaf alone that mbedTLS
+/// keeps). Sessions are cached per `Session`, so a session is only ever resumed under the trust
+/// configuration (anchors, CRLs, evaluators) that evaluated it.
 final class TLSSession: @unchecked Sendable {
     let pointer: OpaquePointer
+    /// What the full handshake presented and verified.
+    let trust: ServerTrust
 
-    init?() {
+    init?(trust: ServerTrust) {
         guard let pointer = tinyfire_tls_session_new() else { return nil }
         self.pointer = pointer
+        self.trust = trust
     }
 
     deinit {
@@ -162,8 +174,12 @@ public struct TLSDetails: Sendable, Equatable {
     public var cipherSuite: String
     /// Whether the handshake resumed an earlier session (abbreviated handshake).
     public var resumed: Bool
-    /// The server's chain as sent, leaf first, DER.
+    /// The server's chain as sent, leaf first, DER (for a resumed handshake, as sent in the
+    /// full handshake it resumed).
     public var peerCertificates: [Data]
+    /// The path mbedTLS built and verified, leaf first up to the trust anchor, DER: what pins
+    /// are checked against. Certificates the server sent that are not on it are not here.
+    public var verifiedPath: [Data] = []
 }
 
 /// One TLS client stream over a connected non-blocking socket. Loop-confined.
@@ -234,18 +250,26 @@ final class TLSStream {
     }
 
     var details: TLSDetails {
-        var certificates: [Data] = []
-        var index: Int32 = 0
-        var length = 0
-        while let der = tinyfire_tls_peer_certificate(pointer, index, &length) {
-            certificates.append(Data(bytes: der, count: length))
-            index += 1
-        }
-        return TLSDetails(
+        TLSDetails(
             version: String(cString: tinyfire_tls_version(pointer)),
             cipherSuite: String(cString: tinyfire_tls_ciphersuite(pointer)),
             resumed: tinyfire_tls_session_resumed(pointer) != 0,
-            peerCertificates: certificates)
+            peerCertificates: certificates(tinyfire_tls_peer_certificate),
+            verifiedPath: certificates(tinyfire_tls_verified_path))
+    }
+
+    /// The DER entries an indexed C accessor hands out, until it returns NULL.
+    private func certificates(
+        _ accessor: (OpaquePointer?, Int32, UnsafeMutablePointer<Int>?) -> UnsafePointer<UInt8>?
+    ) -> [Data] {
+        var result: [Data] = []
+        var index: Int32 = 0
+        var length = 0
+        while let der = accessor(pointer, index, &length) {
+            result.append(Data(bytes: der, count: length))
+            index += 1
+        }
+        return result
     }
 
     /// Whether the leaf certificate names `address` (4 or 16 bytes) in an iPAddress SAN.

@@ -139,7 +139,7 @@ final class TLSFixture: Sendable {
             (mitmPort, "mitm.pem", "mitm.key", ""),
             (expiredPort, "expired.pem", "expired.key", ""),
             (missingIntermediatePort, "leaf.pem", "leaf.key", ""),
-            (fullChainPort, "leaf-chain.pem", "leaf.key", ""),
+            (fullChainPort, "leaf-chain.pem", "leaf.key", #"location = /close { keepalive_timeout 0; return 200 "closing\n"; }"#),
             (
                 mutualPort, "server.pem", "server.key",
                 """

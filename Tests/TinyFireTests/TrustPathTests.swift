@@ -1,0 +1,141 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import TinyFire
+
+/// Records what each evaluation saw, then defers to another evaluator.
+final class RecordingEvaluator: ServerTrustEvaluating, @unchecked Sendable {
+    let inner: any ServerTrustEvaluating
+    let pathLengths = Mutex<[Int]>([])
+    init(_ inner: any ServerTrustEvaluating) { self.inner = inner }
+    func evaluate(_ trust: ServerTrust, forHost host: String) throws {
+        pathLengths.withLock { $0.append(trust.certificates.count) }
+        try inner.evaluate(trust, forHost: host)
+    }
+}
+
+/// `openssl s_server -www` with the given certificate options, stopped by `stop()`.
+struct OpenSSLServer {
+    let port: Int
+    let process: ChildProcess
+    var base: String { "https://localhost:\(port)" }
+
+    init(_ arguments: [String]) throws {
+        let openssl = try #require(which("openssl"))
+        port = freePort()
+        process = try startProcess(openssl, ["s_server", "-accept", "127.0.0.1:\(port)", "-www", "-tls1_2", "-quiet"] + arguments)
+        try waitForPort(port)
+    }
+
+    func stop() { process.stop() }
+}
+
+@Suite("Pins on the verified path, resumption judged like a full handshake", .serialized)
+struct TrustPathTests {
+    func trusting(_ tls: TLSFixture, _ evaluator: any ServerTrustEvaluating) -> Session {
+        Session(
+            configuration: SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [tls.caFile])),
+            serverTrustManager: ServerTrustManager(evaluators: ["localhost": evaluator]))
+    }
+
+    func trustFailure<Value>(_ response: DataResponse<Value, TinyFireError>) -> [String]? {
+        if case .serverTrustEvaluationFailed(.evaluationFailed(_, _, let reasons)) = response.error { return reasons }
+        return nil
+    }
+
+    @Test("a MITM with a trusted certificate that appends the real server's certificate does not pass a pin of the real one")
+    func appendedCertificateIsNotPinned() async throws {
+        let tls = try tlsServer()
+        let d = tls.directory
+        // The attacker's own certificate (same trusted root, same name), the real server's
+        // public certificate appended behind it.
+        let mitm = try OpenSSLServer(["-cert", d + "/mitm.pem", "-key", d + "/mitm.key", "-cert_chain", d + "/server.pem"])
+        defer { mitm.stop() }
+        let serverCertificate = try Certificate.load(contentsOf: d + "/server.pem")
+        let evaluators: [(String, any ServerTrustEvaluating)] = [
+            ("key pin", try PublicKeysTrustEvaluator(keyFiles: [d + "/server.pub"])),
+            (
+                "key pin without default validation",
+                try PublicKeysTrustEvaluator(keyFiles: [d + "/server.pub"], performDefaultValidation: false)
+            ),
+            ("certificate pin", PinnedCertificatesTrustEvaluator(certificates: serverCertificate)),
+            (
+                "certificate pin without default validation",
+                PinnedCertificatesTrustEvaluator(certificates: serverCertificate, performDefaultValidation: false)
+            ),
+        ]
+        for (name, evaluator) in evaluators {
+            let response = await trusting(tls, evaluator).request("\(mitm.base)/").serializingData().response
+            #expect(trustFailure(response) != nil, "\(name) accepted the MITM: \(String(describing: response.error))")
+        }
+        // The CLI's --pin is the same evaluator: exit 60.
+        let pin = try #require(serverCertificate.first?.publicKeyPin)
+        let cli = try fireAgent(["request", "--cacert", tls.caFile, "--pin", pin, "\(mitm.base)/"])
+        #expect(cli.status == 60, "fire-agent --pin accepted the MITM: \(cli.stderr)")
+
+        // Control: the real server with an unrelated certificate appended still passes.
+        let real = try OpenSSLServer(["-cert", d + "/server.pem", "-key", d + "/server.key", "-cert_chain", d + "/mitm.pem"])
+        defer { real.stop() }
+        for (name, evaluator) in evaluators {
+            let response = await trusting(tls, evaluator).request("\(real.base)/").serializingData().response
+            #expect(response.error == nil, "\(name) refused the real server: \(String(describing: response.error))")
+        }
+    }
+
+    @Test("acceptSelfSignedCertificates accepts a self-signed leaf only when the leaf itself is pinned")
+    func selfSignedLeafMustBePinned() async throws {
+        let tls = try tlsServer()
+        let d = tls.directory
+        let selfSigned = try Certificate.load(contentsOf: d + "/self.pem")
+        let serverCertificate = try Certificate.load(contentsOf: d + "/server.pem")
+        // A self-signed leaf with a pinned (real) certificate sent behind it.
+        let server = try OpenSSLServer(["-cert", d + "/self.pem", "-key", d + "/self.key", "-cert_chain", d + "/server.pem"])
+        defer { server.stop() }
+        let pinsOther = PinnedCertificatesTrustEvaluator(certificates: serverCertificate, acceptSelfSignedCertificates: true)
+        #expect(trustFailure(await trusting(tls, pinsOther).request("\(server.base)/").serializingData().response) != nil)
+        let pinsLeaf = PinnedCertificatesTrustEvaluator(certificates: selfSigned, acceptSelfSignedCertificates: true)
+        let accepted = await trusting(tls, pinsLeaf).request("\(server.base)/").serializingData().response
+        #expect(accepted.error == nil, "\(String(describing: accepted.error))")
+        // Not self-signed: a CA-issued leaf pinned with acceptSelfSignedCertificates still needs
+        // its chain (here it verifies, so it passes through default validation).
+        let caIssued = PinnedCertificatesTrustEvaluator(certificates: serverCertificate, acceptSelfSignedCertificates: true)
+        #expect(await trusting(tls, caIssued).request("https://localhost:\(tls.port)/hello.txt").serializingData().response.error == nil)
+    }
+
+    @Test("a resumed session is judged on the verified path of the handshake it resumes: an intermediate pin holds")
+    func resumedSessionKeepsPath() async throws {
+        let tls = try tlsServer()
+        let recorder = RecordingEvaluator(try PublicKeysTrustEvaluator(keyFiles: [tls.directory + "/intermediate.pem"]))
+        let session = trusting(tls, recorder)
+        let first = session.request("https://localhost:\(tls.fullChainPort)/close")
+        let firstResponse = await first.serializingData().response
+        #expect(firstResponse.error == nil, "\(String(describing: firstResponse.error))")
+        let second = session.request("https://localhost:\(tls.fullChainPort)/close")
+        let secondResponse = await second.serializingData().response
+        #expect(secondResponse.error == nil, "the resumed connection failed its pin: \(String(describing: secondResponse.error))")
+        #expect(first.metrics?.tls?.resumed == false)
+        #expect(second.metrics?.tls?.resumed == true)
+        // Leaf, intermediate, root: the same path both times.
+        #expect(recorder.pathLengths.withLock { $0 } == [3, 3])
+        #expect(second.metrics?.tls?.verifiedPath.count == 3)
+    }
+
+    @Test("resumption is reported truthfully with session tickets, and not reported when the server resumes nothing")
+    func ticketsResumeTruthfully() async throws {
+        let tls = try tlsServer()
+        let d = tls.directory
+        for (arguments, expected) in [([String](), true), (["-no_ticket", "-no_cache"], false)] {
+            let server = try OpenSSLServer(["-cert", d + "/server.pem", "-key", d + "/server.key"] + arguments)
+            defer { server.stop() }
+            let session = Session(configuration: SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [tls.caFile])))
+            let first = session.request("\(server.base)/")
+            #expect(await first.serializingData().response.error == nil)
+            let second = session.request("\(server.base)/")
+            #expect(await second.serializingData().response.error == nil)
+            #expect(second.metrics?.reusedConnection == false, "s_server -www closes after each response")
+            #expect(first.metrics?.tls?.resumed == false)
+            #expect(second.metrics?.tls?.resumed == expected, "s_server \(arguments): resumed reported wrongly")
+        }
+    }
+}
