@@ -103,7 +103,8 @@ struct TLSTests {
         #expect(good.response?.status.code == 200)
         let mitm = await session.request("https://localhost:\(server.mitmPort)/hello.txt").serializingResponse().response
         let failure = try #require(evaluatorFailure(mitm))
-        #expect(failure.evaluator == "PublicKeysTrustEvaluator" && failure.reasons[0].hasPrefix("no public key of the verified path is pinned"))
+        #expect(
+            failure.evaluator == "PublicKeysTrustEvaluator" && failure.reasons[0].hasPrefix("no public key of the verified path is pinned"))
         #expect(throws: TinyFireError.self) { try PublicKeysTrustEvaluator(pins: ["sha1//abc"]) }
         // The same pin from a PEM public-key file, and the certificate read as DER.
         let fromFile = trusting(server, ["localhost": try PublicKeysTrustEvaluator(keyFiles: [server.directory + "/server.pub"])])
