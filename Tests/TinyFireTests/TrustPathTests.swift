@@ -138,4 +138,30 @@ struct TrustPathTests {
             #expect(second.metrics?.tls?.resumed == expected, "s_server \(arguments): resumed reported wrongly")
         }
     }
+
+    @Test("revocation: an expired CRL or one from another issuer is a failure, not a skipped check; issuers from CA directories")
+    func revocationIsNeverSkipped() async throws {
+        let tls = try tlsServer()
+        let d = tls.directory
+        let url = "https://localhost:\(tls.port)/hello.txt"
+        let expired = await trusting(tls, RevocationTrustEvaluator(crlFiles: [d + "/crl-expired.pem"])).request(url).serializingData()
+            .response
+        let expiredReasons = try #require(trustFailure(expired), "an expired CRL was accepted")
+        #expect(expiredReasons.contains { $0.lowercased().contains("expired") }, "\(expiredReasons)")
+        let other = await trusting(tls, RevocationTrustEvaluator(crlFiles: [d + "/crl-intermediate.pem"])).request(url).serializingData()
+            .response
+        let otherReasons = try #require(trustFailure(other), "a CRL from another issuer counted as a check")
+        #expect(otherReasons.contains { $0.contains("no CRL from the leaf's issuer") }, "\(otherReasons)")
+
+        // Trust anchors in a directory only: the CRL's issuer is found there.
+        let directory = try makeTemporaryDirectory("crl-anchors")
+        try FileManager.default.copyItem(atPath: tls.caFile, toPath: directory + "/root.pem")
+        let fromDirectory = Session(
+            configuration: SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [], caCertificateDirectories: [directory])),
+            serverTrustManager: ServerTrustManager(evaluators: ["localhost": RevocationTrustEvaluator(crlFiles: [tls.crlFile])]))
+        let good = await fromDirectory.request(url).serializingData().response
+        #expect(good.error == nil, "\(String(describing: good.error))")
+        let revoked = await fromDirectory.request("https://localhost:\(tls.mitmPort)/hello.txt").serializingData().response
+        #expect(trustFailure(revoked)?.contains { $0.lowercased().contains("revoked") } == true, "\(String(describing: revoked.error))")
+    }
 }

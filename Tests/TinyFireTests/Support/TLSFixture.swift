@@ -91,6 +91,9 @@ final class TLSFixture: Sendable {
         try run(ca + ["-startdate", "20200101000000Z", "-enddate", "20200201000000Z", "-in", "expired.csr", "-out", "expired.pem"])
         try run(ca + ["-revoke", "mitm.pem"])
         try run(ca + ["-gencrl", "-out", "crl.pem"])
+        // A CRL whose validity ended in 2020, and one issued by the intermediate CA (which
+        // issued none of the nginx server certificates).
+        try run(ca + ["-gencrl", "-crl_lastupdate", "20200101000000Z", "-crl_nextupdate", "20200201000000Z", "-out", "crl-expired.pem"])
         // An intermediate CA and a leaf it issues.
         try "basicConstraints=critical,CA:true\nkeyUsage=critical,keyCertSign,cRLSign\n".write(
             toFile: directory + "/intermediate.ext", atomically: true, encoding: .utf8)
@@ -98,6 +101,10 @@ final class TLSFixture: Sendable {
         try run([
             "x509", "-req", "-in", "intermediate.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "intermediate.pem",
             "-days", "30", "-extfile", "intermediate.ext",
+        ])
+        try run([
+            "ca", "-batch", "-config", "ca.cnf", "-keyfile", "intermediate.key", "-cert", "intermediate.pem", "-gencrl", "-out",
+            "crl-intermediate.pem",
         ])
         try run(["req"] + ec + ["-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=leaf"])
         try "subjectAltName=DNS:localhost\n".write(toFile: directory + "/leaf.ext", atomically: true, encoding: .utf8)
