@@ -233,6 +233,8 @@ int tinyfire_tls_handshake(tinyfire_tls *tls) { return map_want(mbedtls_ssl_hand
 int tinyfire_tls_read(tinyfire_tls *tls, unsigned char *buffer, size_t length) {
     int result = mbedtls_ssl_read(&tls->ssl, buffer, length);
     if (result == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY) return TINYFIRE_TLS_CLOSED;
+    /* mbedTLS answers 0 for a bare TCP end of stream (no close_notify). */
+    if (result == 0) return TINYFIRE_TLS_EOF;
     return map_want(result);
 }
 

@@ -164,4 +164,73 @@ struct TrustPathTests {
         let revoked = await fromDirectory.request("https://localhost:\(tls.mitmPort)/hello.txt").serializingData().response
         #expect(trustFailure(revoked)?.contains { $0.lowercased().contains("revoked") } == true, "\(String(describing: revoked.error))")
     }
+
+    @Test("a close-delimited body over TLS that ends with a FIN but no close_notify is truncated, not complete")
+    func tlsTruncation() async throws {
+        let tls = try tlsServer()
+        let directory = try makeTemporaryDirectory("tls-truncation")
+        let script = directory + "/server.py"
+        try Self.truncatingServer.write(toFile: script, atomically: true, encoding: .utf8)
+        let python = try #require(which("python3"))
+        let session = Session(configuration: SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [tls.caFile])))
+        for mode in ["fin", "notify", "length-fin"] {
+            let server = try ChildProcess(
+                python, [script, tls.directory + "/server.pem", tls.directory + "/server.key", mode], stdout: .pipe, stderr: .null)
+            defer { server.stop() }
+            var buffer = [UInt8](repeating: 0, count: 16)
+            let n = read(server.stdoutPipe, &buffer, buffer.count)
+            let port = try #require(
+                Int(String(decoding: buffer[0..<max(0, n)], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+            let response = await session.request("https://localhost:\(port)/").serializingString().response
+            switch mode {
+            case "fin":
+                guard case .invalidResponse(.closeDelimitedBodyWithoutCloseNotify(let received)) = response.error?.transferError?.reason
+                else {
+                    Issue.record(
+                        "a truncatable body was accepted: \(String(describing: response.error)) \(String(describing: response.value))")
+                    continue
+                }
+                #expect(received == 24)
+                #expect(response.error?.description.contains("without close_notify") == true)
+            default:
+                #expect(response.value == "the first half of a body", "\(mode): \(String(describing: response.error))")
+            }
+        }
+    }
+
+    /// A TLS server (Python's ssl module) answering one request per connection: `fin` sends a
+    /// close-delimited body and ends with a TCP FIN and no close_notify; `notify` the same body
+    /// with close_notify; `length-fin` a Content-Length body, then a FIN without close_notify.
+    static let truncatingServer = """
+        import os, socket, ssl, sys
+        cert, key, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        print(listener.getsockname()[1], flush=True)
+        while True:
+            raw, _ = listener.accept()
+            try:
+                twin = socket.socket(fileno=os.dup(raw.fileno()))
+                tls = context.wrap_socket(raw, server_side=True)
+                data = b""
+                while b"\\r\\n\\r\\n" not in data:
+                    chunk = tls.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                body = b"the first half of a body"
+                framing = b"Content-Length: %d\\r\\n" % len(body) if mode == "length-fin" else b"Connection: close\\r\\n"
+                tls.sendall(b"HTTP/1.1 200 OK\\r\\n" + framing + b"\\r\\n" + body)
+                if mode == "notify":
+                    tls.unwrap().close()
+                else:
+                    twin.shutdown(socket.SHUT_RDWR)
+                    tls.close()
+                twin.close()
+            except Exception as error:
+                print("error", error, file=sys.stderr, flush=True)
+        """
 }

@@ -11,6 +11,9 @@
 #define TINYFIRE_TLS_WANT_WRITE (-0x6880)
 /* Returned by read when the peer sent close_notify. */
 #define TINYFIRE_TLS_CLOSED 0
+/* Returned by read when the TCP connection ended without close_notify (mbedTLS's CONN_EOF):
+ * the data so far may have been cut by someone on the path. */
+#define TINYFIRE_TLS_EOF (-0x7280)
 
 typedef struct tinyfire_tls_config tinyfire_tls_config;
 typedef struct tinyfire_tls tinyfire_tls;

@@ -31,6 +31,10 @@ public enum HTTPParseError: Error, Sendable, Equatable, CustomStringConvertible 
     case truncatedBody(expected: UInt64, received: UInt64)
     /// The connection closed in the middle of a chunked body.
     case truncatedChunkedBody(received: UInt64)
+    /// A body delimited only by the connection's close (no Content-Length, not chunked) ended
+    /// with a TCP close but no TLS close_notify: an attacker on the path can cut it there, so
+    /// it is not complete (RFC 9112 §9.8).
+    case closeDelimitedBodyWithoutCloseNotify(received: UInt64)
 
     /// One line naming what was wrong with the response.
     public var description: String {
@@ -65,6 +69,9 @@ public enum HTTPParseError: Error, Sendable, Equatable, CustomStringConvertible 
             return "connection closed after \(received) of \(expected) body bytes (Content-Length)"
         case .truncatedChunkedBody(let received):
             return "connection closed inside a chunked body after \(received) bytes"
+        case .closeDelimitedBodyWithoutCloseNotify(let received):
+            return
+                "TLS connection closed without close_notify after \(received) bytes of a body that only the close delimits (possibly truncated)"
         }
     }
 }

@@ -235,13 +235,17 @@ public struct ResponseParser: Sendable {
     }
 
     /// Reports the end of input (the peer closed the connection).
+    /// - Parameter authenticated: whether the close itself is authenticated (plain TCP: true;
+    ///   TLS: only when the peer sent close_notify). A read-until-close body ends only at an
+    ///   authenticated close.
     /// - Returns: `.end` when the response is complete (read-until-close bodies end here).
     /// - Throws: `HTTPParseError` naming what was cut short.
-    public mutating func inputEnded() throws(HTTPParseError) -> Event {
+    public mutating func inputEnded(authenticated: Bool = true) throws(HTTPParseError) -> Event {
         switch state {
         case .complete:
             return .end(trailers: [])
         case .untilClose:
+            guard authenticated else { throw .closeDelimitedBodyWithoutCloseNotify(received: bodyBytesReceived) }
             state = .complete
             return .end(trailers: [])
         case .head:

@@ -507,7 +507,7 @@ final class HTTPConnection: EventLoopHandler {
 
     private func endOfInput() {
         do {
-            let event = try parser.inputEnded()
+            let event = try parser.inputEnded(authenticated: !(tls?.closedWithoutNotify ?? false))
             if case .end(let trailers) = event {
                 complete(trailers: trailers, leftover: 0, peerClosed: true)
             }

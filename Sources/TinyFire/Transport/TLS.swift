@@ -186,6 +186,9 @@ public struct TLSDetails: Sendable, Equatable {
 final class TLSStream {
     private let pointer: OpaquePointer
     let context: TLSContext
+    /// The peer closed the TCP connection without a TLS close_notify (what truncation looks
+    /// like): the end of a close-delimited body cannot be trusted.
+    private(set) var closedWithoutNotify = false
 
     init(context: TLSContext, fd: Int32, serverName: String?) throws(TinyFireError) {
         self.context = context
@@ -222,10 +225,13 @@ final class TLSStream {
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
-        guard let base = buffer.baseAddress else { return .bytes(0) }
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return .bytes(0) }
         let result = tinyfire_tls_read(pointer, base.assumingMemoryBound(to: UInt8.self), buffer.count)
         switch result {
         case TINYFIRE_TLS_CLOSED: return .endOfFile
+        case TINYFIRE_TLS_EOF:
+            closedWithoutNotify = true
+            return .endOfFile
         case TINYFIRE_TLS_WANT_READ, TINYFIRE_TLS_WANT_WRITE: return .wouldBlock
         case let n where n > 0: return .bytes(Int(n))
         default: return .failed(result)
