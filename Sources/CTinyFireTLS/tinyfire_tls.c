@@ -366,7 +366,7 @@ int tinyfire_x509_read_file(const char *path, void *context,
 
 int tinyfire_x509_verify(const unsigned char *const *ders, const size_t *lengths, int count,
                          const unsigned char *const *anchors, const size_t *anchor_lengths, int anchor_count,
-                         const char *crl_path, const char *host, uint32_t *flags) {
+                         const char *crl_path, const char *host, uint32_t *flags, int *leaf_issuer_has_crl) {
     mbedtls_x509_crt chain, trusted;
     mbedtls_x509_crl crl;
     mbedtls_x509_crt_init(&chain);
@@ -381,6 +381,17 @@ int tinyfire_x509_verify(const unsigned char *const *ders, const size_t *lengths
         result = mbedtls_x509_crl_parse_file(&crl, crl_path);
         has_crl = result == 0;
     }
+    if (leaf_issuer_has_crl) {
+        /* mbedTLS skips, without a flag, a certificate whose issuer has no CRL in the list. */
+        *leaf_issuer_has_crl = 0;
+        for (const mbedtls_x509_crl *c = &crl; has_crl && c && c->raw.len > 0; c = c->next) {
+            if (c->issuer_raw.len == chain.issuer_raw.len &&
+                memcmp(c->issuer_raw.p, chain.issuer_raw.p, chain.issuer_raw.len) == 0) {
+                *leaf_issuer_has_crl = 1;
+                break;
+            }
+        }
+    }
     if (result == 0) {
         result = mbedtls_x509_crt_verify(&chain, &trusted, has_crl ? &crl : NULL, host, flags, NULL, NULL);
         if (result == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) result = 0;
@@ -391,25 +402,12 @@ int tinyfire_x509_verify(const unsigned char *const *ders, const size_t *lengths
     return result;
 }
 
-int tinyfire_x509_crl_file_covers(const char *crl_path, const unsigned char *der, size_t length) {
-    mbedtls_x509_crt crt;
-    mbedtls_x509_crl crl;
-    mbedtls_x509_crt_init(&crt);
-    mbedtls_x509_crl_init(&crl);
-    int result = mbedtls_x509_crt_parse_der(&crt, der, length);
-    if (result == 0) result = mbedtls_x509_crl_parse_file(&crl, crl_path);
-    if (result == 0) {
-        for (const mbedtls_x509_crl *c = &crl; c && c->raw.len > 0; c = c->next) {
-            if (c->issuer_raw.len == crt.issuer_raw.len &&
-                memcmp(c->issuer_raw.p, crt.issuer_raw.p, crt.issuer_raw.len) == 0) {
-                result = 1;
-                break;
-            }
-        }
-    }
-    mbedtls_x509_crl_free(&crl);
-    mbedtls_x509_crt_free(&crt);
-    return result;
+const unsigned char *tinyfire_tls_config_anchor(const tinyfire_tls_config *config, int index, size_t *length) {
+    const mbedtls_x509_crt *crt = &config->ca;
+    for (int i = 0; crt && i < index; i++) crt = crt->next;
+    if (!crt || crt->raw.len == 0) return NULL;
+    *length = crt->raw.len;
+    return crt->raw.p;
 }
 
 void tinyfire_tls_strerror(int error, char *buffer, size_t length) { mbedtls_strerror(error, buffer, length); }

@@ -53,8 +53,7 @@ struct LifetimeTests {
             #expect(finished.wait(timeout: .now() + 30) == .success, "the connect timeout never fired")
             #expect(failure.withLock { $0 } != nil)
         }
-        let released = ContinuousClock.now + .seconds(30)
-        while weakSession != nil && ContinuousClock.now < released { Thread.sleep(forTimeInterval: 0.01) }
+        waitUntil { weakSession == nil }
         try #require(weakSession == nil, "the Session outlived its finished request")
         // The Session is gone and its loop thread has ended; the answer is still held.
         #expect(descriptorTarget(wakeFD) == "anon_inode:[eventfd]", "the loop's eventfd was closed while a DNS answer could still wake it")
@@ -70,8 +69,7 @@ struct LifetimeTests {
         }
         #expect(descriptorTarget(probe) == "/dev/null", "the late answer touched another descriptor")
         // The answer was dropped (the loop had stopped), and with it the last reference.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while weakLoop != nil && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        waitUntil { weakLoop == nil }
         #expect(weakLoop == nil, "the stopped loop was never released")
     }
 

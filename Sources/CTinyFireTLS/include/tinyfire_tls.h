@@ -77,14 +77,15 @@ int tinyfire_x509_names(const unsigned char *der, size_t length, char *subject, 
 int tinyfire_x509_read_file(const char *path, void *context,
                             void (*each)(void *context, const unsigned char *der, size_t length));
 /* Verification flags for the chain `ders` (leaf first) against `anchors` (DER), optional CRL
- * file, and the host name (NULL: no name check). 0: trusted. */
+ * file, and the host name (NULL: no name check). 0: trusted. `leaf_issuer_has_crl` (may be
+ * NULL) is set to whether the CRL file holds a CRL from the leaf's issuer: mbedTLS skips a
+ * certificate whose issuer has none without flagging it. */
 int tinyfire_x509_verify(const unsigned char *const *ders, const size_t *lengths, int count,
                          const unsigned char *const *anchors, const size_t *anchor_lengths, int anchor_count,
-                         const char *crl_path, const char *host, uint32_t *flags);
-
-/* Whether a CRL in the file was issued by the issuer of certificate `der` (same issuer name):
- * 1 yes, 0 no, or a negative mbedTLS error when either does not parse. */
-int tinyfire_x509_crl_file_covers(const char *crl_path, const unsigned char *der, size_t length);
+                         const char *crl_path, const char *host, uint32_t *flags, int *leaf_issuer_has_crl);
+/* The configuration's trust anchors as mbedTLS parsed them (CA files and directories): DER of
+ * anchor `index`, or NULL past the end. */
+const unsigned char *tinyfire_tls_config_anchor(const tinyfire_tls_config *config, int index, size_t *length);
 
 /* mbedTLS's own text for an error code. */
 void tinyfire_tls_strerror(int error, char *buffer, size_t length);

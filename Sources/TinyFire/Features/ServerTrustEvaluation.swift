@@ -98,7 +98,12 @@ public struct ServerTrust: Sendable {
     static let unusableCRL: UInt32 = 0x10 | 0x20 | 0x0400 | 0x02_0000 | 0x04_0000 | 0x08_0000
 
     /// The leaf, as the server sent it.
-    var leaf: Certificate? { presentedCertificates.first ?? certificates.first }
+    var leaf: Certificate? { presentedCertificates.first }
+
+    /// For an IP host whose leaf does not list it, the reason; otherwise nothing.
+    private func ipAddressFailure(validateHost: Bool) -> [String] {
+        validateHost && leafHasHostIPAddress == false ? ["the certificate has no iPAddress entry for \(host)"] : []
+    }
 
     /// The failures of default validation, in words; empty when the chain and the host check.
     /// - Parameter validateHost: whether the host must match.
@@ -108,10 +113,7 @@ public struct ServerTrust: Sendable {
         if !validateHost { flags &= ~Self.nameMismatch }
         var reasons = tlsVerificationReasons(flags)
         if certificates.isEmpty && reasons.isEmpty { reasons.append("no certificate path was verified") }
-        if validateHost, leafHasHostIPAddress == false {
-            reasons.append("the certificate has no iPAddress entry for \(host)")
-        }
-        return reasons
+        return reasons + ipAddressFailure(validateHost: validateHost)
     }
 
     /// The failures of the presented chain verified against `pins` alone instead of the
@@ -126,16 +128,12 @@ public struct ServerTrust: Sendable {
             withDERArrays(pins) { roots, rootLengths in
                 tinyfire_x509_verify(
                     chain, chainLengths, Int32(presentedCertificates.count), roots, rootLengths, Int32(pins.count), nil,
-                    validateHost && !isAddress ? host : nil, &flags)
+                    validateHost && !isAddress ? host : nil, &flags, nil)
             }
         }
         guard result == 0 else { return ["the chain does not parse: \(tlsErrorMessage(result))"] }
         if leafIsPinned { flags &= ~Self.notTrusted }
-        var reasons = tlsVerificationReasons(flags)
-        if validateHost, leafHasHostIPAddress == false {
-            reasons.append("the certificate has no iPAddress entry for \(host)")
-        }
-        return reasons
+        return tlsVerificationReasons(flags) + ipAddressFailure(validateHost: validateHost)
     }
 }
 
@@ -212,27 +210,16 @@ public struct RevocationTrustEvaluator: ServerTrustEvaluating {
         }
         let path = trust.certificates
         guard let leaf = path.first else { throw failure(["no certificate path was verified"]) }
-        guard !crlFiles.isEmpty else { throw failure(["no CRL file is configured"]) }
+        let anchors = trust.anchors()
         var covered = false
         for file in crlFiles {
-            let covers = leaf.der.withUnsafeBytes {
-                tinyfire_x509_crl_file_covers(file, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count)
-            }
-            guard covers >= 0 else { throw failure(["cannot read CRL \(file): \(tlsErrorMessage(covers))"]) }
-            covered = covered || covers == 1
-        }
-        guard covered else {
-            throw failure([
-                "no CRL from the leaf's issuer (\(leaf.names.issuer)) in \(crlFiles.joined(separator: ", ")): revocation cannot be checked"
-            ])
-        }
-        let anchors = trust.anchors()
-        for file in crlFiles {
             var flags: UInt32 = 0
+            var leafIssuerHasCRL: Int32 = 0
             let result = withDERArrays(path) { chain, chainLengths in
                 withDERArrays(anchors) { roots, rootLengths in
                     tinyfire_x509_verify(
-                        chain, chainLengths, Int32(path.count), roots, rootLengths, Int32(anchors.count), file, nil, &flags)
+                        chain, chainLengths, Int32(path.count), roots, rootLengths, Int32(anchors.count), file, nil, &flags,
+                        &leafIssuerHasCRL)
                 }
             }
             guard result == 0 else { throw failure(["cannot read CRL \(file): \(tlsErrorMessage(result))"]) }
@@ -241,6 +228,11 @@ public struct RevocationTrustEvaluator: ServerTrustEvaluating {
             if problems != 0 {
                 throw failure(tlsVerificationReasons(problems).map { "\($0) (CRL \(file))" })
             }
+            covered = covered || leafIssuerHasCRL != 0
+        }
+        guard covered else {
+            let files = crlFiles.isEmpty ? "no CRL file is configured" : "none in \(crlFiles.joined(separator: ", "))"
+            throw failure(["no CRL from the leaf's issuer (\(leaf.names.issuer)): \(files); revocation cannot be checked"])
         }
     }
 }

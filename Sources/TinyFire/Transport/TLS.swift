@@ -133,16 +133,23 @@ final class TLSContext: @unchecked Sendable {
         tinyfire_tls_config_free(pointer)
     }
 
-    /// The configured CA files' and directories' certificates as DER, for evaluators that
-    /// verify a chain again (revocation). Loaded on first use.
-    lazy var anchorCertificates: [Certificate] = {
-        let files =
-            configuration.caCertificateFiles
-            + configuration.caCertificateDirectories.flatMap { directory in
-                ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted().map { directory + "/" + $0 }
-            }
-        return files.flatMap { (try? Certificate.load(contentsOf: $0)) ?? [] }
-    }()
+    /// The trust anchors mbedTLS loaded (CA files and directories) as DER, for evaluators that
+    /// verify a chain again (revocation). Copied on first use.
+    lazy var anchorCertificates: [Certificate] = derEntries(pointer, tinyfire_tls_config_anchor).map(Certificate.init(der:))
+}
+
+/// The DER entries an indexed C accessor of `object` hands out, until it returns NULL.
+private func derEntries(
+    _ object: OpaquePointer, _ accessor: (OpaquePointer?, Int32, UnsafeMutablePointer<Int>?) -> UnsafePointer<UInt8>?
+) -> [Data] {
+    var result: [Data] = []
+    var index: Int32 = 0
+    var length = 0
+    while let der = accessor(object, index, &length) {
+        result.append(Data(bytes: der, count: length))
+        index += 1
+    }
+    return result
 }
 
 /// A saved TLS session, offered on the next connection to the same origin, with the trust
@@ -260,22 +267,8 @@ final class TLSStream {
             version: String(cString: tinyfire_tls_version(pointer)),
             cipherSuite: String(cString: tinyfire_tls_ciphersuite(pointer)),
             resumed: tinyfire_tls_session_resumed(pointer) != 0,
-            peerCertificates: certificates(tinyfire_tls_peer_certificate),
-            verifiedPath: certificates(tinyfire_tls_verified_path))
-    }
-
-    /// The DER entries an indexed C accessor hands out, until it returns NULL.
-    private func certificates(
-        _ accessor: (OpaquePointer?, Int32, UnsafeMutablePointer<Int>?) -> UnsafePointer<UInt8>?
-    ) -> [Data] {
-        var result: [Data] = []
-        var index: Int32 = 0
-        var length = 0
-        while let der = accessor(pointer, index, &length) {
-            result.append(Data(bytes: der, count: length))
-            index += 1
-        }
-        return result
+            peerCertificates: derEntries(pointer, tinyfire_tls_peer_certificate),
+            verifiedPath: derEntries(pointer, tinyfire_tls_verified_path))
     }
 
     /// Whether the leaf certificate names `address` (4 or 16 bytes) in an iPAddress SAN.

@@ -12,3 +12,14 @@ func eventually(within timeout: Duration = .seconds(30), _ condition: () -> Bool
     }
     return true
 }
+
+/// `eventually` for synchronous tests (which may block their thread).
+@discardableResult
+func waitUntil(within timeout: Duration = .seconds(30), _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        if ContinuousClock.now >= deadline { return false }
+        Thread.sleep(forTimeInterval: 0.01)
+    }
+    return true
+}
