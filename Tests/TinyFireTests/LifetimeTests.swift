@@ -129,4 +129,17 @@ struct LifetimeTests {
         server.stop(grace: .seconds(30))
         #expect(server.exitStatus == 128 + SIGTERM, "s_server ended with \(server.exitStatus), not by SIGTERM")
     }
+
+    @Test("scripts/run-contained.sh stops what a run leaves behind, even a process that ignores SIGTERM")
+    func runContainedStopsLeftovers() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let script = root.appendingPathComponent("scripts/run-contained.sh").path
+        // The command exits at once, leaving a child that ignores SIGTERM, as a crashed test
+        // runner leaves its servers.
+        let result = try runCapturingOutput(script, ["/bin/sh", "-c", "trap '' TERM; (trap '' TERM; exec sleep 300) & echo $!; exit 3"])
+        #expect(result.status == 3, "the command's exit status is the script's")
+        let pid = try #require(Int32(String(decoding: result.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(result.stderr.contains("stopping what the run left behind"), "\(result.stderr)")
+        #expect(waitUntil { kill(pid, 0) != 0 }, "the leftover \(pid) is still running")
+    }
 }
