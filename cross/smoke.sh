@@ -33,7 +33,11 @@ printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$work/san.ext"
 openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
     -extfile "$work/san.ext" -out "$work/server.pem" 2>/dev/null
 pin="sha256//$(openssl pkey -in "$work/server.key" -pubout -outform DER | openssl dgst -sha256 -binary | base64)"
-other_pin="sha256//$(openssl pkey -in "$work/ca.key" -pubout -outform DER | openssl dgst -sha256 -binary | base64)"
+# A key on no certificate of the path. (The CA's key is on the verified path — leaf to trust
+# anchor — so pinning it passes: see docs/SECURITY.md.)
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/other.key" 2>/dev/null
+other_pin="sha256//$(openssl pkey -in "$work/other.key" -pubout -outform DER | openssl dgst -sha256 -binary | base64)"
+ca_pin="sha256//$(openssl pkey -in "$work/ca.key" -pubout -outform DER | openssl dgst -sha256 -binary | base64)"
 tls_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 
 mkdir -p "$work/www"
@@ -74,6 +78,7 @@ check "HTTPS GET with --cacert and --pin" 0 agent request --cacert "$work/ca.pem
 check "HTTPS 1 MiB download to a file" 0 agent request --cacert "$work/ca.pem" --pin "$pin" -o "$work/1m.out" "$https/1m.bin"
 cmp -s "$work/1m.out" "$work/www/1m.bin"; expect "HTTPS 1 MiB identical" $?
 check "HTTPS with a pin that does not match: exit 60" 60 agent request --cacert "$work/ca.pem" --pin "$other_pin" "$https/hello.txt"
+check "HTTPS with the trust anchor's key pinned" 0 agent request --cacert "$work/ca.pem" --pin "$ca_pin" "$https/hello.txt"
 check "HTTPS without the test CA: exit 60" 60 agent request "$https/hello.txt"
 grep -qE '^127\.0\.0\.1[[:space:]].*\blocalhost\b' /etc/hosts; expect "/etc/hosts names localhost" $?
 check "a name from /etc/hosts (localhost) through the binary's own resolver" 0 agent request "http://localhost:$port/hello.txt"

@@ -74,6 +74,14 @@ struct TrustPathTests {
         let cli = try fireAgent(["request", "--cacert", tls.caFile, "--pin", pin, "\(mitm.base)/"])
         #expect(cli.status == 60, "fire-agent --pin accepted the MITM: \(cli.stderr)")
 
+        // The trust anchor's key is on the verified path: pinning it passes (the server does not
+        // send the root), with and without default validation.
+        for defaultValidation in [true, false] {
+            let anchorPin = try PublicKeysTrustEvaluator(keyFiles: [tls.caFile], performDefaultValidation: defaultValidation)
+            let response = await trusting(tls, anchorPin).request("https://localhost:\(tls.port)/hello.txt").serializingData().response
+            #expect(response.error == nil, "anchor pin, default validation \(defaultValidation): \(String(describing: response.error))")
+        }
+
         // Control: the real server with an unrelated certificate appended still passes.
         let real = try OpenSSLServer(["-cert", d + "/server.pem", "-key", d + "/server.key", "-cert_chain", d + "/mitm.pem"])
         defer { real.stop() }

@@ -389,7 +389,8 @@ public struct PublicKeysTrustEvaluator: ServerTrustEvaluating {
             }
             return
         }
-        let carriers = trust.presentedCertificates.filter { $0.publicKeySHA256.map(pinned.contains) ?? false }
+        // Certificates with a pinned key: sent by the server, or the anchor its path reached.
+        let carriers = (trust.presentedCertificates + trust.certificates).filter { $0.publicKeySHA256.map(pinned.contains) ?? false }
         let leafIsPinned = trust.leaf?.publicKeySHA256.map(pinned.contains) ?? false
         let reasons = trust.failures(anchoredAt: carriers, leafIsPinned: leafIsPinned, validateHost: validateHost)
         guard reasons.isEmpty else { throw failure(["no path from the leaf to a pinned key verifies: "] + reasons) }
