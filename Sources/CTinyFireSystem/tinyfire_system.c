@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 
 int tinyfire_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
@@ -54,4 +55,11 @@ int tinyfire_accept_cloexec(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXE
 
 int tinyfire_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path) {
     return posix_spawn_file_actions_addchdir_np(actions, path);
+}
+
+void tinyfire_block_sigpipe(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
 }

@@ -1,3 +1,4 @@
+import ArgumentParser
 import TinyFire
 
 /// fire-agent's exit statuses. Where curl has a code for the same failure, fire-agent uses
@@ -86,6 +87,19 @@ enum ExitStatus: Int32 {
             case .certificateVerificationFailed: self = .peerFailedVerification
             case .resumeRejected: self = .badDownloadResume
             }
+        }
+    }
+}
+
+/// Refuses time options that are not a number of seconds (NaN, infinite, negative), naming the
+/// option; 0 means "no limit", as in curl.
+/// - Parameter options: each option's spelling and value (nil when not given).
+/// - Throws: `ValidationError` naming the first bad option.
+func validateSeconds(_ options: [(name: String, value: Double?)]) throws {
+    for (name, value) in options {
+        guard let value else { continue }
+        guard value.isFinite, value >= 0 else {
+            throw ValidationError("\(name) takes a number of seconds (0 or more), not \(value)")
         }
     }
 }

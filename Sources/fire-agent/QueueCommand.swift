@@ -83,9 +83,13 @@ struct QueueCommand: ParsableCommand {
         @Option(name: .customLong("discard-status"), help: "Statuses that remove a record without success (e.g. 400,422).")
         var discardStatus: String?
 
+        func validate() throws {
+            try validateSeconds([("--timeout", timeout)])
+        }
+
         func run() throws {
             var configuration = SessionConfiguration()
-            configuration.totalTimeout = .milliseconds(Int64(timeout * 1000))
+            configuration.totalTimeout = .timeInterval(timeout)
             let trustManager: ServerTrustManager?
             switch tlsOptions.apply(to: &configuration) {
             case .success(let manager): trustManager = manager

@@ -102,13 +102,20 @@ struct RequestCommand: ParsableCommand {
         if status != .success { throw ExitCode(status.rawValue) }
     }
 
+    func validate() throws {
+        try validateSeconds([
+            ("--timeout", timeout), ("--connect-timeout", connectTimeout), ("--idle-timeout", idleTimeout), ("--speed-time", speedTime),
+            ("--wait-for-network", waitForNetwork),
+        ])
+    }
+
     private func perform() -> ExitStatus {
         var configuration = SessionConfiguration()
-        if let timeout { configuration.totalTimeout = .milliseconds(Int64(timeout * 1000)) }
-        if let connectTimeout { configuration.connectTimeout = .milliseconds(Int64(connectTimeout * 1000)) }
-        if let idleTimeout { configuration.idleTimeout = .milliseconds(Int64(idleTimeout * 1000)) }
-        if let speedLimit {
-            configuration.lowSpeedLimit = LowSpeedLimit(bytesPerSecond: speedLimit, window: .milliseconds(Int64(speedTime * 1000)))
+        if let timeout { configuration.totalTimeout = .timeInterval(timeout) }
+        if let connectTimeout, let limit = Duration.timeInterval(connectTimeout) { configuration.connectTimeout = limit }
+        if let idleTimeout, let limit = Duration.timeInterval(idleTimeout) { configuration.idleTimeout = limit }
+        if let speedLimit, let window = Duration.timeInterval(speedTime) {
+            configuration.lowSpeedLimit = LowSpeedLimit(bytesPerSecond: speedLimit, window: window)
         }
         configuration.maxRedirects = maxRedirects
         let trustManager: ServerTrustManager?
@@ -195,7 +202,7 @@ struct RequestCommand: ParsableCommand {
         if let waitForNetwork {
             do {
                 let monitor = try NetworkReachabilityManager(host: URL(string: url)?.host())
-                interceptors.append(OfflineRetrier(monitor: monitor, maximumWait: .milliseconds(Int64(waitForNetwork * 1000))))
+                interceptors.append(OfflineRetrier(monitor: monitor, maximumWait: .timeInterval(waitForNetwork) ?? .zero))
             } catch {
                 return fail(.internalError, "--wait-for-network: \(error)")
             }

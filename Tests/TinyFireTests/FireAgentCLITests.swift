@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import TinyFire
+
 /// The fire-agent binary built beside the test bundle (or `FIRE_AGENT` from the environment).
 func fireAgentPath() throws -> String {
     if let path = ProcessInfo.processInfo.environment["FIRE_AGENT"] { return path }
@@ -133,6 +135,25 @@ struct FireAgentCLITests {
             #expect(result.stderr.hasPrefix("fire-agent: "), "\(arguments)")
             #expect(result.stderr.split(separator: "\n").count == 1, "\(arguments): \(result.stderr)")
         }
+    }
+
+    @Test("time options: NaN, infinite or negative seconds are refused by name; a huge one means no limit, never a trap")
+    func timeOptionsNeverTrap() throws {
+        for value in ["nan", "inf", "-1"] {
+            let result = try fireAgent(["request", "--timeout=\(value)", "http://127.0.0.1:1/"])
+            #expect(result.status == 64, "--timeout \(value): exit \(result.status) \(result.stderr.prefix(200))")
+            #expect(result.stderr.contains("--timeout"), "\(result.stderr.prefix(200))")
+        }
+        let flush = try fireAgent(["queue", "flush", "--dir", try makeTemporaryDirectory("time-options"), "--timeout=nan"])
+        #expect(flush.status == 64, "queue flush --timeout nan: exit \(flush.status)")
+        // 1e300 s: a deadline past the end of the clock is "never", not a wrapped one in the past.
+        let huge = try fireAgent([
+            "request", "--timeout", "1e300", "--connect-timeout", "1e300", "--idle-timeout", "1e300", "http://127.0.0.1:1/",
+        ])
+        #expect(huge.status == 7, "exit \(huge.status): \(huge.stderr.prefix(300))")
+        #expect(Duration.timeInterval(.nan) == nil && Duration.timeInterval(-1) == nil && Duration.timeInterval(.infinity) == nil)
+        #expect(Duration.timeInterval(1e300) == .milliseconds(Int64.max))
+        #expect(Duration.timeInterval(1.5) == .milliseconds(1500))
     }
 
     @Test("timeouts exit 28")

@@ -142,4 +142,66 @@ struct LifetimeTests {
         #expect(result.stderr.contains("stopping what the run left behind"), "\(result.stderr)")
         #expect(waitUntil { kill(pid, 0) != 0 }, "the leftover \(pid) is still running")
     }
+
+    @Test(
+        "a server that resets during a sendfile upload is an error, never a SIGPIPE death (fire-agent queue flush does not ignore SIGPIPE)")
+    func resetDuringSendfileIsNoSIGPIPE() throws {
+        // Reads the head, then goes away: the client is in the middle of sending 24 MiB.
+        let server = try HostileServer { client in
+            client.readHeadOnly()
+            // Half-close first (FIN: the client's socket goes to CLOSE_WAIT), then close with the
+            // upload unread (RST): the kernel then answers the client's next write with EPIPE,
+            // and SIGPIPE, not ECONNRESET.
+            shutdown(client.fd, Int32(SHUT_WR))
+            client.sleep(0.05)
+            client.close()
+        }
+        let directory = try makeTemporaryDirectory("sigpipe")
+        let body = directory + "/body.bin"
+        try Data(repeating: 0x5A, count: 24 << 20).write(to: URL(fileURLWithPath: body))
+        let added = try fireAgent(["queue", "add", "--dir", directory + "/queue", "-d", "@" + body, "\(server.base)/upload"])
+        #expect(added.status == 0, "\(added.stderr)")
+        for _ in 0..<6 {
+            let flush = try fireAgent(["queue", "flush", "--dir", directory + "/queue", "--timeout", "20"])
+            print("flush exit \(flush.status): \(flush.stderr)")
+            #expect(flush.status != 128 + SIGPIPE, "killed by SIGPIPE: \(flush.stderr)")
+            #expect(flush.status == 7 || flush.status == 55 || flush.status == 56, "exit \(flush.status): \(flush.stderr)")
+        }
+    }
+
+    @Test("every I/O thread blocks SIGPIPE, so no peer can kill a host program that does not ignore it")
+    func ioThreadsBlockSIGPIPE() throws {
+        let session = Session()
+        let loop = try #require(session.engine.loop)
+        // Ask the loop thread itself for its mask.
+        let mask = Mutex<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        loop.execute {
+            let status = (try? String(contentsOfFile: "/proc/thread-self/status", encoding: .utf8)) ?? ""
+            mask.withLock { $0 = status.split(separator: "\n").first { $0.hasPrefix("SigBlk:") }.map(String.init) }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        let line = try #require(mask.withLock { $0 })
+        let bits = try #require(UInt64(line.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16))
+        #expect(bits & (1 << (UInt64(SIGPIPE) - 1)) != 0, "SIGPIPE not blocked on the I/O thread: \(line)")
+    }
+
+    @Test("a Content-Length beyond Int64.max with a progress handler is a truncated body, not a trap")
+    func hugeContentLengthWithProgress() async throws {
+        let server = try HostileServer { client in
+            client.readRequest()
+            client.send("HTTP/1.1 200 OK\r\nContent-Length: 9999999999999999999\r\n\r\nsome bytes")
+        }
+        let seen = Mutex<[TransferProgress]>([])
+        let request = Session().request(server.base).downloadProgress { progress in seen.withLock { $0.append(progress) } }
+        let response = await request.serializingData().response
+        guard case .invalidResponse(.truncatedBody(let expected, let received)) = response.error?.transferError?.reason else {
+            Issue.record("got \(String(describing: response.error))")
+            return
+        }
+        #expect(expected == 9_999_999_999_999_999_999 && received == 10)
+        _ = await eventually { !seen.withLock { $0.isEmpty } }
+        #expect(seen.withLock { $0 }.allSatisfy { $0.totalUnitCount == Int64.max }, "\(seen.withLock { $0 })")
+    }
 }

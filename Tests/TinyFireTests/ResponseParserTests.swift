@@ -143,6 +143,32 @@ struct ResponseParserTests {
         #expect(parsed.body == [UInt8(ascii: "z")])
     }
 
+    @Test("obs-fold in a framing field is refused: the framing and the value an application reads could differ")
+    func foldedFramingFields() throws {
+        #expect(throws: HTTPParseError.foldedFramingField("Content-Length")) {
+            try parseAll("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n 6\r\n\r\nhello")
+        }
+        #expect(throws: HTTPParseError.foldedFramingField("Transfer-Encoding")) {
+            try parseAll("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip,\r\n\tchunked\r\n\r\n0\r\n\r\n")
+        }
+        // A fold in another field is still joined with a space.
+        #expect(try parseAll("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nX-A: b\r\n c\r\n\r\nz").head?.firstValue("X-A") == "b c")
+    }
+
+    @Test("interim (1xx) responses are bounded in number", arguments: [1, 7])
+    func informationalResponsesBounded(split: Int) throws {
+        let interim = String(repeating: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", count: 16)
+        let final = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        let parsed = try parseAll(interim + final, split: split)
+        #expect(parsed.informational.count == 16 && parsed.body == Array("ok".utf8))
+        #expect(throws: HTTPParseError.tooManyInformationalResponses(limit: 16)) {
+            try parseAll("HTTP/1.1 100 Continue\r\n\r\n" + interim + final, split: split)
+        }
+        #expect(throws: HTTPParseError.tooManyInformationalResponses(limit: 2)) {
+            try parseAll(interim + final, split: split, limits: .init(maxInformationalResponses: 2))
+        }
+    }
+
     @Test("empty lines before the status line are skipped", arguments: splits)
     func leadingEmptyLines(split: Int) throws {
         let parsed = try parseAll("\r\n\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", split: split)

@@ -32,6 +32,10 @@ int tinyfire_mkstemp_cloexec(char *template_path);
 /* sendfile(out, in, offset, count): from *offset, which advances by the bytes sent; bytes,
  * or -1 with errno. The file's own position is not used. */
 long tinyfire_sendfile(int out_fd, int in_fd, int64_t *offset, unsigned long count);
+/* Blocks SIGPIPE in the calling thread: a write or sendfile to a socket or pipe whose peer is
+ * gone then fails with EPIPE instead of killing the process (sendfile has no MSG_NOSIGNAL).
+ * The signal stays pending on that thread only, harmlessly. */
+void tinyfire_block_sigpipe(void);
 /* pipe2(fds, O_CLOEXEC): both ends close on exec, with no window in which a concurrent
  * spawn on another thread inherits them. */
 int tinyfire_pipe_cloexec(int fds[2]);

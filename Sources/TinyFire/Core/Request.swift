@@ -902,7 +902,9 @@ struct ProgressReporter {
     /// The deliveries for a new value, and whether a flush must be scheduled after `interval`.
     mutating func update(completed: UInt64, total: UInt64?, now: Instant, final: Bool) -> (deliveries: [Delivery], scheduleFlush: Bool) {
         guard !handlers.isEmpty else { return ([], false) }
-        var progress = TransferProgress(completedUnitCount: Int64(completed), totalUnitCount: total.map { Int64($0) } ?? -1)
+        // Both come from the peer (Content-Length, Content-Range): clamped, never trapped on.
+        var progress = TransferProgress(
+            completedUnitCount: Int64(clamping: completed), totalUnitCount: total.map { Int64(clamping: $0) } ?? -1)
         if final && progress.totalUnitCount < 0 { progress.totalUnitCount = progress.completedUnitCount }
         if progress == lastValue { return ([], false) }
         if !final, let lastReport, now < lastReport + Self.interval {

@@ -43,7 +43,7 @@ struct RequestSpec: Sendable {
         guard let url = request.url else { throw .invalidURL(url: "", reason: "the request has no URL") }
         self.init(
             url: url, method: request.method ?? .get, headers: request.headers, body: request.httpBody,
-            totalTimeout: request.timeoutInterval.flatMap { $0 > 0 ? .milliseconds(Int64($0 * 1000)) : nil })
+            totalTimeout: request.timeoutInterval.flatMap(Duration.timeInterval))
     }
 
     var urlRequest: URLRequest {

@@ -63,6 +63,16 @@ enum OfflineQueueJournal {
             case .file(_, let length): return length
             }
         }
+
+        /// Bytes it takes in a payload: the body itself when inline; a file body only names
+        /// its file (its bytes count against the queue's byte bound, not the record's).
+        var encodedLength: Int {
+            switch self {
+            case .none: return 1
+            case .inline(let bytes): return 1 + 4 + bytes.count
+            case .file(let name, _): return 1 + 1 + name.utf8.count + 8
+            }
+        }
     }
 
     /// Why a payload could not be decoded.
@@ -131,7 +141,7 @@ enum OfflineQueueJournal {
         if case .file(let name, _) = payload.body, name.utf8.count > 0xFF { return "the body file name is too long" }
         let size =
             1 + 1 + payload.method.utf8.count + 2 + payload.url.utf8.count + 1 + payload.idempotencyKey.utf8.count + 2
-            + payload.headers.reduce(0) { $0 + 4 + $1.name.utf8.count + $1.value.utf8.count } + 5 + Int(payload.body.length)
+            + payload.headers.reduce(0) { $0 + 4 + $1.name.utf8.count + $1.value.utf8.count } + payload.body.encodedLength
         if size > maxPayloadLength { return "the record would be \(size) bytes; the limit is \(maxPayloadLength)" }
         return nil
     }

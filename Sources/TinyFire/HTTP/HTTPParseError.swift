@@ -35,6 +35,11 @@ public enum HTTPParseError: Error, Sendable, Equatable, CustomStringConvertible 
     /// with a TCP close but no TLS close_notify: an attacker on the path can cut it there, so
     /// it is not complete (RFC 9112 §9.8).
     case closeDelimitedBodyWithoutCloseNotify(received: UInt64)
+    /// More interim (1xx) responses than the limit came before a final one.
+    case tooManyInformationalResponses(limit: Int)
+    /// A Content-Length or Transfer-Encoding field continued on a folded line (obs-fold):
+    /// the framing and the value an application reads could differ, so it is refused.
+    case foldedFramingField(String)
 
     /// One line naming what was wrong with the response.
     public var description: String {
@@ -72,6 +77,10 @@ public enum HTTPParseError: Error, Sendable, Equatable, CustomStringConvertible 
         case .closeDelimitedBodyWithoutCloseNotify(let received):
             return
                 "TLS connection closed without close_notify after \(received) bytes of a body that only the close delimits (possibly truncated)"
+        case .tooManyInformationalResponses(let limit):
+            return "more than \(limit) interim (1xx) responses before a final one"
+        case .foldedFramingField(let name):
+            return "\(name) continued on a folded line (obs-fold), which would make the framing ambiguous"
         }
     }
 }

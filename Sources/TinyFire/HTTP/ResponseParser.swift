@@ -35,22 +35,32 @@ public struct ResponseParser: Sendable {
         public var maxHeaderBlockBytes: Int
         /// Largest chunk-size line including extensions, in bytes. Default 4 KiB.
         public var maxChunkLineBytes: Int
+        /// Most interim (1xx) responses before the final one. Default
+        /// `ResponseParser.Limits.defaultMaxInformationalResponses` (16).
+        public var maxInformationalResponses: Int
 
         /// 64 KiB, the default header block limit.
         public static let defaultMaxHeaderBlockBytes = 64 * 1024
         /// 4 KiB, the default chunk-size line limit.
         public static let defaultMaxChunkLineBytes = 4 * 1024
+        /// 16, the default bound on interim responses: a server answers 100 Continue or 103
+        /// Early Hints once or twice; one that sends 1xx heads forever would hold the request
+        /// without ever tripping a byte limit.
+        public static let defaultMaxInformationalResponses = 16
 
         /// Creates limits.
         /// - Parameters:
         ///   - maxHeaderBlockBytes: bound on the head and on the trailers, in bytes.
         ///   - maxChunkLineBytes: bound on one chunk-size line, in bytes.
+        ///   - maxInformationalResponses: bound on the count of 1xx heads before the final one.
         public init(
             maxHeaderBlockBytes: Int = Limits.defaultMaxHeaderBlockBytes,
-            maxChunkLineBytes: Int = Limits.defaultMaxChunkLineBytes
+            maxChunkLineBytes: Int = Limits.defaultMaxChunkLineBytes,
+            maxInformationalResponses: Int = Limits.defaultMaxInformationalResponses
         ) {
             self.maxHeaderBlockBytes = maxHeaderBlockBytes
             self.maxChunkLineBytes = maxChunkLineBytes
+            self.maxInformationalResponses = maxInformationalResponses
         }
     }
 
@@ -93,6 +103,8 @@ public struct ResponseParser: Sendable {
     /// Bytes consumed so far, of any kind.
     public private(set) var totalBytesConsumed: Int = 0
     private var expectedLength: UInt64 = 0
+    /// Interim (1xx) heads seen so far.
+    private var informationalCount = 0
 
     /// Creates a parser for one response.
     /// - Parameters:
@@ -146,6 +158,10 @@ public struct ResponseParser: Sendable {
             let head = try parseHead()
             lineBuffer.removeAll(keepingCapacity: true)
             if head.status >= 100 && head.status < 200 && head.status != 101 {
+                informationalCount += 1
+                guard informationalCount <= limits.maxInformationalResponses else {
+                    throw .tooManyInformationalResponses(limit: limits.maxInformationalResponses)
+                }
                 return (end, .informational(head))
             }
             switch head.framing {
@@ -362,6 +378,8 @@ public struct ResponseParser: Sendable {
         startingAt start: Int, framingFields: inout FramingFields
     ) throws(HTTPParseError) -> [RawHeaderField] {
         var fields: [RawHeaderField] = []
+        /// The last field is Content-Length or Transfer-Encoding.
+        var lastFieldFrames = false
         let buffer = lineBuffer
         var lineStart = start
         while lineStart < buffer.count {
@@ -373,8 +391,11 @@ public struct ResponseParser: Sendable {
             let line = buffer[lineStart..<lineEnd]
             func fail() -> HTTPParseError { .invalidHeaderLine(String(decoding: line, as: UTF8.self)) }
             if line.first == 0x20 || line.first == 0x09 {
-                // obs-fold: a user agent replaces it with a space (RFC 9112 §5.2).
+                // obs-fold: a user agent replaces it with a space (RFC 9112 §5.2) — except in a
+                // field that frames the message, where the value the framing used and the one
+                // the application sees would differ.
                 guard !fields.isEmpty, let moreBytes = fieldValueBytes(line[...]) else { throw fail() }
+                if lastFieldFrames { throw .foldedFramingField(fields[fields.count - 1].name) }
                 let more = String(decoding: moreBytes, as: UTF8.self)
                 let previous = fields[fields.count - 1].value
                 fields[fields.count - 1].value = previous.isEmpty ? more : previous + " " + more
@@ -388,11 +409,14 @@ public struct ResponseParser: Sendable {
             let name = String(decoding: nameBytes, as: UTF8.self)
             guard let valueBytes = fieldValueBytes(line[(colon + 1)...]) else { throw fail() }
             fields.append(RawHeaderField(name: name, value: String(decoding: valueBytes, as: UTF8.self)))
+            lastFieldFrames = false
             if equalsLowercased(nameBytes, "content-length") {
+                lastFieldFrames = true
                 forEachListElement(valueBytes, keepEmpty: true) {
                     framingFields.contentLengths.append(String(decoding: $0, as: UTF8.self))
                 }
             } else if equalsLowercased(nameBytes, "transfer-encoding") {
+                lastFieldFrames = true
                 forEachListElement(valueBytes, keepEmpty: false) {
                     framingFields.transferCodings.append(String(decoding: $0, as: UTF8.self))
                 }

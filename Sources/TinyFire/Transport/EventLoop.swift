@@ -20,8 +20,11 @@ struct Instant: Comparable, Sendable, Hashable {
 
     static func < (a: Instant, b: Instant) -> Bool { a.nanoseconds < b.nanoseconds }
 
+    /// `a` plus `d`, saturating at the end of time (a huge timeout is "never", not a wrapped
+    /// deadline in the past).
     static func + (a: Instant, d: Duration) -> Instant {
-        Instant(nanoseconds: a.nanoseconds &+ d.nanosecondsClamped)
+        let (sum, overflow) = a.nanoseconds.addingReportingOverflow(d.nanosecondsClamped)
+        return Instant(nanoseconds: overflow ? .max : sum)
     }
 
     /// Time from `earlier` to `self`, zero if `earlier` is later.
@@ -31,13 +34,24 @@ struct Instant: Comparable, Sendable, Hashable {
 }
 
 extension Duration {
+    /// A time interval in seconds (Foundation's `TimeInterval`, a CLI or config value) as a
+    /// duration with millisecond precision, clamped to what a duration holds; nil when it is
+    /// not a positive finite number (NaN, infinity, zero or less) — never a trap.
+    /// - Parameter seconds: the interval.
+    /// - Returns: the duration, or nil.
+    public static func timeInterval(_ seconds: Double) -> Duration? {
+        guard seconds.isFinite, seconds > 0 else { return nil }
+        return .milliseconds(Int64(clamping: Int64(exactly: (seconds * 1000).rounded(.up)) ?? .max))
+    }
+
     /// The duration in whole nanoseconds, clamped to 0...UInt64.max.
     var nanosecondsClamped: UInt64 {
         let (seconds, attoseconds) = components
         if seconds < 0 { return 0 }
         let (ns, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return UInt64.max }
-        return ns &+ UInt64(attoseconds / 1_000_000_000)
+        let (total, wrapped) = ns.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+        return wrapped ? .max : total
     }
 
     /// The duration in seconds as a Double, for messages and rates.
@@ -121,6 +135,10 @@ final class EventLoop: @unchecked Sendable {
                 let start = Unmanaged<LoopStart>.fromOpaque(raw!).takeRetainedValue()
                 let loop = start.loop
                 start.name.withCString { tinyfire_set_thread_name($0) }
+                // Every socket write (and body sink write) happens on this thread: a peer that
+                // is gone must be an EPIPE error, never a SIGPIPE that kills the host program,
+                // whether or not the program ignores SIGPIPE itself.
+                tinyfire_block_sigpipe()
                 loop.run()
                 return nil
             }, box.toOpaque())

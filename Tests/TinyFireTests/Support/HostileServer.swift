@@ -73,6 +73,18 @@ final class HostileServer: @unchecked Sendable {
             }
         }
 
+        /// Reads until the end of a request head, and no body byte after it (as far as one
+        /// read can tell: what arrived in the same segments is read too).
+        func readHeadOnly() {
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while HostileServer.headEnd(in: bytes) == nil {
+                let n = read(fd, &buffer, buffer.count)
+                if n <= 0 { return }
+                bytes += buffer[0..<n]
+            }
+        }
+
         /// Blocks until the peer closes (or ten minutes pass), discarding what it sends.
         func waitForClose() {
             var buffer = [UInt8](repeating: 0, count: 4096)
