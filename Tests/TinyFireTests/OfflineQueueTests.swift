@@ -237,6 +237,42 @@ struct OfflineQueueStoreTests {
         #expect(again.statistics.quarantined == 1, "quarantined again on the second open")
     }
 
+    @Test("crafted numbers with valid checksums (sequence UInt64.max, a cursor at UInt64.max) are quarantined, never a trap")
+    func craftedNumbersAreDamage() throws {
+        let directory = try makeTemporaryDirectory("queue-crafted")
+        do {
+            let queue = try OfflineQueue(directory: directory)
+            for n in 1...3 { try queue.enqueue(try ingestRequest("http://example.test", "\(n)")) }
+            queue.close()
+        }
+        // A record appended by someone else: the largest sequence, every checksum right.
+        let payload = OfflineQueueJournal.Payload(
+            method: "POST", url: "http://example.test/evil", idempotencyKey: "k", headers: [], body: .none)
+        let segment = try segmentFile(directory)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: OfflineQueueJournal.encode(sequence: .max, enqueuedAtMilliseconds: .max, payload: payload))
+        try handle.close()
+        // Both cursor slots at the largest generation and counters, checksums right.
+        let state = directory + "/state"
+        let cursor = OfflineQueueJournal.Cursor(
+            generation: .max, removedThrough: 0, delivered: .max, droppedOldest: .max, rejectedNew: .max, discarded: .max, quarantined: .max
+        )
+        try Data(OfflineQueueJournal.encode(cursor) + OfflineQueueJournal.encode(cursor)).write(to: URL(fileURLWithPath: state))
+
+        // Read-only inspection in another process, then the library: neither traps.
+        let stats = try fireAgent(["queue", "stats", "--dir", directory])
+        #expect(stats.status == 0, "queue stats: exit \(stats.status) \(stats.stderr.prefix(300))")
+        #expect(String(decoding: stats.stdout, as: UTF8.self).contains("records=3\n"), "\(String(decoding: stats.stdout, as: UTF8.self))")
+        let queue = try OfflineQueue(directory: directory)
+        #expect(queue.records().map(\.url).map { $0.split(separator: "/").last.map(String.init) ?? "" } == ["1", "2", "3"])
+        #expect(queue.statistics.quarantined >= 1)
+        // Appends go on with ordinary numbers.
+        let next = try queue.enqueue(try ingestRequest("http://example.test", "4"))
+        #expect(next.sequence == 4)
+        queue.close()
+    }
+
     @Test("bounds: rejectNew refuses and counts; dropOldest drops the oldest and counts")
     func bounds() throws {
         let rejecting = try makeTemporaryDirectory("queue-reject")

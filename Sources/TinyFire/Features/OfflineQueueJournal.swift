@@ -146,8 +146,14 @@ enum OfflineQueueJournal {
         return nil
     }
 
-    /// The header at `offset` if it is intact: magic, header checksum and a payload length
-    /// within bounds. The payload is not checked.
+    /// The largest number the queue accepts from disk: sequence numbers, times, cursor
+    /// generations and counters (2^62). One enqueue a microsecond would take 146,000 years to
+    /// reach it, so anything larger is damage or a crafted file, quarantined like a bad
+    /// checksum; and below it, no `+ 1` the queue does can overflow.
+    static let maxStoredNumber: UInt64 = 1 << 62
+
+    /// The header at `offset` if it is intact: magic, header checksum, a payload length within
+    /// bounds and numbers no larger than `maxStoredNumber`. The payload is not checked.
     static func header(in bytes: UnsafeRawBufferPointer, at offset: Int) -> Header? {
         guard offset >= 0, bytes.count - offset >= headerLength else { return nil }
         guard bytes[offset] == magic[0], bytes[offset + 1] == magic[1], bytes[offset + 2] == magic[2], bytes[offset + 3] == magic[3]
@@ -156,9 +162,11 @@ enum OfflineQueueJournal {
         guard checksum(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + 28])) == stored else { return nil }
         let length = Int(readInteger(bytes, at: offset + 4, bytes: 4))
         guard length <= maxPayloadLength else { return nil }
+        let sequence = readInteger(bytes, at: offset + 8, bytes: 8)
+        let enqueuedAt = readInteger(bytes, at: offset + 16, bytes: 8)
+        guard sequence >= 1, sequence <= maxStoredNumber, enqueuedAt <= maxStoredNumber else { return nil }
         return Header(
-            payloadLength: length, sequence: readInteger(bytes, at: offset + 8, bytes: 8),
-            enqueuedAtMilliseconds: readInteger(bytes, at: offset + 16, bytes: 8),
+            payloadLength: length, sequence: sequence, enqueuedAtMilliseconds: enqueuedAt,
             payloadChecksum: UInt32(readInteger(bytes, at: offset + 24, bytes: 4)))
     }
 
@@ -265,7 +273,8 @@ enum OfflineQueueJournal {
         return slot
     }
 
-    /// The newest intact slot of a `state` file, or nil when neither is intact.
+    /// The newest intact slot of a `state` file (magic, version, checksum, every number at most
+    /// `maxStoredNumber`), or nil when neither is intact.
     static func decodeCursor(_ bytes: UnsafeRawBufferPointer) -> Cursor? {
         var best: Cursor?
         for slot in 0..<2 {
@@ -276,6 +285,8 @@ enum OfflineQueueJournal {
                 UInt32(readInteger(bytes, at: start + 64, bytes: 4)) == checksum(fields)
             else { continue }
             let values = (0..<7).map { readInteger(fields, at: 8 + $0 * 8, bytes: 8) }
+            // A number past the ceiling is not a slot the queue wrote: not intact.
+            guard values.allSatisfy({ $0 <= maxStoredNumber }) else { continue }
             let cursor = Cursor(
                 generation: values[0], removedThrough: values[1], delivered: values[2], droppedOldest: values[3],
                 rejectedNew: values[4], discarded: values[5], quarantined: values[6])
