@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target for the response parser and gzip/deflate decoding, and runs it
-# for a bounded time. Usage: fuzz/run.sh [SECONDS]   (default 60)
+# Builds the libFuzzer targets (response parser with gzip/deflate decoding, the offline queue's
+# journal and cursor reader, Content-Range parsing) and runs them
+# for a bounded total time. Usage: fuzz/run.sh [SECONDS]   (default 60)
 # Crashing inputs land in fuzz/crashes/; turn each into a regression test in
 # Tests/TinyFireTests/FuzzRegressionTests.swift (fuzz/regressions/ holds them as files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 out=.build-fuzz
-mkdir -p "$out" fuzz/crashes fuzz/corpus-work
-swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
-    -module-name TinyFireFuzz \
-    -I Sources/CZlib -lz \
-    Sources/TinyFire/HTTP/ResponseParser.swift \
-    Sources/TinyFire/HTTP/ResponseHead.swift \
-    Sources/TinyFire/HTTP/HTTPParseError.swift \
-    Sources/TinyFire/HTTP/ContentDecoder.swift \
-    fuzz/ResponseParserFuzz.swift \
-    -o "$out/response-parser-fuzz"
-# Seeds are committed in fuzz/corpus; new interesting inputs go to the untracked work corpus.
-"$out/response-parser-fuzz" fuzz/corpus-work fuzz/corpus \
-    -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 \
-    -artifact_prefix=fuzz/crashes/ -print_final_stats=1 2>&1 | tail -n 25
+mkdir -p "$out" fuzz/crashes fuzz/corpus-work fuzz/corpus-work-queue fuzz/corpus-work-range
+flags=(-sanitize=fuzzer,address -parse-as-library -O -g -I Sources/CZlib -lz)
+http=(Sources/TinyFire/HTTP/ResponseParser.swift Sources/TinyFire/HTTP/ResponseHead.swift
+    Sources/TinyFire/HTTP/HTTPParseError.swift Sources/TinyFire/HTTP/ContentDecoder.swift)
+swiftc "${flags[@]}" -module-name TinyFireFuzz "${http[@]}" fuzz/ResponseParserFuzz.swift -o "$out/response-parser-fuzz"
+swiftc "${flags[@]}" -module-name TinyFireRangeFuzz "${http[@]}" Sources/TinyFire/HTTP/ContentRange.swift \
+    fuzz/ContentRangeFuzz.swift -o "$out/content-range-fuzz"
+swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFire/Features/OfflineQueueJournal.swift \
+    fuzz/QueueJournalFuzz.swift -o "$out/queue-journal-fuzz"
+# The response parser gets half the time, the queue reader and Content-Range a quarter each.
+# Seeds are committed in fuzz/corpus*; new interesting inputs go to untracked work corpora.
+run() {
+    "$out/$1" "$2" "$3" -max_total_time="$4" -max_len=8192 -rss_limit_mb=2048 \
+        -artifact_prefix=fuzz/crashes/ -print_final_stats=1 2>&1 | tail -n 12
+}
+run response-parser-fuzz fuzz/corpus-work fuzz/corpus $(( (seconds + 1) / 2 ))
+run queue-journal-fuzz fuzz/corpus-work-queue fuzz/corpus-queue $(( (seconds + 3) / 4 ))
+run content-range-fuzz fuzz/corpus-work-range fuzz/corpus-range $(( (seconds + 3) / 4 ))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: install what is missing, lint strictly, build with
 # warnings as errors, run every test (unit, integration against nginx/httpbin, hostile servers,
-# CLI), then fuzz the response parser for a bounded time (FUZZ_SECONDS, default 60).
+# CLI), then fuzz the response parser, the offline queue's reader and Content-Range parsing for a
+# bounded total time (FUZZ_SECONDS, default 90).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -17,8 +18,8 @@ echo "== tests"
 # In a session of their own: whatever the tests leave running is stopped when they end.
 scripts/run-contained.sh swift test --skip-build
 
-echo "== fuzz (${FUZZ_SECONDS:-60} s)"
-fuzz/run.sh "${FUZZ_SECONDS:-60}"
+echo "== fuzz (${FUZZ_SECONDS:-90} s)"
+fuzz/run.sh "${FUZZ_SECONDS:-90}"
 if [ -n "$(ls -A fuzz/crashes 2>/dev/null)" ]; then
     echo "fuzzer found crashing inputs in fuzz/crashes: copy them to fuzz/regressions and fix" >&2
     exit 1

@@ -8,20 +8,50 @@ import Testing
 /// typed error, never a crash.
 @Suite("Fuzz regressions")
 struct FuzzRegressionTests {
-    static let inputs: [String] = {
+    /// The files in these folders of the repository, sorted.
+    static func files(in directories: [String]) -> [String] {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         var paths: [String] = []
-        for directory in ["fuzz/corpus", "fuzz/regressions"] {
+        for directory in directories {
             let folder = root.appendingPathComponent(directory)
             let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
             paths += names.filter { !$0.hasPrefix(".") }.sorted().map { folder.appendingPathComponent($0).path }
         }
         return paths
-    }()
+    }
+
+    static let inputs = files(in: ["fuzz/corpus", "fuzz/regressions"])
+    static let queueInputs = files(in: ["fuzz/corpus-queue", "fuzz/regressions-queue"])
+    static let rangeInputs = files(in: ["fuzz/corpus-range", "fuzz/regressions-range"])
 
     @Test("the saved inputs exist")
     func inputsExist() {
-        #expect(Self.inputs.count >= 8)
+        #expect(Self.inputs.count >= 8 && Self.queueInputs.count >= 4 && Self.rangeInputs.count >= 6)
+    }
+
+    @Test("every saved journal or cursor input is read without a trap, numbers under the ceiling", arguments: queueInputs)
+    func replayQueue(path: String) throws {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        bytes.withUnsafeBytes { raw in
+            for item in OfflineQueueJournal.scan(raw) {
+                guard case .record(let offset, let header) = item else { continue }
+                #expect(offset + header.recordLength <= raw.count && header.sequence <= OfflineQueueJournal.maxStoredNumber)
+                let start = offset + OfflineQueueJournal.headerLength
+                _ = try? OfflineQueueJournal.decodePayload(UnsafeRawBufferPointer(rebasing: raw[start..<offset + header.recordLength]))
+            }
+            if let cursor = OfflineQueueJournal.decodeCursor(raw) { #expect(cursor.generation <= OfflineQueueJournal.maxStoredNumber) }
+        }
+    }
+
+    @Test("every saved Content-Range input parses to an ordered, in-bounds range or to nothing", arguments: rangeInputs)
+    func replayRange(path: String) throws {
+        let value = String(decoding: try Data(contentsOf: URL(fileURLWithPath: path)), as: UTF8.self)
+        guard let parsed = ContentRange(value) else { return }
+        if let range = parsed.range {
+            #expect(range.upperBound < UInt64.max && parsed.completeLength.map { range.upperBound < $0 } ?? true)
+        } else {
+            #expect(parsed.completeLength != nil)
+        }
     }
 
     @Test("every saved input parses or fails with a typed error", arguments: inputs)
