@@ -158,6 +158,43 @@ struct DownloadTests {
         #expect(contents(of: directory) == ["fw.bin"])
     }
 
+    @Test("a 206 that stops before the announced end, or whose body is shorter than its range, is not a complete download")
+    func shortRangesAreNotComplete() async throws {
+        // Each answer continues a 100-byte partial file of a 1,000-byte resource, wrongly.
+        let answers = [
+            "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 100-199/1000\r\nContent-Length: 100\r\n\r\n"
+                + String(repeating: "b", count: 100),
+            "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 100-999/1000\r\nContent-Length: 500\r\n\r\n"
+                + String(repeating: "b", count: 500),
+        ]
+        for (index, answer) in answers.enumerated() {
+            let server = try HostileServer { client in
+                client.readRequest()
+                client.send(answer)
+            }
+            defer { server.stop() }
+            let directory = try scratch("short-range-\(index)")
+            let partial = directory.appendingPathComponent(".fw.bin.partial")
+            try Data(repeating: 0x61, count: 100).write(to: partial)
+            let target = directory.appendingPathComponent("fw.bin")
+            let data = DownloadResumeData(
+                url: URL(string: "\(server.base)/fw.bin")!, partialFile: partial.path, bytesOnDisk: 100, entityTag: "\"v1\"",
+                totalLength: 1000
+            ).data
+            let response = await Session().download(resumingWith: data) { _, _ in (target, []) }.downloadResponse
+            guard case .resumeRejected(let message) = response.error?.transferError?.reason else {
+                Issue.record(
+                    "answer \(index): \(String(describing: response.error)), file exists: \(FileManager.default.fileExists(atPath: target.path))"
+                )
+                continue
+            }
+            #expect(message.contains(index == 0 ? "would end short" : "spans 900"), "\(message)")
+            #expect(!FileManager.default.fileExists(atPath: target.path), "a short file was moved into place")
+            #expect(try Data(contentsOf: partial).count == 100, "the partial file was changed")
+            #expect(response.resumeData != nil, "no resume data for a later attempt")
+        }
+    }
+
     @Test("a resource that changed between attempts comes back whole (If-Range), never spliced")
     func resourceChanged() async throws {
         let server = try nginx()

@@ -290,6 +290,17 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         if let known = partial.totalLength, let complete = contentRange.completeLength, known != complete {
             try restart(fromZero: true, "the resource is now \(complete) bytes, it was \(known)")
         }
+        // The body must be the whole rest: a range that stops before the announced end, or a
+        // body shorter than its range, would be renamed into place as a short file. Refused
+        // before a byte is written; the partial file stays for a later attempt.
+        let spanned = range.upperBound - range.lowerBound + 1
+        if let length = response.headerFields[.contentLength].flatMap(parseDecimal), length != spanned {
+            throw .resumeRejected("the 206 body is \(length) bytes but its Content-Range spans \(spanned)")
+        }
+        if let complete = contentRange.completeLength ?? partial.totalLength, range.upperBound + 1 != complete {
+            throw .resumeRejected(
+                "the server sent bytes \(range.lowerBound)-\(range.upperBound) of \(complete): the file would end short")
+        }
         if let coding = response.headerFields[.contentEncoding], coding.lowercased() != "identity" {
             try restart(fromZero: true, "a range with Content-Encoding \(coding) cannot continue decoded bytes")
         }
