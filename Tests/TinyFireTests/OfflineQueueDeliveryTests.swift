@@ -243,11 +243,13 @@ struct KillWindow: CustomStringConvertible {
     var acknowledged: [[String]]
 
     /// Kill times that spread from start-up (half the fastest first acknowledgement, so some
-    /// kills land in start-up and recovery) to about 100 records past the slowest one.
+    /// kills land in start-up and recovery) to about 100 records past the slowest one — or,
+    /// where start-up dwarfs the records (an emulator), as long past it as before it, so that
+    /// about half the kills land among acknowledgements either way.
     var window: ClosedRange<Double> {
         let first = firstAcknowledgement.min() ?? 0.01
         let last = firstAcknowledgement.max() ?? 0.01
-        return (first / 2)...(last + 100 * perRecord)
+        return (first / 2)...(last + max(100 * perRecord, first / 2))
     }
 
     var description: String {
