@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import TinyFire
@@ -250,5 +251,35 @@ struct HostileServerTests {
             Issue.record("got \(error)")
             return
         }
+    }
+
+    @Test("credentials from the session's default headers do not follow a redirect to another origin")
+    func sessionCredentialsStayWithTheirOrigin() async throws {
+        let seenByOther = Mutex<String>("")
+        let other = try HostileServer { client in
+            let head = client.readRequest()
+            seenByOther.withLock { $0 = head }
+            client.send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        }
+        let seenByFirst = Mutex<String>("")
+        let first = try HostileServer { client in
+            let head = client.readRequest()
+            seenByFirst.withLock { $0 = head }
+            client.send("HTTP/1.1 302 Found\r\nLocation: \(other.base)/landing\r\nContent-Length: 0\r\n\r\n")
+        }
+        var configuration = SessionConfiguration()
+        configuration.headers.add(name: "Authorization", value: "Bearer session-secret")
+        configuration.headers.add(name: "Cookie", value: "sid=session-cookie")
+        configuration.headers.add(name: "Proxy-Authorization", value: "Basic cHJveHk=")
+        configuration.headers.add(name: "X-Device", value: "0001")
+        let response = await Session(configuration: configuration).request("\(first.base)/start").serializingString().response
+        #expect(response.value == "ok", "\(String(describing: response.error))")
+        let firstHead = seenByFirst.withLock { $0 }.lowercased()
+        #expect(firstHead.contains("authorization: bearer session-secret") && firstHead.contains("cookie: sid=session-cookie"))
+        let otherHead = seenByOther.withLock { $0 }.lowercased()
+        #expect(
+            !otherHead.contains("session-secret") && !otherHead.contains("session-cookie") && !otherHead.contains("proxy-authorization"),
+            "credentials crossed to another origin: \(otherHead)")
+        #expect(otherHead.contains("x-device: 0001"), "other default headers still go")
     }
 }

@@ -31,12 +31,28 @@ struct RequestSpec: Sendable {
     }
     var hasBody: Bool { body != nil || bodySource != nil }
 
+    /// The origin the caller addressed. Credentials — `Authorization`, `Cookie` and
+    /// `Proxy-Authorization`, the request's own and the session's default ones — go to it only,
+    /// never to another origin a redirect leads to (curl's rule without --location-trusted).
+    let credentialOrigin: String
+
     init(url: URL, method: HTTPMethod, headers: HTTPHeaders, body: Data?, totalTimeout: Duration? = nil) {
         self.url = url
         self.method = method
         self.headers = headers
         self.body = body
         self.totalTimeout = totalTimeout
+        self.credentialOrigin = Self.origin(of: url)
+    }
+
+    /// The credential headers that stay with their origin.
+    static let credentialHeaders = ["Authorization", "Cookie", "Proxy-Authorization"]
+
+    /// `scheme://host:port`, lowercased, with the scheme's default port filled in.
+    static func origin(of url: URL) -> String {
+        let scheme = url.scheme?.lowercased() ?? ""
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        return "\(scheme)://\(url.host(percentEncoded: true)?.lowercased() ?? ""):\(port)"
     }
 
     init(_ request: URLRequest) throws(TinyFireError) {
@@ -336,6 +352,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         let authority = port == defaultPort ? hostForHeader : "\(hostForHeader):\(port)"
 
         var headers = spec.headers.merging(defaults: configuration.headers)
+        if RequestSpec.origin(of: url) != spec.credentialOrigin {
+            for name in RequestSpec.credentialHeaders { headers.remove(name: name) }
+        }
         if !configuration.automaticDecompression && spec.headers.value(for: "Accept-Encoding") == nil {
             headers.remove(name: "Accept-Encoding")
         }
@@ -848,18 +867,12 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
                 next.headers.remove(name: name)
             }
         }
-        let sameOrigin =
-            target.scheme?.lowercased() == spec.url.scheme?.lowercased()
-            && target.host(percentEncoded: true)?.lowercased() == spec.url.host(percentEncoded: true)?.lowercased()
-            && (target.port ?? defaultPort(target)) == (spec.url.port ?? defaultPort(spec.url))
-        if !sameOrigin {
-            for name in ["Authorization", "Cookie", "Proxy-Authorization"] { next.headers.remove(name: name) }
+        // The next request as a redirect handler sees it: without the credentials that will
+        // not be sent (prepareHead also keeps the session's defaults from that origin).
+        if RequestSpec.origin(of: target) != spec.credentialOrigin {
+            for name in RequestSpec.credentialHeaders { next.headers.remove(name: name) }
         }
         return next
-    }
-
-    private func defaultPort(_ url: URL) -> Int {
-        url.scheme?.lowercased() == "https" ? 443 : 80
     }
 
     private func follow(_ target: RequestSpec) {
