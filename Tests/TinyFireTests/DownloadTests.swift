@@ -195,6 +195,41 @@ struct DownloadTests {
         }
     }
 
+    @Test("a download is private (0600) while partial, then 0666 & ~umask like any new file")
+    func fileModesFollowUmask() throws {
+        let server = try nginx()
+        let directory = try scratch("modes")
+        let agent = try fireAgentPath()
+        for (mask, expected) in [("077", 0o600), ("022", 0o644), ("002", 0o664)] {
+            let output = directory.appendingPathComponent("out-\(mask).bin").path
+            let result = try runCapturingOutput(
+                "/bin/sh", ["-c", "umask \(mask); exec \"$0\" request -o \"$1\" \"$2\"", agent, output, "\(server.base)/1m.bin"])
+            #expect(result.status == 0, "\(result.stderr)")
+            let mode = try #require(try FileManager.default.attributesOfItem(atPath: output)[.posixPermissions] as? Int)
+            #expect(mode == expected, "umask \(mask): mode \(String(mode, radix: 8))")
+        }
+        // While the body is still coming (a proxy that stalls half-way), even umask 000 leaves
+        // the partial file readable by its owner only.
+        let proxy = try CuttingProxy(upstreamPort: server.port, cut: .stall(after: 300_000))
+        defer { proxy.stop() }
+        let stalled = try ChildProcess(
+            "/bin/sh",
+            [
+                "-c", "umask 000; exec \"$0\" request -o \"$1\" \"$2\"", agent, directory.appendingPathComponent("stalled.bin").path,
+                "http://127.0.0.1:\(proxy.port)/1m.bin",
+            ])
+        defer { stalled.stop() }
+        var partial: String?
+        #expect(
+            waitUntil {
+                partial = contents(of: directory).first { $0.hasPrefix(".stalled.bin.") }; return partial != nil
+            })
+        let name = try #require(partial)
+        let mode = try #require(
+            try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent(name).path)[.posixPermissions] as? Int)
+        #expect(mode == 0o600, "partial file mode \(String(mode, radix: 8))")
+    }
+
     @Test("a resource that changed between attempts comes back whole (If-Range), never spliced")
     func resourceChanged() async throws {
         let server = try nginx()

@@ -170,7 +170,7 @@ final class AtomicFileSink: ResponseBodySink {
             fd = created
             partialPath = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             bytesOnDisk = 0
-            fchmod(fd, 0o644)
+        // mkstemp made it 0600: it stays private until it is complete (commitStagedFile).
         case .append(let existing, let offset):
             fd = Glibc.open(existing, O_WRONLY | O_CLOEXEC)
             guard fd >= 0 else {
@@ -190,7 +190,7 @@ final class AtomicFileSink: ResponseBodySink {
                 throw .writeFailed(path: existing, message: message)
             }
         case .restart(let existing):
-            fd = Glibc.open(existing, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            fd = Glibc.open(existing, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
             guard fd >= 0 else { throw .writeFailed(path: existing, message: "cannot open partial file: \(errnoMessage(errno))") }
             partialPath = existing
             bytesOnDisk = 0
@@ -248,9 +248,13 @@ final class AtomicFileSink: ResponseBodySink {
 /// Moves a validated body into place: a rename (atomic: the destination is either the old
 /// file or the complete new one), or a copy when the partial file is on another file system.
 /// The staged file is gone afterwards, whatever happened.
+///
+/// The partial file was private (0600) while incomplete; the finished file gets the mode a
+/// newly created file gets, `0666 & ~umask`, as curl's and every shell redirection's do.
 func commitStagedFile(_ staged: URL, to destination: URL) throws(SinkError) {
     let from = staged.path(percentEncoded: false)
     let to = destination.path(percentEncoded: false)
+    chmod(from, newFileMode())
     guard from != to else { return }
     guard rename(from, to) != 0 else { return }
     let code = errno
@@ -264,7 +268,7 @@ private func copyFile(from source: String, to target: String) -> Bool {
     let input = Glibc.open(source, O_RDONLY | O_CLOEXEC)
     guard input >= 0 else { return false }
     defer { Glibc.close(input) }
-    let output = Glibc.open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    let output = Glibc.open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, newFileMode())
     guard output >= 0 else { return false }
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
     defer { buffer.deallocate() }
@@ -320,4 +324,23 @@ struct PathParts {
         guard let slash = path.lastIndex(of: "/") else { return "" }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
+}
+
+/// `0666 & ~umask`: the mode of a newly created file. The umask is read from
+/// /proc/self/status (Linux 4.7+) because umask(2) can only be read by setting it, which would
+/// race with other threads creating files; 022 when it cannot be read.
+func newFileMode() -> mode_t {
+    var mask: mode_t = 0o022
+    let fd = Glibc.open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+    if fd >= 0 {
+        defer { Glibc.close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = Glibc.read(fd, &buffer, buffer.count)
+        if n > 0, let line = String(decoding: buffer[0..<n], as: UTF8.self).split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
+            let value = mode_t(line.dropFirst(6).trimmingHTTPWhitespace(), radix: 8)
+        {
+            mask = value
+        }
+    }
+    return 0o666 & ~mask
 }
