@@ -373,8 +373,10 @@ struct ReadFileError: Error {
     init(_ message: String) { self.message = message }
 }
 
+/// Writes `text` and a newline to stderr, with control characters (which a peer can put in a
+/// header, a reason phrase or a certificate name) escaped.
 func printError(_ text: String) {
-    let line = text + "\n"
+    let line = text.escapingControlCharacters() + "\n"
     _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
 }
 

@@ -282,4 +282,38 @@ struct HostileServerTests {
             "credentials crossed to another origin: \(otherHead)")
         #expect(otherHead.contains("x-device: 0001"), "other default headers still go")
     }
+
+    @Test("-v and error messages never print raw control bytes a server sent (ESC, CSI, DEL)")
+    func controlBytesAreEscaped() throws {
+        let evil = "\u{1b}]0;pwned\u{07}\u{1b}[2J\u{9b}31m\u{7f}"
+        let server = try HostileServer { client in
+            let head = client.readRequest()
+            if head.hasPrefix("GET /redirect") {
+                client.send("HTTP/1.1 302 Found\u{1b}[5m\r\nLocation: /\(evil)\r\nContent-Length: 0\r\n\r\n")
+            } else {
+                client.send("HTTP/1.1 200 OK\r\nX-Evil: \(evil)\r\nContent-Length: 2\r\n\r\nok")
+            }
+        }
+        let verbose = try fireAgent(["request", "-v", "\(server.base)/"])
+        #expect(verbose.status == 0)
+        let redirect = try fireAgent(["request", "\(server.base)/redirect"])
+        #expect(redirect.status != 0)
+        let library = Session().request("\(server.base)/redirect")
+        let done = DispatchSemaphore(value: 0)
+        let description = Mutex("")
+        library.response(queue: .global()) { response in
+            description.withLock { $0 = response.error.map { "\($0)" } ?? "" }
+            done.signal()
+        }
+        done.wait()
+        for (what, text) in [
+            ("-v", verbose.stderr), ("the redirect error", redirect.stderr), ("the library's error", description.withLock { $0 }),
+        ] {
+            #expect(
+                !text.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x9B || $0.value == 0x7F },
+                "\(what) printed raw control bytes: \(text.debugDescription)")
+        }
+        // ESC and BEL never reach it (HTTPFields turns them into spaces); the C1 CSI does, escaped.
+        #expect(verbose.stderr.contains("\\x9b31m"), "\(verbose.stderr.debugDescription)")
+    }
 }

@@ -137,8 +137,12 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case customSerializationFailed(error: any Error)
     }
 
-    /// One line naming what went wrong.
-    public var description: String {
+    /// One line naming what went wrong. Control characters a peer put in it (a header, a
+    /// certificate name, a message) are shown escaped (`\x1b`), so printing it to a terminal
+    /// or a log is safe.
+    public var description: String { unescapedDescription.escapingControlCharacters() }
+
+    private var unescapedDescription: String {
         switch self {
         case .invalidURL(let url, let reason): return "invalid URL \(quoted(url)): \(reason)"
         case .invalidRequest(let reason): return "invalid request: \(reason)"
@@ -384,8 +388,10 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
         "\(method) \(url) failed while \(phase.rawValue): \(reasonDescription)"
     }
 
-    /// The reason alone, in words.
-    public var reasonDescription: String {
+    /// The reason alone, in words, control characters escaped.
+    public var reasonDescription: String { unescapedReasonDescription.escapingControlCharacters() }
+
+    private var unescapedReasonDescription: String {
         switch reason {
         case .nameResolutionFailed(let message):
             return "cannot resolve host \(quoted(host)): \(message)"
