@@ -204,4 +204,29 @@ struct LifetimeTests {
         _ = await eventually { !seen.withLock { $0.isEmpty } }
         #expect(seen.withLock { $0 }.allSatisfy { $0.totalUnitCount == Int64.max }, "\(seen.withLock { $0 })")
     }
+
+    @Test("partial files abandoned by a dead process are swept; live, recent or foreign files are not")
+    func abandonedPartialsAreSwept() throws {
+        let directory = try makeTemporaryDirectory("abandoned")
+        func make(_ name: String, daysOld: Int) throws -> String {
+            let path = directory + "/" + name
+            try Data("partial".utf8).write(to: URL(fileURLWithPath: path))
+            let then = Date().addingTimeInterval(-Double(daysOld) * 86_400)
+            try FileManager.default.setAttributes([.modificationDate: then], ofItemAtPath: path)
+            return path
+        }
+        let abandoned = try make(".TinyFire_A.tmp.tinyfire-aaaaaa", daysOld: 2)
+        let recent = try make(".TinyFire_B.tmp.tinyfire-bbbbbb", daysOld: 0)
+        let foreign = try make(".other.tmp.tinyfire-cccccc", daysOld: 2)
+        // A live download: a sink writing a partial file holds its lock, however old it looks.
+        let sink = try AtomicFileSink(
+            destination: URL(fileURLWithPath: directory + "/TinyFire_D.tmp"), createIntermediateDirectories: false, replaceExisting: true)
+        let live = sink.partialPath
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-3 * 86_400)], ofItemAtPath: live)
+
+        #expect(AtomicFileSink.removeAbandonedPartials(in: directory) == 1)
+        #expect(!FileManager.default.fileExists(atPath: abandoned))
+        for path in [recent, foreign, live] { #expect(FileManager.default.fileExists(atPath: path), "\(path) was removed") }
+        sink.discard()
+    }
 }

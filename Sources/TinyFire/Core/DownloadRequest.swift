@@ -247,6 +247,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             }
             protected.withLock { $0.downloadProgressBase = progressBase }
             let temporary = FileManager.default.temporaryDirectory.appending(path: "TinyFire_\(UUID().uuidString).tmp")
+            if destination == nil { AtomicFileSink.sweepDefaultTemporaryDirectoryOnce }
             let (url, options) = destination?(temporary, response) ?? (temporary, [])
             if case .inPlace = partialPolicy, case .new = placement, [200, 206].contains(code) {
                 placement = .restart(path: url.path(percentEncoded: false))

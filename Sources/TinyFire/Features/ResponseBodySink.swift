@@ -169,8 +169,8 @@ final class AtomicFileSink: ResponseBodySink {
             }
             fd = created
             partialPath = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            // mkstemp made it 0600: it stays private until it is complete (commitStagedFile).
             bytesOnDisk = 0
-        // mkstemp made it 0600: it stays private until it is complete (commitStagedFile).
         case .append(let existing, let offset):
             fd = Glibc.open(existing, O_WRONLY | O_CLOEXEC)
             guard fd >= 0 else {
@@ -195,11 +195,50 @@ final class AtomicFileSink: ResponseBodySink {
             partialPath = existing
             bytesOnDisk = 0
         }
+        // Held while this process writes: a later process's sweep of abandoned partial files
+        // (removeAbandonedPartials) never removes a live one. Released by close, or by death.
+        _ = flock(fd, LOCK_EX | LOCK_NB)
     }
 
     deinit {
         if !finished { discard() }
     }
+
+    /// How long an unlocked partial file of a default-location download must have been
+    /// untouched before a later process removes it as abandoned: 24 hours. (Resume data that
+    /// must outlive a restart should name its own destination, not the temporary directory.)
+    static let abandonedPartialAge: Duration = .seconds(24 * 3600)
+
+    /// Removes the partial files (`.TinyFire_*.tmp.tinyfire-*`) that downloads without a
+    /// destination left in `directory` when their process died: those no process holds locked
+    /// and that have not changed for `age`.
+    /// - Returns: how many were removed.
+    @discardableResult
+    static func removeAbandonedPartials(in directory: String, olderThan age: Duration = abandonedPartialAge) -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let cutoff = Int64(now.tv_sec) - Int64(clamping: age.components.seconds)
+        var removed = 0
+        for name in names where name.hasPrefix(".TinyFire_") && name.contains(".tmp.tinyfire-") {
+            let path = directory + "/" + name
+            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else { continue }
+            defer { Glibc.close(fd) }
+            var info = stat()
+            guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_mtim.tv_sec) < cutoff,
+                flock(fd, LOCK_EX | LOCK_NB) == 0
+            else { continue }
+            if unlink(path) == 0 { removed += 1 }
+        }
+        return removed
+    }
+
+    /// The sweep of the default temporary directory, once per process (on its first download
+    /// without a destination).
+    static let sweepDefaultTemporaryDirectoryOnce: Void = {
+        removeAbandonedPartials(in: FileManager.default.temporaryDirectory.path(percentEncoded: false))
+    }()
 
     /// An initializer that fails after opening the file closes it here, once: the instance is
     /// already whole, so `deinit` runs next and must find nothing left to close or remove (the
