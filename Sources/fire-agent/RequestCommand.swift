@@ -173,7 +173,17 @@ struct RequestCommand: ParsableCommand {
             guard let output, output != "-" else { return fail(.malformedURL, "-C - needs -o FILE to continue") }
             var info = stat()
             if stat(output, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && info.st_size > 0, let resource = URL(string: url) {
-                resumeFrom = DownloadResumeData(url: resource, partialFile: output, bytesOnDisk: UInt64(info.st_size))
+                // Continued only with the validator an earlier -C - run recorded for these
+                // bytes: without it, a file changed on the server would be spliced.
+                if let record = DownloadResumeData.read(from: resumeRecordPath(for: output)),
+                    record.entityTag != nil || record.lastModified != nil
+                {
+                    resumeFrom = DownloadResumeData(
+                        url: resource, partialFile: output, bytesOnDisk: UInt64(info.st_size), entityTag: record.entityTag,
+                        lastModified: record.lastModified, totalLength: record.totalLength)
+                } else {
+                    printError("fire-agent: no validator recorded for the bytes in \(output): downloading it from the start")
+                }
             }
         }
 
@@ -224,7 +234,8 @@ struct RequestCommand: ParsableCommand {
             url, method: method, headers: headers, body: body, upload: upload, target: target,
             acceptableStatusCodes: 200..<300, includeResponseHead: include,
             interceptor: interceptors.isEmpty ? nil : Interceptor(interceptors: interceptors), resumingFrom: resumeFrom,
-            partialPolicy: continueAt != nil ? .inPlace : .discard)
+            partialPolicy: continueAt != nil ? .inPlace : .discard,
+            resumeRecord: continueAt != nil ? output.map(resumeRecordPath(for:)) : nil)
         let display = progress ? ProgressDisplay() : nil
         if let display {
             if upload != nil || body != nil { request.uploadProgress { display.update("upload", $0) } }
@@ -440,4 +451,13 @@ struct TLSOptions: ParsableArguments {
             return .failure(error)
         }
     }
+}
+
+/// The hidden file beside `-C -`'s output that holds the validator (ETag, else Last-Modified)
+/// of the bytes in it, `.NAME.fire-agent-resume`; removed when the download completes.
+func resumeRecordPath(for output: String) -> String {
+    let slash = output.lastIndex(of: "/")
+    let directory = slash.map { String(output[...$0]) } ?? ""
+    let name = slash.map { String(output[output.index(after: $0)...]) } ?? output
+    return directory + "." + name + ".fire-agent-resume"
 }

@@ -133,6 +133,12 @@ struct DownloadTests {
     }
 
     /// Resume data for the first `count` bytes of `data`, written to a partial file.
+    /// The strong ETag a server gives `url` now (from a HEAD request).
+    func entityTag(of url: String) async throws -> String {
+        let head = await Session().request(url, method: .head).serializingData(emptyRequestMethods: [.head]).response
+        return try #require(head.response?.headerFields[.eTag])
+    }
+
     func partial(of data: Data, count: Int, url: String, in directory: URL, entityTag: String? = nil, total: UInt64? = nil) throws
         -> Data
     {
@@ -148,7 +154,9 @@ struct DownloadTests {
         let server = try nginx()
         let directory = try scratch("norange")
         let target = directory.appendingPathComponent("fw.bin")
-        let data = try partial(of: server.oneMiB, count: 1000, url: "\(server.base)/norange/1m.bin", in: directory)
+        let data = try partial(
+            of: server.oneMiB, count: 1000, url: "\(server.base)/norange/1m.bin", in: directory,
+            entityTag: try await entityTag(of: "\(server.base)/norange/1m.bin"))
         let request = Session().download(resumingWith: data) { _, _ in (target, []) }
         let response = await request.validate().downloadResponse
         #expect(response.error == nil)
@@ -262,19 +270,23 @@ struct DownloadTests {
         let target = directory.appendingPathComponent("fw.bin")
         let size = server.oneMiB.count
         // Complete, length unknown to the resume data: 416, then `bytes=size-1-`.
-        let complete = try partial(of: server.oneMiB, count: size, url: "\(server.base)/1m.bin", in: directory)
+        let complete = try partial(
+            of: server.oneMiB, count: size, url: "\(server.base)/1m.bin", in: directory,
+            entityTag: try await entityTag(of: "\(server.base)/1m.bin"))
         let tag = token()
         let request = Session().download(resumingWith: complete, from: "\(server.base)/1m.bin?\(tag)") { _, _ in (target, []) }
         let response = await request.validate().downloadResponse
         #expect(response.error == nil, "\(String(describing: response.error))")
         #expect(try Data(contentsOf: target) == server.oneMiB)
         #expect(request.retryCount == 0)
-        let lines = server.logLines(containing: tag)
+        let lines = server.logLines(containing: tag, expected: 2)
         #expect(lines.count == 2 && lines[0].contains(" 416 ") && lines[1].contains(" 206 1 \"bytes=\(size - 1)-\""), "\(lines)")
 
         // Longer than the resource now is: 416, then the whole resource without Range.
         let longer = server.oneMiB + Data(count: 500)
-        let shrunk = try partial(of: longer, count: longer.count, url: "\(server.base)/1m.bin", in: directory)
+        let shrunk = try partial(
+            of: longer, count: longer.count, url: "\(server.base)/1m.bin", in: directory,
+            entityTag: try await entityTag(of: "\(server.base)/1m.bin"))
         let again = await Session().download(resumingWith: shrunk) { _, _ in (target, [.removePreviousFile]) }.validate()
             .downloadResponse
         #expect(again.error == nil)
@@ -307,12 +319,42 @@ struct DownloadTests {
         #expect(contents(of: directory) == ["fw.bin"])
     }
 
+    @Test("resume data without ETag or Last-Modified starts from zero; a response without either makes no resume data")
+    func noValidatorNoResume() async throws {
+        let server = try nginx()
+        let directory = try scratch("novalidator")
+        let target = directory.appendingPathComponent("fw.bin")
+        let data = try partial(of: server.oneMiB, count: 5000, url: "\(server.base)/1m.bin", in: directory)
+        let request = Session().download(resumingWith: data) { _, _ in (target, []) }
+        let response = await request.validate().downloadResponse
+        #expect(response.error == nil)
+        #expect(response.response?.status.code == 200)
+        #expect(request.httpRequest?.headerFields[HTTPField.Name("Range")!] == nil)
+        #expect(try Data(contentsOf: target) == server.oneMiB)
+        #expect(contents(of: directory) == ["fw.bin"], "the unprovable partial file is removed")
+
+        // A body cut short by a server that names no validator: nothing to resume from.
+        let cutting = try HostileServer(script: { client in
+            client.readRequest()
+            client.send("HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n")
+            client.send(Data(count: 700))
+            client.close()
+        })
+        defer { cutting.stop() }
+        let cut = await Session().download("\(cutting.base)/fw") { _, _ in (target, [.removePreviousFile]) }.downloadResponse
+        #expect(cut.error != nil)
+        #expect(cut.resumeData == nil)
+        #expect(contents(of: directory) == ["fw.bin"])
+    }
+
     @Test("a partial file that does not have its recorded length is not trusted: the download starts from zero")
     func partialLengthMismatch() async throws {
         let server = try nginx()
         let directory = try scratch("mismatch")
         let target = directory.appendingPathComponent("fw.bin")
-        let data = try partial(of: server.oneMiB, count: 5000, url: "\(server.base)/1m.bin", in: directory)
+        let data = try partial(
+            of: server.oneMiB, count: 5000, url: "\(server.base)/1m.bin", in: directory,
+            entityTag: try await entityTag(of: "\(server.base)/1m.bin"))
         let resume = try DownloadResumeData(data: data)
         try Data(server.oneMiB.prefix(4000)).write(to: URL(filePath: resume.partialFile))
         let request = Session().download(resumingWith: data) { _, _ in (target, []) }
@@ -416,7 +458,7 @@ struct TransferCLITests {
     }
 
     @Test("-C - continues a partial -o file with only the missing bytes; --progress prints plain lines off a terminal")
-    func continueAt() throws {
+    func continueAt() async throws {
         let server = try nginx()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-cli-resume-\(getpid())")
         try? FileManager.default.removeItem(at: directory)
@@ -424,6 +466,13 @@ struct TransferCLITests {
         let output = directory.appendingPathComponent("fw.bin")
         let cut = server.oneMiB.count * 2 / 5
         try server.oneMiB.prefix(cut).write(to: output)
+        // What an interrupted -C - run leaves beside the file: the validator of its bytes.
+        let head = await Session().request("\(server.base)/1m.bin", method: .head).serializingData(emptyRequestMethods: [.head])
+            .response
+        let etag = try #require(head.response?.headerFields[.eTag])
+        let record = output.deletingLastPathComponent().appendingPathComponent(".fw.bin.fire-agent-resume").path
+        DownloadResumeData(url: URL(string: server.base)!, partialFile: output.path, bytesOnDisk: 0, entityTag: etag)
+            .writeDurably(to: record)
         let tag = "t=" + UUID().uuidString
         let result = try fireAgent(["request", "-C", "-", "--progress", "-o", output.path, "\(server.base)/1m.bin?\(tag)"])
         #expect(result.status == 0, "\(result.stderr)")
@@ -431,6 +480,7 @@ struct TransferCLITests {
         let lines = server.logLines(containing: tag)
         #expect(lines.count == 1 && lines[0].contains(" 206 \(server.oneMiB.count - cut) \"bytes=\(cut)-\""), "\(lines)")
         #expect(result.stderr.contains("of 1.0 MiB (100%)"), "\(result.stderr)")
+        #expect(access(record, F_OK) != 0, "the record goes with success")
         // Nothing to continue: an ordinary download.
         try FileManager.default.removeItem(at: output)
         let fresh = try fireAgent(["request", "-C", "-", "-o", output.path, "\(server.base)/1m.bin"])
@@ -438,6 +488,94 @@ struct TransferCLITests {
         #expect(try Data(contentsOf: output) == server.oneMiB)
         let noOutput = try fireAgent(["request", "-C", "-", "\(server.base)/1m.bin"])
         #expect(noOutput.status == 3 && noOutput.stderr.contains("-C - needs -o FILE"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["fw.bin"])
+    }
+
+    @Test("-C - never splices two versions: the validator of the partial file is kept beside it and sent in If-Range")
+    func continueAtChangedFile() throws {
+        let versionA = Data((0..<3000).map { UInt8($0 % 251) })
+        let versionB = Data((0..<3000).map { UInt8(($0 * 7 + 3) % 253) })
+        /// What the server serves now, and whether it cuts the next 200 short.
+        struct State {
+            var body: Data
+            var tag: String
+            var lastModifiedOnly = false
+            var cutNext = true
+            var requests: [String] = []
+        }
+        let state = Mutex(State(body: versionA, tag: "\"a\""))
+        let server = try HostileServer(script: { client in
+            let head = client.readRequest()
+            let (body, tag, dateOnly, cut) = state.withLock { now in
+                now.requests.append(head)
+                defer { now.cutNext = false }
+                return (now.body, now.tag, now.lastModifiedOnly, now.cutNext)
+            }
+            let validator = dateOnly ? "Last-Modified: \(tag)" : "ETag: \(tag)"
+            var range: Int?
+            var ifRange: String?
+            for line in head.split(separator: "\r\n") {
+                let lower = line.lowercased()
+                if lower.hasPrefix("range: bytes=") { range = Int(line.dropFirst(13).dropLast()) }
+                if lower.hasPrefix("if-range:") { ifRange = line.dropFirst(9).trimmingCharacters(in: .whitespaces) }
+            }
+            // RFC 9110 §13.1.5: a Range without If-Range, or with the current validator, is served.
+            if let offset = range, ifRange == nil || ifRange == tag {
+                client.send(
+                    "HTTP/1.1 206 Partial Content\r\n\(validator)\r\nContent-Range: bytes \(offset)-\(body.count - 1)/\(body.count)\r\n"
+                        + "Content-Length: \(body.count - offset)\r\n\r\n")
+                client.send(body.suffix(from: offset))
+            } else {
+                client.send("HTTP/1.1 200 OK\r\n\(validator)\r\nContent-Length: \(body.count)\r\n\r\n")
+                client.send(cut ? body.prefix(1200) : body)
+            }
+            client.close()
+        })
+        defer { server.stop() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-cli-splice-\(getpid())")
+        try? FileManager.default.removeItem(at: directory)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let output = directory.appendingPathComponent("fw.bin")
+        let record = directory.appendingPathComponent(".fw.bin.fire-agent-resume").path
+        let args = ["request", "-C", "-", "--max-redirs", "0", "-o", output.path, "\(server.base)/fw.bin"]
+
+        // Cut short: 1,200 bytes of version A stay, with A's ETag recorded beside them.
+        let first = try fireAgent(args)
+        #expect(first.status != 0)
+        #expect(try Data(contentsOf: output) == versionA.prefix(1200))
+        #expect(DownloadResumeData.read(from: record)?.entityTag == "\"a\"")
+
+        // The file changed on the server: If-Range carries A's tag, so B comes whole.
+        state.withLock {
+            $0.body = versionB; $0.tag = "\"b\""
+        }
+        let second = try fireAgent(args)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(try Data(contentsOf: output) == versionB, "two versions spliced")
+        let asked = state.withLock { $0.requests.last ?? "" }
+        #expect(asked.contains("Range: bytes=1200-") && asked.contains("If-Range: \"a\""), "\(asked)")
+        #expect(access(record, F_OK) != 0)
+
+        // Unchanged on the server: only the missing bytes come (206), Last-Modified as validator.
+        try FileManager.default.removeItem(at: output)
+        state.withLock {
+            $0.lastModifiedOnly = true; $0.tag = "Sat, 21 Nov 2026 10:00:00 GMT"; $0.cutNext = true
+        }
+        #expect(try fireAgent(args).status != 0)
+        #expect(DownloadResumeData.read(from: record)?.lastModified == "Sat, 21 Nov 2026 10:00:00 GMT")
+        let third = try fireAgent(args)
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(try Data(contentsOf: output) == versionB)
+        let resumed = state.withLock { $0.requests.last ?? "" }
+        #expect(resumed.contains("If-Range: Sat, 21 Nov 2026 10:00:00 GMT"), "\(resumed)")
+
+        // Bytes nobody recorded a validator for: no Range at all, the whole file again.
+        try Data(versionA.prefix(1000)).write(to: output)
+        let fourth = try fireAgent(args)
+        #expect(fourth.status == 0, "\(fourth.stderr)")
+        #expect(fourth.stderr.contains("no validator recorded"), "\(fourth.stderr)")
+        #expect(try Data(contentsOf: output) == versionB)
+        #expect(!(state.withLock { $0.requests.last ?? "" }).contains("Range:"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["fw.bin"])
     }
 

@@ -66,6 +66,10 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     private let sentBody: UploadBody?
     override var uploadBody: UploadBody? { sentBody }
     private let partialPolicy: PartialPolicy
+    /// Where the validator of the partial file is kept between processes (`fire-agent request
+    /// -C -`): written before the first byte of a body that starts from zero, removed once the
+    /// download succeeds; nil keeps none.
+    private let resumeRecord: String?
 
     /// The partial file an attempt continues, and what the server said about the resource.
     struct PartialFile: Sendable {
@@ -96,10 +100,12 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     init(
         session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, target: Target,
         acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false, upload: UploadRequest.Uploadable? = nil,
-        resumingFrom resumeData: DownloadResumeData? = nil, partialPolicy: PartialPolicy = .keepForResume
+        resumingFrom resumeData: DownloadResumeData? = nil, partialPolicy: PartialPolicy = .keepForResume,
+        resumeRecord: String? = nil
     ) {
         self.sentBody = upload.map { UploadBody($0) }
         self.partialPolicy = partialPolicy
+        self.resumeRecord = resumeRecord
         self.target = target
         self.acceptableStatusCodes = acceptableStatusCodes
         self.includeResponseHead = includeResponseHead
@@ -271,9 +277,23 @@ public final class DownloadRequest: Request, @unchecked Sendable {
                         state.partial?.bytes = bytes
                     }
                 } : nil
-            return try AtomicFileSink(
+            let startsFromZero: Bool
+            if case .append = placement { startsFromZero = false } else { startsFromZero = [200, 206].contains(code) }
+            // The old validator goes before the file is emptied, so no moment pairs it with
+            // bytes of another version.
+            if let resumeRecord, startsFromZero { unlink(resumeRecord) }
+            let sink = try AtomicFileSink(
                 destination: url, createIntermediateDirectories: options.contains(.createIntermediateDirectories),
                 replaceExisting: options.contains(.removePreviousFile), partial: placement, keepPartial: keep)
+            if let resumeRecord, startsFromZero, resumable, let requested = try? convertible.asURLRequest().url {
+                let validators = resume.withLock { $0.partial }
+                let record = DownloadResumeData(
+                    url: requested, partialFile: sink.partialPath, bytesOnDisk: 0, entityTag: validators?.entityTag,
+                    lastModified: validators?.lastModified, totalLength: validators?.totalLength)
+                sink.syncEmptied()
+                record.writeDurably(to: resumeRecord)
+            }
+            return sink
         }
     }
 
@@ -336,7 +356,10 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         guard [200, 206].contains(response.status.code), protected.withLock({ $0.httpRequest?.method }) == .get else { return false }
         if let coding = response.headerFields[.contentEncoding], coding.lowercased() != "identity" { return false }
         if response.headerFields[.acceptRanges]?.lowercased() == "none" { return false }
-        return true
+        // Without a validator a later Range could splice two versions of the resource: such a
+        // download starts over instead (as URLSession makes no resume data for it).
+        let tags = validators(of: response, offset: 0)
+        return tags.entityTag != nil || tags.lastModified != nil
     }
 
     private func validators(of response: HTTPResponse, offset: UInt64) -> (entityTag: String?, lastModified: String?, totalLength: UInt64?)
@@ -359,6 +382,13 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         let resuming = resume.withLock { state -> (partial: PartialFile, offset: UInt64)? in
             state.rangeOffset = nil
             guard let partial = state.partial, partial.bytes > 0 else { return nil }
+            guard partial.entityTag != nil || partial.lastModified != nil else {
+                // Nothing proves the bytes are of the version the server has now: start over
+                // (an in-place file is emptied only once a new body arrives).
+                if partialPolicy != .inPlace { unlink(partial.path) }
+                state.partial = nil
+                return nil
+            }
             var info = stat()
             guard stat(partial.path, &info) == 0, UInt64(info.st_size) == partial.bytes else {
                 // Missing, or not the length recorded: nothing in it can be trusted.
@@ -402,6 +432,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             if !failed {
                 state.partial = nil  // renamed into place
                 state.resumeData = nil
+                if let resumeRecord { unlink(resumeRecord) }
             } else if let partial = state.partial, partial.bytes > 0,
                 policy == .inPlace || policy == .keepForResume && (!cancelled || state.producingResumeData)
             {

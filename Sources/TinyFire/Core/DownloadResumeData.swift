@@ -87,6 +87,48 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
         return (try? encoder.encode(self)) ?? Data()
     }
 
+    /// Writes the document to `path` so that a crash leaves either the old file or the whole
+    /// new one (a temporary file, fsync, rename, directory fsync). On failure `path` is
+    /// removed: no record means start over, never resume against a stale validator.
+    package func writeDurably(to path: String) {
+        let temporary = path + ".tmp"
+        let bytes = Array(data)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        var written = fd >= 0
+        if fd >= 0 {
+            written = bytes.withUnsafeBytes { buffer in
+                var offset = 0
+                while offset < buffer.count {
+                    let n = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                    if n < 0 && errno == EINTR { continue }
+                    guard n > 0 else { return false }
+                    offset += n
+                }
+                return true
+            }
+            written = fsync(fd) == 0 && written
+            close(fd)
+        }
+        guard written, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            unlink(path)
+            return
+        }
+        let directory = PathParts(path: path).directory
+        let dirFD = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dirFD >= 0 {
+            fsync(dirFD)
+            close(dirFD)
+        }
+    }
+
+    /// Reads a document written by `writeDurably(to:)`; nil when there is none or it is not
+    /// readable resume data.
+    package static func read(from path: String) -> DownloadResumeData? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return try? DownloadResumeData(data: data)
+    }
+
     /// The validator sent in `If-Range`: the entity tag, else the date.
     var ifRangeValidator: String? { entityTag ?? lastModified }
 

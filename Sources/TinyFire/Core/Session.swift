@@ -448,14 +448,15 @@ public final class Session: Sendable {
         upload: UploadRequest.Uploadable? = nil,
         target: DownloadRequest.Target, acceptableStatusCodes: Range<Int>?, includeResponseHead: Bool,
         interceptor: (any RequestInterceptor)? = nil, resumingFrom resumeData: DownloadResumeData? = nil,
-        partialPolicy: DownloadRequest.PartialPolicy = .discard
+        partialPolicy: DownloadRequest.PartialPolicy = .discard, resumeRecord: String? = nil
     ) -> DownloadRequest {
         DownloadRequest(
             session: self,
             convertible: ParameterlessRequestConvertible(
                 url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
             interceptor: interceptor, target: target, acceptableStatusCodes: acceptableStatusCodes,
-            includeResponseHead: includeResponseHead, upload: upload, resumingFrom: resumeData, partialPolicy: partialPolicy)
+            includeResponseHead: includeResponseHead, upload: upload, resumingFrom: resumeData, partialPolicy: partialPolicy,
+            resumeRecord: resumeRecord)
     }
 
     // MARK: - All requests

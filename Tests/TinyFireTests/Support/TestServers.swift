@@ -88,9 +88,16 @@ final class NginxFixture: Sendable {
     var base: String { "http://\(address):\(port)" }
 
     /// Access-log lines whose URI contains `token`.
-    func logLines(containing token: String) -> [String] {
-        let text = (try? String(contentsOfFile: accessLog, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").map(String.init).filter { $0.contains(token) }
+    /// nginx logs a request after it has sent the last byte, so a client can read the answer
+    /// before the line exists: this waits (up to 5 s) for at least `expected` lines.
+    func logLines(containing token: String, expected: Int = 1) -> [String] {
+        var lines: [String] = []
+        _ = waitUntil(within: .seconds(5)) {
+            let text = (try? String(contentsOfFile: accessLog, encoding: .utf8)) ?? ""
+            lines = text.split(separator: "\n").map(String.init).filter { $0.contains(token) }
+            return lines.count >= expected
+        }
+        return lines
     }
 
     /// Lines of the ingest log whose URI contains `token`.
