@@ -355,7 +355,9 @@ struct TLSTransferTests {
         let partial = directory.appendingPathComponent(".partial")
         try body.prefix(250_000).write(to: partial)
         let url = "https://localhost:\(server.port)/tls-fw.bin"
-        let data = DownloadResumeData(url: URL(string: url)!, partialFile: partial.path, bytesOnDisk: 250_000).data
+        let head = await session(server).request(url, method: .head).serializingData(emptyRequestMethods: [.head]).response
+        let etag = try #require(head.response?.headerFields[.eTag])
+        let data = DownloadResumeData(url: URL(string: url)!, partialFile: partial.path, bytesOnDisk: 250_000, entityTag: etag).data
         let target = directory.appendingPathComponent("fw.bin")
         let request = session(server).download(resumingWith: data) { _, _ in (target, []) }
         let response = await request.validate().downloadResponse

@@ -9,7 +9,7 @@ import Synchronization
 
 /// An order-preserving, case-insensitive collection of header fields, as in Alamofire, stored
 /// as swift-http-types' `HTTPFields`.
-public struct HTTPHeaders: Sendable, Equatable, ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, Sequence,
+public struct HTTPHeaders: Sendable, Hashable, ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, RandomAccessCollection,
     CustomStringConvertible
 {
     /// The underlying fields.
@@ -130,8 +130,45 @@ public struct HTTPHeaders: Sendable, Equatable, ExpressibleByDictionaryLiteral, 
         return result
     }
 
-    /// Iterates the fields in order.
-    public func makeIterator() -> HTTPFields.Iterator { fields.makeIterator() }
+    /// The first position (0).
+    public var startIndex: Int { fields.startIndex }
+    /// One past the last position (the number of fields).
+    public var endIndex: Int { fields.endIndex }
+
+    /// The header at `position`, in the order the fields were added.
+    /// - Parameter position: a position in `startIndex..<endIndex`.
+    public subscript(position: Int) -> HTTPHeader {
+        let field = fields[position]
+        return HTTPHeader(name: field.name.rawName, value: field.value)
+    }
+
+    /// Sorts the headers by name, case-insensitively, keeping the order of equal names.
+    public mutating func sort() {
+        self = sorted()
+    }
+
+    /// The headers sorted by name, case-insensitively, keeping the order of equal names.
+    /// - Returns: the sorted headers.
+    public func sorted() -> HTTPHeaders {
+        let order = fields.enumerated().sorted { left, right in
+            let (a, b) = (left.element.name.canonicalName, right.element.name.canonicalName)
+            return a == b ? left.offset < right.offset : a < b
+        }
+        var result = HTTPHeaders()
+        result.fields = HTTPFields(order.map(\.element))
+        return result
+    }
+
+    /// Equal when the fields are, in the same order.
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool { lhs.fields == rhs.fields }
+
+    /// Hashes names (case-insensitively) and values in order.
+    public func hash(into hasher: inout Hasher) {
+        for field in fields {
+            hasher.combine(field.name.canonicalName)
+            hasher.combine(field.value)
+        }
+    }
 
     /// `Name: value` lines.
     public var description: String {

@@ -59,7 +59,14 @@ public class Request: @unchecked Sendable {
 
         var cURLHandlers: [(DispatchQueue?, @Sendable (String) -> Void)] = []
         var urlRequestHandlers: [(DispatchQueue, @Sendable (URLRequest) -> Void)] = []
-        var httpResponseHandlers: [(DispatchQueue, @Sendable (HTTPResponse) -> Void)] = []
+        /// The library's own observers of response heads (`httpResponses()`).
+        var httpResponseObservers: [(DispatchQueue, @Sendable (HTTPResponse) -> Void)] = []
+        /// The app's `onHTTPResponse` handler: the last one set.
+        var httpResponseHandler: HTTPResponseHandler?
+        /// A response head waits for the handler's disposition: its body is held back.
+        var awaitingDisposition = false
+        /// Counts response heads handed to the handler: an answer is for one head only.
+        var dispositionGeneration = 0
         var downloadProgress = ProgressReporter()
         var uploadProgress = ProgressReporter()
         /// Bytes already on disk before this attempt's body (a resumed download).
@@ -223,17 +230,119 @@ public class Request: @unchecked Sendable {
 
     // MARK: - Handlers
 
-    /// Calls `handler` on `queue` when the final response head of each attempt arrives,
-    /// before its body.
+    /// Whether the body goes on after a response head (Alamofire's `ResponseDisposition`).
+    public enum ResponseDisposition: Sendable {
+        /// Continue normally.
+        case allow
+        /// Cancel the request, as `cancel()` does.
+        case cancel
+    }
+
+    /// The app's response-head handler and where it runs.
+    struct HTTPResponseHandler {
+        let queue: DispatchQueue
+        let handler: @Sendable (HTTPResponse, @escaping @Sendable (ResponseDisposition) -> Void) -> Void
+        /// The body waits for the answer (the disposition form); the plain form lets it flow.
+        let holdsBody: Bool
+    }
+
+    /// Calls `handler` on `queue` when the final response head of each attempt arrives, and
+    /// holds the body back until it answers: `.allow` lets it flow, `.cancel` cancels the
+    /// request (no body reaches a stream handler or a file). The handler must answer, or the
+    /// request waits until it is cancelled or its total timeout passes (the idle timeout does
+    /// not run while it waits). As in Alamofire, only the last `onHTTPResponse` set is called.
     /// - Parameters:
-    ///   - queue: where to call it; default the session's root queue.
+    ///   - queue: where to call it; default the session's root queue (Alamofire: `.main`).
+    ///   - handler: receives the response head and the function to answer with.
+    /// - Returns: the request.
+    @_disfavoredOverload
+    @discardableResult
+    public func onHTTPResponse(
+        on queue: DispatchQueue? = nil,
+        perform handler: @escaping @Sendable (HTTPResponse, @escaping @Sendable (ResponseDisposition) -> Void) -> Void
+    ) -> Self {
+        protected.withLock {
+            $0.httpResponseHandler = HTTPResponseHandler(queue: queue ?? session.rootQueue, handler: handler, holdsBody: true)
+        }
+        return self
+    }
+
+    /// Calls `handler` on `queue` when the final response head of each attempt arrives; the
+    /// body flows meanwhile. As in Alamofire, only the last `onHTTPResponse` set is called.
+    /// - Parameters:
+    ///   - queue: where to call it; default the session's root queue (Alamofire: `.main`).
     ///   - handler: receives the response head.
     /// - Returns: the request.
     @discardableResult
     public func onHTTPResponse(on queue: DispatchQueue? = nil, perform handler: @escaping @Sendable (HTTPResponse) -> Void) -> Self {
-        protected.withLock { $0.httpResponseHandlers.append((queue ?? session.rootQueue, handler)) }
+        protected.withLock {
+            $0.httpResponseHandler = HTTPResponseHandler(
+                queue: queue ?? session.rootQueue,
+                handler: { response, answer in
+                    handler(response)
+                    answer(.allow)
+                }, holdsBody: false)
+        }
         return self
     }
+
+    /// An async `onHTTPResponse` whose returned value decides (`.allow` or `.cancel`); the body
+    /// waits for it. Only the last `onHTTPResponse` set is called.
+    /// - Parameter handler: receives the response head.
+    /// - Returns: the request.
+    @_disfavoredOverload
+    @discardableResult
+    public func onHTTPResponse(perform handler: @escaping @Sendable (HTTPResponse) async -> ResponseDisposition) -> Self {
+        onHTTPResponse(on: nil) { response, answer in
+            Task { answer(await handler(response)) }
+        }
+    }
+
+    /// An async `onHTTPResponse`; the body waits until it returns. Only the last
+    /// `onHTTPResponse` set is called.
+    /// - Parameter handler: receives the response head.
+    /// - Returns: the request.
+    @discardableResult
+    public func onHTTPResponse(perform handler: @escaping @Sendable (HTTPResponse) async -> Void) -> Self {
+        onHTTPResponse { (response: HTTPResponse) async -> ResponseDisposition in
+            await handler(response)
+            return .allow
+        }
+    }
+
+    /// The answer to a held response head arrived.
+    private func dispositionDecided(_ disposition: ResponseDisposition, generation: Int) {
+        let wasWaiting = protected.withLock { state -> Bool in
+            guard state.dispositionGeneration == generation, state.awaitingDisposition else { return false }
+            // Refused: the body stays held (and is dropped) while the cancellation runs.
+            if disposition == .allow { state.awaitingDisposition = false }
+            return true
+        }
+        guard wasWaiting else { return }
+        switch disposition {
+        case .allow:
+            bodyAllowed()
+            updateFlowPause()
+        case .cancel:
+            cancel()
+        }
+    }
+
+    /// Whether reading must pause now: a response head waits for its disposition (a subclass
+    /// adds its own reasons).
+    func wantsFlowPaused() -> Bool { protected.withLock { $0.awaitingDisposition } }
+
+    /// Tells the engine to read or pause as `wantsFlowPaused()` says when it gets to it (two
+    /// changes in flight can arrive in any order).
+    func updateFlowPause() {
+        session.engine.setFlowPaused(self) { [weak self] in self?.wantsFlowPaused() ?? false }
+    }
+
+    /// A response head waits for the app's disposition.
+    var awaitingDisposition: Bool { protected.withLock { $0.awaitingDisposition } }
+
+    /// The held body may flow (a subclass hands over what it held).
+    func bodyAllowed() {}
 
     /// Calls `handler` on `queue` with each `URLRequest` the request sends (one per attempt).
     /// - Parameters:
@@ -367,7 +476,12 @@ public class Request: @unchecked Sendable {
     }
 
     private func startTransfer(_ spec: RequestSpec) {
-        eventMonitor?.request(self, didStartTransferFor: protected.withLock { $0.requests.last } ?? URLRequest(url: spec.url))
+        let last = protected.withLock { state -> URLRequest? in
+            // A head of an earlier attempt no longer waits: its late answer is ignored.
+            state.awaitingDisposition = false
+            return state.requests.last
+        }
+        eventMonitor?.request(self, didStartTransferFor: last ?? URLRequest(url: spec.url))
         session.engine.start(spec, owner: self)
     }
 
@@ -506,6 +620,7 @@ public class Request: @unchecked Sendable {
 
     /// Records the outcome (once) and runs the response serializers.
     func finish(_ error: TinyFireError?) {
+        let error = finalError(error)
         let finished = protected.withLock { state -> Bool in
             guard !state.pipelineFinished else { return false }
             state.pipelineFinished = true
@@ -740,7 +855,7 @@ public class Request: @unchecked Sendable {
     /// - Returns: the stream.
     public func httpResponses() -> AsyncStream<HTTPResponse> {
         let (stream, continuation) = AsyncStream.makeStream(of: HTTPResponse.self)
-        onHTTPResponse { continuation.yield($0) }
+        protected.withLock { $0.httpResponseObservers.append((session.rootQueue, { continuation.yield($0) })) }
         appendResponseSerializer(inline: true) { [self] in
             responseSerializerDidComplete { self.session.rootQueue.async { continuation.finish() } }
         }
@@ -764,6 +879,15 @@ public class Request: @unchecked Sendable {
     /// a subclass releases what it held for its attempts (a multipart temporary file).
     func didFinishPipeline() {}
 
+    /// The error the request finishes with, given the pipeline's; a subclass may put a more
+    /// precise one first (a stream handler's thrown error before the cancellation it caused).
+    func finalError(_ error: TinyFireError?) -> TinyFireError? { error }
+
+    /// Replaces the outcome of a finished request (a stream handler threw after the end).
+    func replaceError(_ error: TinyFireError) {
+        protected.withLock { $0.error = error }
+    }
+
     /// Lets a subclass turn a successful transfer into a failure (a download whose status was
     /// refused before its body reached the file).
     func adjustTransferResult(_ result: Result<SinkOutput, TinyFireError>) -> Result<SinkOutput, TinyFireError> { result }
@@ -784,14 +908,21 @@ extension Request: TransferOwner {
         try makeSink(for: response, expectedLength: expectedLength)
     }
 
-    func transferDidReceiveResponse(_ response: HTTPResponse, request: HTTPRequest) {
-        let handlers = protected.withLock { state in
+    func transferDidReceiveResponse(_ response: HTTPResponse, request: HTTPRequest) -> Bool {
+        let (observers, handler, generation) = protected.withLock { state in
             state.response = response
             state.httpRequest = request
-            return state.httpResponseHandlers
+            state.dispositionGeneration += 1
+            state.awaitingDisposition = state.httpResponseHandler?.holdsBody == true
+            return (state.httpResponseObservers, state.httpResponseHandler, state.dispositionGeneration)
         }
         eventMonitor?.request(self, didReceiveResponse: response)
-        for (queue, handler) in handlers { queue.async { handler(response) } }
+        for (queue, observer) in observers { queue.async { observer(response) } }
+        guard let handler else { return false }
+        handler.queue.async { [self] in
+            handler.handler(response) { [self] disposition in dispositionDecided(disposition, generation: generation) }
+        }
+        return handler.holdsBody
     }
 
     func transferWillRedirect(to redirect: URLRequest, for response: HTTPResponse) {

@@ -82,8 +82,9 @@ protocol TransferOwner: AnyObject, Sendable {
     var transferWantsProgress: Bool { get }
     /// The sink for the final response's body.
     func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink
-    /// The final response head arrived (redirects are not reported).
-    func transferDidReceiveResponse(_ response: HTTPResponse, request: HTTPRequest)
+    /// The final response head arrived (redirects are not reported). True holds the body
+    /// back (reading pauses at once) until the owner lets it flow.
+    func transferDidReceiveResponse(_ response: HTTPResponse, request: HTTPRequest) -> Bool
     /// A redirect is about to be followed.
     func transferWillRedirect(to redirect: URLRequest, for response: HTTPResponse)
     /// Bytes moved: request body sent of total, response body received of expected.
@@ -211,8 +212,13 @@ final class Engine: @unchecked Sendable {
 
     /// Holds back or lets go reading for `owner`'s transfer (from any thread).
     func setFlowPaused(_ owner: TransferOwner, _ paused: Bool) {
+        setFlowPaused(owner) { paused }
+    }
+
+    /// Pauses or continues reading `owner`'s body as `paused` says when the loop gets to it.
+    func setFlowPaused(_ owner: TransferOwner, _ paused: @escaping @Sendable () -> Bool) {
         guard case .success(let loop) = loopResult else { return }
-        loop.execute { [self] in active[ObjectIdentifier(owner)]?.setFlowPaused(paused) }
+        loop.execute { [self] in active[ObjectIdentifier(owner)]?.setFlowPaused(paused()) }
     }
 
     /// Continues `owner`'s paused transfer (from any thread).
@@ -667,7 +673,11 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
                 expected = nil
             }
         }
-        if let request { owner.transferDidReceiveResponse(response, request: request) }
+        if let request, owner.transferDidReceiveResponse(response, request: request) {
+            // The app decides first (onHTTPResponse with a disposition): nothing more is read
+            // until it answers; bytes already read reach the sink, which holds them.
+            setFlowPaused(true)
+        }
         sink = try owner.transferMakeSink(for: response, expectedLength: expected)
     }
 

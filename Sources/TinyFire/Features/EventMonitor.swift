@@ -197,8 +197,10 @@ struct ValidationOutcome: Sendable {
     var result: Request.ValidationResult { error.map { .failure($0) } ?? .success(()) }
 }
 
-/// An `EventMonitor` whose events are closures you set, as Alamofire's `ClosureEventMonitor`.
-/// Set the closures before handing the monitor to a session.
+/// An `EventMonitor` whose events are closures you set, as Alamofire's `ClosureEventMonitor`:
+/// `let monitor = ClosureEventMonitor(); monitor.requestDidFinish = { request in … }`, before or
+/// after handing it to a session (an event reads the closure set when it is delivered).
+/// Events arrive on `queue` (default: the shared monitor queue; Alamofire's is `.main`).
 public final class ClosureEventMonitor: EventMonitor {
     /// The closures; nil ones are not called.
     public struct Closures: Sendable {
@@ -262,6 +264,113 @@ public final class ClosureEventMonitor: EventMonitor {
     }
 
     private var current: Closures { closures.withLock { $0 } }
+
+    // Alamofire's spelling: each closure is a property of the monitor, settable at any time
+    // (`monitor.requestDidResume = { request in … }`); events are delivered on `queue`.
+
+    /// Called for `requestDidResume` events (same as `update { $0.requestDidResume = … }`).
+    public var requestDidResume: (@Sendable (Request) -> Void)? {
+        get { closures.withLock { $0.requestDidResume } }
+        set { closures.withLock { $0.requestDidResume = newValue } }
+    }
+
+    /// Called for `requestDidSuspend` events (same as `update { $0.requestDidSuspend = … }`).
+    public var requestDidSuspend: (@Sendable (Request) -> Void)? {
+        get { closures.withLock { $0.requestDidSuspend } }
+        set { closures.withLock { $0.requestDidSuspend = newValue } }
+    }
+
+    /// Called for `requestDidCancel` events (same as `update { $0.requestDidCancel = … }`).
+    public var requestDidCancel: (@Sendable (Request) -> Void)? {
+        get { closures.withLock { $0.requestDidCancel } }
+        set { closures.withLock { $0.requestDidCancel = newValue } }
+    }
+
+    /// Called for `requestDidFinish` events (same as `update { $0.requestDidFinish = … }`).
+    public var requestDidFinish: (@Sendable (Request) -> Void)? {
+        get { closures.withLock { $0.requestDidFinish } }
+        set { closures.withLock { $0.requestDidFinish = newValue } }
+    }
+
+    /// Called for `requestIsRetrying` events (same as `update { $0.requestIsRetrying = … }`).
+    public var requestIsRetrying: (@Sendable (Request) -> Void)? {
+        get { closures.withLock { $0.requestIsRetrying } }
+        set { closures.withLock { $0.requestIsRetrying = newValue } }
+    }
+
+    /// Called for `requestDidCreateInitialURLRequest` events (same as `update { $0.requestDidCreateInitialURLRequest = … }`).
+    public var requestDidCreateInitialURLRequest: (@Sendable (Request, URLRequest) -> Void)? {
+        get { closures.withLock { $0.requestDidCreateInitialURLRequest } }
+        set { closures.withLock { $0.requestDidCreateInitialURLRequest = newValue } }
+    }
+
+    /// Called for `requestDidFailToCreateURLRequestWithError` events (same as `update { $0.requestDidFailToCreateURLRequestWithError = … }`).
+    public var requestDidFailToCreateURLRequestWithError: (@Sendable (Request, TinyFireError) -> Void)? {
+        get { closures.withLock { $0.requestDidFailToCreateURLRequestWithError } }
+        set { closures.withLock { $0.requestDidFailToCreateURLRequestWithError = newValue } }
+    }
+
+    /// Called for `requestDidAdaptInitialRequestToAdaptedRequest` events (same as `update { $0.requestDidAdaptInitialRequestToAdaptedRequest = … }`).
+    public var requestDidAdaptInitialRequestToAdaptedRequest: (@Sendable (Request, URLRequest, URLRequest) -> Void)? {
+        get { closures.withLock { $0.requestDidAdaptInitialRequestToAdaptedRequest } }
+        set { closures.withLock { $0.requestDidAdaptInitialRequestToAdaptedRequest = newValue } }
+    }
+
+    /// Called for `requestDidFailToAdaptURLRequestWithError` events (same as `update { $0.requestDidFailToAdaptURLRequestWithError = … }`).
+    public var requestDidFailToAdaptURLRequestWithError: (@Sendable (Request, URLRequest, TinyFireError) -> Void)? {
+        get { closures.withLock { $0.requestDidFailToAdaptURLRequestWithError } }
+        set { closures.withLock { $0.requestDidFailToAdaptURLRequestWithError = newValue } }
+    }
+
+    /// Called for `requestDidCreateURLRequest` events (same as `update { $0.requestDidCreateURLRequest = … }`).
+    public var requestDidCreateURLRequest: (@Sendable (Request, URLRequest) -> Void)? {
+        get { closures.withLock { $0.requestDidCreateURLRequest } }
+        set { closures.withLock { $0.requestDidCreateURLRequest = newValue } }
+    }
+
+    /// Called for `requestDidStartTransfer` events (same as `update { $0.requestDidStartTransfer = … }`).
+    public var requestDidStartTransfer: (@Sendable (Request, URLRequest) -> Void)? {
+        get { closures.withLock { $0.requestDidStartTransfer } }
+        set { closures.withLock { $0.requestDidStartTransfer = newValue } }
+    }
+
+    /// Called for `requestDidReceiveResponse` events (same as `update { $0.requestDidReceiveResponse = … }`).
+    public var requestDidReceiveResponse: (@Sendable (Request, HTTPResponse) -> Void)? {
+        get { closures.withLock { $0.requestDidReceiveResponse } }
+        set { closures.withLock { $0.requestDidReceiveResponse = newValue } }
+    }
+
+    /// Called for `requestWillRedirect` events (same as `update { $0.requestWillRedirect = … }`).
+    public var requestWillRedirect: (@Sendable (Request, URLRequest, HTTPResponse) -> Void)? {
+        get { closures.withLock { $0.requestWillRedirect } }
+        set { closures.withLock { $0.requestWillRedirect = newValue } }
+    }
+
+    /// Called for `requestDidGatherMetrics` events (same as `update { $0.requestDidGatherMetrics = … }`).
+    public var requestDidGatherMetrics: (@Sendable (Request, TransferMetrics) -> Void)? {
+        get { closures.withLock { $0.requestDidGatherMetrics } }
+        set { closures.withLock { $0.requestDidGatherMetrics = newValue } }
+    }
+
+    /// Called for `requestDidCompleteTransferWithError` events (same as `update { $0.requestDidCompleteTransferWithError = … }`).
+    public var requestDidCompleteTransferWithError: (@Sendable (Request, TinyFireError?) -> Void)? {
+        get { closures.withLock { $0.requestDidCompleteTransferWithError } }
+        set { closures.withLock { $0.requestDidCompleteTransferWithError = newValue } }
+    }
+
+    /// Called for `requestDidValidateRequestResponseDataWithResult` events (same as `update { $0.requestDidValidateRequestResponseDataWithResult = … }`).
+    public var requestDidValidateRequestResponseDataWithResult:
+        (@Sendable (DataRequest, URLRequest?, HTTPResponse, Data?, Request.ValidationResult) -> Void)?
+    {
+        get { closures.withLock { $0.requestDidValidateRequestResponseDataWithResult } }
+        set { closures.withLock { $0.requestDidValidateRequestResponseDataWithResult = newValue } }
+    }
+
+    /// Called for `requestDidParseResponse` events (same as `update { $0.requestDidParseResponse = … }`).
+    public var requestDidParseResponse: (@Sendable (DataRequest, DataResponse<Data?, TinyFireError>) -> Void)? {
+        get { closures.withLock { $0.requestDidParseResponse } }
+        set { closures.withLock { $0.requestDidParseResponse = newValue } }
+    }
 
     /// Calls the closure.
     public func requestDidResume(_ request: Request) { current.requestDidResume?(request) }

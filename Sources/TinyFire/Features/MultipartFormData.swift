@@ -218,7 +218,7 @@ public final class MultipartFormData: Sendable {
         var pieces: [Piece] = []
         for (i, part) in parts.enumerated() {
             var text = i == 0 ? "--\(boundary)\r\n" : "\r\n--\(boundary)\r\n"
-            for header in part.headers { text += "\(header.name.rawName): \(header.value)\r\n" }
+            for header in part.headers { text += "\(header.name): \(header.value)\r\n" }
             text += "\r\n"
             pieces.append(.text(Array(text.utf8)))
             pieces.append(.body(part.body))
@@ -232,7 +232,7 @@ public final class MultipartFormData: Sendable {
         if let error { throw error }
         for part in parts {
             for header in part.headers where header.value.contains(where: { $0 == "\r" || $0 == "\n" }) {
-                throw .multipartEncodingFailed(reason: .bodyPartHeaderInvalid(name: header.name.rawName))
+                throw .multipartEncodingFailed(reason: .bodyPartHeaderInvalid(name: header.name))
             }
         }
         return parts

@@ -1,0 +1,132 @@
+import Dispatch
+import Foundation
+import HTTPTypes
+import Synchronization
+import Testing
+
+@testable import TinyFire
+
+/// Alamofire code from its documentation, spelled as there: each test is a case that did not
+/// compile or behaved differently before.
+@Suite("Alamofire parity: spellings and behaviours", .serialized)
+struct AlamofireParityTests {
+    @Test("HTTPHeaders is a Collection of HTTPHeader: count, indices, subscripts, sorted()")
+    func headersCollection() {
+        var headers: HTTPHeaders = [
+            .authorization(username: "Username", password: "Password"),
+            .accept("application/json"),
+        ]
+        headers.add(name: "X-Trace", value: "1")
+        #expect(headers.count == 3)
+        #expect(headers.indices == 0..<3)
+        #expect(headers[0].name == "Authorization")
+        #expect(headers.first?.value == "application/json" || headers[1].value == "application/json")
+        #expect(headers.map(\.name) == ["Authorization", "Accept", "X-Trace"])
+        #expect(headers.sorted().map(\.name) == ["Accept", "Authorization", "X-Trace"])
+        var names: [String] = []
+        for header in headers { names.append("\(header.name): \(header.value)") }
+        #expect(names.last == "X-Trace: 1")
+        #expect(Set([headers, headers]).count == 1)
+        let empty = HTTPHeaders()
+        #expect(empty.isEmpty && empty.startIndex == empty.endIndex)
+    }
+
+    @Test("ClosureEventMonitor(): closures set as properties, before or after the session has it, run on the monitor's queue")
+    func closureMonitorProperties() async throws {
+        let server = try nginx()
+        let queue = DispatchQueue(label: "parity.monitor")
+        let key = DispatchSpecificKey<Int>()
+        queue.setSpecific(key: key, value: 7)
+        let events = Recorder<String>()
+        let onQueue = Recorder<Bool>()
+        let monitor = ClosureEventMonitor(queue: queue)
+        monitor.requestDidResume = { _ in
+            events.append("resume")
+            onQueue.append(DispatchQueue.getSpecific(key: key) == 7)
+        }
+        monitor.requestDidCreateInitialURLRequest = { _, _ in events.append("initial") }
+        let session = Session(eventMonitors: [monitor])
+        // Set after the session has the monitor: still used.
+        monitor.requestDidFinish = { _ in
+            events.append("finish")
+            onQueue.append(DispatchQueue.getSpecific(key: key) == 7)
+        }
+        monitor.requestDidParseResponse = { _, _ in events.append("parsed") }
+        _ = await session.request("\(server.base)/hello.txt").serializingResponse().response
+        #expect(await eventually { events.all.contains("parsed") })
+        #expect(events.all == ["resume", "initial", "finish", "parsed"])
+        #expect(onQueue.all == [true, true])
+
+        // Suspend, cancel, retry and adapt events.
+        struct Adapter: RequestAdapter {
+            func adapt(
+                _ urlRequest: URLRequest, for session: Session, completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
+            ) {
+                var adapted = urlRequest
+                adapted.headers.add(name: "X-Adapted", value: "1")
+                completion(.success(adapted))
+            }
+        }
+        let more = Recorder<String>()
+        let second = ClosureEventMonitor()
+        second.requestDidSuspend = { _ in more.append("suspend") }
+        second.requestDidCancel = { _ in more.append("cancel") }
+        second.requestDidAdaptInitialRequestToAdaptedRequest = { _, initial, adapted in
+            more.append("adapted \(initial.headers["X-Adapted"] == nil) \(adapted.headers["X-Adapted"] == "1")")
+        }
+        second.requestIsRetrying = { _ in more.append("retrying") }
+        let manual = Session(startRequestsImmediately: false, interceptor: Interceptor(adapters: [Adapter()]), eventMonitors: [second])
+        let held = manual.request("\(server.base)/hello.txt")
+        held.suspend()
+        held.cancel()
+        _ = await held.serializingResponse().response
+        let retried = Session(interceptor: RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.01), eventMonitors: [second])
+            .request("\(server.base)/ingest-unavailable/x").validate()
+        _ = await retried.serializingResponse().response
+        let adapted = Session(interceptor: Interceptor(adapters: [Adapter()]), eventMonitors: [second]).request("\(server.base)/hello.txt")
+        _ = await adapted.serializingResponse().response
+        #expect(await eventually { more.all.contains("adapted true true") && more.all.contains("retrying") })
+        #expect(more.all.contains("suspend") && more.all.contains("cancel") && more.all.contains("retrying"), "\(more.all)")
+    }
+
+    @Test("onHTTPResponse with a disposition: .allow later lets the body flow, .cancel cancels before any body, only the last is called")
+    func responseDisposition() async throws {
+        let server = try nginx()
+        let calls = Recorder<String>()
+        let request = Session().request("\(server.base)/1m.bin")
+        request.onHTTPResponse { _ in calls.append("first") }
+        request.onHTTPResponse(on: .global()) { response, completionHandler in
+            calls.append("second \(response.status.code)")
+            // Answers later, from another queue: the body waits.
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { completionHandler(.allow) }
+        }
+        let allowed = await request.serializingData().response
+        #expect(allowed.error == nil)
+        #expect(allowed.data == server.oneMiB)
+        #expect(calls.all == ["second 200"])
+
+        let cancelled = Session().request("\(server.base)/1m.bin").onHTTPResponse { _, completionHandler in completionHandler(.cancel) }
+        let refused = await cancelled.serializingData().response
+        #expect(refused.error?.isExplicitlyCancelledError == true)
+
+        // A stream gets no chunk of a cancelled response, and every chunk of an allowed one.
+        let log = EventLog<Data, Never>()
+        let stream = Session().streamRequest("\(server.base)/1m.bin")
+        stream.onHTTPResponse { _, completionHandler in completionHandler(.cancel) }
+        stream.responseStream { log.record($0) }
+        let end = try #require(await log.wait(), "no completion")
+        #expect(end.error?.isExplicitlyCancelledError == true)
+        #expect(log.values.withLock { $0.isEmpty }, "a chunk reached the handler before the disposition")
+
+        let allowedLog = EventLog<Data, Never>()
+        let allowedStream = Session().streamRequest("\(server.base)/1m.bin")
+        allowedStream.onHTTPResponse { (_: HTTPResponse) async -> Request.ResponseDisposition in
+            try? await Task.sleep(for: .milliseconds(100))
+            return .allow
+        }
+        allowedStream.responseStream { allowedLog.record($0) }
+        let allowedEnd = try #require(await allowedLog.wait(), "no completion")
+        #expect(allowedEnd.error == nil)
+        #expect(allowedLog.values.withLock { $0.reduce(Data(), +) } == server.oneMiB)
+    }
+}
