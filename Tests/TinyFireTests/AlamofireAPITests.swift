@@ -516,7 +516,7 @@ struct InterceptorTests {
         let elapsed = ContinuousClock.now - started
         #expect(response.error?.responseCode == 503)
         #expect(request.retryCount == 2)
-        #expect(request.allMetrics.count == 3 && request.requests.count == 3)
+        #expect(request.allMetrics.count == 3 && request.performedRequests.count == 3 && request.requests.count == 6)
         #expect(elapsed >= .milliseconds(300), "backoff 0.1 s then 0.2 s")
         let metrics = try #require(request.metrics)
         #expect(metrics.requestSent != nil && metrics.timeToFirstByte != nil && metrics.tlsHandshake == nil)

@@ -129,4 +129,102 @@ struct AlamofireParityTests {
         #expect(allowedEnd.error == nil)
         #expect(allowedLog.values.withLock { $0.reduce(Data(), +) } == server.oneMiB)
     }
+
+    @Test("ConnectionLostRetryPolicy retries a connection lost in the middle of the body: FIN or RST, Content-Length or chunked")
+    func connectionLostMidBody() async throws {
+        for cut in ["fin-length", "fin-chunked", "rst-length"] {
+            let server = try HostileServer { client in
+                client.readRequest()
+                if client.index == 0 {
+                    if cut.hasSuffix("chunked") {
+                        client.send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n" + String(repeating: "x", count: 300))
+                    } else {
+                        client.send("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + String(repeating: "x", count: 300))
+                    }
+                    client.sleep(0.05)
+                    if cut.hasPrefix("rst") { client.reset() } else { client.close() }
+                } else {
+                    client.send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                }
+            }
+            defer { server.stop() }
+            let request = Session().request(server.base, interceptor: .connectionLostRetryPolicy)
+            let response = await request.serializingString().response
+            #expect(response.value == "ok", "\(cut): \(String(describing: response.error))")
+            #expect(request.retryCount == 1, "\(cut)")
+            // POST is not retried by default, as in Alamofire.
+            let post = Session().request(server.base, method: .post, interceptor: .connectionLostRetryPolicy)
+            _ = await post.serializingString().response
+            #expect(post.retryCount == 0)
+        }
+    }
+
+    @Test("Request.requests holds each attempt's created and adapted URLRequest; performedRequests what was sent")
+    func requestsInitialAndAdapted() async throws {
+        let server = try httpbin()
+        let adapter = Adapter { request, _, completion in
+            var adapted = request
+            adapted.headers.add(name: "X-Adapted", value: "yes")
+            completion(.success(adapted))
+        }
+        let request = Session().request("\(server.base)/get", interceptor: adapter)
+        let echo = try await request.serializingDecodable(Echo.self).value
+        #expect(echo.headers["X-Adapted"] == "yes")
+        #expect(request.requests.count == 2)
+        #expect(request.firstRequest?.headers["X-Adapted"] == nil)
+        #expect(request.request?.headers["X-Adapted"] == "yes")
+        #expect(request.performedRequests.map { $0.headers["X-Adapted"] } == ["yes"])
+        // Without an adapter: the one created.
+        let plain = Session().request("\(server.base)/get")
+        _ = await plain.serializingData().response
+        #expect(plain.requests.count == 1 && plain.performedRequests.count == 1)
+    }
+
+    @Test("download(_:method:parameters:encoder:headers:interceptor:requestModifier:to:) and the async download family")
+    func downloadsAsync() async throws {
+        let server = try httpbin()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tinyfire-parity-dl-\(getpid())")
+        try? FileManager.default.removeItem(at: directory)
+        let destination: DownloadRequest.Destination = { _, response in
+            (
+                directory.appendingPathComponent(DownloadRequest.suggestedFilename(for: response, url: nil)),
+                [.createIntermediateDirectories, .removePreviousFile]
+            )
+        }
+        let parameters = ["foo": "bar"]
+        let query = TF.download("\(server.base)/get", parameters: parameters, to: destination)
+        let echo = try await query.serializingDecodable(Echo.self).value
+        #expect(echo.args == ["foo": "bar"])
+        let posted = TF.download(
+            "\(server.base)/post", method: .post, parameters: parameters, encoder: JSONParameterEncoder.default,
+            headers: [.accept("application/json")], requestModifier: { $0.timeoutInterval = 10 }, to: destination)
+        let text = try await posted.serializingString().value
+        #expect(text.contains("\"foo\": \"bar\""))
+        #expect(posted.request?.timeoutInterval == 10)
+        let data = try await TF.download("\(server.base)/bytes/1000").serializingData().value
+        #expect(data.count == 1000)
+        let fileURL = try await TF.download("\(server.base)/bytes/10", to: destination).serializingDownloadedFileURL().value
+        #expect(FileManager.default.fileExists(atPath: fileURL.path))
+        let response = await TF.download("\(server.base)/status/404").validate().serializingData().response
+        #expect(response.error?.responseCode == 404)
+        let result = await TF.download("\(server.base)/bytes/5").serializingData().result
+        #expect((try? result.get())?.count == 5)
+
+        // Cancelling: the DownloadTask, or the awaiting Swift task (automaticallyCancelling by default).
+        let silent = try HostileServer.neverAnswering()
+        defer { silent.stop() }
+        let task = TF.download(silent.base).serializingData()
+        task.cancel()
+        #expect(await task.result.failure?.isExplicitlyCancelledError == true)
+        let awaiting = Task { await TF.download(silent.base).serializingData().response }
+        awaiting.cancel()
+        #expect(await awaiting.value.error?.isExplicitlyCancelledError == true)
+    }
+}
+
+extension Result {
+    var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
 }

@@ -99,20 +99,20 @@ struct OfflineRequestTests {
         let failed = ContinuousClock.now
         while retrier.waitingCount == 0 && ContinuousClock.now - failed < .seconds(5) { Thread.sleep(forTimeInterval: 0.01) }
         Thread.sleep(forTimeInterval: 0.5)
-        #expect(request.requests.count == 1, "retried while the network was down")
+        #expect(request.performedRequests.count == 1, "retried while the network was down")
         #expect(retrier.waitingCount == 1)
         try ns.inside(["route", "add", "default", "via", ns.hostAddress])
         let routeAdded = ContinuousClock.now
         // Only the route can bring the second attempt: giving up after maximumWait ends the
         // request with one attempt. (How fast it follows is a figure, not a pass mark.)
-        while request.requests.count < 2 && done.wait(timeout: .now() + 0.01) == .timedOut {}
-        #expect(request.requests.count == 2, "the retry did not follow the route (\(ContinuousClock.now - routeAdded))")
+        while request.performedRequests.count < 2 && done.wait(timeout: .now() + 0.01) == .timedOut {}
+        #expect(request.performedRequests.count == 2, "the retry did not follow the route (\(ContinuousClock.now - routeAdded))")
 
         // The retry failed while the network is up: no loop; it waits for a change, and none comes.
         let secondWait = ContinuousClock.now
         #expect(done.wait(timeout: .now() + 60) == .success)
         #expect(ContinuousClock.now - secondWait >= .milliseconds(2500), "gave up before maximumWait")
-        #expect(request.requests.count == 2, "retried without a change in the network")
+        #expect(request.performedRequests.count == 2, "retried without a change in the network")
         #expect(request.error?.transferError?.kind == .connectFailed, "not the original error: \(String(describing: request.error))")
         #expect(retrier.waitingCount == 0)
     }
@@ -134,7 +134,7 @@ struct OfflineRequestTests {
         let request = AF.request("http://127.0.0.1:\(closedPort())/", interceptor: retrier)
         let up = try response(of: request)
         #expect(up.error?.transferError?.kind == .connectFailed)
-        #expect(request.requests.count == 2, "expected one immediate retry while reachable")
+        #expect(request.performedRequests.count == 2, "expected one immediate retry while reachable")
     }
 
     @Test("OfflineQueueDeferrer: a body, a file and a multipart form are queued with the request's key and delivered to nginx")

@@ -640,6 +640,145 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 }
 
+// MARK: - Swift concurrency
+
+extension DownloadRequest {
+    /// The value `serializer` makes of the downloaded file, awaited (read into memory up to
+    /// `maxInMemoryBodyBytes`).
+    /// - Parameters:
+    ///   - serializer: the serializer.
+    ///   - shouldAutomaticallyCancel: cancel the request when the awaiting task is cancelled;
+    ///     default true, as in Alamofire's downloads.
+    /// - Returns: the task.
+    public func serializingDownload<Serializer: DataResponseSerializerProtocol>(
+        using serializer: Serializer, automaticallyCancelling shouldAutomaticallyCancel: Bool = true
+    ) -> DownloadTask<Serializer.SerializedObject> {
+        let box = ResponseBox<DownloadResponse<Serializer.SerializedObject, TinyFireError>>()
+        response(queue: session.serializationQueue, responseSerializer: serializer) { box.deliver($0) }
+        return DownloadTask(request: self, box: box, automaticallyCancelling: shouldAutomaticallyCancel)
+    }
+
+    /// The downloaded file as `Data`, awaited.
+    /// - Parameters:
+    ///   - shouldAutomaticallyCancel: default true.
+    ///   - dataPreprocessor: default passthrough.
+    ///   - emptyResponseCodes: default 204, 205.
+    ///   - emptyRequestMethods: default HEAD.
+    /// - Returns: the task.
+    public func serializingData(
+        automaticallyCancelling shouldAutomaticallyCancel: Bool = true,
+        dataPreprocessor: any DataPreprocessor = DataResponseSerializer.defaultDataPreprocessor,
+        emptyResponseCodes: Set<Int> = DataResponseSerializer.defaultEmptyResponseCodes,
+        emptyRequestMethods: Set<HTTPMethod> = DataResponseSerializer.defaultEmptyRequestMethods
+    ) -> DownloadTask<Data> {
+        serializingDownload(
+            using: DataResponseSerializer(
+                dataPreprocessor: dataPreprocessor, emptyResponseCodes: emptyResponseCodes, emptyRequestMethods: emptyRequestMethods),
+            automaticallyCancelling: shouldAutomaticallyCancel)
+    }
+
+    /// The downloaded file as text, awaited.
+    /// - Parameters:
+    ///   - shouldAutomaticallyCancel: default true.
+    ///   - dataPreprocessor: default passthrough.
+    ///   - encoding: default the response's charset.
+    ///   - emptyResponseCodes: default 204, 205.
+    ///   - emptyRequestMethods: default HEAD.
+    /// - Returns: the task.
+    public func serializingString(
+        automaticallyCancelling shouldAutomaticallyCancel: Bool = true,
+        dataPreprocessor: any DataPreprocessor = StringResponseSerializer.defaultDataPreprocessor,
+        encoding: String.Encoding? = nil,
+        emptyResponseCodes: Set<Int> = StringResponseSerializer.defaultEmptyResponseCodes,
+        emptyRequestMethods: Set<HTTPMethod> = StringResponseSerializer.defaultEmptyRequestMethods
+    ) -> DownloadTask<String> {
+        serializingDownload(
+            using: StringResponseSerializer(
+                dataPreprocessor: dataPreprocessor, encoding: encoding, emptyResponseCodes: emptyResponseCodes,
+                emptyRequestMethods: emptyRequestMethods),
+            automaticallyCancelling: shouldAutomaticallyCancel)
+    }
+
+    /// The downloaded file decoded as `Value`, awaited.
+    /// - Parameters:
+    ///   - type: the type.
+    ///   - shouldAutomaticallyCancel: default true.
+    ///   - dataPreprocessor: default passthrough.
+    ///   - decoder: default `JSONDecoder()`.
+    ///   - emptyResponseCodes: default 204, 205.
+    ///   - emptyRequestMethods: default HEAD.
+    /// - Returns: the task.
+    public func serializingDecodable<Value: Decodable & Sendable>(
+        _ type: Value.Type = Value.self, automaticallyCancelling shouldAutomaticallyCancel: Bool = true,
+        dataPreprocessor: any DataPreprocessor = DecodableResponseSerializer<Value>.defaultDataPreprocessor,
+        decoder: any DataDecoder = JSONDecoder(),
+        emptyResponseCodes: Set<Int> = DecodableResponseSerializer<Value>.defaultEmptyResponseCodes,
+        emptyRequestMethods: Set<HTTPMethod> = DecodableResponseSerializer<Value>.defaultEmptyRequestMethods
+    ) -> DownloadTask<Value> {
+        serializingDownload(
+            using: DecodableResponseSerializer<Value>(
+                dataPreprocessor: dataPreprocessor, decoder: decoder, emptyResponseCodes: emptyResponseCodes,
+                emptyRequestMethods: emptyRequestMethods),
+            automaticallyCancelling: shouldAutomaticallyCancel)
+    }
+
+    /// The downloaded file's URL, awaited (a failure when the download failed or wrote to a
+    /// descriptor).
+    /// - Parameter shouldAutomaticallyCancel: default true.
+    /// - Returns: the task.
+    public func serializingDownloadedFileURL(automaticallyCancelling shouldAutomaticallyCancel: Bool = true) -> DownloadTask<URL> {
+        let box = ResponseBox<DownloadResponse<URL, TinyFireError>>()
+        responseURL(queue: session.serializationQueue) { box.deliver($0) }
+        return DownloadTask(request: self, box: box, automaticallyCancelling: shouldAutomaticallyCancel)
+    }
+}
+
+/// An async view of a download's serialized outcome (Alamofire's `DownloadTask`).
+public struct DownloadTask<Value: Sendable>: Sendable {
+    /// The request.
+    public let request: DownloadRequest
+    private let box: ResponseBox<DownloadResponse<Value, TinyFireError>>
+    private let shouldAutomaticallyCancel: Bool
+
+    init(request: DownloadRequest, box: ResponseBox<DownloadResponse<Value, TinyFireError>>, automaticallyCancelling: Bool) {
+        self.request = request
+        self.box = box
+        self.shouldAutomaticallyCancel = automaticallyCancelling
+    }
+
+    /// The whole response. When the task was made with `automaticallyCancelling: true` (the
+    /// default), cancelling the awaiting Swift task cancels the download.
+    public var response: DownloadResponse<Value, TinyFireError> {
+        get async {
+            guard shouldAutomaticallyCancel else { return await box.response }
+            let request = self.request
+            return await withTaskCancellationHandler {
+                await box.response
+            } onCancel: {
+                request.cancel()
+            }
+        }
+    }
+
+    /// The result.
+    public var result: Result<Value, TinyFireError> {
+        get async { await response.result }
+    }
+
+    /// The value.
+    /// - Throws: the `TinyFireError` the download failed with.
+    public var value: Value {
+        get async throws(TinyFireError) { try await result.get() }
+    }
+
+    /// Cancels the download.
+    public func cancel() { request.cancel() }
+    /// Resumes the download.
+    public func resume() { request.resume() }
+    /// Suspends the download.
+    public func suspend() { request.suspend() }
+}
+
 /// The outcome of a `DownloadRequest`.
 public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
     /// The request as sent (adapted, before redirects).

@@ -38,6 +38,7 @@ public class Request: @unchecked Sendable {
         var state: State = .initialized
         var initialRequest: URLRequest?
         var requests: [URLRequest] = []
+        var performedRequests: [URLRequest] = []
         var httpRequest: HTTPRequest?
         var response: HTTPResponse?
         var allMetrics: [TransferMetrics] = []
@@ -118,8 +119,12 @@ public class Request: @unchecked Sendable {
     public var retryCount: Int { protected.withLock { $0.retryCount } }
     /// The request as first created, before adapters.
     public var firstRequest: URLRequest? { protected.withLock { $0.requests.first } }
-    /// Every request sent, one per attempt, after adapters.
+    /// Every `URLRequest` made for this request, as in Alamofire: for each attempt the one
+    /// created (from the convertible; with credentials when answering a Basic challenge), then
+    /// the adapted one when an adapter ran.
     public var requests: [URLRequest] { protected.withLock { $0.requests } }
+    /// The request of each attempt as sent (after adapters, before redirects), one per attempt.
+    public var performedRequests: [URLRequest] { protected.withLock { $0.performedRequests } }
     /// The latest request sent (Alamofire's `request`): adapted, before redirects.
     public var request: URLRequest? { protected.withLock { $0.requests.last } }
     /// Same as `request`.
@@ -353,7 +358,7 @@ public class Request: @unchecked Sendable {
     public func onURLRequestCreation(on queue: DispatchQueue? = nil, perform handler: @escaping @Sendable (URLRequest) -> Void) -> Self {
         let existing = protected.withLock { state -> URLRequest? in
             state.urlRequestHandlers.append((queue ?? session.rootQueue, handler))
-            return state.requests.last
+            return state.performedRequests.last
         }
         if let existing { (queue ?? session.rootQueue).async { handler(existing) } }
         return self
@@ -412,6 +417,7 @@ public class Request: @unchecked Sendable {
             withCredential.headers.update(.authorization(username: user, password: password))
         }
         let initial = withCredential
+        protected.withLock { $0.requests.append(initial) }
         if (initial.method ?? .get) == .get, let body = initial.httpBody, !body.isEmpty {
             retryOrFinish(.urlRequestValidationFailed(reason: .bodyDataInGETRequest(body)))
             return
@@ -424,6 +430,7 @@ public class Request: @unchecked Sendable {
         adapter.adapt(initial, using: state) { [self] result in
             switch result {
             case .success(let adapted):
+                protected.withLock { $0.requests.append(adapted) }
                 eventMonitor?.request(self, didAdaptInitialRequest: initial, to: adapted)
                 didCreateURLRequest(adapted)
             case .failure(let error):
@@ -436,7 +443,7 @@ public class Request: @unchecked Sendable {
 
     private func didCreateURLRequest(_ urlRequest: URLRequest) {
         let (cURLHandlers, urlRequestHandlers) = protected.withLock { state in
-            state.requests.append(urlRequest)
+            state.performedRequests.append(urlRequest)
             return (state.cURLHandlers, state.urlRequestHandlers)
         }
         eventMonitor?.request(self, didCreateURLRequest: urlRequest)

@@ -383,6 +383,47 @@ public final class Session: Sendable {
             interceptor: interceptor, target: .destination(destination))
     }
 
+    /// Creates a download from parts, encoding `parameters` with `encoder` (Alamofire's
+    /// `download(_:method:parameters:encoder:headers:interceptor:requestModifier:to:)`).
+    /// - Parameters:
+    ///   - convertible: the URL.
+    ///   - method: the method; default GET.
+    ///   - parameters: encoded into the query or the body, as `encoder` decides.
+    ///   - encoder: default `URLEncodedFormParameterEncoder.default` (the query for GET).
+    ///   - headers: headers added to the session's defaults.
+    ///   - interceptor: this request's interceptor.
+    ///   - requestModifier: changes the `URLRequest` before it is adapted.
+    ///   - destination: picks the file once the head is known; default a file in the
+    ///     temporary directory.
+    /// - Returns: the request.
+    public func download<Parameters: Encodable & Sendable>(
+        _ convertible: any URLConvertible, method: HTTPMethod = .get, parameters: Parameters? = nil,
+        encoder: any ParameterEncoder = URLEncodedFormParameterEncoder.default, headers: HTTPHeaders? = nil,
+        interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil,
+        to destination: DownloadRequest.Destination? = nil
+    ) -> DownloadRequest {
+        DownloadRequest(
+            session: self,
+            convertible: RequestEncodableConvertible(
+                url: convertible, method: method, parameters: parameters, encoder: encoder, headers: headers,
+                requestModifier: requestModifier),
+            interceptor: interceptor, target: .destination(destination))
+    }
+
+    /// Creates a download from a `URLRequestConvertible` (a router).
+    /// - Parameters:
+    ///   - convertible: builds the request.
+    ///   - interceptor: this request's interceptor.
+    ///   - destination: picks the file once the head is known; default a file in the
+    ///     temporary directory.
+    /// - Returns: the request.
+    public func download(
+        _ convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil,
+        to destination: DownloadRequest.Destination? = nil
+    ) -> DownloadRequest {
+        DownloadRequest(session: self, convertible: convertible, interceptor: interceptor, target: .destination(destination))
+    }
+
     /// Continues a download from resume data (`DownloadRequest.resumeData`,
     /// `DownloadResponse.resumeData`, or a `DownloadResumeData` you built): asks for the
     /// missing bytes with `Range` and `If-Range` and appends them to the partial file. A 200

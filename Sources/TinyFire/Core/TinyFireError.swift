@@ -485,7 +485,13 @@ extension TransferError {
         case .timedOut: return .timedOut
         case .lowSpeed: return .lowSpeed
         case .connectionError: return .connectionLost
-        case .invalidResponse: return .invalidResponse
+        case .invalidResponse(let error):
+            switch error {
+            // The peer went away mid-message: the connection was lost, not the syntax broken
+            // (URLSession's networkConnectionLost; what ConnectionLostRetryPolicy retries).
+            case .truncatedHead, .truncatedBody, .truncatedChunkedBody, .closeDelimitedBodyWithoutCloseNotify: return .connectionLost
+            default: return .invalidResponse
+            }
         case .contentDecodingFailed: return .contentDecodingFailed
         case .bodyLimitExceeded: return .limitExceeded
         case .tooManyRedirects, .insecureRedirect, .invalidRedirect, .redirectBodyTooLarge: return .redirectFailed
