@@ -82,6 +82,85 @@ AF.request("\(host)/get")
         group.leave()
     }
 
+// HTTPHeaders is a Collection of HTTPHeader
+print("Headers: \(headers.count), first \(headers[headers.startIndex].name)")
+for header in headers.sorted() { print("  \(header.name)") }
+
+// Adding EventMonitors (Advanced Usage), with a TinyFire event for URLSession's task one
+let monitor = ClosureEventMonitor()
+monitor.requestDidFinish = { request in
+    print("Monitor: finished \(request.request?.url?.absoluteString ?? "")")
+}
+let monitoredSession = Session(eventMonitors: [monitor])
+group.enter()
+monitoredSession.request("\(host)/get").response { _ in group.leave() }
+
+// onHTTPResponse: the response, then control over the request
+group.enter()
+AF.request("\(host)/get")
+    .onHTTPResponse { response in
+        print("onHTTPResponse: \(response.statusCode)")
+    }
+    .response { _ in group.leave() }
+
+group.enter()
+AF.request("\(host)/get")
+    .onHTTPResponse { response, completionHandler in
+        print(response.status)
+        completionHandler(.allow)
+    }
+    .response { response in
+        print("allowed: \(response.error == nil)")
+        group.leave()
+    }
+
+group.enter()
+AF.request("\(host)/get")
+    .onHTTPResponse { response, completionHandler in
+        completionHandler(.cancel)
+    }
+    .response { response in
+        print("cancelled: \(response.error?.isExplicitlyCancelledError == true)")
+        group.leave()
+    }
+
+// Download File Destination
+let destination: DownloadRequest.Destination = { _, _ in
+    let fileURL = FileManager.default.temporaryDirectory.appendingPathComponent("alamofire-example/image.png")
+    return (fileURL, [.removePreviousFile, .createIntermediateDirectories])
+}
+
+group.enter()
+AF.download("\(host)/image/png", to: destination).response { response in
+    debugPrint(response)
+    if response.error == nil, let imagePath = response.fileURL?.path {
+        print("Downloaded image: \(imagePath)")
+    }
+    group.leave()
+}
+
+// Downloads with parameters, as requests
+group.enter()
+AF.download("\(host)/get", parameters: ["foo": "bar"], to: destination).responseDecodable(of: DecodableType.self) { response in
+    print("Download with parameters: \(response.value?.url ?? "failed")")
+    group.leave()
+}
+
+// Streaming with a DataStreamSerializer
+group.enter()
+AF.streamRequest("\(host)/stream/2").responseStream(using: DecodableStreamSerializer<DecodableType>(decoder: JSONDecoder())) { stream in
+    switch stream.event {
+    case let .stream(result):
+        switch result {
+        case let .success(value): print("Streamed: \(value.url)")
+        case let .failure(error): print("Stream failed: \(error)")
+        }
+    case let .complete(completion):
+        print("Stream complete: \(completion.error == nil)")
+        group.leave()
+    }
+}
+
 group.wait()
 
 // Using Alamofire with Swift Concurrency
@@ -91,6 +170,24 @@ Task.detached {
     do {
         let value = try await AF.request("\(host)/get").serializingDecodable(DecodableType.self).value
         print("Swift concurrency: \(value.url)")
+
+        // DownloadRequest Support
+        let url = try await AF.download("\(host)/bytes/64").serializingDownloadedFileURL().value
+        print("Downloaded to a file: \(url.lastPathComponent.isEmpty ? "failed" : "yes")")
+
+        // DataStreamRequest Support
+        let streamTask = AF.streamRequest("\(host)/stream/3").streamTask()
+        var lines = 0
+        for await stream in streamTask.streamingDecodables(DecodableType.self) {
+            if stream.value != nil { lines += 1 }
+        }
+        print("Stream task decoded \(lines) lines")
+
+        let kept = AF.streamRequest("\(host)/stream/3")
+        for await data in kept.streamTask().streamingData(automaticallyCancelling: false) {
+            if data.value != nil { break }  // The stream ends; the request is not cancelled.
+        }
+        print("Left the loop, request cancelled: \(kept.isCancelled)")
     } catch {
         print("Swift concurrency failed: \(error)")
     }

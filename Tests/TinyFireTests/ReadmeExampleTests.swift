@@ -16,6 +16,18 @@ struct ReadmeExampleTests {
         #expect(output.contains("Basic VXNlcm5hbWU6UGFzc3dvcmQ="))
         #expect(output.contains("$ curl -v \\\n\t-X GET"))
         #expect(output.contains("Swift concurrency: \(server.base)/get"))
+        #expect(output.contains("Headers: 2, first Authorization"))
+        #expect(output.contains("Monitor: finished \(server.base)/get"))
+        #expect(output.contains("onHTTPResponse: 200"))
+        #expect(output.contains("allowed: true"))
+        #expect(output.contains("cancelled: true"))
+        #expect(output.contains("Downloaded image: ") && output.contains("alamofire-example/image.png"))
+        #expect(output.contains("Download with parameters: \(server.base)/get?foo=bar"))
+        #expect(output.components(separatedBy: "Streamed: \(server.base)/stream/2").count == 3)
+        #expect(output.contains("Stream complete: true"))
+        #expect(output.contains("Downloaded to a file: yes"))
+        #expect(output.contains("Stream task decoded 3 lines"))
+        #expect(output.contains("Left the loop, request cancelled: false"))
         #expect(!output.contains("failed"))
     }
 }
