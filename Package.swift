@@ -38,10 +38,19 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // fire-agent's logic (config, telemetry, daemon), tested in-process.
+        .target(
+            name: "FireAgentCore",
+            dependencies: [
+                "TinyFire",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "fire-agent",
             dependencies: [
                 "TinyFire",
+                "FireAgentCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -60,6 +69,7 @@ let package = Package(
             name: "TinyFireTests",
             dependencies: [
                 "TinyFire",
+                "FireAgentCore",
                 "CZlib",
                 "CTinyFireSystem",
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -141,8 +141,11 @@ AF.download("\(host)/image/png", to: destination).response { response in
 
 // Downloads with parameters, as requests
 group.enter()
-AF.download("\(host)/get", parameters: ["foo": "bar"], to: destination).responseDecodable(of: DecodableType.self) { response in
-    print("Download with parameters: \(response.value?.url ?? "failed")")
+let jsonDestination: DownloadRequest.Destination = { _, _ in
+    (FileManager.default.temporaryDirectory.appendingPathComponent("alamofire-example/get.json"), [.removePreviousFile])
+}
+AF.download("\(host)/get", parameters: ["foo": "bar"], to: jsonDestination).responseDecodable(of: DecodableType.self) { response in
+    print("Download with parameters: \(response.value?.url ?? "failed: \(String(describing: response.error))")")
     group.leave()
 }
 
@@ -156,7 +159,7 @@ AF.streamRequest("\(host)/stream/2").responseStream(using: DecodableStreamSerial
         case let .failure(error): print("Stream failed: \(error)")
         }
     case let .complete(completion):
-        print("Stream complete: \(completion.error == nil)")
+        print("Stream complete: \(completion.error.map { "failed: \($0)" } ?? "true")")
         group.leave()
     }
 }

@@ -109,6 +109,20 @@ struct AlamofireParityTests {
         let refused = await cancelled.serializingData().response
         #expect(refused.error?.isExplicitlyCancelledError == true)
 
+        // Small responses arrive whole with their head: the outcome still waits for the answer.
+        let session = Session()
+        for round in 0..<40 {
+            let small = session.request("\(server.base)/hello.txt").onHTTPResponse { _, completionHandler in
+                completionHandler(round % 2 == 0 ? .cancel : .allow)
+            }
+            let outcome = await small.serializingString().response
+            if round % 2 == 0 {
+                #expect(outcome.error?.isExplicitlyCancelledError == true, "round \(round)")
+            } else {
+                #expect(outcome.value == "hello\n", "round \(round): \(String(describing: outcome.error))")
+            }
+        }
+
         // A stream gets no chunk of a cancelled response, and every chunk of an allowed one.
         let log = EventLog<Data, Never>()
         let stream = Session().streamRequest("\(server.base)/1m.bin")

@@ -68,6 +68,8 @@ public class Request: @unchecked Sendable {
         var awaitingDisposition = false
         /// Counts response heads handed to the handler: an answer is for one head only.
         var dispositionGeneration = 0
+        /// The transfer ended while its head waited for the disposition.
+        var completionAwaitingDisposition = false
         var downloadProgress = ProgressReporter()
         var uploadProgress = ProgressReporter()
         /// Bytes already on disk before this attempt's body (a resumed download).
@@ -317,17 +319,22 @@ public class Request: @unchecked Sendable {
 
     /// The answer to a held response head arrived.
     private func dispositionDecided(_ disposition: ResponseDisposition, generation: Int) {
-        let wasWaiting = protected.withLock { state -> Bool in
-            guard state.dispositionGeneration == generation, state.awaitingDisposition else { return false }
+        let (wasWaiting, completed, needsQueue) = protected.withLock { state -> (Bool, Bool, Bool) in
+            guard state.dispositionGeneration == generation, state.awaitingDisposition else { return (false, false, false) }
             // Refused: the body stays held (and is dropped) while the cancellation runs.
             if disposition == .allow { state.awaitingDisposition = false }
-            return true
+            defer { state.completionAwaitingDisposition = false }
+            return (true, state.completionAwaitingDisposition, !state.validators.isEmpty)
         }
         guard wasWaiting else { return }
         switch disposition {
         case .allow:
             bodyAllowed()
-            updateFlowPause()
+            if completed {
+                continueAfterTransfer(nil, onQueue: needsQueue)
+            } else {
+                updateFlowPause()
+            }
         case .cancel:
             cancel()
         }
@@ -975,17 +982,31 @@ extension Request: TransferOwner {
         _ result: Result<SinkOutput, TinyFireError>, request: HTTPRequest?, response: HTTPResponse?, metrics: TransferMetrics
     ) {
         let result = adjustTransferResult(result)
-        let needsQueue = protected.withLock { state -> Bool in
+        var error: TinyFireError? = if case .failure(let failure) = result { failure } else { nil }
+        let (needsQueue, held, refused) = protected.withLock { state -> (Bool, Bool, Bool) in
             state.transferRunning = false
             if let request { state.httpRequest = request }
             if let response { state.response = response }
             state.allMetrics.append(metrics)
             if case .success(let output) = result { state.output = output }
-            return !state.validators.isEmpty
+            // The whole body came before the app answered onHTTPResponse: the outcome waits
+            // for the answer (.cancel must still cancel).
+            // Refused while the transfer was ending: the cancellation it asked for found no
+            // transfer to stop, so it is this outcome.
+            let refused = state.awaitingDisposition && state.state == .cancelled
+            let held = state.awaitingDisposition && error == nil && !refused
+            if held { state.completionAwaitingDisposition = true }
+            return (!state.validators.isEmpty, held, refused)
         }
-        let error: TinyFireError? = if case .failure(let failure) = result { failure } else { nil }
+        if refused { error = .explicitlyCancelled }
         eventMonitor?.request(self, didGatherMetrics: metrics)
         eventMonitor?.request(self, didCompleteTransferWithError: error)
+        if held { return }
+        continueAfterTransfer(error, onQueue: needsQueue)
+    }
+
+    /// Validation, retry and finish after a transfer, off the I/O thread when user code runs.
+    func continueAfterTransfer(_ error: TinyFireError?, onQueue needsQueue: Bool) {
         if needsQueue || combinedInterceptor != nil {
             // Validators and retriers are user code: keep them off the I/O thread.
             session.rootQueue.async { [self] in didCompleteAttempt(error) }

@@ -176,7 +176,12 @@ final class HTTPConnection: EventLoopHandler {
             let connection = WeakLoopReference(self)
             producer = StreamBodyProducer(stream: source.stream, loop: loop) { connection.value?.bodyBecameReady() }
         }
-        readingPaused = false
+        if readingPaused {
+            // The last exchange ended paused (its owner held the body back): read again, or
+            // this response would never be seen.
+            readingPaused = false
+            updateInterest()
+        }
         sending = true
         responseKeepAlive = false
         requestCutShort = false

@@ -401,11 +401,12 @@ func trimmed(_ text: Substring) -> String {
 
 extension DownloadRequest {
     /// Blocks the calling thread until the request finishes (a CLI's main thread, never the
-    /// session's queues).
+    /// session's queues). The response comes on the root queue, after the progress handlers
+    /// queued there before it (the final 100 % line is printed before the command ends).
     func waitForResponse() -> DownloadResponse<URL?, TinyFireError> {
         let done = DispatchSemaphore(value: 0)
         let box = Mutex<DownloadResponse<URL?, TinyFireError>?>(nil)
-        response(queue: DispatchQueue(label: "fire-agent.wait")) { response in
+        response { response in
             box.withLock { $0 = response }
             done.signal()
         }

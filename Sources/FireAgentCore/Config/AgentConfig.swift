@@ -1,0 +1,365 @@
+import Logging
+import TinyFire
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// fire-agent's configuration: one JSON5 file (docs/CONFIG.md is the schema). Read with
+/// `AgentConfig.load(path:)`, which refuses a file with any problem — unknown keys (with the
+/// closest known key), wrong types, missing or impossible values, a readable private key — and
+/// names each one by its key path, before anything runs.
+public struct AgentConfig: Sendable {
+    /// Where the agent reads its config unless `--config` says otherwise.
+    public static let defaultPath = "/etc/fire-agent/fire-agent.json5"
+
+    /// Who this device is.
+    public struct Device: Sendable {
+        /// The device's identifier: a tag on every point (default: /etc/machine-id).
+        public var id: String
+        /// Extra tags on every point (site, model, …).
+        public var labels: [String: String]
+    }
+
+    /// The fleet backend and how to reach it.
+    public struct Server: Sendable {
+        /// Base URL (http or https); InfluxDB paths go below it.
+        public var url: URL
+        /// CA certificates (PEM) to trust instead of the system bundle.
+        public var caFile: String?
+        /// SPKI pins, `sha256//BASE64`; any one must match the verified chain.
+        public var pins: [String]
+        /// Client certificate (PEM) for mutual TLS.
+        public var clientCertificate: String?
+        /// Its private key (PEM); refused when group or others can read it.
+        public var clientKey: String?
+        /// DNS plus TCP connect.
+        public var connectTimeout: Duration
+        /// No byte moving.
+        public var idleTimeout: Duration
+        /// One whole request.
+        public var requestTimeout: Duration
+    }
+
+    /// Where telemetry goes: InfluxDB's v1 `/write` or v2 `/api/v2/write`.
+    public enum InfluxAPI: Sendable, Equatable {
+        /// `/write?db=…&rp=…`, with Basic credentials when given.
+        case v1(database: String, retentionPolicy: String?, username: String?, password: String?)
+        /// `/api/v2/write?org=…&bucket=…`, with `Authorization: Token …`.
+        case v2(organization: String, bucket: String, token: String)
+    }
+
+    /// Timestamp precision of the line protocol sent.
+    public enum Precision: String, Sendable, CaseIterable {
+        /// Nanoseconds.
+        case ns
+        /// Microseconds.
+        case us
+        /// Milliseconds.
+        case ms
+        /// Seconds.
+        case s
+    }
+
+    /// Which built-in collectors run.
+    public struct Collectors: Sendable, Equatable {
+        /// CPU time per state, from /proc/stat deltas.
+        public var cpu = true
+        /// /proc/meminfo.
+        public var memory = true
+        /// /proc/loadavg.
+        public var load = true
+        /// /proc/uptime.
+        public var uptime = true
+        /// statvfs of each real mount.
+        public var disk = true
+        /// /proc/net/dev per interface.
+        public var network = true
+        /// /sys/class/thermal zones.
+        public var thermal = true
+        /// /proc/pressure (PSI), where the kernel has it.
+        public var pressure = true
+        /// The agent's own health: queue, drops, dead letters, last sync, RSS.
+        public var agent = true
+    }
+
+    /// Telemetry: collection, spool, batching, upload.
+    public struct Telemetry: Sendable {
+        /// Collection period.
+        public var interval: Duration
+        /// Delivery period (a sync also runs when the network comes back).
+        public var syncInterval: Duration
+        /// Each period is moved by up to this fraction, at random, so a fleet spreads out.
+        public var jitter: Double
+        /// Which collectors run.
+        public var collectors: Collectors
+        /// Directory other programs drop line-protocol files into (renamed in); nil: none.
+        public var spoolDirectory: String?
+        /// Points per batch at most.
+        public var batchMaxPoints: Int
+        /// Bytes per batch (uncompressed line protocol) at most.
+        public var batchMaxBytes: Int
+        /// InfluxDB v1 or v2, with its database or bucket and credentials.
+        public var api: InfluxAPI
+        /// Timestamp precision sent.
+        public var precision: Precision
+    }
+
+    /// The offline queue every batch goes through.
+    public struct Queue: Sendable {
+        /// Where the queue keeps its journal and body files.
+        public var directory: String
+        /// Batches held at most.
+        public var maxRecords: Int
+        /// Bytes held at most (journal plus body files).
+        public var maxBytes: Int64
+        /// Batches the server refused for good (400), with its message.
+        public var deadLetterDirectory: String
+        /// A batch the server keeps answering with a retryable error goes to the dead
+        /// letters after this long at the head of the queue (nothing blocks it forever).
+        public var maxRecordAge: Duration
+    }
+
+    /// Log output.
+    public struct Logging: Sendable {
+        /// The lowest level logged.
+        public var level: Logger.Level
+        /// `text` for people, `json` for collectors (one object per line).
+        public var format: String
+    }
+
+    /// Who this device is.
+    public var device: Device
+    /// The fleet backend.
+    public var server: Server
+    /// Collection and upload.
+    public var telemetry: Telemetry
+    /// The offline queue.
+    public var queue: Queue
+    /// Log output.
+    public var logging: Logging
+    /// The file this was read from.
+    public var file: String
+
+    /// Reads and checks a config file.
+    /// - Parameter path: the file.
+    /// - Throws: `ConfigError` listing every problem (key path and reason).
+    public static func load(path: String) throws(ConfigError) -> AgentConfig {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let reason = access(path, F_OK) == 0 ? "cannot be read: \(String(cString: strerror(EACCES)))" : "does not exist"
+            throw ConfigError(file: path, problems: [ConfigProblem(path: "", reason: reason)])
+        }
+        return try parse(data, file: path)
+    }
+
+    /// Reads and checks a config document.
+    /// - Parameters:
+    ///   - data: JSON5 text.
+    ///   - file: its name, for messages and relative paths.
+    ///   - machineIDPath: where the default device id comes from.
+    /// - Throws: `ConfigError` listing every problem.
+    public static func parse(_ data: Data, file: String, machineIDPath: String = "/etc/machine-id") throws(ConfigError) -> AgentConfig {
+        let root = try JSONValue.parse(data, file: file)
+        let problems = ProblemList()
+        let reader = ConfigReader.document(root, problems: problems)
+        let config = read(reader, file: file, machineIDPath: machineIDPath, problems: problems)
+        reader.finish()
+        guard problems.problems.isEmpty, let config else {
+            throw ConfigError(file: file, problems: problems.problems)
+        }
+        return config
+    }
+
+    private static func read(_ root: ConfigReader, file: String, machineIDPath: String, problems: ProblemList) -> AgentConfig? {
+        // device
+        let deviceReader = root.section("device")
+        var deviceID = deviceReader.string("id")
+        if deviceID == nil && !deviceReader.has("id") {
+            let machineID = FileManager.default.contents(atPath: machineIDPath).map {
+                String(decoding: $0, as: UTF8.self).trimmed()
+            }
+            if let machineID, !machineID.isEmpty {
+                deviceID = machineID
+            } else {
+                deviceReader.problem("id", "is not set and \(machineIDPath) is missing or empty")
+            }
+        }
+        let labels = deviceReader.stringMap("labels")
+        for (name, value) in labels {
+            if let reason = LineProtocol.tagProblem(key: name, value: value) { problems.add("device.labels.\(name)", reason) }
+        }
+        deviceReader.finish()
+
+        // server
+        let serverReader = root.section("server")
+        var url: URL?
+        if let text = serverReader.requiredString("url") {
+            if let parsed = URL(string: text), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
+                parsed.host() != nil
+            {
+                url = parsed
+            } else {
+                serverReader.problem("url", "\"\(text)\" is not an http:// or https:// URL with a host")
+            }
+        }
+        let caFile = serverReader.string("caFile").map { resolve($0, relativeTo: file) }
+        let pins = serverReader.stringArray("pins")
+        for (index, pin) in pins.enumerated() where !isPin(pin) {
+            problems.add("server.pins[\(index)]", "\"\(pin)\" is not sha256//BASE64 (44 characters of base64 for 32 bytes)")
+        }
+        let certificate = serverReader.string("clientCertificate").map { resolve($0, relativeTo: file) }
+        let key = serverReader.string("clientKey").map { resolve($0, relativeTo: file) }
+        if certificate != nil && key == nil { serverReader.problem("clientKey", "is required with clientCertificate") }
+        if key != nil && certificate == nil { serverReader.problem("clientCertificate", "is required with clientKey") }
+        if let caFile { checkReadable(caFile, path: "server.caFile", problems: problems) }
+        if let certificate { checkReadable(certificate, path: "server.clientCertificate", problems: problems) }
+        if let key { checkPrivateKey(key, path: "server.clientKey", problems: problems) }
+        if url?.scheme?.lowercased() == "http" && (!pins.isEmpty || certificate != nil || caFile != nil) {
+            serverReader.problem("url", "is http://, but TLS settings (caFile, pins, clientCertificate) are given: use https://")
+        }
+        let connectTimeout = serverReader.duration("connectTimeout", default: .seconds(15), minimum: .milliseconds(100))
+        let idleTimeout = serverReader.duration("idleTimeout", default: .seconds(30), minimum: .milliseconds(100))
+        let requestTimeout = serverReader.duration("requestTimeout", default: .seconds(120), minimum: .seconds(1))
+        serverReader.finish()
+
+        // telemetry
+        let telemetryReader = root.section("telemetry")
+        let interval = telemetryReader.duration("interval", default: .seconds(60), minimum: .seconds(1))
+        let syncInterval = telemetryReader.duration("syncInterval", default: .seconds(60), minimum: .seconds(1))
+        let jitter = telemetryReader.fraction("jitter", default: 0.1, in: 0...0.5)
+        let collectorsReader = telemetryReader.section("collectors")
+        var collectors = Collectors()
+        collectors.cpu = collectorsReader.bool("cpu", default: true)
+        collectors.memory = collectorsReader.bool("memory", default: true)
+        collectors.load = collectorsReader.bool("load", default: true)
+        collectors.uptime = collectorsReader.bool("uptime", default: true)
+        collectors.disk = collectorsReader.bool("disk", default: true)
+        collectors.network = collectorsReader.bool("network", default: true)
+        collectors.thermal = collectorsReader.bool("thermal", default: true)
+        collectors.pressure = collectorsReader.bool("pressure", default: true)
+        collectors.agent = collectorsReader.bool("agent", default: true)
+        collectorsReader.finish()
+        let spool = telemetryReader.string("spoolDirectory").map { resolve($0, relativeTo: file) }
+        let batchReader = telemetryReader.section("batch")
+        let maxPoints = batchReader.integer("maxPoints", default: 5000, in: 1...1_000_000)
+        let maxBytes = Int(batchReader.byteCount("maxBytes", default: 1 << 20, minimum: 1024, maximum: 64 << 20))
+        batchReader.finish()
+        let influxReader = telemetryReader.section("influx")
+        let version = influxReader.integer("version", default: 1, in: 1...2)
+        let precision =
+            Precision(rawValue: influxReader.choice("precision", default: "ms", from: Precision.allCases.map(\.rawValue))) ?? .ms
+        var api: InfluxAPI?
+        if version == 1 {
+            let database = influxReader.requiredString("database")
+            let retention = influxReader.string("retentionPolicy")
+            let user = influxReader.string("username")
+            let password = influxReader.string("password")
+            if (user == nil) != (password == nil) {
+                influxReader.problem(user == nil ? "username" : "password", "is required with the other credential")
+            }
+            for unused in ["org", "bucket", "token"] where influxReader.has(unused) {
+                _ = influxReader.string(unused)
+                influxReader.problem(unused, "is for version 2; with version 1 use database (and username/password)")
+            }
+            if let database { api = .v1(database: database, retentionPolicy: retention, username: user, password: password) }
+        } else {
+            let org = influxReader.requiredString("org")
+            let bucket = influxReader.requiredString("bucket")
+            let token = influxReader.requiredString("token")
+            for unused in ["database", "retentionPolicy", "username", "password"] where influxReader.has(unused) {
+                _ = influxReader.string(unused)
+                influxReader.problem(unused, "is for version 1; with version 2 use org, bucket and token")
+            }
+            if let org, let bucket, let token { api = .v2(organization: org, bucket: bucket, token: token) }
+        }
+        influxReader.finish()
+        if !root.has("telemetry") || !telemetryReader.has("influx") {
+            // requiredString above already reported the missing database/org.
+        }
+        telemetryReader.finish()
+
+        // queue
+        let queueReader = root.section("queue")
+        let queueDirectory = resolve(queueReader.string("directory") ?? "/var/lib/fire-agent/queue", relativeTo: file)
+        let maxRecords = queueReader.integer("maxRecords", default: 100_000, in: 10...10_000_000)
+        let queueBytes = queueReader.byteCount("maxBytes", default: 64 << 20, minimum: 1 << 20)
+        let deadLetters = resolve(queueReader.string("deadLetterDirectory") ?? queueDirectory + "/../dead-letters", relativeTo: file)
+        let maxAge = queueReader.duration("maxRecordAge", default: .seconds(7 * 86400), minimum: .seconds(60))
+        queueReader.finish()
+        if queueBytes < Int64(maxBytes) {
+            problems.add("queue.maxBytes", "\(ConfigReader.describeBytes(queueBytes)) is smaller than one batch (telemetry.batch.maxBytes)")
+        }
+
+        // logging
+        let loggingReader = root.section("logging")
+        let level =
+            Logger.Level(rawValue: loggingReader.choice("level", default: "info", from: Logger.Level.allCases.map(\.rawValue))) ?? .info
+        let format = loggingReader.choice("format", default: "text", from: ["text", "json"])
+        loggingReader.finish()
+
+        // firmware: reserved for the firmware issue; nothing is read from it yet.
+        root.section("firmware").finish()
+
+        guard let deviceID, let url, let api else { return nil }
+        return AgentConfig(
+            device: Device(id: deviceID, labels: labels),
+            server: Server(
+                url: url, caFile: caFile, pins: pins, clientCertificate: certificate, clientKey: key, connectTimeout: connectTimeout,
+                idleTimeout: idleTimeout, requestTimeout: requestTimeout),
+            telemetry: Telemetry(
+                interval: interval, syncInterval: syncInterval, jitter: jitter, collectors: collectors, spoolDirectory: spool,
+                batchMaxPoints: maxPoints, batchMaxBytes: maxBytes, api: api, precision: precision),
+            queue: Queue(
+                directory: queueDirectory, maxRecords: maxRecords, maxBytes: queueBytes,
+                deadLetterDirectory: URL(filePath: deadLetters).standardized.path(percentEncoded: false), maxRecordAge: maxAge),
+            logging: Logging(level: level, format: format), file: file)
+    }
+
+    /// A path relative to the config file's directory.
+    static func resolve(_ path: String, relativeTo file: String) -> String {
+        guard !path.hasPrefix("/") else { return path }
+        let directory = file.contains("/") ? String(file[..<file.lastIndex(of: "/")!]) : "."
+        return directory + "/" + path
+    }
+
+    static func isPin(_ pin: String) -> Bool {
+        guard pin.hasPrefix("sha256//") else { return false }
+        let encoded = pin.dropFirst(8)
+        return encoded.count == 44 && Data(base64Encoded: String(encoded))?.count == 32
+    }
+
+    private static func checkReadable(_ file: String, path: String, problems: ProblemList) {
+        if access(file, R_OK) != 0 { problems.add(path, "\(file) cannot be read: \(String(cString: strerror(errno)))") }
+    }
+
+    /// A private key must be the owner's alone, as ssh requires.
+    private static func checkPrivateKey(_ file: String, path: String, problems: ProblemList) {
+        var info = stat()
+        guard stat(file, &info) == 0 else {
+            problems.add(path, "\(file) cannot be read: \(String(cString: strerror(errno)))")
+            return
+        }
+        let mode = info.st_mode & 0o777
+        if mode & 0o077 != 0 {
+            problems.add(
+                path,
+                "\(file) is readable by group or others (mode \(String(mode, radix: 8, uppercase: false).leftPadded(to: 4))): "
+                    + "run chmod 600 on it")
+        } else if access(file, R_OK) != 0 {
+            problems.add(path, "\(file) cannot be read: \(String(cString: strerror(errno)))")
+        }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}

@@ -1,0 +1,137 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+extension AgentConfig {
+    /// The effective config (defaults filled in) as JSON, which is valid JSON5 and can be
+    /// used as a config file. Passwords and tokens are shown as `"********"` unless
+    /// `maskingSecrets` is false.
+    public func rendered(maskingSecrets: Bool = true) -> String {
+        func secret(_ value: String?) -> RenderValue { value.map { .string(maskingSecrets ? "********" : $0) } ?? .null }
+        func text(_ value: String?) -> RenderValue { value.map(RenderValue.string) ?? .null }
+        func duration(_ value: Duration) -> RenderValue { .string(ConfigReader.describe(value)) }
+        var influx: [(String, RenderValue)] = [("precision", .string(telemetry.precision.rawValue))]
+        switch telemetry.api {
+        case .v1(let database, let retentionPolicy, let username, let password):
+            influx =
+                [
+                    ("version", .number(1)), ("database", .string(database)), ("retentionPolicy", text(retentionPolicy)),
+                    ("username", text(username)), ("password", secret(password)),
+                ] + influx
+        case .v2(let organization, let bucket, let token):
+            influx =
+                [("version", .number(2)), ("org", .string(organization)), ("bucket", .string(bucket)), ("token", secret(token))] + influx
+        }
+        let collectors = telemetry.collectors
+        let root: RenderValue = .object([
+            (
+                "device",
+                .object([
+                    ("id", .string(device.id)),
+                    ("labels", .object(device.labels.keys.sorted().map { ($0, .string(device.labels[$0] ?? "")) })),
+                ])
+            ),
+            (
+                "server",
+                .object([
+                    ("url", .string(server.url.absoluteString)),
+                    ("caFile", text(server.caFile)),
+                    ("pins", .array(server.pins.map(RenderValue.string))),
+                    ("clientCertificate", text(server.clientCertificate)),
+                    ("clientKey", text(server.clientKey)),
+                    ("connectTimeout", duration(server.connectTimeout)),
+                    ("idleTimeout", duration(server.idleTimeout)),
+                    ("requestTimeout", duration(server.requestTimeout)),
+                ])
+            ),
+            (
+                "telemetry",
+                .object([
+                    ("interval", duration(telemetry.interval)),
+                    ("syncInterval", duration(telemetry.syncInterval)),
+                    ("jitter", .number(telemetry.jitter)),
+                    (
+                        "collectors",
+                        .object([
+                            ("cpu", .bool(collectors.cpu)), ("memory", .bool(collectors.memory)), ("load", .bool(collectors.load)),
+                            ("uptime", .bool(collectors.uptime)), ("disk", .bool(collectors.disk)), ("network", .bool(collectors.network)),
+                            ("thermal", .bool(collectors.thermal)), ("pressure", .bool(collectors.pressure)),
+                            ("agent", .bool(collectors.agent)),
+                        ])
+                    ),
+                    ("spoolDirectory", text(telemetry.spoolDirectory)),
+                    (
+                        "batch",
+                        .object([
+                            ("maxPoints", .number(Double(telemetry.batchMaxPoints))),
+                            ("maxBytes", .string(ConfigReader.describeBytes(Int64(telemetry.batchMaxBytes)))),
+                        ])
+                    ),
+                    ("influx", .object(influx)),
+                ])
+            ),
+            (
+                "queue",
+                .object([
+                    ("directory", .string(queue.directory)),
+                    ("maxRecords", .number(Double(queue.maxRecords))),
+                    ("maxBytes", .string(ConfigReader.describeBytes(queue.maxBytes))),
+                    ("deadLetterDirectory", .string(queue.deadLetterDirectory)),
+                    ("maxRecordAge", duration(queue.maxRecordAge)),
+                ])
+            ),
+            ("logging", .object([("level", .string(logging.level.rawValue)), ("format", .string(logging.format))])),
+        ])
+        return root.render(indent: "") + "\n"
+    }
+}
+
+/// A JSON value with ordered keys, for `AgentConfig.rendered`.
+indirect enum RenderValue {
+    case string(String)
+    case number(Double)
+    case bool(Bool)
+    case null
+    case array([RenderValue])
+    case object([(String, RenderValue)])
+
+    func render(indent: String) -> String {
+        let inner = indent + "  "
+        switch self {
+        case .string(let text): return Self.quote(text)
+        case .number(let number): return ConfigReader.format(number)
+        case .bool(let flag): return String(flag)
+        case .null: return "null"
+        case .array(let items):
+            guard !items.isEmpty else { return "[]" }
+            return "[\n" + items.map { inner + $0.render(indent: inner) }.joined(separator: ",\n") + "\n" + indent + "]"
+        case .object(let entries):
+            guard !entries.isEmpty else { return "{}" }
+            return "{\n" + entries.map { inner + Self.quote($0.0) + ": " + $0.1.render(indent: inner) }.joined(separator: ",\n") + "\n"
+                + indent + "}"
+        }
+    }
+
+    static func quote(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    out +=
+                        "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import Testing
+
+@testable import FireAgentCore
+
+@Suite("fire-agent config: one JSON5 file, refused with key paths")
+struct ConfigTests {
+    /// A minimal valid document with `extra` spliced into its top level.
+    func document(_ extra: String = "", server: String = #"url: "https://fleet.example:8086""#, influx: String = #"database: "fleet""#)
+        -> String
+    {
+        "{ device: { id: 'board-1' }, server: { \(server) }, telemetry: { influx: { \(influx) } }, \(extra) }"
+    }
+
+    func problems(_ text: String) -> [String] {
+        do {
+            _ = try AgentConfig.parse(Data(text.utf8), file: "test.json5", machineIDPath: "/nonexistent")
+            return []
+        } catch {
+            return error.problems.map(\.description)
+        }
+    }
+
+    @Test("the samples in etc/ pass config check, and show prints defaults with secrets masked")
+    func samples() throws {
+        let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        for sample in ["etc/fire-agent.minimal.json5", "etc/fire-agent.json5"] {
+            let path = root.appending(path: sample).path
+            let result = try fireAgent(["config", "check", path])
+            #expect(result.status == 0, "\(sample): \(result.stderr)")
+            #expect(String(decoding: result.stdout, as: UTF8.self).contains(": ok"))
+        }
+        let full = root.appending(path: "etc/fire-agent.json5").path
+        let shown = String(decoding: try fireAgent(["config", "show", "--config", full]).stdout, as: UTF8.self)
+        #expect(shown.contains(#""password": "********""#))
+        #expect(!shown.contains("change-me"))
+        #expect(shown.contains(#""maxRecordAge": "7d""#))
+        let secrets = String(decoding: try fireAgent(["config", "show", "--show-secrets", "--config", full]).stdout, as: UTF8.self)
+        #expect(secrets.contains(#""password": "change-me""#))
+        // What show prints is itself a valid config with the same meaning.
+        let again = try AgentConfig.parse(Data(secrets.utf8), file: "shown.json5")
+        let original = try AgentConfig.load(path: full)
+        #expect(again.rendered(maskingSecrets: false) == original.rendered(maskingSecrets: false))
+    }
+
+    @Test("each kind of bad value is named by its key path, all of them at once")
+    func badValues() {
+        let cases: [(String, String)] = [
+            (document("sever: {}"), #"sever: unknown key; did you mean "server"?"#),
+            (document("telemetry2: 1"), #"telemetry2: unknown key; did you mean "telemetry"?"#),
+            (
+                document(server: #"url: "https://x", conectTimeout: 5"#),
+                #"server.conectTimeout: unknown key; did you mean "connectTimeout"?"#
+            ),
+            (
+                document(server: #"url: "ftp://fleet.example""#),
+                #"server.url: "ftp://fleet.example" is not an http:// or https:// URL with a host"#
+            ),
+            (document(server: ""), "server.url: is required"),
+            (document(server: "url: 8086"), "server.url: must be a string, not a number"),
+            (document(server: #"url: "https://x", connectTimeout: "soon""#), "server.connectTimeout: must be a duration"),
+            (document(server: #"url: "https://x", pins: ["sha256//abc"]"#), "server.pins[0]:"),
+            (document(influx: ""), "telemetry.influx.database: is required"),
+            (document(influx: #"version: 2, org: "acme", bucket: "b""#), "telemetry.influx.token: is required"),
+            (document(influx: #"database: "d", token: "t""#), "telemetry.influx.token: is for version 2"),
+            (document(influx: #"database: "d", version: 3"#), "telemetry.influx.version: 3 is out of range 1…2"),
+            (document(influx: #"database: "d", precision: "sec""#), #"telemetry.influx.precision: must be one of"#),
+            (document(influx: #"database: "d", username: "u""#), "telemetry.influx.password: is required with the other credential"),
+            (document(#"logging: { format: "jsn" }"#), #"logging.format: must be one of "text", "json" (got "jsn"); did you mean "json"?"#),
+            (document(#"logging: { level: "verbose" }"#), "logging.level: must be one of"),
+            (document("queue: { maxBytes: '10KiB' }"), "queue.maxBytes: \"10KiB\" is out of range 1MiB…"),
+            (document("queue: { maxRecords: 2.5 }"), "queue.maxRecords: must be a whole number, not a fraction"),
+            ("{ device: 7, server: { url: 'https://x' }, telemetry: { influx: { database: 'd' } } }", "device: must be an object"),
+            (document("server: {}"), #"line 1, column 123: the key "server" appears twice in this object"#),
+            (
+                "{ server: { url: 'https://x' }, telemetry: { influx: { database: 'd' }, interval: 0 } }",
+                "telemetry.interval: 0 is out of range 1s…"
+            ),
+            (
+                "{ server: { url: 'https://x' }, telemetry: { influx: { database: 'd' }, batch: { maxPoints: 'many' } } }",
+                "telemetry.batch.maxPoints: must be a whole number, not a string"
+            ),
+            (
+                "{ server: { url: 'https://x' }, telemetry: { influx: { database: 'd' } } }",
+                "device.id: is not set and /nonexistent is missing"
+            ),
+            (
+                "{ device: { id: 'a', labels: { _x: 'y' } }, server: { url: 'https://x' }, telemetry: { influx: { database: 'd' } } }",
+                "device.labels._x: tag names starting with '_' are reserved"
+            ),
+            ("[1, 2]", "the document must be an object"),
+        ]
+        for (text, expected) in cases {
+            let found = problems(text)
+            #expect(found.contains { $0.hasPrefix(expected) }, "expected \(expected)\n in \(found)\n for \(text)")
+        }
+        // Several problems are reported together.
+        let many = problems(#"{ sever: {}, server: { url: "gopher://x" }, telemetry: { interval: -1, influx: {} } }"#)
+        #expect(many.count >= 4, "\(many)")
+        #expect(problems(document()).isEmpty)
+    }
+
+    @Test("syntax errors say line and column; JSON5 comments, trailing commas and unquoted keys are fine")
+    func syntax() {
+        let broken = "{\n  server: {\n    url: \"https://x\"\n    idleTimeout: 5,\n  },\n}"
+        #expect(problems(broken).first?.hasPrefix("line 4, column 5: expected ',' or '}'") == true, "\(problems(broken))")
+        #expect(problems("{ a: [1,, 2] }").first?.contains("two commas") == true)
+        #expect(problems("{ a: 'open }").first?.contains("string never closed") == true)
+        #expect(problems("{ a: yes }").first?.contains("'yes' is not a value") == true)
+        #expect(problems("{ /* never closed").first?.contains("comment never closed") == true)
+        let fine = """
+            // a comment
+            {
+              device: { id: 'd', },  /* block */
+              server: { url: "https://x", },
+              telemetry: { influx: { database: 'd', }, jitter: 0x0, },
+            }
+            """
+        #expect(problems(fine).isEmpty, "\(problems(fine))")
+    }
+
+    @Test("a client key that group or others can read is refused, as ssh refuses it; 0600 is accepted")
+    func privateKeyMode() throws {
+        let directory = FileManager.default.temporaryDirectory.appending(path: "tinyfire-config-\(getpid())")
+        try? FileManager.default.removeItem(at: directory)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = directory.appending(path: "device.key").path
+        let certificate = directory.appending(path: "device.pem").path
+        try Data("key".utf8).write(to: URL(filePath: key))
+        try Data("cert".utf8).write(to: URL(filePath: certificate))
+        chmod(key, 0o644)
+        let config = directory.appending(path: "agent.json5").path
+        try Data(
+            document(server: #"url: "https://x", clientCertificate: "device.pem", clientKey: "device.key""#).utf8
+        ).write(to: URL(filePath: config))
+        let refused = try fireAgent(["config", "check", config])
+        #expect(refused.status == 78)
+        #expect(
+            refused.stderr.contains("server.clientKey: \(key) is readable by group or others (mode 0644): run chmod 600 on it"),
+            "\(refused.stderr)")
+        chmod(key, 0o600)
+        let accepted = try fireAgent(["config", "check", config])
+        #expect(accepted.status == 0, "\(accepted.stderr)")
+        let missing = try fireAgent(["config", "check", directory.appending(path: "none.json5").path])
+        #expect(missing.status == 78 && missing.stderr.contains("does not exist"))
+    }
+
+    @Test("durations and sizes take numbers or units; the device id defaults to /etc/machine-id")
+    func unitsAndDefaults() throws {
+        #expect(ConfigReader.parseDuration("250ms") == .milliseconds(250))
+        #expect(ConfigReader.parseDuration("5m") == .seconds(300))
+        #expect(ConfigReader.parseDuration("1.5h") == .seconds(5400))
+        #expect(ConfigReader.parseDuration("soon") == nil)
+        #expect(ConfigReader.parseBytes("64MiB") == 64 << 20)
+        #expect(ConfigReader.parseBytes("10MB") == 10_000_000)
+        #expect(ConfigReader.parseBytes("x") == nil)
+        let machineID = FileManager.default.temporaryDirectory.appending(path: "tinyfire-machine-id-\(getpid())")
+        try Data("0123456789abcdef\n".utf8).write(to: machineID)
+        defer { try? FileManager.default.removeItem(at: machineID) }
+        let text = "{ server: { url: 'http://127.0.0.1:8086' }, telemetry: { interval: 30, influx: { database: 'd' } } }"
+        let config = try AgentConfig.parse(Data(text.utf8), file: "t.json5", machineIDPath: machineID.path)
+        #expect(config.device.id == "0123456789abcdef")
+        #expect(config.telemetry.interval == .seconds(30))
+        #expect(config.queue.maxBytes == 64 << 20)
+        #expect(config.telemetry.api == .v1(database: "d", retentionPolicy: nil, username: nil, password: nil))
+    }
+}
