@@ -1,0 +1,84 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// What the agent does with a batch after the server answered (or did not). Sans-I/O: fed the
+/// status, the headers that matter and the start of the body; tested from tables.
+public enum UploadVerdict: Sendable, Equatable {
+    /// 2xx: the batch is stored; remove it.
+    case delivered
+    /// Try again later: after `after` when the server said (Retry-After), else after the
+    /// queue's backoff.
+    case retry(after: Duration?, reason: String)
+    /// 413: the batch is too large for the server: replace it by its two halves.
+    case split
+    /// The server refuses this batch for good (400 and other 4xx that a retry cannot fix):
+    /// move it to the dead letters with the server's message.
+    case deadLetter(reason: String)
+    /// 401/403: the credentials are wrong; keep the batch (a config reload may fix them),
+    /// stop sending until then, and show the error in status.
+    case holdForCredentials(reason: String)
+
+    /// Decides from a response.
+    /// - Parameters:
+    ///   - status: the status code.
+    ///   - retryAfter: the `Retry-After` value, if any (seconds or an HTTP date).
+    ///   - message: the start of the response body (InfluxDB puts its error there).
+    ///   - now: for an HTTP-date `Retry-After`.
+    ///   - lines: lines in the batch (a one-line batch cannot be split).
+    public static func decide(status: Int, retryAfter: String?, message: String, now: Date = Date(), lines: Int) -> UploadVerdict {
+        let detail = message.isEmpty ? "HTTP \(status)" : "HTTP \(status): \(message)"
+        switch status {
+        case 200..<300:
+            return .delivered
+        case 413:
+            return lines > 1 ? .split : .deadLetter(reason: "\(detail) (a single line larger than the server accepts)")
+        case 429, 503:
+            return .retry(after: retryAfter.flatMap { parseRetryAfter($0, now: now) }, reason: detail)
+        case 401, 403:
+            return .holdForCredentials(reason: detail)
+        case 408, 425, 500, 502, 504:
+            return .retry(after: nil, reason: detail)
+        case 400, 404, 405, 410, 411, 414, 415, 422:
+            // Malformed, or no such database: the same batch will be refused again.
+            return .deadLetter(reason: detail)
+        case 400..<500:
+            return .deadLetter(reason: detail)
+        default:
+            return .retry(after: nil, reason: detail)
+        }
+    }
+
+    /// `Retry-After` as delay-seconds or an HTTP date (RFC 9110 §10.2.3), capped at one hour
+    /// (a server cannot park the fleet for days); nil when unreadable.
+    public static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
+        let text = value.trimmed()
+        if let seconds = Int64(text), seconds >= 0 { return .seconds(min(seconds, 3600)) }
+        guard let date = parseHTTPDate(text) else { return nil }
+        let delta = date.timeIntervalSince(now)
+        return .milliseconds(Int64(min(max(delta, 0), 3600) * 1000))
+    }
+
+    /// An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT").
+    static func parseHTTPDate(_ text: String) -> Date? {
+        let parts = text.split(separator: " ")
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let month = months.firstIndex(of: String(parts[2])),
+            let year = Int(parts[3])
+        else { return nil }
+        let clock = parts[4].split(separator: ":").compactMap { Int($0) }
+        guard clock.count == 3 else { return nil }
+        // Days from the civil date (Howard Hinnant's algorithm), no calendar needed.
+        let y = month < 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let m = month + 1
+        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146097 + doe - 719468
+        let seconds = days * 86400 + clock[0] * 3600 + clock[1] * 60 + clock[2]
+        return Date(timeIntervalSince1970: TimeInterval(seconds))
+    }
+}

@@ -1,0 +1,80 @@
+/// Cuts lines of line protocol into upload batches: at most `maxPoints` lines and `maxBytes`
+/// bytes (newlines included) each, in order. Sans-I/O: fed lines, hands out batches.
+///
+/// Memory: the batch being filled (at most `maxBytes`).
+public struct Batcher: Sendable {
+    /// Lines per batch at most.
+    public let maxPoints: Int
+    /// Bytes per batch at most.
+    public let maxBytes: Int
+    private var lines: [String] = []
+    private var bytes = 0
+
+    /// Creates a batcher.
+    /// - Parameters:
+    ///   - maxPoints: lines per batch (≥ 1).
+    ///   - maxBytes: bytes per batch (a line longer than this is refused by `add`).
+    public init(maxPoints: Int, maxBytes: Int) {
+        self.maxPoints = max(1, maxPoints)
+        self.maxBytes = max(1, maxBytes)
+    }
+
+    /// Why a line cannot go into any batch.
+    public struct LineTooLong: Error, Sendable, CustomStringConvertible {
+        /// The line's length with its newline.
+        public let length: Int
+        /// The batch bound.
+        public let limit: Int
+        /// The reason, in words.
+        public var description: String { "a line of \(length) bytes does not fit in a batch of at most \(limit) bytes" }
+    }
+
+    /// Adds a line (without its newline); returns the batch it completed, if any.
+    /// - Throws: `LineTooLong` when the line alone exceeds `maxBytes`.
+    public mutating func add(_ line: String) throws(LineTooLong) -> Batch? {
+        let size = line.utf8.count + 1
+        guard size <= maxBytes else { throw LineTooLong(length: size, limit: maxBytes) }
+        var completed: Batch?
+        if lines.count == maxPoints || bytes + size > maxBytes { completed = flush() }
+        lines.append(line)
+        bytes += size
+        return completed
+    }
+
+    /// The partly filled batch, if any.
+    public mutating func flush() -> Batch? {
+        guard !lines.isEmpty else { return nil }
+        defer {
+            lines = []
+            bytes = 0
+        }
+        return Batch(lines: lines)
+    }
+
+    /// Lines and bytes waiting in the unfinished batch.
+    public var pending: (points: Int, bytes: Int) { (lines.count, bytes) }
+}
+
+/// One upload: lines of line protocol, sent newline-terminated (and gzip'd).
+public struct Batch: Sendable, Equatable {
+    /// The lines, without newlines.
+    public var lines: [String]
+
+    /// The body: each line and a newline.
+    public var body: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(lines.reduce(0) { $0 + $1.utf8.count + 1 })
+        for line in lines {
+            out.append(contentsOf: line.utf8)
+            out.append(0x0A)
+        }
+        return out
+    }
+
+    /// The two halves, for a server that found the batch too large (413); nil for one line.
+    public var halves: (Batch, Batch)? {
+        guard lines.count > 1 else { return nil }
+        let middle = lines.count / 2
+        return (Batch(lines: Array(lines[..<middle])), Batch(lines: Array(lines[middle...])))
+    }
+}

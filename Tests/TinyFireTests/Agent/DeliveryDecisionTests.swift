@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+
+@testable import FireAgentCore
+
+@Suite("fire-agent delivery decisions: batches, spool files, the server's answer")
+struct DeliveryDecisionTests {
+    @Test("batches are bounded by points and bytes, in order; a line larger than a batch is refused; halves for 413")
+    func batching() throws {
+        var batcher = Batcher(maxPoints: 3, maxBytes: 20)
+        var batches: [Batch] = []
+        for line in ["a x=1", "b x=2", "c x=3", "d x=4", "eeeeeeeeee x=5"] {
+            if let full = try batcher.add(line) { batches.append(full) }
+        }
+        if let rest = batcher.flush() { batches.append(rest) }
+        #expect(batches.map(\.lines) == [["a x=1", "b x=2", "c x=3"], ["d x=4"], ["eeeeeeeeee x=5"]])
+        #expect(batches.allSatisfy { $0.lines.count <= 3 && $0.body.count <= 20 })
+        #expect(String(decoding: batches[0].body, as: UTF8.self) == "a x=1\nb x=2\nc x=3\n")
+        #expect(throws: Batcher.LineTooLong.self) { _ = try batcher.add(String(repeating: "z", count: 25)) }
+        #expect(batcher.flush() == nil)
+        let (left, right) = try #require(batches[0].halves)
+        #expect(left.lines == ["a x=1"] && right.lines == ["b x=2", "c x=3"])
+        #expect(batches[1].halves == nil)
+    }
+
+    @Test("a spool file keeps its valid lines and names each refused one by number and reason")
+    func spoolFile() {
+        let text = "# header\ncpu,host=a usage=1.5 1700000000000\n\nmem used=3i\ncpu usage=hot\r\ntorn,line\n\u{0}x y=1\nlast x=1"
+        let file = SpoolFile(text: text, maxLineBytes: 1024)
+        #expect(file.lines == ["cpu,host=a usage=1.5 1700000000000", "mem used=3i", "last x=1"])
+        #expect(file.rejected.map(\.number) == [5, 6, 7])
+        #expect(file.rejected[0].reason.contains("'hot' is not a field value"))
+        #expect(file.rejected[1].reason.contains("a tag needs key=value"))
+        #expect(file.rejected[2].reason.contains("NUL"))
+        let long = SpoolFile(text: "m x=" + String(repeating: "1", count: 100), maxLineBytes: 50)
+        #expect(long.lines.isEmpty && long.rejected.first?.reason.contains("longer than a batch") == true)
+    }
+
+    @Test("the server's answer decides: 2xx done, 429/503 honour Retry-After, 413 splits, 400 dead-letters, 401/403 hold")
+    func verdicts() {
+        let now = Date(timeIntervalSince1970: 784_111_777)  // Sun, 06 Nov 1994 08:49:37 GMT
+        #expect(UploadVerdict.decide(status: 204, retryAfter: nil, message: "", lines: 10) == .delivered)
+        #expect(
+            UploadVerdict.decide(status: 429, retryAfter: "7", message: "slow down", lines: 10)
+                == .retry(after: .seconds(7), reason: "HTTP 429: slow down"))
+        #expect(
+            UploadVerdict.decide(status: 503, retryAfter: "Sun, 06 Nov 1994 08:50:07 GMT", message: "", now: now, lines: 1)
+                == .retry(after: .seconds(30), reason: "HTTP 503"))
+        #expect(
+            UploadVerdict.decide(status: 503, retryAfter: "999999", message: "", lines: 1)
+                == .retry(after: .seconds(3600), reason: "HTTP 503"))
+        #expect(UploadVerdict.decide(status: 503, retryAfter: "soon", message: "", lines: 1) == .retry(after: nil, reason: "HTTP 503"))
+        #expect(UploadVerdict.decide(status: 413, retryAfter: nil, message: "too big", lines: 8) == .split)
+        #expect(
+            UploadVerdict.decide(status: 413, retryAfter: nil, message: "", lines: 1)
+                == .deadLetter(reason: "HTTP 413 (a single line larger than the server accepts)"))
+        #expect(
+            UploadVerdict.decide(status: 400, retryAfter: nil, message: #"{"error":"unable to parse 'x'"}"#, lines: 3)
+                == .deadLetter(reason: #"HTTP 400: {"error":"unable to parse 'x'"}"#))
+        #expect(
+            UploadVerdict.decide(status: 401, retryAfter: nil, message: "bad token", lines: 3)
+                == .holdForCredentials(reason: "HTTP 401: bad token"))
+        #expect(UploadVerdict.decide(status: 403, retryAfter: nil, message: "", lines: 3) == .holdForCredentials(reason: "HTTP 403"))
+        #expect(UploadVerdict.decide(status: 500, retryAfter: nil, message: "", lines: 3) == .retry(after: nil, reason: "HTTP 500"))
+        #expect(
+            UploadVerdict.decide(status: 404, retryAfter: nil, message: "database not found", lines: 3)
+                == .deadLetter(reason: "HTTP 404: database not found"))
+        #expect(UploadVerdict.parseHTTPDate("Sun, 06 Nov 1994 08:49:37 GMT") == now)
+    }
+}
