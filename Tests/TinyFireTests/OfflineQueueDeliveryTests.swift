@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Logging
 import Synchronization
 import Testing
@@ -121,6 +122,91 @@ struct OfflineQueueDeliveryTests {
             "kill -9 durability: \(calibration); \(rounds) rounds (\(killedMidway) killed mid-loop, \(roundsWithAcknowledgements) "
                 + "after an acknowledgement), \(acknowledged.count) acknowledged, "
                 + "\(queued) queued after recovery, \(delivered.count) delivered, \(lost.count) lost, \(duplicated.count) duplicated")
+    }
+
+    @Test("judge: Retry-After replaces the backoff, 400 is a dead letter with the server's message, 413 is replaced by its halves")
+    func judgedDelivery() throws {
+        /// What the server saw: path and time of each request.
+        let seen = Mutex<[(path: String, at: ContinuousClock.Instant, body: String)]>([])
+        let server = try HostileServer { client in
+            while true {
+                let request = client.readRequest()
+                guard let line = request.split(separator: "\r\n").first, line.hasPrefix("POST ") else { return }
+                let path = String(line.split(separator: " ")[1])
+                let body = String(decoding: client.lastBody, as: UTF8.self)
+                let count = seen.withLock { state -> Int in
+                    state.append((path, ContinuousClock.now, body))
+                    return state.filter { $0.path == path }.count
+                }
+                let answer: String
+                switch path {
+                case "/bad":
+                    let message = #"{"error":"unable to parse x"}"#
+                    answer = "HTTP/1.1 400 Bad Request\r\nContent-Length: \(message.utf8.count)\r\n\r\n" + message
+                case "/slow" where count == 1: answer = "HTTP/1.1 429 Too Many\r\nRetry-After: 2\r\nContent-Length: 0\r\n\r\n"
+                case "/big" where body.split(separator: "\n").count > 2: answer = "HTTP/1.1 413 Too Large\r\nContent-Length: 0\r\n\r\n"
+                default: answer = "HTTP/1.1 204 No Content\r\n\r\n"
+                }
+                guard client.send(answer) else { return }
+            }
+        }
+        defer { server.stop() }
+        let directory = try makeTemporaryDirectory("queue-judge")
+        let deadLetters = directory + "-dead"
+        var configuration = OfflineQueue.Configuration(backoff: .init(initial: .milliseconds(20), maximum: .milliseconds(40)))
+        configuration.deadLetterDirectory = deadLetters
+        configuration.judge = { answer in
+            let status = answer.response.status.code
+            switch status {
+            case 200..<300: return .delivered
+            case 429: return .retryAfter(.seconds(Int64(answer.response.headerFields[HTTPField.Name("Retry-After")!] ?? "") ?? 1))
+            case 400: return .deadLetter(reason: String(decoding: answer.body, as: UTF8.self))
+            case 413:
+                let lines = String(decoding: answer.requestBody ?? Data(), as: UTF8.self).split(separator: "\n")
+                let half = lines.count / 2
+                return .replace(
+                    with: [lines[..<half], lines[half...]].map { part in
+                        var request = URLRequest(url: URL(string: answer.record.url)!, method: .post)
+                        request.httpBody = Data((part.joined(separator: "\n") + "\n").utf8)
+                        return request
+                    })
+            default: return .retry
+            }
+        }
+        let queue = try OfflineQueue(directory: directory, configuration: configuration)
+        let recorder = DeliveryRecorder()
+        recorder.attach(to: queue)
+        func post(_ path: String, _ body: String) throws -> OfflineQueue.Record {
+            var request = URLRequest(url: URL(string: "\(server.base)\(path)")!, method: .post)
+            request.httpBody = Data(body.utf8)
+            request.headers.add(name: "Authorization", value: "Token secret")
+            return try queue.enqueue(request)
+        }
+        let bad = try post("/bad", "m x=1\n")
+        let big = try post("/big", "a x=1\nb x=2\nc x=3\nd x=4\n")
+        _ = try post("/slow", "s x=1\n")
+        queue.startDelivery()
+        #expect(
+            recorder.wait(within: .seconds(30)) { $0.filter { if case .delivered = $0 { return true } else { return false } }.count >= 3 })
+        queue.stopDelivery()
+        let events = recorder.events.withLock { $0 }
+        #expect(
+            events.first
+                == .deadLettered(
+                    sequence: bad.sequence, idempotencyKey: bad.idempotencyKey, status: 400, reason: #"{"error":"unable to parse x"}"#))
+        #expect(events.contains(.replaced(sequence: big.sequence, idempotencyKey: big.idempotencyKey, status: 413, count: 2)))
+        let requests = seen.withLock { $0 }
+        // The halves went to the same URL, each with half of the lines, after the 429's retry.
+        #expect(requests.filter { $0.path == "/big" }.map(\.body) == ["a x=1\nb x=2\nc x=3\nd x=4\n", "a x=1\nb x=2\n", "c x=3\nd x=4\n"])
+        let slow = requests.filter { $0.path == "/slow" }.map(\.at)
+        #expect(slow.count == 2)
+        if slow.count == 2 { #expect(slow[1] - slow[0] >= .milliseconds(1900), "Retry-After: 2 was not honoured: \(slow[1] - slow[0])") }
+        // The dead letter: its body and what happened, without the credentials.
+        let letter = try String(contentsOfFile: deadLetters + "/\(bad.sequence).json", encoding: .utf8)
+        #expect(letter.contains("unable to parse x") && letter.contains("\"status\" : \"400\"") && !letter.contains("secret"), "\(letter)")
+        #expect(try String(contentsOfFile: deadLetters + "/\(bad.sequence).body", encoding: .utf8) == "m x=1\n")
+        #expect(queue.statistics.records == 0 && queue.statistics.discarded == 2)
+        queue.close()
     }
 
     @Test("background delivery: in order with an Idempotency-Key, 503 retried with backoff, 422 discarded when the caller says so")

@@ -1,5 +1,6 @@
 import CTinyFireSystem
 import Dispatch
+import HTTPTypes
 import Logging
 import Synchronization
 
@@ -56,6 +57,31 @@ public final class OfflineQueue: Sendable {
         /// Final but not a success (the server will never accept it): remove it, count it in
         /// `discarded`, log the status.
         case discard
+        /// Keep it at the head and try again after this delay instead of the backoff (a
+        /// server's `Retry-After`).
+        case retryAfter(Duration)
+        /// Final: remove it, and keep it with `reason` (the server's message) in
+        /// `Configuration.deadLetterDirectory` for a person to look at. Counted in `discarded`.
+        case deadLetter(reason: String)
+        /// Remove it and queue these requests instead, at the tail (a batch the server found
+        /// too large, split in two). They are on disk before the record is removed; counted
+        /// in `discarded`.
+        case replace(with: [URLRequest])
+    }
+
+    /// A response to a queued record, for `Configuration.judge`: everything a server says
+    /// that can decide what happens to the record.
+    public struct DeliveryResponse: Sendable {
+        /// The record.
+        public let record: Record
+        /// The response head.
+        public let response: HTTPResponse
+        /// The start of the response body (at most `Configuration.judgedBodyBytes`).
+        public let body: Data
+        /// Failed attempts of this record so far.
+        public let failures: Int
+        /// The record's body, when it is kept inline in the journal (nil for a body file).
+        public let requestBody: Data?
     }
 
     /// Exponential backoff with jitter between attempts of the head record.
@@ -131,6 +157,15 @@ public final class OfflineQueue: Sendable {
         /// often, and whenever the queue empties; default 1 s. After a power cut, records
         /// delivered within the last interval may be sent again (with their idempotency key).
         public var cursorSyncInterval: Duration
+        /// Judges a whole response (status, headers such as `Retry-After`, the start of the
+        /// body) instead of `disposition`, when set.
+        public var judge: (@Sendable (DeliveryResponse) -> Disposition)?
+        /// Where `.deadLetter` records go: `<sequence>.json` (method, URL, headers without
+        /// credentials, status, reason, times) and `<sequence>.body`. Nil: dead letters are
+        /// only logged and counted.
+        public var deadLetterDirectory: String?
+        /// Bytes of the response body handed to `judge`: 4 KiB.
+        public static let judgedBodyBytes = 4096
 
         /// Creates a configuration.
         /// - Parameters:
@@ -223,6 +258,10 @@ public final class OfflineQueue: Sendable {
         case dropped(sequence: UInt64)
         /// Could not be read back (damaged after it was written): set aside.
         case quarantined(sequence: UInt64, reason: String)
+        /// Removed by a `.deadLetter` disposition, kept in the dead-letter directory.
+        case deadLettered(sequence: UInt64, idempotencyKey: String, status: Int, reason: String)
+        /// Removed by a `.replace` disposition; `count` requests were queued instead.
+        case replaced(sequence: UInt64, idempotencyKey: String, status: Int, count: Int)
     }
 
     /// What `flush` did.
@@ -256,7 +295,39 @@ public final class OfflineQueue: Sendable {
         /// Between `startDelivery` and `stopDelivery`.
         var running = false
         var lastFailure: String?
+        /// The delay a `.retryAfter` disposition asked for, used by the next retry timer.
+        var retryAfter: Duration?
         var handlers: [(DispatchQueue, @Sendable (DeliveryEvent) -> Void)] = []
+    }
+
+    /// Writes a dead-lettered record to `deadLetterDirectory`: the request's description and
+    /// reason as JSON, and its body. Credentials (Authorization, Cookie, Proxy-Authorization)
+    /// are not written. Failures are logged; the record is dead either way.
+    private func keepDeadLetter(entry: OfflineQueueStore.Entry, payload: OfflineQueueJournal.Payload, status: Int, reason: String) {
+        guard let directory = configuration.deadLetterDirectory else { return }
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let base = directory + "/" + String(entry.sequence)
+            switch payload.body {
+            case .none: break
+            case .inline(let bytes): try Data(bytes).write(to: URL(filePath: base + ".body"))
+            case .file(let name, _): try FileManager.default.copyItem(atPath: store.bodyPath(name), toPath: base + ".body")
+            }
+            let secret: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+            var headers: [String: String] = [:]
+            for header in payload.headers where !secret.contains(header.name.lowercased()) { headers[header.name] = header.value }
+            let description: [String: String] = [
+                "method": payload.method, "url": payload.url, "status": String(status), "reason": reason,
+                "idempotencyKey": payload.idempotencyKey,
+                "enqueuedAt": String(entry.enqueuedAtMilliseconds), "deadLetteredAt": String(Int64(Date().timeIntervalSince1970 * 1000)),
+                "headers": String(decoding: (try? JSONEncoder().encode(headers)) ?? Data(), as: UTF8.self),
+            ]
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+            try encoder.encode(description).write(to: URL(filePath: base + ".json"))
+        } catch {
+            logger.error("offline queue: record \(entry.sequence) could not be kept as a dead letter in \(directory): \(error)")
+        }
     }
 
     /// Opens the queue in `directory` (created if missing), recovering what a crash left.
@@ -624,7 +695,12 @@ public final class OfflineQueue: Sendable {
             case .cancelRetry:
                 delivery.withLock { $0.timerGeneration += 1 }
             case .scheduleRetry(let failure):
-                let delay = configuration.backoff.delay(afterFailure: failure, random: Double.random(in: 0...1))
+                // A server's Retry-After, when it gave one, replaces the backoff for this wait.
+                let asked = delivery.withLock { state -> Duration? in
+                    defer { state.retryAfter = nil }
+                    return state.retryAfter
+                }
+                let delay = asked ?? configuration.backoff.delay(afterFailure: failure, random: Double.random(in: 0...1))
                 let generation = delivery.withLock {
                     $0.timerGeneration += 1
                     return $0.timerGeneration
@@ -690,9 +766,26 @@ public final class OfflineQueue: Sendable {
             request = session.upload(URL(filePath: store.bodyPath(name)), with: urlRequest)
         }
         let key = payload.idempotencyKey
+        let sentHeaders = headers
         request.response(queue: deliveryQueue) { [self] response in
             if let status = response.response?.status.code {
-                switch configuration.disposition(status) {
+                let disposition: Disposition
+                if let judge = configuration.judge, let head = response.response {
+                    var inlineBody: Data?
+                    if case .inline(let bytes) = payload.body { inlineBody = Data(bytes) }
+                    let record = Record(
+                        sequence: entry.sequence, idempotencyKey: key,
+                        enqueuedAt: Date(timeIntervalSince1970: Double(entry.enqueuedAtMilliseconds) / 1000),
+                        method: HTTPMethod(rawValue: payload.method), url: payload.url, headers: sentHeaders,
+                        bodyLength: payload.body.length, bodyIsFile: inlineBody == nil && payload.body != .none)
+                    disposition = judge(
+                        DeliveryResponse(
+                            record: record, response: head, body: (response.data ?? Data()).prefix(Configuration.judgedBodyBytes),
+                            failures: delivery.withLock { $0.replay.failures }, requestBody: inlineBody))
+                } else {
+                    disposition = configuration.disposition(status)
+                }
+                switch disposition {
                 case .delivered:
                     store.removeHead(sequence: entry.sequence, reason: .delivered)
                     delivery.withLock { $0.lastFailure = nil }
@@ -708,15 +801,39 @@ public final class OfflineQueue: Sendable {
                     return
                 case .retry:
                     fail("\(payload.method) \(payload.url) answered \(status)")
+                case .retryAfter(let delay):
+                    fail("\(payload.method) \(payload.url) answered \(status); retry after \(delay)", after: delay)
+                case .deadLetter(let reason):
+                    keepDeadLetter(entry: entry, payload: payload, status: status, reason: reason)
+                    store.removeHead(sequence: entry.sequence, reason: .discarded)
+                    logger.warning("offline queue: record \(entry.sequence) dead-lettered: \(payload.method) \(payload.url): \(reason)")
+                    delivery.withLock { $0.lastFailure = nil }
+                    emit(.deadLettered(sequence: entry.sequence, idempotencyKey: key, status: status, reason: reason))
+                    completion(.removed)
+                    return
+                case .replace(let replacements):
+                    do throws(OfflineQueueError) {
+                        for replacement in replacements { _ = try enqueue(replacement) }
+                    } catch {
+                        fail("\(payload.method) \(payload.url) answered \(status); its replacements could not be queued: \(error)")
+                        return
+                    }
+                    store.removeHead(sequence: entry.sequence, reason: .discarded)
+                    logger.notice("offline queue: record \(entry.sequence) replaced by \(replacements.count) after \(status)")
+                    delivery.withLock { $0.lastFailure = nil }
+                    emit(.replaced(sequence: entry.sequence, idempotencyKey: key, status: status, count: replacements.count))
+                    completion(.removed)
+                    return
                 }
             } else {
                 fail(response.error.map { "\($0)" } ?? "no response")
             }
         }
 
-        @Sendable func fail(_ reason: String) {
+        @Sendable func fail(_ reason: String, after delay: Duration? = nil) {
             let failures = delivery.withLock {
                 $0.lastFailure = reason
+                $0.retryAfter = delay
                 return $0.replay.failures + 1
             }
             logger.notice("offline queue: record \(entry.sequence) not delivered (\(reason)); attempt \(failures)")

@@ -18,6 +18,8 @@ final class HostileServer: @unchecked Sendable {
         /// Closed (or reset) already: the number may belong to another descriptor now, of
         /// this process's other tests, and must never be closed again.
         private var closed = false
+        /// The Content-Length body of the last request `readRequest` read.
+        private(set) var lastBody = Data()
 
         init(fd: Int32, index: Int) {
             self.fd = fd
@@ -48,6 +50,7 @@ final class HostileServer: @unchecked Sendable {
                         if n <= 0 { break }
                         bytes.append(contentsOf: buffer[0..<n])
                     }
+                    lastBody = Data(bytes[range..<min(bytes.count, range + length)])
                     return head
                 }
                 let n = read(fd, &buffer, buffer.count)
