@@ -103,6 +103,17 @@ public enum LineProtocol {
     /// tags, at least one field with a valid value, an optional integer timestamp.
     /// - Returns: nil when the line is valid; otherwise why, with the column.
     public static func problem(in line: Substring) -> String? {
+        check(line).problem
+    }
+
+    /// `problem(in:)`, and whether the line ends with a timestamp.
+    public static func check(_ line: Substring) -> (problem: String?, hasTimestamp: Bool) {
+        var hasTimestamp = false
+        let problem = check(line, hasTimestamp: &hasTimestamp)
+        return (problem, hasTimestamp)
+    }
+
+    private static func check(_ line: Substring, hasTimestamp: inout Bool) -> String? {
         let bytes = Array(line.utf8)
         var index = 0
         func fail(_ reason: String) -> String { "column \(index + 1): \(reason)" }
@@ -175,6 +186,7 @@ public enum LineProtocol {
                 index = start
                 return fail("the timestamp must be an integer and the last thing on the line")
             }
+            hasTimestamp = true
         }
         return nil
     }

@@ -22,7 +22,9 @@ public struct SpoolFile: Sendable, Equatable {
     /// - Parameters:
     ///   - text: the file's contents.
     ///   - maxLineBytes: longer lines are refused (they fit no batch).
-    public init(text: String, maxLineBytes: Int) {
+    ///   - timestamp: added to lines that have none (in the config's precision), so a batch
+    ///     sent twice is the same points; nil leaves such lines as they are.
+    public init(text: String, maxLineBytes: Int, timestamp: Int64? = nil) {
         lines = []
         rejected = []
         var number = 0
@@ -39,10 +41,15 @@ public struct SpoolFile: Sendable, Equatable {
                     Rejected(number: number, text: String(line.prefix(200)), reason: "longer than a batch (\(maxLineBytes) bytes)"))
             } else if line.contains("\0") {
                 rejected.append(Rejected(number: number, text: String(line), reason: "contains a NUL byte"))
-            } else if let problem = LineProtocol.problem(in: line) {
-                rejected.append(Rejected(number: number, text: String(line), reason: problem))
             } else {
-                lines.append(String(line))
+                let (problem, hasTimestamp) = LineProtocol.check(line)
+                if let problem {
+                    rejected.append(Rejected(number: number, text: String(line), reason: problem))
+                } else if !hasTimestamp, let timestamp {
+                    lines.append(String(line) + " " + String(timestamp))
+                } else {
+                    lines.append(String(line))
+                }
             }
         }
     }

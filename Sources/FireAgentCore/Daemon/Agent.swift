@@ -1,0 +1,355 @@
+import Dispatch
+import HTTPTypes
+import Logging
+import Synchronization
+import TinyFire
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Why the agent cannot start or run: a typed error whose message names the problem.
+public struct AgentError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong.
+    public let description: String
+}
+
+/// What one collection and delivery cycle did (`fire-agent sync --once`).
+public struct SyncReport: Sendable, Equatable {
+    /// Points the collectors made.
+    public var collectedPoints = 0
+    /// Lines taken from spool files.
+    public var spooledLines = 0
+    /// Lines refused from spool files (kept in `rejected/`).
+    public var rejectedLines = 0
+    /// Batches queued this cycle.
+    public var queuedBatches = 0
+    /// Batches delivered by the flush.
+    public var delivered = 0
+    /// Batches removed without delivery (dead letters, split batches).
+    public var discarded = 0
+    /// Batches still queued.
+    public var remaining = 0
+    /// Why delivery stopped early, if it did.
+    public var failure: String?
+}
+
+/// fire-agent's job, on the library: collectors and spool files become line protocol, cut into
+/// batches, gzip'd and queued durably in the offline queue; the queue delivers them to InfluxDB
+/// and the server's answer decides each batch's fate (`UploadVerdict`). Credentials are added
+/// when a batch is sent, never stored in the queue, so a new token applies to queued batches.
+public final class Agent: Sendable {
+    /// The config in use.
+    public let config: AgentConfig
+    let logger: Logger
+    /// The session every upload goes through.
+    public let session: Session
+    /// The durable queue of batches.
+    public let queue: OfflineQueue
+    private let files: SystemFiles
+    private let collector: SendableBox<TelemetryCollector>
+
+    /// Opens the agent's queue and session.
+    /// - Parameters:
+    ///   - config: the checked config.
+    ///   - logger: where the agent logs.
+    ///   - files: where /proc and /sys are (tests give a fake board).
+    /// - Throws: `AgentError` when the queue cannot be opened or TLS cannot be set up.
+    public init(config: AgentConfig, logger: Logger, files: SystemFiles = SystemFiles()) throws(AgentError) {
+        self.config = config
+        self.logger = logger
+        self.files = files
+        var configuration = SessionConfiguration()
+        configuration.connectTimeout = config.server.connectTimeout
+        configuration.idleTimeout = config.server.idleTimeout
+        configuration.totalTimeout = config.server.requestTimeout
+        if let caFile = config.server.caFile { configuration.tls.caCertificateFiles = [caFile] }
+        configuration.tls.clientCertificateFile = config.server.clientCertificate
+        configuration.tls.clientKeyFile = config.server.clientKey
+        var trust: ServerTrustManager?
+        if !config.server.pins.isEmpty, let host = config.server.url.host() {
+            do {
+                trust = ServerTrustManager(evaluators: [host: try PublicKeysTrustEvaluator(pins: config.server.pins)])
+            } catch {
+                throw AgentError(description: "server.pins: \(error)")
+            }
+        }
+        let authorization = Self.authorization(for: config.telemetry.api)
+        let adapter = Adapter { request, _, completion in
+            var request = request
+            if let authorization { request.headers.update(name: "Authorization", value: authorization) }
+            completion(.success(request))
+        }
+        session = Session(configuration: configuration, interceptor: adapter, serverTrustManager: trust)
+        var queueConfiguration = OfflineQueue.Configuration(
+            maxRecords: config.queue.maxRecords, maxBytes: config.queue.maxBytes,
+            inlineBodyLimit: OfflineQueue.Configuration.maximumInlineBodyLimit)
+        queueConfiguration.deadLetterDirectory = config.queue.deadLetterDirectory
+        let maxAge = config.queue.maxRecordAge
+        let batchBytes = config.telemetry.batchMaxBytes
+        queueConfiguration.judge = { answer in Self.judge(answer, maxAge: maxAge, batchBytes: batchBytes) }
+        do {
+            queue = try OfflineQueue(directory: config.queue.directory, configuration: queueConfiguration, session: session, logger: logger)
+        } catch {
+            throw AgentError(description: "queue.directory \(config.queue.directory): \(error)")
+        }
+        let tags = ["device": config.device.id].merging(config.device.labels) { first, _ in first }
+        let queue = self.queue
+        collector = SendableBox(
+            TelemetryCollector(
+                collectors: config.telemetry.collectors, tags: tags, files: files, logger: logger,
+                agentHealth: { Self.health(queue.statistics) }))
+    }
+
+    /// Closes the queue.
+    public func close() { queue.close() }
+
+    /// The `Authorization` value for the API, if it needs one.
+    static func authorization(for api: AgentConfig.InfluxAPI) -> String? {
+        switch api {
+        case .v1(_, _, let user?, let password?): return HTTPHeader.authorization(username: user, password: password).value
+        case .v1: return nil
+        case .v2(_, _, let token): return "Token \(token)"
+        }
+    }
+
+    /// Where batches are written: `/write` (v1) or `/api/v2/write` (v2) with the query the
+    /// API needs; the base URL's own path is kept in front.
+    public var writeURL: URL {
+        var components = URLComponents(url: config.server.url, resolvingAgainstBaseURL: false) ?? URLComponents()
+        let base = components.path.hasSuffix("/") ? String(components.path.dropLast()) : components.path
+        var query: [URLQueryItem] = []
+        switch config.telemetry.api {
+        case .v1(let database, let retention, _, _):
+            components.path = base + "/write"
+            query = [URLQueryItem(name: "db", value: database)]
+            if let retention { query.append(URLQueryItem(name: "rp", value: retention)) }
+        case .v2(let organization, let bucket, _):
+            components.path = base + "/api/v2/write"
+            query = [URLQueryItem(name: "org", value: organization), URLQueryItem(name: "bucket", value: bucket)]
+        }
+        query.append(URLQueryItem(name: "precision", value: config.telemetry.precision.rawValue))
+        components.queryItems = query
+        return components.url ?? config.server.url
+    }
+
+    /// The request that uploads `batch`: gzip'd line protocol.
+    func request(for batch: Batch) throws(AgentError) -> URLRequest {
+        let body: [UInt8]
+        do {
+            body = try Gzip.compress(batch.body)
+        } catch {
+            throw AgentError(description: "cannot compress a batch: \(error)")
+        }
+        var request = URLRequest(url: writeURL, method: .post)
+        request.headers.update(name: "Content-Type", value: "text/plain; charset=utf-8")
+        request.headers.update(name: "Content-Encoding", value: "gzip")
+        request.httpBody = Data(body)
+        return request
+    }
+
+    /// The fate of a batch after the server answered.
+    static func judge(_ answer: OfflineQueue.DeliveryResponse, maxAge: Duration, batchBytes: Int) -> OfflineQueue.Disposition {
+        let status = answer.response.status.code
+        let message = String(decoding: answer.body, as: UTF8.self).trimmed()
+        let lines = answer.requestBody.flatMap { try? Gzip.decompress(Array($0), limit: batchBytes * 2) }.map { body in
+            String(decoding: body, as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+        let verdict = UploadVerdict.decide(
+            status: status, retryAfter: answer.response.headerFields[HTTPField.Name("Retry-After")!], message: message,
+            lines: lines?.count ?? 1)
+        let age = Date().timeIntervalSince(answer.record.enqueuedAt)
+        let tooOld = age > Double(maxAge.components.seconds)
+        switch verdict {
+        case .delivered: return .delivered
+        case .split:
+            guard let lines, let halves = Batch(lines: lines).halves else {
+                return .deadLetter(reason: "HTTP 413 for a batch that cannot be split")
+            }
+            var requests: [URLRequest] = []
+            for half in [halves.0, halves.1] {
+                guard let body = try? Gzip.compress(half.body), let url = URL(string: answer.record.url) else {
+                    return .retry
+                }
+                var request = URLRequest(url: url, method: .post)
+                request.headers = answer.record.headers
+                request.headers.remove(name: OfflineQueue.idempotencyKeyHeader)
+                request.httpBody = Data(body)
+                requests.append(request)
+            }
+            return .replace(with: requests)
+        case .deadLetter(let reason): return .deadLetter(reason: reason)
+        case .retry(let after, let reason):
+            // Refused for longer than maxRecordAge: it must not block the queue for ever.
+            if tooOld { return .deadLetter(reason: "\(reason); still refused after \(Int(age)) s (queue.maxRecordAge)") }
+            if let after { return OfflineQueue.Disposition.retryAfter(after) }
+            return .retry
+        case .holdForCredentials:
+            return .retry
+        }
+    }
+
+    /// The `fire_agent` measurement's fields.
+    static func health(_ statistics: OfflineQueue.Statistics) -> [String: Point.Value] {
+        var fields: [String: Point.Value] = [
+            "queue_records": .integer(Int64(statistics.records)), "queue_bytes": .integer(statistics.bytes),
+            "delivered": .integer(Int64(clamping: statistics.delivered)), "dropped": .integer(Int64(clamping: statistics.droppedOldest)),
+            "rejected": .integer(Int64(clamping: statistics.rejectedNew)), "discarded": .integer(Int64(clamping: statistics.discarded)),
+            "quarantined": .integer(Int64(clamping: statistics.quarantined)),
+        ]
+        if let age = statistics.oldestAge() { fields["oldest_record_age"] = .float(age) }
+        if let rss = residentBytes() { fields["rss"] = .integer(rss) }
+        return fields
+    }
+
+    /// Resident set size from /proc/self/statm.
+    static func residentBytes() -> Int64? {
+        guard let text = SystemFiles().read("/proc/self/statm") else { return nil }
+        let parts = text.split(separator: " ")
+        guard parts.count > 1, let pages = Int64(parts[1]) else { return nil }
+        return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    // MARK: - One cycle
+
+    /// Collects one round, takes the spool files, queues the batches and delivers the queue
+    /// once (`fire-agent sync --once`).
+    /// - Parameter timestamp: the round's time, ns since the epoch.
+    /// - Returns: what happened.
+    public func syncOnce(timestamp: Int64 = Agent.now()) -> SyncReport {
+        var report = SyncReport()
+        collectAndQueue(timestamp: timestamp, into: &report)
+        let done = DispatchSemaphore(value: 0)
+        let outcome = SendableBox<Result<OfflineQueue.FlushResult, OfflineQueueError>?>(nil)
+        queue.flush { result in
+            outcome.value = result
+            done.signal()
+        }
+        done.wait()
+        switch outcome.value {
+        case .success(let result):
+            report.delivered = result.delivered
+            report.discarded = result.discarded
+            report.remaining = result.remaining
+            report.failure = result.failure
+        case .failure(let error):
+            report.failure = "\(error)"
+            report.remaining = queue.statistics.records
+        case nil:
+            break
+        }
+        return report
+    }
+
+    /// Collects and spools into queued batches.
+    func collectAndQueue(timestamp: Int64, into report: inout SyncReport) {
+        var batcher = Batcher(maxPoints: config.telemetry.batchMaxPoints, maxBytes: config.telemetry.batchMaxBytes)
+        var failed = false
+        var queued = 0
+        defer { report.queuedBatches += queued }
+        /// Queues a batch; false when it could not be (the queue is full or the disk failed).
+        func enqueue(_ batch: Batch?) -> Bool {
+            guard let batch else { return true }
+            guard !failed else { return false }
+            do {
+                _ = try queue.enqueue(try request(for: batch))
+                queued += 1
+                return true
+            } catch {
+                failed = true
+                logger.error("batch not queued", metadata: ["reason": "\(error)", "lines": "\(batch.lines.count)"])
+                return false
+            }
+        }
+        let points = collector.value.collect(timestamp: timestamp)
+        for point in points {
+            guard let line = LineProtocol.encode(point, precision: config.telemetry.precision) else { continue }
+            report.collectedPoints += 1
+            do {
+                _ = enqueue(try batcher.add(line))
+            } catch {
+                logger.warning("point not sent", metadata: ["measurement": "\(point.measurement)", "reason": "\(error)"])
+            }
+        }
+        _ = enqueue(batcher.flush())
+        if let spool = config.telemetry.spoolDirectory { takeSpool(spool, batcher: &batcher, report: &report, enqueue: enqueue) }
+    }
+
+    /// Delivers the spool: each file renamed into `directory` is checked line by line; refused
+    /// lines are appended to `rejected/<file>` (with their number and reason) and logged; the
+    /// file is removed only once its lines are queued (durably).
+    private func takeSpool(_ directory: String, batcher: inout Batcher, report: inout SyncReport, enqueue: (Batch?) -> Bool) {
+        for name in files.list(directory) where !name.hasPrefix(".") && name != "rejected" {
+            let path = directory + "/" + name
+            var info = stat()
+            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            guard let text = SystemFiles().read(path) else {
+                logger.warning("spool file unreadable", metadata: ["file": "\(path)"])
+                continue
+            }
+            // Lines without a time get the pickup time: a batch sent again is the same points.
+            let spooled = SpoolFile(
+                text: text, maxLineBytes: config.telemetry.batchMaxBytes,
+                timestamp: LineProtocol.scale(Self.now(), to: config.telemetry.precision))
+            var allQueued = true
+            for line in spooled.lines {
+                do {
+                    allQueued = enqueue(try batcher.add(line)) && allQueued
+                } catch {
+                    continue  // SpoolFile already refused lines longer than a batch
+                }
+            }
+            allQueued = enqueue(batcher.flush()) && allQueued
+            guard allQueued else {
+                logger.error("spool file kept: its lines could not be queued", metadata: ["file": "\(path)"])
+                continue
+            }
+            report.spooledLines += spooled.lines.count
+            if !spooled.rejected.isEmpty {
+                report.rejectedLines += spooled.rejected.count
+                keepRejected(spooled.rejected, from: name, in: directory)
+            }
+            unlink(path)
+        }
+    }
+
+    private func keepRejected(_ rejected: [SpoolFile.Rejected], from name: String, in directory: String) {
+        let rejectedDirectory = directory + "/rejected"
+        try? FileManager.default.createDirectory(atPath: rejectedDirectory, withIntermediateDirectories: true)
+        var text = ""
+        for line in rejected {
+            logger.warning(
+                "spool line rejected", metadata: ["file": "\(name)", "line": "\(line.number)", "reason": "\(line.reason)"])
+            text += "# \(name):\(line.number): \(line.reason)\n\(line.text)\n"
+        }
+        let fd = open(rejectedDirectory + "/" + name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+        guard fd >= 0 else { return }
+        defer { Glibc.close(fd) }
+        _ = Array(text.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+
+    /// Now, in nanoseconds since the epoch.
+    public static func now() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+}
+
+/// A value shared across threads under a lock.
+final class SendableBox<Value>: @unchecked Sendable {
+    private let lock = Mutex(())
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value {
+        get { lock.withLock { _ in stored } }
+        set { lock.withLock { _ in stored = newValue } }
+    }
+}

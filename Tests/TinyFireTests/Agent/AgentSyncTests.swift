@@ -1,0 +1,170 @@
+import Foundation
+import HTTPTypes
+import Logging
+import Synchronization
+import Testing
+
+@testable import FireAgentCore
+@testable import TinyFire
+
+@Suite("fire-agent sync against a real influxd", .serialized)
+struct AgentSyncTests {
+    /// A config for `influx` with everything under `directory`.
+    func config(_ influx: InfluxFixture, in directory: String, extra: String = "") throws -> AgentConfig {
+        let text = """
+            {
+              device: { id: "board-7", labels: { site: "lab" } },
+              server: { url: "\(influx.base)", connectTimeout: "2s", requestTimeout: "10s" },
+              telemetry: { influx: { database: "fleet", precision: "ns" }, spoolDirectory: "spool" },
+              queue: { directory: "queue" },
+              \(extra)
+            }
+            """
+        try FileManager.default.createDirectory(atPath: directory + "/spool", withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: URL(filePath: directory + "/agent.json5"))
+        return try AgentConfig.load(path: directory + "/agent.json5")
+    }
+
+    func scratch(_ name: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appending(path: "tinyfire-agent-\(name)-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// Drops a line-protocol file into the spool the way other programs must: written under a
+    /// hidden name, then renamed in.
+    func spool(_ text: String, as name: String, in directory: String) throws {
+        let hidden = directory + "/spool/." + name
+        try Data(text.utf8).write(to: URL(filePath: hidden))
+        rename(hidden, directory + "/spool/" + name)
+    }
+
+    @Test("sync --once: points arrive with measurements, device tags and fields; a spool file is delivered once, its bad line rejected")
+    func syncOnce() throws {
+        let influx = try InfluxFixture()
+        let directory = try scratch("sync")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let agent = try Agent(config: try config(influx, in: directory), logger: Logger(label: "test"))
+        defer { agent.close() }
+        try spool("app,unit=a requests=5i 1700000000000000000\napp value=hot\napp,unit=b requests=7i\n", as: "app.lp", in: directory)
+        let report = agent.syncOnce()
+        #expect(report.failure == nil && report.remaining == 0, "\(report)")
+        #expect(report.spooledLines == 2 && report.rejectedLines == 1)
+        let measurements = try influx.measurements()
+        for expected in ["mem", "system", "fire_agent", "app"] { #expect(measurements.contains(expected), "\(measurements)") }
+        let tagged = try influx.rows(#"SELECT "total" FROM "mem" WHERE "device" = 'board-7' AND "site" = 'lab'"#)
+        #expect(tagged.count == 1)
+        #expect(try influx.count("app", field: "requests") == 2)
+        // The spool file is gone; the refused line is kept with its number and reason.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/spool").sorted() == ["rejected"])
+        let rejected = try String(contentsOfFile: directory + "/spool/rejected/app.lp", encoding: .utf8)
+        #expect(rejected.contains("app.lp:2: column 11: 'hot' is not a field value") && rejected.contains("app value=hot"))
+        // A second cycle sends the spool file's points no more.
+        let again = agent.syncOnce()
+        #expect(again.spooledLines == 0 && again.failure == nil)
+        #expect(try influx.count("app", field: "requests") == 2)
+    }
+
+    @Test("an outage: batches wait in the queue while influxd is down, and every point arrives exactly once after it returns")
+    func outage() throws {
+        let influx = try InfluxFixture()
+        let directory = try scratch("outage")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let agent = try Agent(config: try config(influx, in: directory), logger: Logger(label: "test"))
+        defer { agent.close() }
+        influx.stop()
+        var expected = 0
+        for round in 0..<5 {
+            try spool("probe,round=r\(round) n=\(round)i \(1_700_000_000_000_000_000 + round)\n", as: "p\(round).lp", in: directory)
+            expected += 1
+            let report = agent.syncOnce()
+            #expect(report.failure != nil && report.remaining >= round + 1, "round \(round): \(report)")
+        }
+        #expect(agent.queue.statistics.records >= 5)
+        try influx.start()
+        let report = agent.syncOnce()
+        #expect(report.failure == nil && report.remaining == 0, "\(report)")
+        #expect(try influx.count("probe", field: "n") == expected)
+        // Delivered once: a flush after everything arrived sends nothing more.
+        #expect(agent.syncOnce().delivered >= 1)  // only the new round's batch
+        #expect(try influx.count("probe", field: "n") == expected)
+    }
+
+    @Test("the server's answer through the agent's judge: 400 dead letter, 413 halves, Retry-After, 401 kept")
+    func judge() throws {
+        let lines = (0..<4).map { "m x=\($0)i \($0)" }.joined(separator: "\n") + "\n"
+        let body = Data(try Gzip.compress(Array(lines.utf8)))
+        func answer(_ status: Int, _ headers: [(String, String)] = [], message: String = "", age: TimeInterval = 0)
+            -> OfflineQueue.Disposition
+        {
+            var response = HTTPResponse(status: .init(code: status))
+            for (name, value) in headers { response.headerFields[HTTPField.Name(name)!] = value }
+            let record = OfflineQueue.Record(
+                sequence: 1, idempotencyKey: "k", enqueuedAt: Date().addingTimeInterval(-age), method: .post,
+                url: "http://127.0.0.1:1/write?db=fleet", headers: ["Content-Encoding": "gzip"], bodyLength: UInt64(body.count),
+                bodyIsFile: false)
+            return Agent.judge(
+                OfflineQueue.DeliveryResponse(record: record, response: response, body: Data(message.utf8), failures: 0, requestBody: body),
+                maxAge: .seconds(3600), batchBytes: 1 << 20)
+        }
+        if case .delivered = answer(204) {} else { Issue.record("204") }
+        if case .deadLetter(let reason) = answer(400, message: #"{"error":"unable to parse"}"#) {
+            #expect(reason == #"HTTP 400: {"error":"unable to parse"}"#)
+        } else {
+            Issue.record("400")
+        }
+        if case .replace(let requests) = answer(413) {
+            let halves = try requests.map {
+                String(decoding: try Gzip.decompress(Array($0.httpBody ?? Data()), limit: 1 << 20), as: UTF8.self)
+            }
+            #expect(halves == ["m x=0i 0\nm x=1i 1\n", "m x=2i 2\nm x=3i 3\n"])
+            #expect(
+                requests.allSatisfy {
+                    $0.headers["Content-Encoding"] == "gzip" && $0.url?.absoluteString == "http://127.0.0.1:1/write?db=fleet"
+                })
+        } else {
+            Issue.record("413")
+        }
+        if case .retryAfter(let delay) = answer(429, [("Retry-After", "5")]) { #expect(delay == .seconds(5)) } else { Issue.record("429") }
+        if case .retry = answer(401, message: "authorization failed") {} else { Issue.record("401 keeps the batch") }
+        if case .deadLetter(let reason) = answer(503, age: 7200) {
+            #expect(reason.contains("queue.maxRecordAge"))
+        } else {
+            Issue.record("a batch refused for longer than maxRecordAge must not block the queue")
+        }
+    }
+
+    @Test("v2: POST /api/v2/write with org, bucket, precision and Authorization: Token, gzip'd; v1 credentials as Basic")
+    func requestShapes() throws {
+        let seen = Mutex<[String]>([])
+        let server = try HostileServer { client in
+            let head = client.readRequest()
+            seen.withLock { $0.append(head) }
+            let ok =
+                head.contains("POST /api/v2/write?org=acme&bucket=fleet&precision=ms ") && head.contains("Authorization: Token s3cret")
+                && head.contains("Content-Encoding: gzip")
+            client.send(ok ? "HTTP/1.1 204 No Content\r\n\r\n" : "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n")
+            client.close()
+        }
+        defer { server.stop() }
+        let directory = try scratch("v2")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let text = """
+            { device: { id: "b" }, server: { url: "\(server.base)" },
+              telemetry: { influx: { version: 2, org: "acme", bucket: "fleet", token: "s3cret" },
+                           collectors: { cpu: false, disk: false, network: false, thermal: false, pressure: false } },
+              queue: { directory: "queue" } }
+            """
+        try Data(text.utf8).write(to: URL(filePath: directory + "/agent.json5"))
+        let agent = try Agent(config: try AgentConfig.load(path: directory + "/agent.json5"), logger: Logger(label: "test"))
+        defer { agent.close() }
+        let report = agent.syncOnce()
+        #expect(report.failure == nil && report.delivered == 1, "\(report) \(seen.withLock { $0 })")
+        // The token is added when sending: it is not in the queue's files.
+        let journal = try FileManager.default.subpathsOfDirectory(atPath: directory + "/queue").compactMap {
+            try? Data(contentsOf: URL(filePath: directory + "/queue/" + $0))
+        }
+        #expect(!journal.contains { $0.range(of: Data("s3cret".utf8)) != nil })
+        #expect(Agent.authorization(for: .v1(database: "d", retentionPolicy: nil, username: "u", password: "p")) == "Basic dTpw")
+    }
+}
