@@ -44,7 +44,8 @@ mkdir -p "$work/www"
 printf 'hello from nginx\n' > "$work/www/hello.txt"
 head -c $((1024 * 1024)) /dev/urandom > "$work/www/1m.bin"
 start_local_nginx "$work" "listen 127.0.0.1:$tls_port ssl; ssl_certificate $work/server.pem; ssl_certificate_key $work/server.key;
-  location /ingest/ { return 204; }"
+  location /ingest/ { return 204; }
+  location = /write { return 204; }"
 https="https://127.0.0.1:$tls_port"
 
 failures=0
@@ -72,11 +73,18 @@ done
 printf '{ sever: {}, server: { url: "ftp://x" } }' > "$work/bad.json5"
 check "config check refuses a bad file (exit 78)" 78 agent config check "$work/bad.json5"
 grep -q 'sever: unknown key; did you mean "server"?' "$work/stderr"; expect "the refusal names the key path" $?
-if agent --help 2>/dev/null | grep -qE '^ +sync( |$)'; then
-    echo "NOT RUN sync --once: to be added with the daemon's delivery"
-else
-    echo "NOT RUN sync --once: fire-agent has no sync command yet (it comes with the daemon)"
-fi
+# One telemetry cycle over HTTPS with the CA and a pin, nginx standing in for InfluxDB's /write.
+mkdir -p "$work/spool"
+printf 'probe,board=qemu n=1i\n' > "$work/spool/.p.lp" && mv "$work/spool/.p.lp" "$work/spool/p.lp"
+cat > "$work/agent.json5" <<EOF
+{ device: { id: "qemu-aarch64" },
+  server: { url: "$https", caFile: "$work/ca.pem", pins: ["$pin"] },
+  telemetry: { influx: { database: "fleet" }, spoolDirectory: "$work/spool" },
+  queue: { directory: "$work/agent-queue" } }
+EOF
+check "sync --once (collect, spool, gzip, queue, deliver over HTTPS)" 0 agent sync --once --config "$work/agent.json5"
+[[ "$out" == *"spooled 1 lines"*"remaining 0"* ]]; expect "sync --once delivered everything: $out" $?
+[ ! -e "$work/spool/p.lp" ]; expect "the spool file is removed once queued" $?
 check "HTTP GET" 0 agent request "$base/hello.txt"
 [ "$out" = "hello from nginx" ]; expect "HTTP GET body" $?
 check "HTTPS GET with --cacert and --pin" 0 agent request --cacert "$work/ca.pem" --pin "$pin" "$https/hello.txt"

@@ -61,7 +61,7 @@ struct CollectorTests {
             "/sys/class/thermal/thermal_zone0/type": "cpu-thermal\n",
         ])
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let logs = LogLines()
+        let logs = LogCapture()
         let collector = TelemetryCollector(
             collectors: AgentConfig.Collectors(), tags: ["device": "b1", "site": "x"], files: SystemFiles(root: root),
             logger: logs.logger, agentHealth: { ["queue_records": .integer(3)] })
@@ -72,13 +72,13 @@ struct CollectorTests {
         #expect(first.allSatisfy { $0.tags["device"] == "b1" && $0.tags["site"] == "x" && $0.timestamp == 1_000_000_000 })
         #expect(first.first { $0.measurement == "temp" }?.tags["sensor"] == "cpu-thermal")
         #expect(Set(collector.stopped.keys) == ["network", "disk", "pressure"])
-        let stops = logs.lines.filter { $0.contains("collector stopped") }
+        let stops = logs.messages.filter { $0.contains("collector stopped") }
         #expect(stops.count == 3, "each stop is logged once: \(stops)")
     }
 
     @Test("on this machine's real /proc every round yields points, CPU from the second round")
     func realSystem() {
-        let collector = TelemetryCollector(collectors: AgentConfig.Collectors(), tags: ["device": "ci"], logger: LogLines().logger)
+        let collector = TelemetryCollector(collectors: AgentConfig.Collectors(), tags: ["device": "ci"], logger: LogCapture().logger)
         let first = collector.collect(timestamp: 1)
         usleep(50_000)
         let second = collector.collect(timestamp: 2)
@@ -111,30 +111,6 @@ struct CollectorTests {
         for (text, reason) in invalid {
             let problem = LineProtocol.problem(in: text[...])
             #expect(problem?.contains(reason) == true, "\(text): \(String(describing: problem))")
-        }
-    }
-}
-
-/// Log lines captured through swift-log.
-final class LogLines: Sendable {
-    private let store = Mutex<[String]>([])
-    var lines: [String] { store.withLock { $0 } }
-    func append(_ line: String) { store.withLock { $0.append(line) } }
-    var logger: Logger {
-        Logger(label: "test") { _ in CapturingHandler(owner: self) }
-    }
-
-    struct CapturingHandler: LogHandler {
-        let owner: LogLines
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            let extra = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            owner.append("\(event.level) \(event.message) \(extra)")
         }
     }
 }
