@@ -159,9 +159,12 @@ public final class Agent: Sendable {
     static func judge(_ answer: OfflineQueue.DeliveryResponse, maxAge: Duration, batchBytes: Int) -> OfflineQueue.Disposition {
         let status = answer.response.status.code
         let message = String(decoding: answer.body, as: UTF8.self).trimmed()
-        let lines = answer.requestBody.flatMap { try? Gzip.decompress(Array($0), limit: batchBytes * 2) }.map { body in
-            String(decoding: body, as: UTF8.self).split(separator: "\n").map(String.init)
-        }
+        // The lines matter only to split a batch: decompressed for a 413 alone.
+        let lines =
+            status == 413
+            ? answer.requestBody.flatMap { try? Gzip.decompress(Array($0), limit: batchBytes * 2) }.map { body in
+                String(decoding: body, as: UTF8.self).split(separator: "\n").map(String.init)
+            } : nil
         let verdict = UploadVerdict.decide(
             status: status, retryAfter: answer.response.headerFields[HTTPField.Name("Retry-After")!], message: message,
             lines: lines?.count ?? 1)

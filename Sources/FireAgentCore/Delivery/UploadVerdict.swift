@@ -41,10 +41,8 @@ public enum UploadVerdict: Sendable, Equatable {
             return .holdForCredentials(reason: detail)
         case 408, 425, 500, 502, 504:
             return .retry(after: nil, reason: detail)
-        case 400, 404, 405, 410, 411, 414, 415, 422:
-            // Malformed, or no such database: the same batch will be refused again.
-            return .deadLetter(reason: detail)
         case 400..<500:
+            // Malformed, or no such database: the same batch will be refused again.
             return .deadLetter(reason: detail)
         default:
             return .retry(after: nil, reason: detail)

@@ -10,7 +10,7 @@ public final class TelemetryCollector {
     private let files: SystemFiles
     private let tags: [String: String]
     private let logger: Logger
-    private var enabled: AgentConfig.Collectors
+    private let enabled: AgentConfig.Collectors
     private var previousCPU: SystemCollectors.CPUTimes?
     /// Collectors switched off after a failure, with the reason (for status).
     public private(set) var stopped: [String: String] = [:]
@@ -92,10 +92,9 @@ public final class TelemetryCollector {
                 return true
             }
         }
-        if enabled.thermal { collectThermal(point: point) }
+        if enabled.thermal && stopped["thermal"] == nil { collectThermal(point: point) }
         if enabled.pressure {
             for resource in ["cpu", "memory", "io"] {
-                guard enabled.pressure else { break }
                 run("pressure", file: "/proc/pressure/\(resource)") { text in
                     guard let kinds = SystemCollectors.pressure(text) else { return false }
                     for kind in kinds.keys.sorted() { point("pressure", kinds[kind] ?? [:], extra: ["resource": resource, "type": kind]) }
@@ -124,8 +123,9 @@ public final class TelemetryCollector {
     }
 
     /// Reads `file` and hands it to `parse`; a missing file or text it cannot parse stops the
-    /// collector (logged once).
+    /// collector (logged once). A stopped collector is not run again.
     private func run(_ name: String, file: String, _ parse: (String) -> Bool) {
+        guard stopped[name] == nil else { return }
         guard let text = files.read(file) else {
             stop(name, "cannot read \(file)")
             return
@@ -137,16 +137,5 @@ public final class TelemetryCollector {
         guard stopped[name] == nil else { return }
         stopped[name] = reason
         logger.warning("collector stopped", metadata: ["collector": "\(name)", "reason": "\(reason)"])
-        switch name {
-        case "cpu": enabled.cpu = false
-        case "memory": enabled.memory = false
-        case "load": enabled.load = false
-        case "uptime": enabled.uptime = false
-        case "network": enabled.network = false
-        case "disk": enabled.disk = false
-        case "thermal": enabled.thermal = false
-        case "pressure": enabled.pressure = false
-        default: break
-        }
     }
 }

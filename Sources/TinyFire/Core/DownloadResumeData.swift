@@ -92,21 +92,10 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
     /// removed: no record means start over, never resume against a stale validator.
     package func writeDurably(to path: String) {
         let temporary = path + ".tmp"
-        let bytes = Array(data)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         var written = fd >= 0
         if fd >= 0 {
-            written = bytes.withUnsafeBytes { buffer in
-                var offset = 0
-                while offset < buffer.count {
-                    let n = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                    if n < 0 && errno == EINTR { continue }
-                    guard n > 0 else { return false }
-                    offset += n
-                }
-                return true
-            }
-            written = fsync(fd) == 0 && written
+            written = writeAll(fd, Array(data), at: 0, path: temporary) == nil && fsync(fd) == 0
             close(fd)
         }
         guard written, rename(temporary, path) == 0 else {
@@ -115,11 +104,7 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
             return
         }
         let directory = PathParts(path: path).directory
-        let dirFD = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dirFD >= 0 {
-            fsync(dirFD)
-            close(dirFD)
-        }
+        _ = syncDirectory(directory.isEmpty ? "." : directory)
     }
 
     /// Reads a document written by `writeDurably(to:)`; nil when there is none or it is not

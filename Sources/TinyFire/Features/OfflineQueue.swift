@@ -300,6 +300,19 @@ public final class OfflineQueue: Sendable {
         var handlers: [(DispatchQueue, @Sendable (DeliveryEvent) -> Void)] = []
     }
 
+    /// A dead letter's description (`<sequence>.json`); times in ms since the epoch.
+    private struct DeadLetter: Encodable {
+        let method: String
+        let url: String
+        /// The status as text, as the first dead letters were written.
+        let status: String
+        let reason: String
+        let idempotencyKey: String
+        let enqueuedAt: UInt64
+        let deadLetteredAt: UInt64
+        let headers: [String: String]
+    }
+
     /// Writes a dead-lettered record to `deadLetterDirectory`: the request's description and
     /// reason as JSON, and its body. Credentials (Authorization, Cookie, Proxy-Authorization)
     /// are not written. Failures are logged; the record is dead either way.
@@ -316,12 +329,10 @@ public final class OfflineQueue: Sendable {
             let secret: Set<String> = ["authorization", "cookie", "proxy-authorization"]
             var headers: [String: String] = [:]
             for header in payload.headers where !secret.contains(header.name.lowercased()) { headers[header.name] = header.value }
-            let description: [String: String] = [
-                "method": payload.method, "url": payload.url, "status": String(status), "reason": reason,
-                "idempotencyKey": payload.idempotencyKey,
-                "enqueuedAt": String(entry.enqueuedAtMilliseconds), "deadLetteredAt": String(Int64(Date().timeIntervalSince1970 * 1000)),
-                "headers": String(decoding: (try? JSONEncoder().encode(headers)) ?? Data(), as: UTF8.self),
-            ]
+            let description = DeadLetter(
+                method: payload.method, url: payload.url, status: String(status), reason: reason, idempotencyKey: payload.idempotencyKey,
+                enqueuedAt: entry.enqueuedAtMilliseconds, deadLetteredAt: UInt64(max(0, Date().timeIntervalSince1970 * 1000)),
+                headers: headers)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
             try encoder.encode(description).write(to: URL(filePath: base + ".json"))
