@@ -38,6 +38,7 @@ final class NetworkNamespace: @unchecked Sendable {
             try inside(["link", "set", "lo", "up"])
             try inside(["addr", "add", "\(innerAddress)/24", "dev", innerInterface])
             try inside(["link", "set", innerInterface, "up"])
+            try waitForCarrier()
         } catch {
             close()
             throw error
@@ -45,6 +46,22 @@ final class NetworkNamespace: @unchecked Sendable {
     }
 
     deinit { close() }
+
+    /// Waits (up to 10 s) until both ends of the veth pair are operationally up. The kernel
+    /// raises IFF_RUNNING through its link watcher, which may lag `link set up` by up to a
+    /// second under load; a test that starts listening before then sees "not reachable" first.
+    private func waitForCarrier() throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            let host = try runIP(["-o", "link", "show", "dev", hostInterface])
+            let inner = try runIP(["-n", name, "-o", "link", "show", "dev", innerInterface])
+            if host.contains("state UP"), inner.contains("state UP") { return }
+            guard ContinuousClock.now < deadline else {
+                throw FixtureError(description: "veth \(hostInterface)/\(innerInterface) did not come up within 10 s: \(inner)")
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+    }
 
     /// Runs `ip -n NAME ARGS`.
     func inside(_ arguments: [String]) throws {
