@@ -43,6 +43,7 @@ let package = Package(
             name: "FireAgentCore",
             dependencies: [
                 "TinyFire",
+                "CTinyFireSystem",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <string.h>
 
 int tinyfire_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
@@ -62,4 +64,32 @@ void tinyfire_block_sigpipe(void) {
     sigemptyset(&set);
     sigaddset(&set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+static int signal_pipe_read = -1, signal_pipe_write = -1;
+
+static void tinyfire_signal_to_pipe(int signal_number) {
+    int saved = errno;
+    unsigned char byte = (unsigned char)signal_number;
+    ssize_t ignored = write(signal_pipe_write, &byte, 1);
+    (void)ignored;
+    errno = saved;
+}
+
+int tinyfire_signal_pipe(const int *signals, int count) {
+    if (signal_pipe_read < 0) {
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return -errno;
+        signal_pipe_read = fds[0];
+        signal_pipe_write = fds[1];
+    }
+    for (int index = 0; index < count; index++) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = tinyfire_signal_to_pipe;
+        action.sa_flags = SA_RESTART;
+        sigfillset(&action.sa_mask);
+        if (sigaction(signals[index], &action, NULL) != 0) return -errno;
+    }
+    return signal_pipe_read;
 }

@@ -6,3 +6,13 @@ extension StringProtocol {
         return String(self[first...last])
     }
 }
+
+extension Duration {
+    /// The whole duration in nanoseconds, clamped to `Int64`'s range.
+    var totalNanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        return scaled.addingReportingOverflow(attoseconds / 1_000_000_000).overflow ? .max : scaled + attoseconds / 1_000_000_000
+    }
+}

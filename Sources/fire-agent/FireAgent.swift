@@ -13,6 +13,9 @@ struct FireAgent: ParsableCommand {
         commandName: "fire-agent",
         abstract: "TinyFire device agent: telemetry, offline queue, firmware updates, and a curl-like client.",
         version: "fire-agent \(HTTPHeaders.tinyFireVersion) (TinyFire \(HTTPHeaders.tinyFireVersion))",
-        subcommands: [RequestCommand.self, ReachabilityCommand.self, QueueCommand.self, ConfigCommand.self, SyncCommand.self]
+        subcommands: [
+            RequestCommand.self, ReachabilityCommand.self, QueueCommand.self, ConfigCommand.self, SyncCommand.self, RunCommand.self,
+            StatusCommand.self,
+        ]
     )
 }

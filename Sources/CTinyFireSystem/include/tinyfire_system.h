@@ -43,4 +43,10 @@ int tinyfire_pipe_cloexec(int fds[2]);
 int tinyfire_accept_cloexec(int fd);
 /* posix_spawn_file_actions_addchdir_np: the child starts in `path`. */
 int tinyfire_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path);
+/* Turns signals into bytes on a pipe (the self-pipe pattern): installs, for each of
+ * `signals`, a handler that writes the signal's number as one byte to a non-blocking pipe,
+ * whichever thread the kernel picks to run it. Returns the pipe's read end (non-blocking,
+ * close-on-exec), the same one on every call, or -errno. A byte that does not fit (64 KiB of
+ * unread signals) is dropped; the signals still pending are then already on the pipe. */
+int tinyfire_signal_pipe(const int *signals, int count);
 #endif

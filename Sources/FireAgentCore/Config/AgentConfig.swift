@@ -135,6 +135,16 @@ public struct AgentConfig: Sendable {
         public var format: String
     }
 
+    /// How `fire-agent run` behaves as a service.
+    public struct Daemon: Sendable {
+        /// Where the running daemon keeps its status for `fire-agent status` (JSON, replaced
+        /// atomically). Default `/run/fire-agent/status.json`.
+        public var statusFile: String
+        /// How long SIGTERM waits for a delivery in flight before the daemon exits anyway
+        /// (the batch stays queued and is sent again). Default 10 s.
+        public var stopTimeout: Duration
+    }
+
     /// Who this device is.
     public var device: Device
     /// The fleet backend.
@@ -145,6 +155,8 @@ public struct AgentConfig: Sendable {
     public var queue: Queue
     /// Log output.
     public var logging: Logging
+    /// Service behaviour.
+    public var daemon: Daemon
     /// The file this was read from.
     public var file: String
 
@@ -304,6 +316,12 @@ public struct AgentConfig: Sendable {
         let format = loggingReader.choice("format", default: "text", from: ["text", "json"])
         loggingReader.finish()
 
+        // daemon
+        let daemonReader = root.section("daemon")
+        let statusFile = resolve(daemonReader.string("statusFile") ?? "/run/fire-agent/status.json", relativeTo: file)
+        let stopTimeout = daemonReader.duration("stopTimeout", default: .seconds(10), minimum: .seconds(1), maximum: .seconds(600))
+        daemonReader.finish()
+
         // firmware: reserved for the firmware issue; nothing is read from it yet.
         root.section("firmware").finish()
 
@@ -319,7 +337,8 @@ public struct AgentConfig: Sendable {
             queue: Queue(
                 directory: queueDirectory, maxRecords: maxRecords, maxBytes: queueBytes,
                 deadLetterDirectory: URL(filePath: deadLetters).standardized.path(percentEncoded: false), maxRecordAge: maxAge),
-            logging: Logging(level: level, format: format), file: file)
+            logging: Logging(level: level, format: format), daemon: Daemon(statusFile: statusFile, stopTimeout: stopTimeout),
+            file: file)
     }
 
     /// A path relative to the config file's directory.

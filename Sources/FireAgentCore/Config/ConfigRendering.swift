@@ -83,6 +83,7 @@ extension AgentConfig {
                 ])
             ),
             ("logging", .object([("level", .string(logging.level.rawValue)), ("format", .string(logging.format))])),
+            ("daemon", .object([("statusFile", .string(daemon.statusFile)), ("stopTimeout", duration(daemon.stopTimeout))])),
         ])
         return root.render(indent: "") + "\n"
     }

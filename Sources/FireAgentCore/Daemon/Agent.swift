@@ -53,16 +53,24 @@ public final class Agent: Sendable {
     public let session: Session
     /// The durable queue of batches.
     public let queue: OfflineQueue
+    /// What delivery has done, for status and the agent's own telemetry.
+    public let tracker: DeliveryTracker
     private let files: SystemFiles
     private let collector: SendableBox<TelemetryCollector>
+    /// Points collected and not yet queued (at most one batch: a full one is queued at once).
+    private let pending: SendableBox<Batcher>
 
     /// Opens the agent's queue and session.
     /// - Parameters:
     ///   - config: the checked config.
     ///   - logger: where the agent logs.
     ///   - files: where /proc and /sys are (tests give a fake board).
+    ///   - reachability: drives the queue's background delivery (waits while the route to the
+    ///     server is down, starts at once when it returns); nil for `sync --once`.
     /// - Throws: `AgentError` when the queue cannot be opened or TLS cannot be set up.
-    public init(config: AgentConfig, logger: Logger, files: SystemFiles = SystemFiles()) throws(AgentError) {
+    public init(
+        config: AgentConfig, logger: Logger, files: SystemFiles = SystemFiles(), reachability: NetworkReachabilityManager? = nil
+    ) throws(AgentError) {
         self.config = config
         self.logger = logger
         self.files = files
@@ -96,17 +104,31 @@ public final class Agent: Sendable {
         let batchBytes = config.telemetry.batchMaxBytes
         queueConfiguration.judge = { answer in Self.judge(answer, maxAge: maxAge, batchBytes: batchBytes) }
         do {
-            queue = try OfflineQueue(directory: config.queue.directory, configuration: queueConfiguration, session: session, logger: logger)
+            queue = try OfflineQueue(
+                directory: config.queue.directory, configuration: queueConfiguration, session: session, reachability: reachability,
+                logger: logger)
         } catch {
             throw AgentError(description: "queue.directory \(config.queue.directory): \(error)")
         }
         let tags = ["device": config.device.id].merging(config.device.labels) { first, _ in first }
         let queue = self.queue
+        let tracker = DeliveryTracker(deadLetters: Self.countDeadLetters(in: config.queue.deadLetterDirectory))
+        self.tracker = tracker
+        queue.onDeliveryEvent { event in tracker.record(event) }
         collector = SendableBox(
             TelemetryCollector(
                 collectors: config.telemetry.collectors, tags: tags, files: files, logger: logger,
-                agentHealth: { Self.health(queue.statistics) }))
+                agentHealth: { Self.health(queue.statistics, tracker: tracker) }))
+        pending = SendableBox(Batcher(maxPoints: config.telemetry.batchMaxPoints, maxBytes: config.telemetry.batchMaxBytes))
     }
+
+    /// Dead letters already kept (one `.json` description each).
+    static func countDeadLetters(in directory: String) -> Int {
+        SystemFiles().list(directory).filter { $0.hasSuffix(".json") }.count
+    }
+
+    /// Collectors switched off on this board, with the reason.
+    public var stoppedCollectors: [String: String] { collector.value.stopped }
 
     /// Closes the queue.
     public func close() { queue.close() }
@@ -200,7 +222,7 @@ public final class Agent: Sendable {
     }
 
     /// The `fire_agent` measurement's fields.
-    static func health(_ statistics: OfflineQueue.Statistics) -> [String: Point.Value] {
+    static func health(_ statistics: OfflineQueue.Statistics, tracker: DeliveryTracker) -> [String: Point.Value] {
         var fields: [String: Point.Value] = [
             "queue_records": .integer(Int64(statistics.records)), "queue_bytes": .integer(statistics.bytes),
             "delivered": .integer(Int64(clamping: statistics.delivered)), "dropped": .integer(Int64(clamping: statistics.droppedOldest)),
@@ -208,6 +230,10 @@ public final class Agent: Sendable {
             "quarantined": .integer(Int64(clamping: statistics.quarantined)),
         ]
         if let age = statistics.oldestAge() { fields["oldest_record_age"] = .float(age) }
+        let delivery = tracker.snapshot
+        fields["dead_letters"] = .integer(Int64(delivery.deadLetters))
+        fields["spool_rejected"] = .integer(Int64(delivery.rejectedSpoolLines))
+        if let success = delivery.lastSuccess { fields["last_success_age"] = .float(max(0, Date().timeIntervalSince(success))) }
         if let rss = residentBytes() { fields["rss"] = .integer(rss) }
         return fields
     }
@@ -223,12 +249,13 @@ public final class Agent: Sendable {
     // MARK: - One cycle
 
     /// Collects one round, takes the spool files, queues the batches and delivers the queue
-    /// once (`fire-agent sync --once`).
+    /// once (`fire-agent sync --once`). Background delivery must be off.
     /// - Parameter timestamp: the round's time, ns since the epoch.
     /// - Returns: what happened.
     public func syncOnce(timestamp: Int64 = Agent.now()) -> SyncReport {
         var report = SyncReport()
-        collectAndQueue(timestamp: timestamp, into: &report)
+        report.collectedPoints = collect(timestamp: timestamp)
+        queuePending(into: &report)
         let done = DispatchSemaphore(value: 0)
         let outcome = SendableBox<Result<OfflineQueue.FlushResult, OfflineQueueError>?>(nil)
         queue.flush { result in
@@ -251,9 +278,32 @@ public final class Agent: Sendable {
         return report
     }
 
-    /// Collects and spools into queued batches.
-    func collectAndQueue(timestamp: Int64, into report: inout SyncReport) {
-        var batcher = Batcher(maxPoints: config.telemetry.batchMaxPoints, maxBytes: config.telemetry.batchMaxBytes)
+    /// Runs the collectors once; their points join the pending batch, and a batch that fills
+    /// up is queued at once.
+    /// - Parameter timestamp: the round's time, ns since the epoch (every point carries it).
+    /// - Returns: how many points were collected.
+    @discardableResult
+    public func collect(timestamp: Int64 = Agent.now()) -> Int {
+        var count = 0
+        var batcher = pending.value
+        defer { pending.value = batcher }
+        for point in collector.value.collect(timestamp: timestamp) {
+            guard let line = LineProtocol.encode(point, precision: config.telemetry.precision) else { continue }
+            count += 1
+            do {
+                if let full = try batcher.add(line) { _ = enqueue(full) }
+            } catch {
+                logger.warning("point not sent", metadata: ["measurement": "\(point.measurement)", "reason": "\(error)"])
+            }
+        }
+        return count
+    }
+
+    /// Queues the pending points and the spool directory's files (the sync step).
+    /// - Parameter report: receives the counts.
+    public func queuePending(into report: inout SyncReport) {
+        var batcher = pending.value
+        defer { pending.value = batcher }
         var failed = false
         var queued = 0
         defer { report.queuedBatches += queued }
@@ -261,28 +311,27 @@ public final class Agent: Sendable {
         func enqueue(_ batch: Batch?) -> Bool {
             guard let batch else { return true }
             guard !failed else { return false }
-            do {
-                _ = try queue.enqueue(try request(for: batch))
-                queued += 1
-                return true
-            } catch {
+            guard self.enqueue(batch) else {
                 failed = true
-                logger.error("batch not queued", metadata: ["reason": "\(error)", "lines": "\(batch.lines.count)"])
                 return false
             }
-        }
-        let points = collector.value.collect(timestamp: timestamp)
-        for point in points {
-            guard let line = LineProtocol.encode(point, precision: config.telemetry.precision) else { continue }
-            report.collectedPoints += 1
-            do {
-                _ = enqueue(try batcher.add(line))
-            } catch {
-                logger.warning("point not sent", metadata: ["measurement": "\(point.measurement)", "reason": "\(error)"])
-            }
+            queued += 1
+            return true
         }
         _ = enqueue(batcher.flush())
         if let spool = config.telemetry.spoolDirectory { takeSpool(spool, batcher: &batcher, report: &report, enqueue: enqueue) }
+        if report.rejectedLines > 0 { tracker.rejectedSpool(report.rejectedLines) }
+    }
+
+    /// Queues one batch durably; false (logged) when the queue refused it.
+    private func enqueue(_ batch: Batch) -> Bool {
+        do {
+            _ = try queue.enqueue(try request(for: batch))
+            return true
+        } catch {
+            logger.error("batch not queued", metadata: ["reason": "\(error)", "lines": "\(batch.lines.count)"])
+            return false
+        }
     }
 
     /// Delivers the spool: each file renamed into `directory` is checked line by line; refused

@@ -297,6 +297,10 @@ public final class OfflineQueue: Sendable {
         var lastFailure: String?
         /// The delay a `.retryAfter` disposition asked for, used by the next retry timer.
         var retryAfter: Duration?
+        /// Background delivery has an attempt in flight.
+        var attemptInFlight = false
+        /// Called once the attempt in flight has finished (`stopDelivery(completion:)`).
+        var idleWaiters: [@Sendable () -> Void] = []
         var handlers: [(DispatchQueue, @Sendable (DeliveryEvent) -> Void)] = []
     }
 
@@ -697,6 +701,23 @@ public final class OfflineQueue: Sendable {
         deliveryQueue.async { [self] in handle(.stop) }
     }
 
+    /// Stops delivering and calls `completion` once no attempt is in flight: at once when none
+    /// is, otherwise when the one in flight has finished (its record removed if it succeeded,
+    /// kept if not). A daemon waits for this, with a bound of its own, before it closes the
+    /// queue at shutdown: what it does not wait for stays queued and is sent again.
+    /// - Parameter completion: called once, on the queue's delivery queue.
+    public func stopDelivery(completion: @escaping @Sendable () -> Void) {
+        stopDelivery()
+        deliveryQueue.async { [self] in
+            let idle = delivery.withLock { state -> Bool in
+                guard state.attemptInFlight else { return true }
+                state.idleWaiters.append(completion)
+                return false
+            }
+            if idle { completion() }
+        }
+    }
+
     /// Runs on `deliveryQueue`.
     private func handle(_ event: OfflineQueueReplay.Event) {
         let actions = delivery.withLock { $0.replay.handle(event) }
@@ -727,12 +748,19 @@ public final class OfflineQueue: Sendable {
 
     /// Sends the head record; reports the outcome back on `deliveryQueue`.
     private func sendHead() {
+        delivery.withLock { $0.attemptInFlight = true }
         attemptHead { [self] outcome in
+            let waiters = delivery.withLock { state in
+                defer { state.idleWaiters = [] }
+                state.attemptInFlight = false
+                return state.idleWaiters
+            }
             switch outcome {
             case .removed: handle(.headRemoved(more: store.count > 0))
             case .failed: handle(.attemptFailed)
             case .empty: handle(.headRemoved(more: false))
             }
+            for waiter in waiters { waiter() }
         }
     }
 

@@ -43,6 +43,8 @@ enum ExitStatus: Int32 {
     /// The request failed for lack of network and was queued (`request --defer-to`): not
     /// delivered yet, but durable (sysexits' EX_TEMPFAIL).
     case deferred = 75
+    /// `status`: no daemon runs with this config (sysexits' EX_UNAVAILABLE).
+    case notRunning = 69
     /// The config file has problems (sysexits' EX_CONFIG).
     case configError = 78
     /// Out of system resources, or anything else.

@@ -27,8 +27,7 @@ struct SyncCommand: ParsableCommand {
             printError("\(error)")
             throw ExitCode(ExitStatus.configError.rawValue)
         }
-        var logger = Logger(label: "fire-agent") { StreamLogHandler.standardError(label: $0) }
-        logger.logLevel = loaded.logging.level
+        let logger = agentLogger(loaded.logging)
         let agent: Agent
         do {
             agent = try Agent(config: loaded, logger: logger)

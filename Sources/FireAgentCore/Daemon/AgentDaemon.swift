@@ -1,0 +1,401 @@
+import CTinyFireSystem
+import Dispatch
+import Logging
+import Synchronization
+import TinyFire
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// `fire-agent run`: the agent as a long-running service. One thread runs a loop that sleeps in
+/// `poll(2)` until the `DaemonSchedule` says something is due or a command arrives, so an idle
+/// agent costs one wake-up per due job and nothing in between.
+///
+/// - Collection and sync follow the schedule (jittered sync); the offline queue delivers in
+///   the background, driven by reachability (it waits while the route to the server is down
+///   and sends at once when it returns; the daemon then queues what it holds at once too).
+/// - SIGTERM or SIGINT (or `stop()`): pending points and the spool are queued durably, the
+///   delivery in flight gets up to `daemon.stopTimeout` to finish (a batch it does not finish
+///   stays queued and is sent again), the queue is closed, the status says `stopped`.
+/// - SIGHUP (or `reload()`): the config file is read again; a file with any problem is refused
+///   with the reason logged and in the status, and the running config is kept.
+/// - systemd: `READY=1` once running, `WATCHDOG=1` every half `WatchdogSec` from the loop
+///   itself (a stuck loop gets the service restarted), `RELOADING=1` and `STOPPING=1`.
+/// - `daemon.statusFile` is rewritten (atomically) after each change, at most once a second.
+///
+/// Memory: the agent's (`Agent`: one pending batch, the queue's index, a session) plus the
+/// status document; nothing grows with uptime.
+public final class AgentDaemon: @unchecked Sendable {
+    // @unchecked: everything mutable below is touched only by the thread in `run()`; other
+    // threads talk to it through `commands` (a Mutex) and the wake pipe.
+
+    /// How the daemon is hosted.
+    public struct Options: Sendable {
+        /// Turn SIGTERM, SIGINT and SIGHUP into stop and reload (the command does; in-process
+        /// tests call `stop()` and `reload()` instead).
+        public var handleSignals = true
+        /// The environment (`NOTIFY_SOCKET`, `WATCHDOG_USEC`).
+        public var environment: [String: String] = ProcessInfo.processInfo.environment
+        /// Where /proc and /sys are.
+        public var files = SystemFiles()
+        /// The version the status reports.
+        public var version = HTTPHeaders.tinyFireVersion
+        /// Watch the route to the server (netlink). Off where netlink is missing.
+        public var watchReachability = true
+
+        /// Default options.
+        public init() {}
+    }
+
+    private enum Command: Sendable { case stop, reload, routeBack, changed }
+
+    private let configPath: String
+    private let options: Options
+    private let makeLogger: @Sendable (AgentConfig.Logging) -> Logger
+    private let notifier: SystemdNotifier?
+    private let commands = Mutex<[Command]>([])
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private let reachabilityText = Mutex("unknown")
+    private let origin = ContinuousClock.now
+
+    private var config: AgentConfig
+    private var logger: Logger
+    private var agent: Agent
+    private var reachability: NetworkReachabilityManager?
+    private var schedule: DaemonSchedule
+    private var status: AgentStatus
+    private var statusDirty = true
+    private var lastStatusWrite: Duration?
+    private var statusWriteFailed = false
+    /// Points collected since the last sync (for its status line).
+    private var collectedSinceSync = 0
+
+    /// Opens the agent (queue, session) for `config`.
+    /// - Parameters:
+    ///   - configPath: the file reloads read again.
+    ///   - config: its checked contents.
+    ///   - options: how it is hosted.
+    ///   - makeLogger: a logger for a config's `logging` section (called again at reload).
+    /// - Throws: `AgentError` when the agent cannot start (queue locked or unusable, TLS).
+    public init(
+        configPath: String, config: AgentConfig, options: Options = Options(),
+        makeLogger: @escaping @Sendable (AgentConfig.Logging) -> Logger
+    ) throws(AgentError) {
+        self.configPath = configPath
+        self.options = options
+        self.makeLogger = makeLogger
+        self.config = config
+        logger = makeLogger(config.logging)
+        notifier = SystemdNotifier(environment: options.environment)
+        var fds: [Int32] = [-1, -1]
+        guard tinyfire_pipe_cloexec(&fds) == 0 else {
+            throw AgentError(description: "cannot make the daemon's wake-up pipe: \(String(cString: strerror(errno)))")
+        }
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+        _ = fcntl(wakeRead, F_SETFL, O_NONBLOCK)
+        _ = fcntl(wakeWrite, F_SETFL, O_NONBLOCK)
+        let now = Date()
+        reachability = nil
+        schedule = DaemonSchedule(
+            collectEvery: config.telemetry.interval, syncEvery: config.telemetry.syncInterval, jitter: config.telemetry.jitter,
+            watchdogInterval: notifier?.watchdogInterval, now: .zero, random: Double.random(in: 0...1))
+        status = AgentStatus(
+            state: "starting", pid: getpid(), version: options.version, startedAt: now, updatedAt: now, configFile: configPath,
+            configLoadedAt: now, reachability: "unknown",
+            queue: AgentStatus.Queue(
+                records: 0, bytes: 0, delivered: 0, dropped: 0, rejected: 0, discarded: 0, quarantined: 0, headFailures: 0),
+            deadLetters: 0, rejectedSpoolLines: 0, stoppedCollectors: [:])
+        let reachability = options.watchReachability ? Self.watch(config, logger: logger) : nil
+        self.reachability = reachability
+        do {
+            agent = try Agent(config: config, logger: logger, files: options.files, reachability: reachability)
+        } catch {
+            close(wakeRead)
+            close(wakeWrite)
+            throw error
+        }
+    }
+
+    deinit {
+        close(wakeRead)
+        close(wakeWrite)
+    }
+
+    /// Asks the loop to stop (as SIGTERM does); `run()` returns once the work is persisted.
+    public func stop() { post(.stop) }
+
+    /// Asks the loop to read the config file again (as SIGHUP does).
+    public func reload() { post(.reload) }
+
+    private func post(_ command: Command) {
+        commands.withLock { $0.append(command) }
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)  // a full pipe already holds a wake-up
+    }
+
+    // MARK: - The loop
+
+    /// Runs until stopped. Returns after the queue is closed and the status says `stopped`.
+    /// - Throws: `AgentError` when a reload could bring up neither the new nor the old config.
+    public func run() throws(AgentError) {
+        var signalFD: Int32 = -1
+        if options.handleSignals {
+            let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
+            signalFD = signals.withUnsafeBufferPointer { tinyfire_signal_pipe($0.baseAddress, Int32($0.count)) }
+            if signalFD < 0 { throw AgentError(description: "cannot install signal handlers: \(String(cString: strerror(-signalFD)))") }
+        }
+        attach(agent)
+        startReachabilityListener()
+        agent.queue.startDelivery()
+        status.state = "running"
+        writeStatus(now: elapsed())
+        logger.info(
+            "fire-agent running",
+            metadata: [
+                "config": "\(configPath)", "server": "\(config.server.url)",
+                "interval": "\(ConfigReader.describe(config.telemetry.interval))",
+                "syncInterval": "\(ConfigReader.describe(config.telemetry.syncInterval))",
+            ])
+        notifier?.ready(status: "running")
+
+        while true {
+            let now = elapsed()
+            for job in schedule.due(at: now, random: Double.random(in: 0...1)) {
+                switch job {
+                case .collect: collectedSinceSync += agent.collect()
+                case .sync: sync()
+                case .watchdog: notifier?.watchdog()
+                }
+            }
+            if statusDirty, lastStatusWrite.map({ now - $0 >= .seconds(1) }) ?? true { writeStatus(now: now) }
+            var deadline = schedule.nextDeadline
+            if statusDirty, let last = lastStatusWrite { deadline = min(deadline, last + .seconds(1)) }
+            wait(until: deadline, signalFD: signalFD)
+            for command in takeCommands() {
+                switch command {
+                case .stop:
+                    shutdown()
+                    return
+                case .reload: try reloadConfig()
+                case .routeBack:
+                    logger.info("route to the server is back: syncing now")
+                    schedule.routeReturned(at: elapsed())
+                    statusDirty = true
+                case .changed: statusDirty = true
+                }
+            }
+        }
+    }
+
+    /// Sleeps in poll(2) until `deadline` or a wake-up (command or signal).
+    private func wait(until deadline: Duration, signalFD: Int32) {
+        let remaining = deadline - elapsed()
+        guard remaining > .zero else { return }
+        let milliseconds = Int32(clamping: (remaining.totalNanoseconds + 999_999) / 1_000_000)
+        var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0), pollfd(fd: signalFD, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&fds, nfds_t(signalFD >= 0 ? 2 : 1), milliseconds)
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while read(wakeRead, &buffer, buffer.count) > 0 {}
+        guard signalFD >= 0 else { return }
+        while true {
+            let count = read(signalFD, &buffer, buffer.count)
+            guard count > 0 else { break }
+            for signal in buffer[0..<count] {
+                switch Int32(signal) {
+                case SIGHUP: commands.withLock { $0.append(.reload) }
+                default: commands.withLock { $0.append(.stop) }
+                }
+            }
+        }
+    }
+
+    private func takeCommands() -> [Command] {
+        commands.withLock { commands in
+            defer { commands = [] }
+            return commands
+        }
+    }
+
+    private func elapsed() -> Duration { ContinuousClock.now - origin }
+
+    // MARK: - Jobs
+
+    private func sync() {
+        var report = SyncReport()
+        report.collectedPoints = collectedSinceSync
+        collectedSinceSync = 0
+        agent.queuePending(into: &report)
+        status.lastSync = AgentStatus.Sync(
+            at: Date(), collectedPoints: report.collectedPoints, spooledLines: report.spooledLines, rejectedLines: report.rejectedLines,
+            queuedBatches: report.queuedBatches, error: report.failure)
+        statusDirty = true
+        logger.debug(
+            "sync",
+            metadata: ["queued": "\(report.queuedBatches)", "spooled": "\(report.spooledLines)", "rejected": "\(report.rejectedLines)"])
+    }
+
+    private func shutdown() {
+        logger.info("stopping: queueing what is pending")
+        notifier?.stopping(status: "stopping")
+        status.state = "stopping"
+        writeStatus(now: elapsed())
+        var report = SyncReport()
+        agent.queuePending(into: &report)
+        if !stopDelivery(agent) {
+            logger.warning(
+                "a delivery was still in flight after daemon.stopTimeout; its batch stays queued and is sent again after restart",
+                metadata: ["stopTimeout": "\(ConfigReader.describe(config.daemon.stopTimeout))"])
+        }
+        agent.close()
+        reachability?.stopListening()
+        status.state = "stopped"
+        writeStatus(now: elapsed())
+        logger.info("stopped", metadata: ["queued": "\(agent.queue.statistics.records)"])
+    }
+
+    /// Stops background delivery and waits up to `stopTimeout` for the attempt in flight.
+    /// - Returns: whether delivery came to rest in time.
+    private func stopDelivery(_ agent: Agent) -> Bool {
+        let idle = DispatchSemaphore(value: 0)
+        agent.queue.stopDelivery { idle.signal() }
+        let timeout = config.daemon.stopTimeout.totalNanoseconds
+        return idle.wait(timeout: .now() + .nanoseconds(Int(clamping: timeout))) == .success
+    }
+
+    private func reloadConfig() throws(AgentError) {
+        notifier?.reloading()
+        logger.info("reloading the config", metadata: ["file": "\(configPath)"])
+        let fresh: AgentConfig
+        do {
+            fresh = try AgentConfig.load(path: configPath)
+        } catch {
+            refuseReload("\(error)")
+            return
+        }
+        // The running agent hands over: what it holds is queued, its delivery comes to rest.
+        var report = SyncReport()
+        agent.queuePending(into: &report)
+        _ = stopDelivery(agent)
+        agent.close()
+        let freshLogger = makeLogger(fresh.logging)
+        let freshReachability =
+            fresh.server.url.host() == config.server.url.host()
+            ? reachability : (options.watchReachability ? Self.watch(fresh, logger: freshLogger) : nil)
+        do {
+            agent = try Agent(config: fresh, logger: freshLogger, files: options.files, reachability: freshReachability)
+        } catch {
+            // The new file is valid but cannot run (e.g. its queue directory is unusable).
+            do {
+                agent = try Agent(config: config, logger: logger, files: options.files, reachability: reachability)
+            } catch {
+                throw AgentError(description: "reload failed and the running config could not be restored: \(error)")
+            }
+            attach(agent)
+            agent.queue.startDelivery()
+            refuseReload("\(error)")
+            return
+        }
+        if freshReachability !== reachability {
+            reachability?.stopListening()
+            reachability = freshReachability
+            startReachabilityListener()
+        }
+        config = fresh
+        logger = freshLogger
+        attach(agent)
+        agent.queue.startDelivery()
+        schedule.reconfigure(
+            collectEvery: fresh.telemetry.interval, syncEvery: fresh.telemetry.syncInterval, jitter: fresh.telemetry.jitter, now: elapsed())
+        status.configLoadedAt = Date()
+        status.reloadError = nil
+        statusDirty = true
+        logger.info("config reloaded", metadata: ["file": "\(configPath)"])
+        notifier?.ready(status: "running")
+    }
+
+    private func refuseReload(_ reason: String) {
+        logger.error("config reload refused; the running config is kept", metadata: ["reason": "\(reason)"])
+        status.reloadError = reason
+        statusDirty = true
+        notifier?.ready(status: "running (reload refused)")
+    }
+
+    /// Delivery events and spool rejections wake the loop to refresh the status.
+    private func attach(_ agent: Agent) {
+        agent.tracker.onChange { [weak self] in self?.post(.changed) }
+    }
+
+    // MARK: - Reachability
+
+    private static func watch(_ config: AgentConfig, logger: Logger) -> NetworkReachabilityManager? {
+        do {
+            return try NetworkReachabilityManager(host: config.server.url.host(), logger: logger)
+        } catch {
+            logger.notice("reachability is not watched (deliveries retry on their backoff alone)", metadata: ["reason": "\(error)"])
+            return nil
+        }
+    }
+
+    private func startReachabilityListener() {
+        guard let reachability else { return }
+        let seen = Mutex<NetworkReachabilityManager.NetworkReachabilityStatus?>(nil)
+        reachability.startListening { [weak self] update in
+            guard let self else { return }
+            let previous = seen.withLock { state in
+                defer { state = update }
+                return state
+            }
+            self.reachabilityText.withLock { $0 = "\(update)" }
+            if case .reachable = update, let previous, previous != update, !Self.isReachable(previous) {
+                self.post(.routeBack)
+            } else {
+                self.post(.changed)
+            }
+        }
+    }
+
+    private static func isReachable(_ status: NetworkReachabilityManager.NetworkReachabilityStatus) -> Bool {
+        if case .reachable = status { return true }
+        return false
+    }
+
+    // MARK: - Status
+
+    private func writeStatus(now: Duration) {
+        let statistics = agent.queue.statistics
+        let delivery = agent.tracker.snapshot
+        status.updatedAt = Date()
+        status.reachability = reachability == nil ? "not watched" : reachabilityText.withLock { $0 }
+        status.queue = AgentStatus.Queue(
+            records: statistics.records, bytes: statistics.bytes, oldestAgeSeconds: statistics.oldestAge().map { ($0 * 10).rounded() / 10 },
+            delivered: statistics.delivered, dropped: statistics.droppedOldest, rejected: statistics.rejectedNew,
+            discarded: statistics.discarded, quarantined: statistics.quarantined, headFailures: statistics.headFailures,
+            lastFailure: statistics.lastFailure)
+        status.lastDelivery = delivery.lastDelivery
+        status.lastSuccessfulDelivery = delivery.lastSuccess ?? status.lastSuccessfulDelivery
+        status.deadLetters = delivery.deadLetters
+        status.rejectedSpoolLines = delivery.rejectedSpoolLines
+        status.stoppedCollectors = agent.stoppedCollectors
+        statusDirty = false
+        lastStatusWrite = now
+        do {
+            try status.write(to: config.daemon.statusFile)
+            statusWriteFailed = false
+        } catch {
+            if !statusWriteFailed {
+                logger.error("status not written (fire-agent status cannot see this daemon)", metadata: ["reason": "\(error)"])
+            }
+            statusWriteFailed = true
+        }
+    }
+}

@@ -1,0 +1,85 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Talks to systemd's service manager the way `sd_notify(3)` does, without libsystemd: one
+/// datagram per message to the `AF_UNIX` socket named by `NOTIFY_SOCKET` (a path, or an
+/// abstract name starting with `@`). With `Type=notify` systemd waits for `READY=1` before it
+/// calls the service started; with `WatchdogSec` it restarts a service that stops sending
+/// `WATCHDOG=1`.
+///
+/// Memory: one socket; messages are built on the stack of the caller.
+public final class SystemdNotifier: Sendable {
+    /// The socket's address as given.
+    public let socketPath: String
+    /// systemd's watchdog interval (`WATCHDOG_USEC`), when it asked this process for one.
+    public let watchdogInterval: Duration?
+    private let fd: Int32
+
+    /// A notifier for the socket in `environment`, or nil when there is none (not started
+    /// by systemd with `Type=notify`) or it cannot be used.
+    /// - Parameter environment: the process environment (`NOTIFY_SOCKET`, `WATCHDOG_USEC`,
+    ///   `WATCHDOG_PID`).
+    public init?(environment: [String: String]) {
+        guard let path = environment["NOTIFY_SOCKET"], !path.isEmpty, path.utf8.count < 108,
+            path.hasPrefix("/") || path.hasPrefix("@")
+        else { return nil }
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        self.fd = fd
+        socketPath = path
+        // WATCHDOG_PID, when set, names the process the watchdog is for.
+        let forUs = environment["WATCHDOG_PID"].map { Int32($0) == getpid() } ?? true
+        if forUs, let text = environment["WATCHDOG_USEC"], let micros = Int64(text), micros > 0 {
+            watchdogInterval = .microseconds(micros)
+        } else {
+            watchdogInterval = nil
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// Sends `state` (newline-separated `KEY=value` assignments, e.g. `READY=1`).
+    /// - Parameter state: the message.
+    /// - Returns: whether the datagram was sent.
+    @discardableResult
+    public func notify(_ state: String) -> Bool {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(socketPath.utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in pathBytes.enumerated() { raw[index] = byte }
+            // An abstract socket's name starts with a NUL byte instead of '@'.
+            if pathBytes.first == UInt8(ascii: "@") { raw[0] = 0 }
+        }
+        // Abstract names are not NUL-terminated: the length says where they end.
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + (pathBytes.first == UInt8(ascii: "@") ? 0 : 1))
+        let message = Array(state.utf8)
+        let sent = message.withUnsafeBytes { bytes in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, length)
+                }
+            }
+        }
+        return sent == message.count
+    }
+
+    /// `READY=1` with a status line.
+    public func ready(status: String) { notify("READY=1\nSTATUS=\(status)") }
+
+    /// `WATCHDOG=1`.
+    public func watchdog() { notify("WATCHDOG=1") }
+
+    /// `RELOADING=1` with the monotonic time, as `Type=notify-reload` expects.
+    public func reloading() {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        notify("RELOADING=1\nMONOTONIC_USEC=\(Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000)")
+    }
+
+    /// `STOPPING=1` with a status line.
+    public func stopping(status: String) { notify("STOPPING=1\nSTATUS=\(status)") }
+}

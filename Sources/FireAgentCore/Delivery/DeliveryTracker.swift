@@ -1,0 +1,78 @@
+import Synchronization
+import TinyFire
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// What the offline queue's deliveries have come to, gathered from its events for
+/// `fire-agent status` and the agent's own `fire_agent` measurement. Thread-safe.
+///
+/// Memory: a few fields; nothing grows.
+public final class DeliveryTracker: Sendable {
+    /// The figures at one moment.
+    public struct Snapshot: Sendable, Equatable {
+        /// The last attempt's outcome.
+        public var lastDelivery: AgentStatus.Delivery?
+        /// When a batch was last delivered.
+        public var lastSuccess: Date?
+        /// Dead letters kept.
+        public var deadLetters: Int
+        /// Spool lines refused.
+        public var rejectedSpoolLines = 0
+    }
+
+    private let state: Mutex<Snapshot>
+    private let listeners = Mutex<[@Sendable () -> Void]>([])
+
+    /// A tracker.
+    /// - Parameter deadLetters: dead letters already kept when the agent starts.
+    public init(deadLetters: Int) {
+        state = Mutex(Snapshot(deadLetters: deadLetters))
+    }
+
+    /// The figures now.
+    public var snapshot: Snapshot { state.withLock { $0 } }
+
+    /// Calls `listener` after every change (on the thread that made it).
+    public func onChange(_ listener: @escaping @Sendable () -> Void) {
+        listeners.withLock { $0.append(listener) }
+    }
+
+    /// Takes in one delivery event.
+    public func record(_ event: OfflineQueue.DeliveryEvent, at now: Date = Date()) {
+        state.withLock { state in
+            switch event {
+            case .delivered(_, _, let status):
+                state.lastDelivery = .init(at: now, result: "delivered", status: status)
+                state.lastSuccess = now
+            case .discarded(_, _, let status):
+                state.lastDelivery = .init(at: now, result: "discarded", status: status)
+            case .failed(_, _, let reason, _):
+                state.lastDelivery = .init(at: now, result: "failed", reason: reason)
+            case .dropped:
+                state.lastDelivery = .init(at: now, result: "dropped", reason: "the queue was full (dropOldest)")
+            case .quarantined(_, let reason):
+                state.lastDelivery = .init(at: now, result: "quarantined", reason: reason)
+            case .deadLettered(_, _, let status, let reason):
+                state.lastDelivery = .init(at: now, result: "dead-lettered", status: status, reason: reason)
+                state.deadLetters += 1
+            case .replaced(_, _, let status, let count):
+                state.lastDelivery = .init(at: now, result: "split", status: status, reason: "replaced by \(count) smaller batches")
+            }
+        }
+        notify()
+    }
+
+    /// Counts spool lines refused.
+    public func rejectedSpool(_ lines: Int) {
+        state.withLock { $0.rejectedSpoolLines += lines }
+        notify()
+    }
+
+    private func notify() {
+        for listener in listeners.withLock({ $0 }) { listener() }
+    }
+}

@@ -1,0 +1,45 @@
+import ArgumentParser
+import FireAgentCore
+import Logging
+
+/// `fire-agent run`: the daemon (systemd's `ExecStart`).
+struct RunCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run the agent as a service: collect and sync on a schedule until SIGTERM; SIGHUP reloads the config.")
+
+    @Option(name: .customLong("config"), help: "The config file (default \(AgentConfig.defaultPath)).")
+    var config: String?
+
+    func run() throws {
+        let path = config ?? AgentConfig.defaultPath
+        let loaded: AgentConfig
+        do {
+            loaded = try AgentConfig.load(path: path)
+        } catch {
+            printError("\(error)")
+            throw ExitCode(ExitStatus.configError.rawValue)
+        }
+        let daemon: AgentDaemon
+        do {
+            daemon = try AgentDaemon(configPath: path, config: loaded, makeLogger: agentLogger)
+        } catch {
+            printError("fire-agent: \(error)")
+            throw ExitCode(ExitStatus.writeError.rawValue)
+        }
+        do {
+            try daemon.run()
+        } catch {
+            printError("fire-agent: \(error)")
+            throw ExitCode(ExitStatus.internalError.rawValue)
+        }
+    }
+}
+
+/// The agent's logger for a config's `logging` section: text or JSON lines on standard error,
+/// journald-friendly under systemd.
+@Sendable func agentLogger(_ logging: AgentConfig.Logging) -> Logger {
+    let format = AgentLogHandler.Format(rawValue: logging.format) ?? .text
+    let journal = AgentLogHandler.stderrIsJournal()
+    return Logger(label: "fire-agent") { _ in AgentLogHandler(format: format, level: logging.level, journal: journal) }
+}

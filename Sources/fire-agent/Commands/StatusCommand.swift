@@ -1,0 +1,100 @@
+import ArgumentParser
+import FireAgentCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// `fire-agent status`: what the running daemon last wrote to its status file.
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the running daemon's status: last sync and delivery, queue, dead letters, reachability, config.",
+        discussion: "Exit status: 0 when the daemon runs, 69 when it does not (its last status is still shown), 78 for a bad config.")
+
+    @Option(name: .customLong("config"), help: "The config file naming the status file (default \(AgentConfig.defaultPath)).")
+    var config: String?
+
+    @Option(name: .customLong("status-file"), help: "Read this status file instead of the config's daemon.statusFile.")
+    var statusFile: String?
+
+    @Flag(name: .customLong("json"), help: "Print the status document as JSON (for scripts).")
+    var json = false
+
+    func run() throws {
+        let path: String
+        if let statusFile {
+            path = statusFile
+        } else {
+            do {
+                path = try AgentConfig.load(path: config ?? AgentConfig.defaultPath).daemon.statusFile
+            } catch {
+                printError("\(error)")
+                throw ExitCode(ExitStatus.configError.rawValue)
+            }
+        }
+        let status: AgentStatus
+        do {
+            status = try AgentStatus.read(path: path)
+        } catch {
+            printError("fire-agent: not running: \(error)")
+            throw ExitCode(ExitStatus.notRunning.rawValue)
+        }
+        let alive = status.daemonIsAlive
+        if json {
+            var shown = status
+            if !alive { shown.state = "stopped" }
+            print(String(decoding: (try? shown.encoded()) ?? Data(), as: UTF8.self))
+        } else {
+            print(Self.describe(status, alive: alive, now: Date()))
+        }
+        if !alive { throw ExitCode(ExitStatus.notRunning.rawValue) }
+    }
+
+    /// The status for people.
+    static func describe(_ status: AgentStatus, alive: Bool, now: Date) -> String {
+        func when(_ date: Date) -> String {
+            let seconds = Int(now.timeIntervalSince(date).rounded())
+            return "\(AgentLogHandler.timestamp(date)) (\(seconds < 0 ? "in the future" : "\(seconds) s ago"))"
+        }
+        let state = alive ? status.state : "not running (\(status.state == "stopped" ? "stopped" : "gone without stopping"))"
+        var lines = ["fire-agent \(status.version): \(state), pid \(status.pid), started \(when(status.startedAt))"]
+        var config = "config:        \(status.configFile), loaded \(when(status.configLoadedAt))"
+        if let error = status.reloadError { config += "\n               last reload refused: \(error)" }
+        lines.append(config)
+        lines.append("reachability:  \(status.reachability)")
+        if let sync = status.lastSync {
+            var line =
+                "last sync:     \(when(sync.at)): \(sync.queuedBatches) batches queued, \(sync.spooledLines) spool lines "
+                + "(\(sync.rejectedLines) rejected)"
+            if let error = sync.error { line += ", error: \(error)" }
+            lines.append(line)
+        } else {
+            lines.append("last sync:     none yet")
+        }
+        if let delivery = status.lastDelivery {
+            var line = "last delivery: \(when(delivery.at)): \(delivery.result)"
+            if let code = delivery.status { line += " (HTTP \(code))" }
+            if let reason = delivery.reason { line += ": \(reason)" }
+            lines.append(line)
+        }
+        lines.append("last success:  \(status.lastSuccessfulDelivery.map(when) ?? "none since start")")
+        let queue = status.queue
+        var queueLine = "queue:         \(queue.records) batches, \(queue.bytes) bytes"
+        if let age = queue.oldestAgeSeconds { queueLine += ", oldest \(Int(age)) s" }
+        queueLine +=
+            "; delivered \(queue.delivered), dropped \(queue.dropped), rejected \(queue.rejected), discarded \(queue.discarded), "
+            + "quarantined \(queue.quarantined)"
+        if let failure = queue.lastFailure { queueLine += "\n               failing (\(queue.headFailures) attempts): \(failure)" }
+        lines.append(queueLine)
+        lines.append("dead letters:  \(status.deadLetters)")
+        lines.append("spool:         \(status.rejectedSpoolLines) lines rejected since start")
+        for (name, reason) in status.stoppedCollectors.sorted(by: { $0.key < $1.key }) {
+            lines.append("collector off: \(name): \(reason)")
+        }
+        lines.append("written:       \(when(status.updatedAt))")
+        return lines.joined(separator: "\n")
+    }
+}

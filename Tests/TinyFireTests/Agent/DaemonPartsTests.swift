@@ -1,0 +1,158 @@
+import Foundation
+import Logging
+import Testing
+
+@testable import FireAgentCore
+
+@Suite("Daemon parts: schedule, log lines, systemd notifications")
+struct DaemonPartsTests {
+    private func schedule(collect: Int = 10, sync: Int = 60, jitter: Double = 0.1, watchdog: Duration? = nil, random: Double = 0.5)
+        -> DaemonSchedule
+    {
+        DaemonSchedule(
+            collectEvery: .seconds(collect), syncEvery: .seconds(sync), jitter: jitter, watchdogInterval: watchdog, now: .zero,
+            random: random)
+    }
+
+    @Test("collection at once and on a fixed cadence; the first sync falls somewhere in the first interval")
+    func cadence() {
+        var plan = schedule()
+        #expect(plan.due(at: .zero, random: 0.5) == [.collect])
+        #expect(plan.nextCollect == .seconds(10))
+        // A round that runs late does not shift the ones after it.
+        #expect(plan.due(at: .seconds(13), random: 0.5) == [.collect])
+        #expect(plan.nextCollect == .seconds(20))
+        // Past more than a whole period (suspended): a new cadence from now, no catching up.
+        #expect(plan.due(at: .seconds(47), random: 0.5) == [.collect, .sync])
+        #expect(plan.nextCollect == .seconds(57))
+        #expect(plan.due(at: .seconds(50), random: 0.5) == [])
+        // The first sync's place depends on the random draw: early for 0, a full period for 1.
+        #expect(schedule(random: 0).nextSync == .seconds(6))
+        #expect(schedule(random: 1).nextSync == .seconds(60))
+    }
+
+    @Test("a fleet started together spreads its syncs over the interval; each next sync is the period ± jitter")
+    func jitterSpreads() {
+        let firsts = (0..<100).map { schedule(random: Double($0) / 99).nextSync }
+        #expect(Set(firsts).count == 100)
+        #expect(firsts.min()! >= .seconds(6) && firsts.max()! <= .seconds(60))
+        var plan = schedule(jitter: 0.2, random: 0)
+        _ = plan.due(at: .seconds(12), random: 0)  // the first sync, at 12 s: next one 48 s later
+        #expect(plan.nextSync == .seconds(12) + .seconds(48))
+        _ = plan.due(at: plan.nextSync, random: 1)
+        #expect(plan.nextSync == .seconds(60) + .seconds(72))
+        var flat = schedule(jitter: 0, random: 1)
+        _ = flat.due(at: .seconds(60), random: 0.9)
+        #expect(flat.nextSync == .seconds(120))
+    }
+
+    @Test("the route coming back makes a sync due now; a reload with shorter periods brings the next rounds closer")
+    func routeAndReload() {
+        var plan = schedule(random: 1)
+        _ = plan.due(at: .zero, random: 0.5)
+        plan.routeReturned(at: .seconds(3))
+        #expect(plan.due(at: .seconds(3), random: 0.5) == [.sync])
+        #expect(plan.nextSync >= .seconds(57))
+        plan.reconfigure(collectEvery: .seconds(2), syncEvery: .seconds(5), jitter: 0, now: .seconds(4))
+        #expect(plan.nextCollect == .seconds(6))
+        #expect(plan.nextSync == .seconds(9))
+        // A longer period does not push a round that is already due sooner.
+        plan.reconfigure(collectEvery: .seconds(600), syncEvery: .seconds(600), jitter: 0, now: .seconds(5))
+        #expect(plan.nextCollect == .seconds(6) && plan.nextSync == .seconds(9))
+    }
+
+    @Test("the watchdog is fed every half of systemd's interval; without one it is never due")
+    func watchdog() {
+        var plan = schedule(collect: 60, sync: 600, watchdog: .seconds(20))
+        #expect(plan.due(at: .zero, random: 0.5) == [.collect, .watchdog])
+        #expect(plan.nextDeadline == .seconds(10))
+        #expect(plan.due(at: .seconds(10), random: 0.5) == [.watchdog])
+        var none = schedule()
+        _ = none.due(at: .zero, random: 0.5)
+        #expect(none.nextWatchdog == nil && none.nextDeadline == .seconds(10))
+    }
+
+    @Test("log lines: text with time for terminals, a <priority> prefix and no time for the journal, JSON objects")
+    func logLines() throws {
+        let time = Date(timeIntervalSince1970: 1_795_000_000)
+        let metadata: Logger.Metadata = ["file": "app 1.lp", "line": "3"]
+        let text = AgentLogHandler(format: .text, level: .info, journal: false)
+        #expect(
+            text.render(level: .warning, message: "spool line\nrejected", metadata: metadata, time: time)
+                == "2026-11-18T11:06:40Z warning spool line\\nrejected file=\"app 1.lp\" line=3\n")
+        let journal = AgentLogHandler(format: .text, level: .info, journal: true)
+        #expect(journal.render(level: .error, message: "refused", metadata: [:], time: time) == "<3>refused\n")
+        #expect(journal.render(level: .info, message: "ok", metadata: [:], time: time) == "<6>ok\n")
+        let json = AgentLogHandler(format: .json, level: .info, journal: false)
+        let line = json.render(level: .info, message: "say \"hi\"\u{1}", metadata: metadata, time: time)
+        #expect(line.hasSuffix("\n") && !line.dropLast().contains("\n"))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(object["message"] as? String == "say \"hi\"\u{1}")
+        #expect(object["level"] as? String == "info" && object["time"] as? String == "2026-11-18T11:06:40Z")
+        #expect((object["metadata"] as? [String: String]) == ["file": "app 1.lp", "line": "3"])
+        let journalJSON = AgentLogHandler(format: .json, level: .info, journal: true)
+        #expect(!journalJSON.render(level: .info, message: "x", metadata: [:], time: time).contains("time"))
+        // JOURNAL_STREAM counts only when it names the stream standard error still is.
+        #expect(!AgentLogHandler.stderrIsJournal(environment: ["JOURNAL_STREAM": "1:2"]))
+        #expect(!AgentLogHandler.stderrIsJournal(environment: [:]))
+        var info = stat()
+        fstat(2, &info)
+        #expect(AgentLogHandler.stderrIsJournal(environment: ["JOURNAL_STREAM": "\(info.st_dev):\(info.st_ino)"]))
+    }
+
+    @Test("sd_notify datagrams reach a NOTIFY_SOCKET path and an abstract one; WATCHDOG_USEC is read, for this pid only")
+    func notifications() throws {
+        for abstract in [false, true] {
+            let name =
+                abstract
+                ? "@tinyfire-notify-\(UUID().uuidString.prefix(8))" : NSTemporaryDirectory() + "notify-\(UUID().uuidString.prefix(8))"
+            let listener = try DatagramListener(path: name)
+            let notifier = try #require(SystemdNotifier(environment: ["NOTIFY_SOCKET": name, "WATCHDOG_USEC": "3000000"]))
+            #expect(notifier.watchdogInterval == .seconds(3))
+            notifier.ready(status: "running")
+            notifier.watchdog()
+            #expect(listener.receive() == "READY=1\nSTATUS=running")
+            #expect(listener.receive() == "WATCHDOG=1")
+        }
+        #expect(SystemdNotifier(environment: [:]) == nil)
+        #expect(SystemdNotifier(environment: ["NOTIFY_SOCKET": "relative"]) == nil)
+        let other = try #require(SystemdNotifier(environment: ["NOTIFY_SOCKET": "/x", "WATCHDOG_USEC": "1000", "WATCHDOG_PID": "1"]))
+        #expect(other.watchdogInterval == nil)
+    }
+}
+
+/// A datagram socket bound to a path (or an abstract name starting with `@`), as systemd's
+/// notification socket is.
+final class DatagramListener: @unchecked Sendable {
+    let fd: Int32
+    let path: String
+
+    init(path: String) throws {
+        self.path = path
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+            if bytes.first == UInt8(ascii: "@") { raw[0] = 0 }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == UInt8(ascii: "@") ? 0 : 1))
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        guard bound == 0 else { throw FixtureError(description: "bind \(path): \(String(cString: strerror(errno)))") }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit {
+        close(fd)
+        if !path.hasPrefix("@") { unlink(path) }
+    }
+
+    /// The next datagram as text, or nil after 10 s without one.
+    func receive() -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = recv(fd, &buffer, buffer.count, 0)
+        return count < 0 ? nil : String(decoding: buffer[0..<count], as: UTF8.self)
+    }
+}
