@@ -33,8 +33,11 @@ public struct AgentLogHandler: LogHandler {
     public let format: Format
     /// Whether standard error is systemd's journal.
     public let journal: Bool
+    /// The lowest level written.
     public var logLevel: Logger.Level
+    /// Metadata added to every entry.
     public var metadata: Logger.Metadata = [:]
+    /// Metadata gathered at each entry (task-local values).
     public var metadataProvider: Logger.MetadataProvider?
     private let output: Int32
 
@@ -53,11 +56,13 @@ public struct AgentLogHandler: LogHandler {
         self.output = output
     }
 
+    /// One metadata value.
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
+    /// Writes one entry as one line.
     public func log(event: LogEvent) {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }

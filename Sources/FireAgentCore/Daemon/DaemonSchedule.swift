@@ -32,9 +32,11 @@ public struct DaemonSchedule: Sendable, Equatable {
     /// How often the watchdog is fed, or nil without one.
     public let watchdogEvery: Duration?
 
-    /// When each job is next due.
+    /// When collection is next due.
     public private(set) var nextCollect: Duration
+    /// When sync is next due.
     public private(set) var nextSync: Duration
+    /// When the watchdog is next due, or nil without one.
     public private(set) var nextWatchdog: Duration?
 
     /// A schedule starting at `now`: collection at once, the first sync within the first
