@@ -64,6 +64,8 @@ public final class AgentDaemon: @unchecked Sendable {
     private let commands = Mutex<[Command]>([])
     private let wakeRead: Int32
     private let wakeWrite: Int32
+    /// The signal pipe's read end, or -1 when signals are not handled.
+    private let signalFD: Int32
     private let reachabilityText = Mutex("unknown")
     private let origin = ContinuousClock.now
 
@@ -90,6 +92,14 @@ public final class AgentDaemon: @unchecked Sendable {
         configPath: String, config: AgentConfig, options: Options = Options(),
         makeLogger: @escaping @Sendable (AgentConfig.Logging) -> Logger
     ) throws(AgentError) {
+        // Signals first: a SIGTERM while the queue is being opened is handled once running.
+        var signalFD: Int32 = -1
+        if options.handleSignals {
+            let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
+            signalFD = signals.withUnsafeBufferPointer { tinyfire_signal_pipe($0.baseAddress, Int32($0.count)) }
+            if signalFD < 0 { throw AgentError(description: "cannot install signal handlers: \(String(cString: strerror(-signalFD)))") }
+        }
+        self.signalFD = signalFD
         self.configPath = configPath
         self.options = options
         self.makeLogger = makeLogger
@@ -148,12 +158,6 @@ public final class AgentDaemon: @unchecked Sendable {
     /// Runs until stopped. Returns after the queue is closed and the status says `stopped`.
     /// - Throws: `AgentError` when a reload could bring up neither the new nor the old config.
     public func run() throws(AgentError) {
-        var signalFD: Int32 = -1
-        if options.handleSignals {
-            let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
-            signalFD = signals.withUnsafeBufferPointer { tinyfire_signal_pipe($0.baseAddress, Int32($0.count)) }
-            if signalFD < 0 { throw AgentError(description: "cannot install signal handlers: \(String(cString: strerror(-signalFD)))") }
-        }
         attach(agent)
         startReachabilityListener()
         agent.queue.startDelivery()
@@ -199,8 +203,7 @@ public final class AgentDaemon: @unchecked Sendable {
 
     /// Sleeps in poll(2) until `deadline` or a wake-up (command or signal).
     private func wait(until deadline: Duration, signalFD: Int32) {
-        let remaining = deadline - elapsed()
-        guard remaining > .zero else { return }
+        let remaining = max(deadline - elapsed(), .zero)
         let milliseconds = Int32(clamping: (remaining.totalNanoseconds + 999_999) / 1_000_000)
         var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0), pollfd(fd: signalFD, events: Int16(POLLIN), revents: 0)]
         _ = poll(&fds, nfds_t(signalFD >= 0 ? 2 : 1), milliseconds)

@@ -1,0 +1,314 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import FireAgentCore
+@testable import TinyFire
+
+/// `fire-agent run` against a real influxd: in-process (AgentDaemon on a thread) and as the
+/// binary, signalled as systemd and operators signal it.
+@Suite("fire-agent run: the daemon against a real influxd", .serialized)
+struct DaemonTests {
+    /// Writes a daemon config for `server` under `directory` and returns its path.
+    @discardableResult
+    func writeConfig(server: String, in directory: String, extra: String = "", labels: String = "site: \"lab\"") throws -> String {
+        let text = """
+            {
+              device: { id: "board-9", labels: { \(labels) } },
+              server: { url: "\(server)", connectTimeout: "2s", requestTimeout: "300s" },
+              telemetry: {
+                interval: "1s", syncInterval: "1s", jitter: 0,
+                influx: { database: "fleet", precision: "ns" }, spoolDirectory: "spool",
+              },
+              queue: { directory: "queue" },
+              daemon: { statusFile: "status.json", stopTimeout: "2s" },
+              \(extra)
+            }
+            """
+        try FileManager.default.createDirectory(atPath: directory + "/spool", withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: URL(filePath: directory + "/agent.json5"))
+        return directory + "/agent.json5"
+    }
+
+    func scratch(_ name: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appending(path: "tinyfire-daemon-\(name)-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// A spool file, written under a hidden name and renamed in.
+    func spool(_ text: String, as name: String, in directory: String) throws {
+        let hidden = directory + "/spool/." + name
+        try Data(text.utf8).write(to: URL(filePath: hidden))
+        rename(hidden, directory + "/spool/" + name)
+    }
+
+    /// `count` points of `measurement`, each with its own tag and time.
+    func points(_ measurement: String, round: Int, count: Int) -> String {
+        (0..<count).map { "\(measurement),round=r\(round),n=\($0) v=\($0)i \(1_700_000_000_000_000_000 + round * 10_000 + $0)\n" }
+            .joined()
+    }
+
+    func status(_ directory: String) -> AgentStatus? { try? AgentStatus.read(path: directory + "/status.json") }
+
+    /// Runs `daemon` on a thread; the returned semaphore is signalled when `run()` returns.
+    func start(_ daemon: AgentDaemon) -> (DispatchSemaphore, SendableBox<String?>) {
+        let done = DispatchSemaphore(value: 0)
+        let failure = SendableBox<String?>(nil)
+        Thread.detachNewThread {
+            do { try daemon.run() } catch { failure.value = "\(error)" }
+            done.signal()
+        }
+        return (done, failure)
+    }
+
+    @Test("in-process: points are collected and synced on schedule, a spool file arrives once, stop() persists and reports stopped")
+    func inProcess() throws {
+        let influx = try InfluxFixture()
+        let directory = try scratch("inprocess")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try writeConfig(server: influx.base, in: directory)
+        var options = AgentDaemon.Options()
+        options.handleSignals = false
+        options.environment = [:]
+        let daemon = try AgentDaemon(configPath: path, config: try AgentConfig.load(path: path), options: options) { _ in
+            Logger(label: "test")
+        }
+        let (done, failure) = start(daemon)
+        try spool(points("app", round: 1, count: 30), as: "app.lp", in: directory)
+        #expect(waitUntil { (try? influx.count("app", field: "v")) == 30 }, "the spool file did not arrive")
+        #expect(waitUntil { (try? influx.count("mem", field: "total")) ?? 0 >= 2 }, "collection did not repeat")
+        // The agent's own measurement carries its health.
+        #expect(waitUntil { (try? influx.count("fire_agent", field: "queue_records")) ?? 0 >= 1 })
+        #expect(waitUntil { status(directory)?.lastSuccessfulDelivery != nil })
+        daemon.stop()
+        #expect(done.wait(timeout: .now() + 30) == .success, "run() did not return after stop()")
+        #expect(failure.value == nil)
+        let final = try #require(status(directory))
+        #expect(final.state == "stopped" && final.configFile == path)
+        #expect(final.queue.lastFailure == nil && final.deadLetters == 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/spool") == [])
+        #expect(try influx.count("app", field: "v") == 30)
+    }
+
+    @Test("an outage of influxd: status shows the failure and the queue growing; after it returns every point arrives once")
+    func outage() throws {
+        let influx = try InfluxFixture()
+        let directory = try scratch("outage")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try writeConfig(server: influx.base, in: directory)
+        let agent = try ChildProcess(
+            try fireAgentPath(), ["run", "--config", path], environment: [:], stdout: .file(directory + "/log"),
+            stderr: .file(directory + "/log"))
+        defer { agent.stop() }
+        #expect(waitUntil { status(directory)?.lastSuccessfulDelivery != nil }, "never delivered: \(log(directory))")
+        influx.stop()
+        for round in 0..<5 {
+            try spool(points("probe", round: round, count: 20), as: "p\(round).lp", in: directory)
+        }
+        // `fire-agent status --json` is how scripts see the outage.
+        var seen: [String: Any] = [:]
+        let reported = waitUntil {
+            guard let result = try? fireAgent(["status", "--config", path, "--json"]), result.status == 0,
+                let object = try? JSONSerialization.jsonObject(with: result.stdout) as? [String: Any],
+                let queue = object["queue"] as? [String: Any], let records = queue["records"] as? Int,
+                let last = object["lastDelivery"] as? [String: Any]
+            else { return false }
+            seen = object
+            return records >= 5 && last["result"] as? String == "failed" && queue["lastFailure"] is String
+                && (try? FileManager.default.contentsOfDirectory(atPath: directory + "/spool")) == []
+        }
+        #expect(reported, "status did not show the outage: \(seen)")
+        let human = try fireAgent(["status", "--config", path])
+        #expect(human.status == 0)
+        let text = String(decoding: human.stdout, as: UTF8.self)
+        #expect(text.contains("running") && text.contains("failing ("), "\(text)")
+        try influx.start()
+        #expect(waitUntil(within: .seconds(120)) { status(directory)?.queue.records == 0 }, "the queue did not drain: \(log(directory))")
+        #expect(try influx.count("probe", field: "v") == 100)
+        agent.signal(SIGTERM)
+        #expect(agent.wait() == 0)
+        let stopped = try fireAgent(["status", "--config", path])
+        #expect(stopped.status == 69 && String(decoding: stopped.stdout, as: UTF8.self).contains("not running (stopped)"))
+    }
+
+    @Test(
+        "systemd: READY=1, then WATCHDOG=1 every half WatchdogSec, RELOADING=1 on SIGHUP, STOPPING=1 on SIGTERM; a bad reload keeps the old config"
+    )
+    func systemdAndReload() throws {
+        let influx = try InfluxFixture()
+        let directory = try scratch("systemd")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try writeConfig(server: influx.base, in: directory)
+        let socket = directory + "/notify"
+        let listener = try DatagramListener(path: socket)
+        let agent = try ChildProcess(
+            try fireAgentPath(), ["run", "--config", path], environment: ["NOTIFY_SOCKET": socket, "WATCHDOG_USEC": "600000"],
+            stdout: .file(directory + "/log"), stderr: .file(directory + "/log"))
+        defer { agent.stop() }
+        #expect(listener.receive() == "READY=1\nSTATUS=running")
+        // Watchdog pings keep coming from the loop (more than one: it is on a schedule).
+        #expect(listener.receive() == "WATCHDOG=1")
+        #expect(listener.receive() == "WATCHDOG=1")
+        let loadedAt = try #require(status(directory)).configLoadedAt
+
+        // A broken file: refused with its reason, the running config kept, the agent still delivering.
+        try Data("{ server: { url: \"ftp://nowhere\" } ".utf8).write(to: URL(filePath: path))
+        agent.signal(SIGHUP)
+        #expect(nextMessage(listener, startingWith: "RELOADING=1") != nil)
+        #expect(nextMessage(listener, startingWith: "READY=1") == "READY=1\nSTATUS=running (reload refused)")
+        #expect(waitUntil { status(directory)?.reloadError != nil })
+        #expect(status(directory)?.reloadError?.contains("agent.json5") == true)
+        #expect(log(directory).contains("config reload refused; the running config is kept"))
+        try spool(points("after_bad_reload", round: 1, count: 5), as: "a.lp", in: directory)
+        #expect(waitUntil { (try? influx.count("after_bad_reload", field: "v")) == 5 }, "not delivering after a refused reload")
+
+        // A good file with a new label: accepted, and points carry the new tag.
+        try writeConfig(server: influx.base, in: directory, labels: "site: \"lab\", rack: \"r2\"")
+        agent.signal(SIGHUP)
+        #expect(nextMessage(listener, startingWith: "READY=1") == "READY=1\nSTATUS=running")
+        #expect(waitUntil { status(directory).map { $0.reloadError == nil && $0.configLoadedAt > loadedAt } ?? false })
+        #expect(
+            waitUntil { ((try? influx.rows(#"SELECT "total" FROM "mem" WHERE "rack" = 'r2'"#))?.count ?? 0) >= 1 },
+            "the reloaded labels are not on new points")
+
+        agent.signal(SIGTERM)
+        #expect(nextMessage(listener, startingWith: "STOPPING=1") != nil)
+        #expect(agent.wait() == 0)
+        #expect(status(directory)?.state == "stopped")
+    }
+
+    @Test("SIGTERM while a delivery hangs: exit within daemon.stopTimeout, and the batch stays queued, not lost")
+    func sigtermBound() throws {
+        // A server that accepts connections (the kernel completes them) and never answers.
+        let silent = try SilentListener()
+        let directory = try scratch("sigterm")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try writeConfig(server: "http://127.0.0.1:\(silent.port)", in: directory)
+        try spool(points("held", round: 1, count: 10), as: "held.lp", in: directory)
+        let agent = try ChildProcess(
+            try fireAgentPath(), ["run", "--config", path], environment: [:], stdout: .file(directory + "/log"),
+            stderr: .file(directory + "/log"))
+        defer { agent.stop() }
+        // The spool is taken (durably queued) and a delivery is in flight.
+        #expect(waitUntil { (try? FileManager.default.contentsOfDirectory(atPath: directory + "/spool")) == [] })
+        #expect(waitUntil { silent.acceptedOrPending })
+        Thread.sleep(forTimeInterval: 0.3)
+        let sent = ContinuousClock.now
+        agent.signal(SIGTERM)
+        let status = agent.wait()
+        let took = ContinuousClock.now - sent
+        // stopTimeout is 2 s and the request timeout 300 s: without the bound this takes minutes.
+        #expect(status == 0, "\(log(directory))")
+        #expect(took < .seconds(30), "SIGTERM took \(took)")
+        #expect(log(directory).contains("still in flight after daemon.stopTimeout"))
+        let queue = try OfflineQueue(directory: directory + "/queue")
+        defer { queue.close() }
+        let held = queue.records().filter { $0.url.contains("/write") }
+        #expect(held.count >= 1, "the batch in flight was lost")
+        #expect(self.status(directory)?.state == "stopped")
+    }
+
+    @Test("kill -9 at random moments of delivery, many rounds: every spooled point arrives, none is doubled")
+    func killNineRounds() throws {
+        let influx = try InfluxFixture()
+        let directory = try scratch("kill9")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // Small batches: each round is many POSTs, so kills land in the middle of delivery.
+        let path = try writeConfig(
+            server: influx.base, in: directory,
+            extra: "logging: { level: \"warning\" },")
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        text = text.replacingOccurrences(of: "spoolDirectory: \"spool\",", with: "spoolDirectory: \"spool\", batch: { maxPoints: 2 },")
+        try Data(text.utf8).write(to: URL(filePath: path))
+        let rounds = 30
+        var midDelivery = 0
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<rounds {
+            try spool(points("killed", round: round, count: 200), as: "k\(round).lp", in: directory)
+            let agent = try ChildProcess(
+                try fireAgentPath(), ["run", "--config", path], environment: [:], stdout: .file(directory + "/log"),
+                stderr: .file(directory + "/log"))
+            if round % 3 == 0 {
+                // Anywhere: starting, collecting, taking the spool, delivering.
+                Thread.sleep(forTimeInterval: Double.random(in: 0...1.5, using: &generator))
+            } else {
+                // Just after the spool file was taken: its batches are being delivered.
+                _ = waitUntil(within: .seconds(10)) { !FileManager.default.fileExists(atPath: directory + "/spool/k\(round).lp") }
+                Thread.sleep(forTimeInterval: Double.random(in: 0...0.05, using: &generator))
+            }
+            agent.signal(SIGKILL)
+            #expect(agent.wait() == 128 + SIGKILL)
+            // Where did the kill land? Taken from the spool but not all delivered: mid-delivery.
+            let taken = !FileManager.default.fileExists(atPath: directory + "/spool/k\(round).lp")
+            let queue = try OfflineQueue(directory: directory + "/queue")
+            if taken && queue.statistics.records > 0 { midDelivery += 1 }
+            queue.close()
+        }
+        #expect(midDelivery >= rounds / 3, "only \(midDelivery) of \(rounds) kills landed while batches were being delivered")
+        // The last run delivers what is left, then stops cleanly.
+        let agent = try ChildProcess(
+            try fireAgentPath(), ["run", "--config", path], environment: [:], stdout: .file(directory + "/log"),
+            stderr: .file(directory + "/log"))
+        defer { agent.stop() }
+        // The status file of a killed run stays behind: wait for this run's own.
+        #expect(
+            waitUntil(within: .seconds(120)) {
+                guard let current = status(directory), current.pid == agent.pid else { return false }
+                return current.queue.records == 0 && (try? FileManager.default.contentsOfDirectory(atPath: directory + "/spool")) == []
+            }, "not drained: \(log(directory))")
+        agent.signal(SIGTERM)
+        #expect(agent.wait() == 0)
+        #expect(try influx.count("killed", field: "v") == rounds * 200)
+        print("kill -9: \(midDelivery) of \(rounds) kills landed mid-delivery")
+        #expect(status(directory)?.deadLetters == 0 && status(directory)?.queue.quarantined == 0)
+    }
+
+    func log(_ directory: String) -> String {
+        (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? ""
+    }
+
+    /// The next notification starting with `prefix`, skipping watchdog pings.
+    func nextMessage(_ listener: DatagramListener, startingWith prefix: String) -> String? {
+        for _ in 0..<200 {
+            guard let message = listener.receive() else { return nil }
+            if message.hasPrefix(prefix) { return message }
+        }
+        return nil
+    }
+}
+
+/// A TCP listener that never accepts: connections complete in the kernel's backlog and
+/// requests are buffered, but no answer ever comes.
+final class SilentListener: @unchecked Sendable {
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 16) == 0 else {
+            throw FixtureError(description: "silent listener: \(String(cString: strerror(errno)))")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(fd) }
+
+    /// Whether a connection waits in the backlog.
+    var acceptedOrPending: Bool {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&poller, 1, 0) == 1
+    }
+}
