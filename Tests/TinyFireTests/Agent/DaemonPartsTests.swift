@@ -156,3 +156,34 @@ final class DatagramListener: @unchecked Sendable {
         return count < 0 ? nil : String(decoding: buffer[0..<count], as: UTF8.self)
     }
 }
+
+@Suite("The systemd unit in etc/")
+struct SystemdUnitTests {
+    @Test("etc/fire-agent.service passes systemd-analyze verify, is Type=notify with a watchdog, and is hardened")
+    func unitVerifies() throws {
+        let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let unit = try String(contentsOf: root.appending(path: "etc/fire-agent.service"), encoding: .utf8)
+        for line in [
+            "Type=notify", "WatchdogSec=60", "ExecReload=/bin/kill -HUP $MAINPID", "NoNewPrivileges=yes", "ProtectSystem=strict",
+            "CapabilityBoundingSet=", "RestartPreventExitStatus=78",
+        ] {
+            #expect(unit.split(separator: "\n").contains(Substring(line)), "missing \(line)")
+        }
+        // verify checks that ExecStart's program exists: point it at the built binary.
+        let directory = FileManager.default.temporaryDirectory.appending(path: "tinyfire-unit-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appending(path: "fire-agent.service")
+        try Data(unit.replacingOccurrences(of: "/usr/bin/fire-agent", with: try fireAgentPath()).utf8).write(to: file)
+        let analyze = try #require(which("systemd-analyze"), "systemd-analyze is missing (scripts/install-deps.sh installs systemd)")
+        let verify = try runCapturingOutput(analyze, ["verify", file.path])
+        #expect(verify.status == 0, "\(verify.stderr)")
+        let security = try runCapturingOutput(analyze, ["security", "--offline=yes", file.path])
+        let summary = String(decoding: security.stdout, as: UTF8.self)
+        // "Overall exposure level for fire-agent.service: 2.2 OK": below 3 is systemd's "OK".
+        let level = summary.split(separator: "\n").last { $0.contains("Overall exposure level") }?.split(separator: " ")
+            .compactMap { Double($0) }.first
+        #expect((level ?? 10) < 3, "\(summary.suffix(300))")
+    }
+}
