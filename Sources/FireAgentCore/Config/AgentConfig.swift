@@ -125,6 +125,10 @@ public struct AgentConfig: Sendable {
         /// A batch the server keeps answering with a retryable error goes to the dead
         /// letters after this long at the head of the queue (nothing blocks it forever).
         public var maxRecordAge: Duration
+        /// The delay after the first failed delivery; it doubles with each failure in a row.
+        public var retryInitial: Duration
+        /// The longest delay between two attempts (a server's Retry-After can ask for more).
+        public var retryMaximum: Duration
     }
 
     /// Log output.
@@ -304,6 +308,13 @@ public struct AgentConfig: Sendable {
         let queueBytes = queueReader.byteCount("maxBytes", default: 64 << 20, minimum: 1 << 20)
         let deadLetters = resolve(queueReader.string("deadLetterDirectory") ?? queueDirectory + "/../dead-letters", relativeTo: file)
         let maxAge = queueReader.duration("maxRecordAge", default: .seconds(7 * 86400), minimum: .seconds(60))
+        let retryReader = queueReader.section("retry")
+        let retryInitial = retryReader.duration("initial", default: .seconds(1), minimum: .milliseconds(100), maximum: .seconds(3600))
+        let retryMaximum = retryReader.duration("maximum", default: .seconds(300), minimum: .seconds(1), maximum: .seconds(86400))
+        retryReader.finish()
+        if retryMaximum < retryInitial {
+            problems.add("queue.retry.maximum", "\(ConfigReader.describe(retryMaximum)) is shorter than queue.retry.initial")
+        }
         queueReader.finish()
         if queueBytes < Int64(maxBytes) {
             problems.add("queue.maxBytes", "\(ConfigReader.describeBytes(queueBytes)) is smaller than one batch (telemetry.batch.maxBytes)")
@@ -336,7 +347,8 @@ public struct AgentConfig: Sendable {
                 batchMaxPoints: maxPoints, batchMaxBytes: maxBytes, api: api, precision: precision),
             queue: Queue(
                 directory: queueDirectory, maxRecords: maxRecords, maxBytes: queueBytes,
-                deadLetterDirectory: URL(filePath: deadLetters).standardized.path(percentEncoded: false), maxRecordAge: maxAge),
+                deadLetterDirectory: URL(filePath: deadLetters).standardized.path(percentEncoded: false), maxRecordAge: maxAge,
+                retryInitial: retryInitial, retryMaximum: retryMaximum),
             logging: Logging(level: level, format: format), daemon: Daemon(statusFile: statusFile, stopTimeout: stopTimeout),
             file: file)
     }
