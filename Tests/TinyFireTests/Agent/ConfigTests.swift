@@ -89,7 +89,10 @@ struct ConfigTests {
                 "{ device: { id: 'a', labels: { _x: 'y' } }, server: { url: 'https://x' }, telemetry: { influx: { database: 'd' } } }",
                 "device.labels._x: tag names starting with '_' are reserved"
             ),
-            (document("queue: { retry: { initial: '10s', maximum: '2s' } }"), "queue.retry.maximum: 2s is shorter than queue.retry.initial"),
+            (
+                document("queue: { retry: { initial: '10s', maximum: '2s' } }"),
+                "queue.retry.maximum: 2s is shorter than queue.retry.initial"
+            ),
             (document("daemon: { stopTimeout: '1h' }"), "daemon.stopTimeout: \"1h\" is out of range 1s…10m"),
             (document("daemon: { statusFil: '/x' }"), #"daemon.statusFil: unknown key; did you mean "statusFile"?"#),
             ("[1, 2]", "the document must be an object"),
