@@ -125,6 +125,10 @@ public struct AgentConfig: Sendable {
         /// A batch the server keeps answering with a retryable error goes to the dead
         /// letters after this long at the head of the queue (nothing blocks it forever).
         public var maxRecordAge: Duration
+        /// What a full queue does with a new batch: refuse it (`rejectNew`, the default: what
+        /// is queued is kept; spool files then stay in the spool) or drop the oldest
+        /// (`dropOldest`: the newest data wins). Both are counted.
+        public var overflow: OfflineQueue.OverflowPolicy
         /// The delay after the first failed delivery; it doubles with each failure in a row.
         public var retryInitial: Duration
         /// The longest delay between two attempts (a server's Retry-After can ask for more).
@@ -308,6 +312,9 @@ public struct AgentConfig: Sendable {
         let queueBytes = queueReader.byteCount("maxBytes", default: 64 << 20, minimum: 1 << 20)
         let deadLetters = resolve(queueReader.string("deadLetterDirectory") ?? queueDirectory + "/../dead-letters", relativeTo: file)
         let maxAge = queueReader.duration("maxRecordAge", default: .seconds(7 * 86400), minimum: .seconds(60))
+        let overflow =
+            OfflineQueue.OverflowPolicy(rawValue: queueReader.choice("overflow", default: "rejectNew", from: ["rejectNew", "dropOldest"]))
+            ?? .rejectNew
         let retryReader = queueReader.section("retry")
         let retryInitial = retryReader.duration("initial", default: .seconds(1), minimum: .milliseconds(100), maximum: .seconds(3600))
         let retryMaximum = retryReader.duration("maximum", default: .seconds(300), minimum: .seconds(1), maximum: .seconds(86400))
@@ -348,7 +355,7 @@ public struct AgentConfig: Sendable {
             queue: Queue(
                 directory: queueDirectory, maxRecords: maxRecords, maxBytes: queueBytes,
                 deadLetterDirectory: URL(filePath: deadLetters).standardized.path(percentEncoded: false), maxRecordAge: maxAge,
-                retryInitial: retryInitial, retryMaximum: retryMaximum),
+                overflow: overflow, retryInitial: retryInitial, retryMaximum: retryMaximum),
             logging: Logging(level: level, format: format), daemon: Daemon(statusFile: statusFile, stopTimeout: stopTimeout),
             file: file)
     }

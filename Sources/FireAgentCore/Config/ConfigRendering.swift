@@ -80,6 +80,7 @@ extension AgentConfig {
                     ("maxBytes", .string(ConfigReader.describeBytes(queue.maxBytes))),
                     ("deadLetterDirectory", .string(queue.deadLetterDirectory)),
                     ("maxRecordAge", duration(queue.maxRecordAge)),
+                    ("overflow", .string(queue.overflow.rawValue)),
                     ("retry", .object([("initial", duration(queue.retryInitial)), ("maximum", duration(queue.retryMaximum))])),
                 ])
             ),

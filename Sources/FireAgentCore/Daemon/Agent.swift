@@ -100,6 +100,7 @@ public final class Agent: Sendable {
             maxRecords: config.queue.maxRecords, maxBytes: config.queue.maxBytes,
             inlineBodyLimit: OfflineQueue.Configuration.maximumInlineBodyLimit)
         queueConfiguration.deadLetterDirectory = config.queue.deadLetterDirectory
+        queueConfiguration.overflowPolicy = config.queue.overflow
         queueConfiguration.backoff = OfflineQueue.Backoff(initial: config.queue.retryInitial, maximum: config.queue.retryMaximum)
         let maxAge = config.queue.maxRecordAge
         let batchBytes = config.telemetry.batchMaxBytes
