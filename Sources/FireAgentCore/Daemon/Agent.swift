@@ -352,26 +352,63 @@ public final class Agent: Sendable {
             let spooled = SpoolFile(
                 text: text, maxLineBytes: config.telemetry.batchMaxBytes,
                 timestamp: LineProtocol.scale(Self.now(), to: config.telemetry.precision))
+            // Batches hold consecutive lines of this file from its first: `queued` of them are
+            // in the queue once a batch is refused.
+            var queued = 0
             var allQueued = true
-            for line in spooled.lines {
+            for line in spooled.lines where allQueued {
+                let completed: Batch?
                 do {
-                    allQueued = enqueue(try batcher.add(line)) && allQueued
+                    completed = try batcher.add(line)
                 } catch {
                     continue  // SpoolFile already refused lines longer than a batch
                 }
+                guard let completed else { continue }
+                if enqueue(completed) { queued += completed.lines.count } else { allQueued = false }
             }
-            allQueued = enqueue(batcher.flush()) && allQueued
-            guard allQueued else {
-                logger.error("spool file kept: its lines could not be queued", metadata: ["file": "\(path)"])
-                continue
+            let rest = batcher.flush()
+            if allQueued, let rest {
+                if enqueue(rest) { queued += rest.lines.count } else { allQueued = false }
             }
-            report.spooledLines += spooled.lines.count
+            report.spooledLines += queued
             if !spooled.rejected.isEmpty {
                 report.rejectedLines += spooled.rejected.count
                 keepRejected(spooled.rejected, from: name, in: directory)
             }
-            unlink(path)
+            if allQueued {
+                unlink(path)
+            } else {
+                // The lines not queued go back, already checked and timestamped: nothing is sent
+                // twice and a line without a time keeps the one it got now.
+                keepUnqueued(Array(spooled.lines[queued...]), as: name, in: directory)
+                logger.error(
+                    "spool file kept: its lines could not all be queued",
+                    metadata: ["file": "\(path)", "queued": "\(queued)", "kept": "\(spooled.lines.count - queued)"])
+            }
         }
+    }
+
+    /// Replaces spool file `name` by `lines` (written beside it under a hidden name, synced,
+    /// renamed over it).
+    private func keepUnqueued(_ lines: [String], as name: String, in directory: String) {
+        let hidden = directory + "/.\(name).unqueued"
+        let fd = open(hidden, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
+        guard fd >= 0 else {
+            logger.error("spool file could not be rewritten; it will be taken whole again", metadata: ["file": "\(name)"])
+            return
+        }
+        let bytes = Batch(lines: lines).body
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            guard written > 0 else { break }
+            offset += written
+        }
+        let synced = offset == bytes.count && fsync(fd) == 0
+        Glibc.close(fd)
+        if synced, rename(hidden, directory + "/" + name) == 0 { return }
+        unlink(hidden)
+        logger.error("spool file could not be rewritten; it will be taken whole again", metadata: ["file": "\(name)"])
     }
 
     private func keepRejected(_ rejected: [SpoolFile.Rejected], from name: String, in directory: String) {

@@ -90,6 +90,47 @@ struct AgentSyncTests {
         #expect(try influx.count("probe", field: "n") == expected)
     }
 
+    @Test("a full queue takes part of a spool file: the rest stays in the spool, timestamped, and is sent once later")
+    func fullQueueKeepsTheRest() throws {
+        let influx = try InfluxFixture()
+        let directory = try scratch("full")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let collectorsOff =
+            "cpu: false, memory: false, load: false, uptime: false, disk: false, network: false, thermal: false, pressure: false, agent: false"
+        var text = """
+            {
+              device: { id: "board-7" },
+              server: { url: "\(influx.base)", connectTimeout: "2s" },
+              telemetry: { influx: { database: "fleet", precision: "ns" }, spoolDirectory: "spool",
+                           batch: { maxPoints: 1 }, collectors: { \(collectorsOff) } },
+              queue: { directory: "queue", maxRecords: 10 },
+            }
+            """
+        try FileManager.default.createDirectory(atPath: directory + "/spool", withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: URL(filePath: directory + "/agent.json5"))
+        let agent = try Agent(config: try AgentConfig.load(path: directory + "/agent.json5"), logger: Logger(label: "test"))
+        defer { agent.close() }
+        influx.stop()
+        // 15 points without a time (they get the pickup time) and one bad line.
+        text = (0..<15).map { "untimed,n=\($0) v=\($0)i\n" }.joined() + "untimed v=oops\n"
+        try spool(text, as: "u.lp", in: directory)
+        let first = agent.syncOnce()
+        #expect(first.spooledLines == 10 && first.rejectedLines == 1 && first.remaining == 10, "\(first)")
+        // The 5 lines that found no room are back in the spool, each with its time.
+        let kept = try String(contentsOfFile: directory + "/spool/u.lp", encoding: .utf8).split(separator: "\n")
+        #expect(kept.count == 5 && kept.allSatisfy { $0.hasPrefix("untimed,n=1") && $0.split(separator: " ").count == 3 }, "\(kept)")
+        try influx.start()
+        // This cycle's spool finds the queue still full; the flush then empties it.
+        _ = agent.syncOnce()
+        let last = agent.syncOnce()
+        #expect(last.failure == nil && last.remaining == 0, "\(last)")
+        #expect(try influx.count("untimed", field: "v") == 15)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/spool").sorted() == ["rejected"])
+        // The bad line was recorded once, not at every pickup.
+        let rejected = try String(contentsOfFile: directory + "/spool/rejected/u.lp", encoding: .utf8)
+        #expect(rejected.components(separatedBy: "untimed v=oops").count == 2, "\(rejected)")
+    }
+
     @Test("the server's answer through the agent's judge: 400 dead letter, 413 halves, Retry-After, 401 kept")
     func judge() throws {
         let lines = (0..<4).map { "m x=\($0)i \($0)" }.joined(separator: "\n") + "\n"
