@@ -16,47 +16,21 @@ agent="$(scripts/build-static.sh fire-agent)/fire-agent"
 started=$(date +%s)
 
 work="$(mktemp -d /tmp/fire-agent-demo.XXXXXX)"
-influx_pid="" agent_pid="" sensor_pid=""
+agent_pid="" sensor_pid=""
 cleanup() {
     [ -n "$sensor_pid" ] && kill "$sensor_pid" 2>/dev/null || true
     [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null || true
-    [ -n "$influx_pid" ] && kill "$influx_pid" 2>/dev/null || true
+    declare -F stop_local_influxd >/dev/null && stop_local_influxd
     wait 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # --- the fleet backend -------------------------------------------------------------------
-influx_port=$(free_port)
-influx="http://127.0.0.1:$influx_port"
-cat > "$work/influxdb.conf" <<CONF
-reporting-disabled = true
-bind-address = "127.0.0.1:$(free_port)"
-[meta]
-  dir = "$work/influx/meta"
-[data]
-  dir = "$work/influx/data"
-  wal-dir = "$work/influx/wal"
-  query-log-enabled = false
-[http]
-  bind-address = "127.0.0.1:$influx_port"
-  log-enabled = false
-[monitor]
-  store-enabled = false
-CONF
-start_influxd() {
-    influxd -config "$work/influxdb.conf" >> "$work/influxd.log" 2>&1 &
-    influx_pid=$!
-    for _ in $(seq 300); do
-        [ "$(curl -s -o /dev/null -w '%{http_code}' "$influx/ping")" = 204 ] && return 0
-        sleep 0.1
-    done
-    echo "influxd did not start: $(tail -5 "$work/influxd.log")" >&2
-    exit 1
-}
-stop_influxd() { kill "$influx_pid"; wait "$influx_pid" 2>/dev/null || true; influx_pid=""; }
-query() { curl -s -G "$influx/query" --data-urlencode "db=fleet" --data-urlencode "q=$1"; }
+. scripts/local-influxd.sh
+start_influxd() { start_local_influxd "$work"; }
+stop_influxd() { stop_local_influxd; }
+query() { influx_query "$1"; }
 # Prints "measurement count" for each measurement (count of its first field).
 counts() {
     python3 - "$influx" <<'PY'
@@ -71,8 +45,8 @@ for series in q("SHOW MEASUREMENTS"):
         print("   %-14s %6d points" % (name, max(v for v in rows[1:] if v is not None)))
 PY
 }
-echo "== influxd (InfluxDB $(influxd version 2>/dev/null | awk '{print $2}')) on $influx"
 start_influxd
+echo "== influxd (InfluxDB $(influxd version 2>/dev/null | awk '{print $2}')) on $influx"
 query "CREATE DATABASE fleet" > /dev/null
 
 # --- the agent ----------------------------------------------------------------------------
