@@ -74,6 +74,7 @@ public final class Agent: Sendable {
         self.config = config
         self.logger = logger
         self.files = files
+        writeURL = Self.writeURL(for: config)
         var configuration = SessionConfiguration()
         configuration.connectTimeout = config.server.connectTimeout
         configuration.idleTimeout = config.server.idleTimeout
@@ -145,8 +146,10 @@ public final class Agent: Sendable {
     }
 
     /// Where batches are written: `/write` (v1) or `/api/v2/write` (v2) with the query the
-    /// API needs; the base URL's own path is kept in front.
-    public var writeURL: URL {
+    /// API needs; the base URL's own path is kept in front. Built once.
+    public let writeURL: URL
+
+    static func writeURL(for config: AgentConfig) -> URL {
         var components = URLComponents(url: config.server.url, resolvingAgainstBaseURL: false) ?? URLComponents()
         let base = components.path.hasSuffix("/") ? String(components.path.dropLast()) : components.path
         var query: [URLQueryItem] = []

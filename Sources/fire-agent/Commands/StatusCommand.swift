@@ -46,7 +46,7 @@ struct StatusCommand: ParsableCommand {
         if json {
             var shown = status
             if !alive { shown.state = "stopped" }
-            print(String(decoding: (try? shown.encoded()) ?? Data(), as: UTF8.self))
+            print(String(decoding: shown.encoded(), as: UTF8.self))
         } else {
             print(Self.describe(status, alive: alive, now: Date()))
         }

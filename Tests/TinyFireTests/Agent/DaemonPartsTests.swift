@@ -187,3 +187,33 @@ struct SystemdUnitTests {
         #expect((level ?? 10) < 3, "\(summary.suffix(300))")
     }
 }
+
+@Suite("The status document")
+struct StatusDocumentTests {
+    @Test("what the daemon writes reads back the same, every optional part present or absent, text escaped")
+    func roundTrip() throws {
+        let at = Date(timeIntervalSince1970: 1_795_000_000)
+        var status = AgentStatus(
+            state: "running", pid: 42, version: "0.1.0", startedAt: at, updatedAt: at.addingTimeInterval(5),
+            configFile: "/etc/a \"b\".json5",
+            configLoadedAt: at, reachability: "reachable eth0 ethernet",
+            queue: .init(
+                records: 3, bytes: 1234, oldestAgeSeconds: 12.5, delivered: .max, dropped: 1, rejected: 2, discarded: 3, quarantined: 4,
+                headFailures: 5, lastFailure: "POST /write answered 503\nretry"),
+            deadLetters: 7, rejectedSpoolLines: 8, stoppedCollectors: ["thermal": "no zones", "pressure": "no PSI"])
+        let directory = FileManager.default.temporaryDirectory.appending(path: "tinyfire-status-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try status.write(to: directory + "/sub/status.json")
+        #expect(try AgentStatus.read(path: directory + "/sub/status.json") == status)
+        status.reloadError = "line 3: bad"
+        status.lastSync = .init(at: at, collectedPoints: 1, spooledLines: 2, rejectedLines: 3, queuedBatches: 4, error: "full")
+        status.lastDelivery = .init(at: at, result: "failed", status: 401, reason: "unauthorized")
+        status.lastSuccessfulDelivery = at
+        status.stoppedCollectors = [:]
+        try status.write(to: directory + "/sub/status.json")
+        #expect(try AgentStatus.read(path: directory + "/sub/status.json") == status)
+        // A file that is not a status document is named in the error.
+        try Data("{}".utf8).write(to: URL(filePath: directory + "/bad.json"))
+        #expect(throws: AgentError.self) { try AgentStatus.read(path: directory + "/bad.json") }
+    }
+}
