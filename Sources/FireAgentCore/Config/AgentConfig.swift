@@ -102,6 +102,9 @@ public struct AgentConfig: Sendable {
         public var collectors: Collectors
         /// Directory other programs drop line-protocol files into (renamed in); nil: none.
         public var spoolDirectory: String?
+        /// The largest spool file taken (read whole into memory); a larger one is moved to
+        /// `rejected/` untouched. Default 16 MiB.
+        public var spoolMaxFileBytes: Int
         /// Points per batch at most.
         public var batchMaxPoints: Int
         /// Bytes per batch (uncompressed line protocol) at most.
@@ -267,6 +270,7 @@ public struct AgentConfig: Sendable {
         collectors.agent = collectorsReader.bool("agent", default: true)
         collectorsReader.finish()
         let spool = telemetryReader.string("spoolDirectory").map { resolve($0, relativeTo: file) }
+        let spoolMaxFileBytes = Int(telemetryReader.byteCount("spoolMaxFileBytes", default: 16 << 20, minimum: 64 << 10, maximum: 1 << 30))
         let batchReader = telemetryReader.section("batch")
         let maxPoints = batchReader.integer("maxPoints", default: 5000, in: 1...1_000_000)
         let maxBytes = Int(batchReader.byteCount("maxBytes", default: 1 << 20, minimum: 1024, maximum: 64 << 20))
@@ -351,6 +355,7 @@ public struct AgentConfig: Sendable {
                 idleTimeout: idleTimeout, requestTimeout: requestTimeout),
             telemetry: Telemetry(
                 interval: interval, syncInterval: syncInterval, jitter: jitter, collectors: collectors, spoolDirectory: spool,
+                spoolMaxFileBytes: spoolMaxFileBytes,
                 batchMaxPoints: maxPoints, batchMaxBytes: maxBytes, api: api, precision: precision),
             queue: Queue(
                 directory: queueDirectory, maxRecords: maxRecords, maxBytes: queueBytes,

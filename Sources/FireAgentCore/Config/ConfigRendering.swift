@@ -62,6 +62,7 @@ extension AgentConfig {
                         ])
                     ),
                     ("spoolDirectory", text(telemetry.spoolDirectory)),
+                    ("spoolMaxFileBytes", .string(ConfigReader.describeBytes(Int64(telemetry.spoolMaxFileBytes)))),
                     (
                         "batch",
                         .object([

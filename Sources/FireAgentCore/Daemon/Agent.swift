@@ -347,7 +347,13 @@ public final class Agent: Sendable {
             let path = directory + "/" + name
             var info = stat()
             guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
-            guard let text = SystemFiles().read(path) else {
+            let limit = config.telemetry.spoolMaxFileBytes
+            guard Int(info.st_size) <= limit else {
+                setAside(name, in: directory, reason: "\(info.st_size) bytes, more than telemetry.spoolMaxFileBytes (\(limit))")
+                report.rejectedLines += 1
+                continue
+            }
+            guard let text = Self.readWhole(path, limit: limit) else {
                 logger.warning("spool file unreadable", metadata: ["file": "\(path)"])
                 continue
             }
@@ -412,6 +418,36 @@ public final class Agent: Sendable {
         if synced, rename(hidden, directory + "/" + name) == 0 { return }
         unlink(hidden)
         logger.error("spool file could not be rewritten; it will be taken whole again", metadata: ["file": "\(name)"])
+    }
+
+    /// A spool file, whole; nil when it cannot be read or grew past `limit` meanwhile.
+    static func readWhole(_ path: String, limit: Int) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            if n == 0 { return String(decoding: bytes, as: UTF8.self) }
+            guard bytes.count + n <= limit else { return nil }
+            bytes.append(contentsOf: buffer[0..<n])
+        }
+    }
+
+    /// Moves a spool file that cannot be taken to `rejected/`, whole, and says why.
+    private func setAside(_ name: String, in directory: String, reason: String) {
+        let rejectedDirectory = directory + "/rejected"
+        try? FileManager.default.createDirectory(atPath: rejectedDirectory, withIntermediateDirectories: true)
+        if rename(directory + "/" + name, rejectedDirectory + "/" + name) == 0 {
+            logger.error(
+                "spool file set aside, not sent",
+                metadata: ["file": "\(name)", "reason": "\(reason)", "now": "\(rejectedDirectory)/\(name)"])
+        } else {
+            logger.error("spool file cannot be taken nor set aside", metadata: ["file": "\(name)", "reason": "\(reason)"])
+        }
     }
 
     private func keepRejected(_ rejected: [SpoolFile.Rejected], from name: String, in directory: String) {

@@ -131,6 +131,36 @@ struct AgentSyncTests {
         #expect(rejected.components(separatedBy: "untimed v=oops").count == 2, "\(rejected)")
     }
 
+    @Test("a spool file over 1 MiB arrives whole; one over spoolMaxFileBytes is set aside untouched, not sent")
+    func largeSpoolFiles() throws {
+        let influx = try InfluxFixture()
+        let directory = try scratch("large")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let agent = try Agent(config: try config(influx, in: directory), logger: Logger(label: "test"))
+        // 50,000 lines, about 1.8 MiB: read whole (a reader capped at 1 MiB would lose the rest).
+        let big = (0..<50_000).map { "big,n=\($0 % 100) v=\($0)i \(1_700_000_000_000_000_000 + $0)\n" }.joined()
+        #expect(big.utf8.count > 1 << 20)
+        try spool(big, as: "big.lp", in: directory)
+        let report = agent.syncOnce()
+        #expect(report.spooledLines == 50_000 && report.failure == nil, "\(report)")
+        #expect(try influx.count("big", field: "v") == 50_000)
+        agent.close()
+
+        // With a 64 KiB bound, a 100 KiB file is moved to rejected/ as it was, and nothing of it is sent.
+        var text = try String(contentsOfFile: directory + "/agent.json5", encoding: .utf8)
+        text = text.replacingOccurrences(of: "spoolDirectory: \"spool\"", with: "spoolDirectory: \"spool\", spoolMaxFileBytes: \"64KiB\"")
+        try Data(text.utf8).write(to: URL(filePath: directory + "/agent.json5"))
+        let bounded = try Agent(config: try AgentConfig.load(path: directory + "/agent.json5"), logger: Logger(label: "test"))
+        defer { bounded.close() }
+        let large = String(big.prefix(100 * 1024))
+        try spool(large, as: "large.lp", in: directory)
+        let refused = bounded.syncOnce()
+        #expect(refused.spooledLines == 0 && refused.rejectedLines == 1, "\(refused)")
+        #expect(try String(contentsOfFile: directory + "/spool/rejected/large.lp", encoding: .utf8) == large)
+        #expect(!FileManager.default.fileExists(atPath: directory + "/spool/large.lp"))
+        #expect(try influx.count("big", field: "v") == 50_000)
+    }
+
     @Test("the server's answer through the agent's judge: 400 dead letter, 413 halves, Retry-After, 401 kept")
     func judge() throws {
         let lines = (0..<4).map { "m x=\($0)i \($0)" }.joined(separator: "\n") + "\n"
