@@ -204,6 +204,5 @@ print(f"| 100,000 points in 20 gzip'd batches to influxd (medians of {runs}, int
 print("|---|---:|---:|---:|")
 print(f"| points/s | {med(curl_rows, 0):,.0f} | {med(agent_rows, 0):,.0f} | {med(agent_rows, 0) / med(curl_rows, 0):.2f} |")
 print(f"| wall s | {POINTS / med(curl_rows, 0):.3f} | {POINTS / med(agent_rows, 0):.3f} | |")
-print(f"| CPU s (user+sys) of the client | {med(curl_rows, 1):.3f} | {med(agent_rows, 1):.3f} | {med(agent_rows, 1) / max(med(curl_rows, 1), 0.001):.2f} |")
 print(f"| peak RSS MiB of the client | {mib(med(curl_rows, 2)):.1f} | {mib(med(agent_rows, 2)):.1f} | {med(agent_rows, 2) / med(curl_rows, 2):.2f} |")
 PY
