@@ -50,6 +50,10 @@ public final class AgentDaemon: @unchecked Sendable {
         public var version = HTTPHeaders.tinyFireVersion
         /// Watch the route to the server (netlink). Off where netlink is missing.
         public var watchReachability = true
+        /// Judge reachability by the default route of this network namespace
+        /// (`/run/netns/NAME`) instead of the route to the server in the process's own (tests
+        /// take the route away and give it back there).
+        public var reachabilityNamespace: String?
 
         /// Default options.
         public init() {}
@@ -125,7 +129,7 @@ public final class AgentDaemon: @unchecked Sendable {
             queue: AgentStatus.Queue(
                 records: 0, bytes: 0, delivered: 0, dropped: 0, rejected: 0, discarded: 0, quarantined: 0, headFailures: 0),
             deadLetters: 0, rejectedSpoolLines: 0, stoppedCollectors: [:])
-        let reachability = options.watchReachability ? Self.watch(config, logger: logger) : nil
+        let reachability = options.watchReachability ? Self.watch(config, namespace: options.reachabilityNamespace, logger: logger) : nil
         self.reachability = reachability
         do {
             agent = try Agent(config: config, logger: logger, files: options.files, reachability: reachability)
@@ -293,7 +297,8 @@ public final class AgentDaemon: @unchecked Sendable {
         let freshLogger = makeLogger(fresh.logging)
         let freshReachability =
             fresh.server.url.host() == config.server.url.host()
-            ? reachability : (options.watchReachability ? Self.watch(fresh, logger: freshLogger) : nil)
+            ? reachability
+            : (options.watchReachability ? Self.watch(fresh, namespace: options.reachabilityNamespace, logger: freshLogger) : nil)
         do {
             agent = try Agent(config: fresh, logger: freshLogger, files: options.files, reachability: freshReachability)
         } catch {
@@ -340,9 +345,10 @@ public final class AgentDaemon: @unchecked Sendable {
 
     // MARK: - Reachability
 
-    private static func watch(_ config: AgentConfig, logger: Logger) -> NetworkReachabilityManager? {
+    private static func watch(_ config: AgentConfig, namespace: String?, logger: Logger) -> NetworkReachabilityManager? {
         do {
-            return try NetworkReachabilityManager(host: config.server.url.host(), logger: logger)
+            return try NetworkReachabilityManager(
+                host: namespace == nil ? config.server.url.host() : nil, networkNamespace: namespace, logger: logger)
         } catch {
             logger.notice("reachability is not watched (deliveries retry on their backoff alone)", metadata: ["reason": "\(error)"])
             return nil

@@ -92,6 +92,39 @@ struct DaemonTests {
         #expect(try influx.count("app", field: "v") == 30)
     }
 
+    @Test("the route to the server coming back makes the daemon sync at once, long before its next scheduled sync")
+    func routeBackSyncs() throws {
+        let influx = try InfluxFixture()
+        let directory = try scratch("route")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // Reachability is judged by the default route of a namespace the test controls; the
+        // uploads themselves go to influxd on this process's loopback.
+        let ns = try NetworkNamespace()
+        var text = try String(contentsOfFile: try writeConfig(server: influx.base, in: directory), encoding: .utf8)
+        text = text.replacingOccurrences(of: "syncInterval: \"1s\"", with: "syncInterval: \"1h\"")
+        try Data(text.utf8).write(to: URL(filePath: directory + "/agent.json5"))
+        let path = directory + "/agent.json5"
+        var options = AgentDaemon.Options()
+        options.handleSignals = false
+        options.environment = [:]
+        options.reachabilityNamespace = ns.path
+        let config = try AgentConfig.load(path: path)
+        let daemon = try AgentDaemon(configPath: path, config: config, options: options) { _ in Logger(label: "test") }
+        let (done, _) = start(daemon)
+        defer {
+            daemon.stop()
+            _ = done.wait(timeout: .now() + 30)
+        }
+        #expect(waitUntil { status(directory)?.reachability == "not-reachable" }, "\(String(describing: status(directory)))")
+        try spool(points("route_back", round: 1, count: 7), as: "r.lp", in: directory)
+        // The first scheduled sync is minutes away: nothing is taken while the route is gone.
+        Thread.sleep(forTimeInterval: 2)
+        #expect(FileManager.default.fileExists(atPath: directory + "/spool/r.lp"))
+        try ns.inside(["route", "add", "default", "via", ns.hostAddress])
+        #expect(waitUntil { (try? influx.count("route_back", field: "v")) == 7 }, "no sync when the route came back")
+        #expect(status(directory)?.reachability.hasPrefix("reachable") == true)
+    }
+
     @Test("an outage of influxd: status shows the failure and the queue growing; after it returns every point arrives once")
     func outage() throws {
         let influx = try InfluxFixture()
