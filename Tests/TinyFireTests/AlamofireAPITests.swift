@@ -450,6 +450,12 @@ struct LifecycleTests {
         for await response in responses { statuses.append(response.status.code) }
         #expect(all.count == 1 && all[0].hasPrefix("$ curl -v"))
         #expect(statuses == [200])
+        // Asked for after the response arrived (a fast server, a slow caller): still there.
+        let late = Session().request("\(server.base)/hello.txt")
+        _ = await late.serializingData().response
+        var lateStatuses: [Int] = []
+        for await response in late.httpResponses() { lateStatuses.append(response.status.code) }
+        #expect(lateStatuses == [200])
     }
 }
 

@@ -865,11 +865,18 @@ public class Request: @unchecked Sendable {
         return stream
     }
 
-    /// Each final response head, as an async stream; it ends when the request finishes.
+    /// Each final response head, as an async stream; it ends when the request finishes. A head
+    /// that arrived before the stream was asked for is its first element (the request runs as
+    /// soon as it is made, and a fast server may answer before this call).
     /// - Returns: the stream.
     public func httpResponses() -> AsyncStream<HTTPResponse> {
         let (stream, continuation) = AsyncStream.makeStream(of: HTTPResponse.self)
-        protected.withLock { $0.httpResponseObservers.append((session.rootQueue, { continuation.yield($0) })) }
+        // Registered and read under one lock: a head is either already here or delivered to us.
+        let existing = protected.withLock { state -> HTTPResponse? in
+            state.httpResponseObservers.append((session.rootQueue, { continuation.yield($0) }))
+            return state.response
+        }
+        if let existing { session.rootQueue.async { continuation.yield(existing) } }
         appendResponseSerializer(inline: true) { [self] in
             responseSerializerDidComplete { self.session.rootQueue.async { continuation.finish() } }
         }

@@ -132,7 +132,7 @@ struct DaemonTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = try writeConfig(server: influx.base, in: directory)
         let agent = try ChildProcess(
-            try fireAgentPath(), ["run", "--config", path], environment: [:], stdout: .file(directory + "/log"),
+            try fireAgentPath(), ["run", "--config", path], environment: inherited(), stdout: .file(directory + "/log"),
             stderr: .file(directory + "/log"))
         defer { agent.stop() }
         #expect(waitUntil { status(directory)?.lastSuccessfulDelivery != nil }, "never delivered: \(log(directory))")
@@ -177,7 +177,7 @@ struct DaemonTests {
         let socket = directory + "/notify"
         let listener = try DatagramListener(path: socket)
         let agent = try ChildProcess(
-            try fireAgentPath(), ["run", "--config", path], environment: ["NOTIFY_SOCKET": socket, "WATCHDOG_USEC": "600000"],
+            try fireAgentPath(), ["run", "--config", path], environment: inherited(["NOTIFY_SOCKET": socket, "WATCHDOG_USEC": "600000"]),
             stdout: .file(directory + "/log"), stderr: .file(directory + "/log"))
         defer { agent.stop() }
         #expect(listener.receive() == "READY=1\nSTATUS=running")
@@ -221,7 +221,7 @@ struct DaemonTests {
         let path = try writeConfig(server: "http://127.0.0.1:\(silent.port)", in: directory)
         try spool(points("held", round: 1, count: 10), as: "held.lp", in: directory)
         let agent = try ChildProcess(
-            try fireAgentPath(), ["run", "--config", path], environment: [:], stdout: .file(directory + "/log"),
+            try fireAgentPath(), ["run", "--config", path], environment: inherited(), stdout: .file(directory + "/log"),
             stderr: .file(directory + "/log"))
         defer { agent.stop() }
         // The spool is taken (durably queued) and a delivery is in flight.
@@ -261,7 +261,7 @@ struct DaemonTests {
         for round in 0..<rounds {
             try spool(points("killed", round: round, count: 200), as: "k\(round).lp", in: directory)
             let agent = try ChildProcess(
-                try fireAgentPath(), ["run", "--config", path], environment: [:], stdout: .file(directory + "/log"),
+                try fireAgentPath(), ["run", "--config", path], environment: inherited(), stdout: .file(directory + "/log"),
                 stderr: .file(directory + "/log"))
             if round % 3 == 0 {
                 // Anywhere: starting, collecting, taking the spool, delivering.
@@ -282,7 +282,7 @@ struct DaemonTests {
         #expect(midDelivery >= rounds / 3, "only \(midDelivery) of \(rounds) kills landed while batches were being delivered")
         // The last run delivers what is left, then stops cleanly.
         let agent = try ChildProcess(
-            try fireAgentPath(), ["run", "--config", path], environment: [:], stdout: .file(directory + "/log"),
+            try fireAgentPath(), ["run", "--config", path], environment: inherited(), stdout: .file(directory + "/log"),
             stderr: .file(directory + "/log"))
         defer { agent.stop() }
         // The status file of a killed run stays behind: wait for this run's own.
@@ -296,6 +296,14 @@ struct DaemonTests {
         #expect(try influx.count("killed", field: "v") == rounds * 200)
         print("kill -9: \(midDelivery) of \(rounds) kills landed mid-delivery")
         #expect(status(directory)?.deadLetters == 0 && status(directory)?.queue.quarantined == 0)
+    }
+
+    /// This process's environment (under qemu it says where the target's loader is) without
+    /// systemd's variables, plus `extra`.
+    func inherited(_ extra: [String: String] = [:]) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM"] { environment[name] = nil }
+        return environment.merging(extra) { $1 }
     }
 
     func log(_ directory: String) -> String {
