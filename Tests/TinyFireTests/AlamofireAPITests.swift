@@ -368,9 +368,11 @@ struct LifecycleTests {
     func automaticCancellation() async throws {
         let server = try httpbin()
         let session = Session()
-        // httpbin's longest delay: the 300 ms sleep below can resume seconds late when blocking
-        // tests occupy the cooperative threads, and the cancel must still come first.
-        let cancelling = session.request("\(server.base)/delay/10")
+        // A server that never answers: the 300 ms sleep below can resume many seconds late when
+        // blocking tests occupy the cooperative threads (40 s under qemu), and the cancel must
+        // still come first.
+        let silent = try HostileServer.neverAnswering()
+        let cancelling = session.request(silent.base)
         let waiter = Task { await cancelling.serializingData(automaticallyCancelling: true).response }
         try await Task.sleep(for: .milliseconds(300))
         waiter.cancel()

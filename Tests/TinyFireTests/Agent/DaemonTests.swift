@@ -7,7 +7,9 @@ import Testing
 @testable import TinyFire
 
 /// `fire-agent run` against a real influxd: in-process (AgentDaemon on a thread) and as the
-/// binary, signalled as systemd and operators signal it.
+/// binary, signalled as systemd and operators signal it. The tests wait with `await` (not by
+/// blocking a thread): they run for minutes under qemu, and a blocked cooperative thread delays
+/// every other suite's async test.
 @Suite("fire-agent run: the daemon against a real influxd", .serialized)
 struct DaemonTests {
     /// Writes a daemon config for `server` under `directory` and returns its path.
@@ -64,7 +66,7 @@ struct DaemonTests {
     }
 
     @Test("in-process: points are collected and synced on schedule, a spool file arrives once, stop() persists and reports stopped")
-    func inProcess() throws {
+    func inProcess() async throws {
         let influx = try InfluxFixture()
         let directory = try scratch("inprocess")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -77,11 +79,11 @@ struct DaemonTests {
         }
         let (done, failure) = start(daemon)
         try spool(points("app", round: 1, count: 30), as: "app.lp", in: directory)
-        #expect(waitUntil { (try? influx.count("app", field: "v")) == 30 }, "the spool file did not arrive")
-        #expect(waitUntil { (try? influx.count("mem", field: "total")) ?? 0 >= 2 }, "collection did not repeat")
+        #expect(await eventually { (try? influx.count("app", field: "v")) == 30 }, "the spool file did not arrive")
+        #expect(await eventually { (try? influx.count("mem", field: "total")) ?? 0 >= 2 }, "collection did not repeat")
         // The agent's own measurement carries its health.
-        #expect(waitUntil { (try? influx.count("fire_agent", field: "queue_records")) ?? 0 >= 1 })
-        #expect(waitUntil { status(directory)?.lastSuccessfulDelivery != nil })
+        #expect(await eventually { (try? influx.count("fire_agent", field: "queue_records")) ?? 0 >= 1 })
+        #expect(await eventually { status(directory)?.lastSuccessfulDelivery != nil })
         daemon.stop()
         #expect(done.wait(timeout: .now() + 30) == .success, "run() did not return after stop()")
         #expect(failure.value == nil)
@@ -93,7 +95,7 @@ struct DaemonTests {
     }
 
     @Test("the route to the server coming back makes the daemon sync at once, long before its next scheduled sync")
-    func routeBackSyncs() throws {
+    func routeBackSyncs() async throws {
         let influx = try InfluxFixture()
         let directory = try scratch("route")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -115,18 +117,18 @@ struct DaemonTests {
             daemon.stop()
             _ = done.wait(timeout: .now() + 30)
         }
-        #expect(waitUntil { status(directory)?.reachability == "not-reachable" }, "\(String(describing: status(directory)))")
+        #expect(await eventually { status(directory)?.reachability == "not-reachable" }, "\(String(describing: status(directory)))")
         try spool(points("route_back", round: 1, count: 7), as: "r.lp", in: directory)
         // The first scheduled sync is minutes away: nothing is taken while the route is gone.
-        Thread.sleep(forTimeInterval: 2)
+        try await Task.sleep(for: .seconds(2))
         #expect(FileManager.default.fileExists(atPath: directory + "/spool/r.lp"))
         try ns.inside(["route", "add", "default", "via", ns.hostAddress])
-        #expect(waitUntil { (try? influx.count("route_back", field: "v")) == 7 }, "no sync when the route came back")
+        #expect(await eventually { (try? influx.count("route_back", field: "v")) == 7 }, "no sync when the route came back")
         #expect(status(directory)?.reachability.hasPrefix("reachable") == true)
     }
 
     @Test("an outage of influxd: status shows the failure and the queue growing; after it returns every point arrives once")
-    func outage() throws {
+    func outage() async throws {
         let influx = try InfluxFixture()
         let directory = try scratch("outage")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -135,14 +137,14 @@ struct DaemonTests {
             try fireAgentPath(), ["run", "--config", path], environment: inherited(), stdout: .file(directory + "/log"),
             stderr: .file(directory + "/log"))
         defer { agent.stop() }
-        #expect(waitUntil { status(directory)?.lastSuccessfulDelivery != nil }, "never delivered: \(log(directory))")
+        #expect(await eventually { status(directory)?.lastSuccessfulDelivery != nil }, "never delivered: \(log(directory))")
         influx.stop()
         for round in 0..<5 {
             try spool(points("probe", round: round, count: 20), as: "p\(round).lp", in: directory)
         }
         // `fire-agent status --json` is how scripts see the outage.
         var seen: [String: Any] = [:]
-        let reported = waitUntil {
+        let reported = await eventually {
             guard let result = try? fireAgent(["status", "--config", path, "--json"]), result.status == 0,
                 let object = try? JSONSerialization.jsonObject(with: result.stdout) as? [String: Any],
                 let queue = object["queue"] as? [String: Any], let records = queue["records"] as? Int,
@@ -158,7 +160,8 @@ struct DaemonTests {
         let text = String(decoding: human.stdout, as: UTF8.self)
         #expect(text.contains("running") && text.contains("failing ("), "\(text)")
         try influx.start()
-        #expect(waitUntil(within: .seconds(120)) { status(directory)?.queue.records == 0 }, "the queue did not drain: \(log(directory))")
+        #expect(
+            await eventually(within: .seconds(120)) { status(directory)?.queue.records == 0 }, "the queue did not drain: \(log(directory))")
         #expect(try influx.count("probe", field: "v") == 100)
         agent.signal(SIGTERM)
         #expect(agent.wait() == 0)
@@ -169,7 +172,7 @@ struct DaemonTests {
     @Test(
         "systemd: READY=1, then WATCHDOG=1 every half WatchdogSec, RELOADING=1 on SIGHUP, STOPPING=1 on SIGTERM; a bad reload keeps the old config"
     )
-    func systemdAndReload() throws {
+    func systemdAndReload() async throws {
         let influx = try InfluxFixture()
         let directory = try scratch("systemd")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -191,19 +194,19 @@ struct DaemonTests {
         agent.signal(SIGHUP)
         #expect(nextMessage(listener, startingWith: "RELOADING=1") != nil)
         #expect(nextMessage(listener, startingWith: "READY=1") == "READY=1\nSTATUS=running (reload refused)")
-        #expect(waitUntil { status(directory)?.reloadError != nil })
+        #expect(await eventually { status(directory)?.reloadError != nil })
         #expect(status(directory)?.reloadError?.contains("agent.json5") == true)
         #expect(log(directory).contains("config reload refused; the running config is kept"))
         try spool(points("after_bad_reload", round: 1, count: 5), as: "a.lp", in: directory)
-        #expect(waitUntil { (try? influx.count("after_bad_reload", field: "v")) == 5 }, "not delivering after a refused reload")
+        #expect(await eventually { (try? influx.count("after_bad_reload", field: "v")) == 5 }, "not delivering after a refused reload")
 
         // A good file with a new label: accepted, and points carry the new tag.
         try writeConfig(server: influx.base, in: directory, labels: "site: \"lab\", rack: \"r2\"")
         agent.signal(SIGHUP)
         #expect(nextMessage(listener, startingWith: "READY=1") == "READY=1\nSTATUS=running")
-        #expect(waitUntil { status(directory).map { $0.reloadError == nil && $0.configLoadedAt > loadedAt } ?? false })
+        #expect(await eventually { status(directory).map { $0.reloadError == nil && $0.configLoadedAt > loadedAt } ?? false })
         #expect(
-            waitUntil { ((try? influx.rows(#"SELECT "total" FROM "mem" WHERE "rack" = 'r2'"#))?.count ?? 0) >= 1 },
+            await eventually { ((try? influx.rows(#"SELECT "total" FROM "mem" WHERE "rack" = 'r2'"#))?.count ?? 0) >= 1 },
             "the reloaded labels are not on new points")
 
         agent.signal(SIGTERM)
@@ -213,7 +216,7 @@ struct DaemonTests {
     }
 
     @Test("SIGTERM while a delivery hangs: exit within daemon.stopTimeout, and the batch stays queued, not lost")
-    func sigtermBound() throws {
+    func sigtermBound() async throws {
         // A server that accepts connections (the kernel completes them) and never answers.
         let silent = try SilentListener()
         let directory = try scratch("sigterm")
@@ -225,9 +228,9 @@ struct DaemonTests {
             stderr: .file(directory + "/log"))
         defer { agent.stop() }
         // The spool is taken (durably queued) and a delivery is in flight.
-        #expect(waitUntil { (try? FileManager.default.contentsOfDirectory(atPath: directory + "/spool")) == [] })
-        #expect(waitUntil { silent.acceptedOrPending })
-        Thread.sleep(forTimeInterval: 0.3)
+        #expect(await eventually { (try? FileManager.default.contentsOfDirectory(atPath: directory + "/spool")) == [] })
+        #expect(await eventually { silent.acceptedOrPending })
+        try await Task.sleep(for: .seconds(0.3))
         let sent = ContinuousClock.now
         agent.signal(SIGTERM)
         let status = agent.wait()
@@ -244,7 +247,7 @@ struct DaemonTests {
     }
 
     @Test("kill -9 at random moments of delivery, many rounds: every spooled point arrives, none is doubled")
-    func killNineRounds() throws {
+    func killNineRounds() async throws {
         let influx = try InfluxFixture()
         let directory = try scratch("kill9")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -265,11 +268,12 @@ struct DaemonTests {
                 stderr: .file(directory + "/log"))
             if round % 3 == 0 {
                 // Anywhere: starting, collecting, taking the spool, delivering.
-                Thread.sleep(forTimeInterval: Double.random(in: 0...1.5, using: &generator))
+                try await Task.sleep(for: .seconds(Double.random(in: 0...1.5, using: &generator)))
             } else {
-                // Just after the spool file was taken: its batches are being delivered.
+                // Just after the spool file was taken: its batches are being delivered. Polled
+                // and slept on this thread: an awaited sleep may resume too late to land there.
                 _ = waitUntil(within: .seconds(10)) { !FileManager.default.fileExists(atPath: directory + "/spool/k\(round).lp") }
-                Thread.sleep(forTimeInterval: Double.random(in: 0...0.05, using: &generator))
+                usleep(UInt32.random(in: 0...50_000, using: &generator))
             }
             agent.signal(SIGKILL)
             #expect(agent.wait() == 128 + SIGKILL)
@@ -287,7 +291,7 @@ struct DaemonTests {
         defer { agent.stop() }
         // The status file of a killed run stays behind: wait for this run's own.
         #expect(
-            waitUntil(within: .seconds(120)) {
+            await eventually(within: .seconds(120)) {
                 guard let current = status(directory), current.pid == agent.pid else { return false }
                 return current.queue.records == 0 && (try? FileManager.default.contentsOfDirectory(atPath: directory + "/spool")) == []
             }, "not drained: \(log(directory))")
