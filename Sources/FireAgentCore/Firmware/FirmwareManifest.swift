@@ -1,0 +1,236 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Why an update was refused: the kind (for counters and tests) and a message that names the
+/// problem (for the log, the status and the report to the server).
+public struct FirmwareRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What kind of refusal.
+    public enum Kind: String, Sendable, Equatable {
+        /// The manifest is not a manifest (syntax, a missing or wrong field, too large).
+        case badManifest
+        /// No signature, or none valid by a configured key.
+        case badSignature
+        /// `expires` is past.
+        case expired
+        /// This device's type is not in `compatible`.
+        case incompatible
+        /// Not newer than the highest version ever accepted (and downgrades are not allowed).
+        case notNewer
+        /// The downloaded image's size differs from the manifest's.
+        case sizeMismatch
+        /// The downloaded image's SHA-256 differs from the manifest's.
+        case hashMismatch
+    }
+
+    /// The kind.
+    public let kind: Kind
+    /// What is wrong, in words.
+    public let message: String
+
+    /// `kind: message`.
+    public var description: String { "\(kind.rawValue): \(message)" }
+}
+
+/// A firmware manifest: what the vendor signed. The signature covers its exact bytes, so every
+/// field below is signed. Format (docs/FIRMWARE.md):
+///
+/// ```json
+/// { "version": "2.1.0", "compatible": ["acme-gw-1"], "image": "gw-2.1.0.img",
+///   "size": 73400320, "sha256": "9f86d0…", "expires": "2027-01-31T00:00:00Z", "notes": "…" }
+/// ```
+///
+/// `image` is absolute or relative to the manifest's URL. Unknown fields are ignored (a newer
+/// vendor tool may add some); a field given twice is refused (two readers could disagree on it).
+public struct FirmwareManifest: Sendable, Equatable {
+    /// The largest manifest read; a longer document is refused.
+    public static let maximumBytes = 64 * 1024
+
+    /// The version offered.
+    public let version: SemanticVersion
+    /// Device types it is built for.
+    public let compatible: [String]
+    /// Where the image is, resolved against the manifest's URL.
+    public let image: URL
+    /// The image's length in bytes.
+    public let size: Int64
+    /// The image's SHA-256, 32 bytes.
+    public let sha256: [UInt8]
+    /// After this time the manifest is refused (no freezing a fleet on an old one).
+    public let expires: Date?
+    /// Release notes, shown in the log.
+    public let notes: String?
+
+    /// Reads a manifest (only once its signature was verified over these exact bytes).
+    /// - Parameters:
+    ///   - bytes: the document.
+    ///   - url: where it came from (relative `image` URLs resolve against it).
+    /// - Throws: `FirmwareRefusal` `.badManifest` naming the field.
+    public static func parse(_ bytes: [UInt8], from url: URL) throws(FirmwareRefusal) -> FirmwareManifest {
+        func refuse(_ message: String) -> FirmwareRefusal { FirmwareRefusal(kind: .badManifest, message: message) }
+        guard bytes.count <= maximumBytes else { throw refuse("\(bytes.count) bytes, more than \(maximumBytes)") }
+        let root: JSONValue
+        do {
+            root = try JSONValue.parse(Data(bytes), file: "manifest")
+        } catch {
+            throw refuse(error.problems.first?.reason ?? "not JSON")
+        }
+        guard case .object(let fields) = root else { throw refuse("the document must be a JSON object") }
+        func string(_ key: String) throws(FirmwareRefusal) -> String {
+            guard let value = fields[key] else { throw refuse("\(key) is missing") }
+            guard case .string(let text) = value, !text.isEmpty else { throw refuse("\(key) must be a non-empty string") }
+            return text
+        }
+        let versionText = try string("version")
+        guard let version = SemanticVersion(versionText) else { throw refuse("version \"\(versionText)\" is not a version (1.2.3)") }
+        guard case .array(let list)? = fields["compatible"], !list.isEmpty else {
+            throw refuse("compatible must be a non-empty array of device types")
+        }
+        var compatible: [String] = []
+        for item in list {
+            guard case .string(let type) = item, !type.isEmpty else { throw refuse("compatible must hold non-empty strings") }
+            compatible.append(type)
+        }
+        let imageText = try string("image")
+        guard let image = URL(string: imageText, relativeTo: url)?.absoluteURL,
+            let scheme = image.scheme?.lowercased(), ["http", "https"].contains(scheme), image.host() != nil
+        else { throw refuse("image \"\(imageText)\" is not an http(s) URL, absolute or relative to \(url.absoluteString)") }
+        guard case .number(let sizeValue)? = fields["size"] else { throw refuse("size must be a number of bytes") }
+        guard sizeValue >= 1, sizeValue <= 9_007_199_254_740_992, sizeValue.rounded() == sizeValue else {
+            throw refuse("size \(sizeValue) is not a whole number of bytes above 0")
+        }
+        let hashText = try string("sha256").lowercased()
+        guard let sha256 = Self.hexBytes(hashText), sha256.count == 32 else { throw refuse("sha256 must be 64 hexadecimal digits") }
+        var expires: Date?
+        if let value = fields["expires"] {
+            guard case .string(let text) = value, let date = Self.rfc3339(text) else {
+                throw refuse("expires must be an RFC 3339 time (2027-01-31T00:00:00Z)")
+            }
+            expires = date
+        }
+        var notes: String?
+        if let value = fields["notes"] {
+            guard case .string(let text) = value else { throw refuse("notes must be a string") }
+            notes = text
+        }
+        return FirmwareManifest(
+            version: version, compatible: compatible, image: image, size: Int64(sizeValue), sha256: sha256, expires: expires, notes: notes)
+    }
+
+    /// Bytes from lowercase hexadecimal, or nil.
+    static func hexBytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        func nibble(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case 0x30...0x39: return byte - 0x30
+            case 0x61...0x66: return byte - 0x61 + 10
+            default: return nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+
+    /// An RFC 3339 date-time (`2027-01-31T00:00:00Z`, `2027-01-31T01:00:00.5+01:00`), or nil.
+    static func rfc3339(_ text: String) -> Date? {
+        let b = Array(text.utf8)
+        func number(_ range: Range<Int>) -> Int? {
+            guard range.upperBound <= b.count else { return nil }
+            var value = 0
+            for index in range {
+                guard b[index] >= 0x30, b[index] <= 0x39 else { return nil }
+                value = value * 10 + Int(b[index] - 0x30)
+            }
+            return value
+        }
+        guard b.count >= 20, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t"),
+            b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"),
+            let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
+            let minute = number(14..<16), let second = number(17..<19),
+            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
+        else { return nil }
+        var index = 19
+        var fraction = 0.0
+        if index < b.count, b[index] == UInt8(ascii: ".") {
+            index += 1
+            var scale = 0.1
+            let start = index
+            while index < b.count, b[index] >= 0x30, b[index] <= 0x39 {
+                fraction += Double(b[index] - 0x30) * scale
+                scale /= 10
+                index += 1
+            }
+            guard index > start else { return nil }
+        }
+        guard index < b.count else { return nil }
+        var offset = 0
+        if b[index] == UInt8(ascii: "Z") || b[index] == UInt8(ascii: "z") {
+            index += 1
+        } else if b[index] == UInt8(ascii: "+") || b[index] == UInt8(ascii: "-") {
+            guard index + 6 == b.count, b[index + 3] == UInt8(ascii: ":"), let hours = number(index + 1..<index + 3),
+                let minutes = number(index + 4..<index + 6), hours < 24, minutes < 60
+            else { return nil }
+            offset = (hours * 60 + minutes) * 60 * (b[index] == UInt8(ascii: "+") ? 1 : -1)
+            index += 6
+        }
+        guard index == b.count else { return nil }
+        var parts = tm()
+        parts.tm_year = Int32(year - 1900)
+        parts.tm_mon = Int32(month - 1)
+        parts.tm_mday = Int32(day)
+        parts.tm_hour = Int32(hour)
+        parts.tm_min = Int32(minute)
+        parts.tm_sec = Int32(min(second, 59))
+        let seconds = timegm(&parts)
+        // timegm normalises 31 February into March: refuse a day the month does not have.
+        guard parts.tm_mday == Int32(day) else { return nil }
+        return Date(timeIntervalSince1970: Double(seconds - offset) + fraction)
+    }
+}
+
+/// Whether a verified manifest may be installed on this device: sans-I/O, fed the facts.
+public enum UpdateDecision {
+    /// The manifest's verdict.
+    /// - Parameters:
+    ///   - manifest: the verified manifest.
+    ///   - deviceType: this device's type (config).
+    ///   - highestAccepted: the highest version this device ever accepted (persistent state;
+    ///     the running version at first), nil when none is known.
+    ///   - allowDowngrade: the config's explicit permission to install older versions.
+    ///   - now: the time.
+    /// - Throws: `FirmwareRefusal` (`.expired`, `.incompatible`, `.notNewer`).
+    public static func check(
+        _ manifest: FirmwareManifest, deviceType: String, highestAccepted: SemanticVersion?, allowDowngrade: Bool, now: Date
+    ) throws(FirmwareRefusal) {
+        if let expires = manifest.expires, expires <= now {
+            throw FirmwareRefusal(
+                kind: .expired, message: "the manifest for \(manifest.version) expired at \(AgentLogHandler.timestamp(expires))")
+        }
+        guard manifest.compatible.contains(deviceType) else {
+            throw FirmwareRefusal(
+                kind: .incompatible,
+                message: "\(manifest.version) is for \(manifest.compatible.joined(separator: ", ")), not for this device (\(deviceType))")
+        }
+        if let highestAccepted, manifest.version <= highestAccepted, !allowDowngrade {
+            throw FirmwareRefusal(
+                kind: .notNewer,
+                message: "\(manifest.version) is not newer than \(highestAccepted), the highest version accepted on this device "
+                    + "(firmware.allowDowngrade permits older ones)")
+        }
+    }
+}
