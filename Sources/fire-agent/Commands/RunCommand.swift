@@ -13,13 +13,7 @@ struct RunCommand: ParsableCommand {
 
     func run() throws {
         let path = config ?? AgentConfig.defaultPath
-        let loaded: AgentConfig
-        do {
-            loaded = try AgentConfig.load(path: path)
-        } catch {
-            printError("\(error)")
-            throw ExitCode(ExitStatus.configError.rawValue)
-        }
+        let loaded = try loadConfig(path)
         let daemon: AgentDaemon
         do {
             daemon = try AgentDaemon(configPath: path, config: loaded, makeLogger: agentLogger)
@@ -42,4 +36,14 @@ struct RunCommand: ParsableCommand {
     let format = AgentLogHandler.Format(rawValue: logging.format) ?? .text
     let journal = AgentLogHandler.stderrIsJournal()
     return Logger(label: "fire-agent") { _ in AgentLogHandler(format: format, level: logging.level, journal: journal) }
+}
+
+/// The checked config at `path`; every problem printed and exit 78 when it has any.
+func loadConfig(_ path: String) throws -> AgentConfig {
+    do {
+        return try AgentConfig.load(path: path)
+    } catch {
+        printError("\(error)")
+        throw ExitCode(ExitStatus.configError.rawValue)
+    }
 }

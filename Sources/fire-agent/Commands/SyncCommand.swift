@@ -19,14 +19,7 @@ struct SyncCommand: ParsableCommand {
     }
 
     func run() throws {
-        let path = config ?? AgentConfig.defaultPath
-        let loaded: AgentConfig
-        do {
-            loaded = try AgentConfig.load(path: path)
-        } catch {
-            printError("\(error)")
-            throw ExitCode(ExitStatus.configError.rawValue)
-        }
+        let loaded = try loadConfig(config ?? AgentConfig.defaultPath)
         let logger = agentLogger(loaded.logging)
         let agent: Agent
         do {

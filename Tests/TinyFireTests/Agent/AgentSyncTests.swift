@@ -25,28 +25,14 @@ struct AgentSyncTests {
         return try AgentConfig.load(path: directory + "/agent.json5")
     }
 
-    func scratch(_ name: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appending(path: "tinyfire-agent-\(name)-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
-
-    /// Drops a line-protocol file into the spool the way other programs must: written under a
-    /// hidden name, then renamed in.
-    func spool(_ text: String, as name: String, in directory: String) throws {
-        let hidden = directory + "/spool/." + name
-        try Data(text.utf8).write(to: URL(filePath: hidden))
-        rename(hidden, directory + "/spool/" + name)
-    }
-
     @Test("sync --once: points arrive with measurements, device tags and fields; a spool file is delivered once, its bad line rejected")
     func syncOnce() throws {
         let influx = try InfluxFixture()
-        let directory = try scratch("sync")
+        let directory = try agentScratch("sync")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let agent = try Agent(config: try config(influx, in: directory), logger: Logger(label: "test"))
         defer { agent.close() }
-        try spool("app,unit=a requests=5i 1700000000000000000\napp value=hot\napp,unit=b requests=7i\n", as: "app.lp", in: directory)
+        try dropInSpool("app,unit=a requests=5i 1700000000000000000\napp value=hot\napp,unit=b requests=7i\n", as: "app.lp", in: directory)
         let report = agent.syncOnce()
         #expect(report.failure == nil && report.remaining == 0, "\(report)")
         #expect(report.spooledLines == 2 && report.rejectedLines == 1)
@@ -68,14 +54,14 @@ struct AgentSyncTests {
     @Test("an outage: batches wait in the queue while influxd is down, and every point arrives exactly once after it returns")
     func outage() throws {
         let influx = try InfluxFixture()
-        let directory = try scratch("outage")
+        let directory = try agentScratch("outage")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let agent = try Agent(config: try config(influx, in: directory), logger: Logger(label: "test"))
         defer { agent.close() }
         influx.stop()
         var expected = 0
         for round in 0..<5 {
-            try spool("probe,round=r\(round) n=\(round)i \(1_700_000_000_000_000_000 + round)\n", as: "p\(round).lp", in: directory)
+            try dropInSpool("probe,round=r\(round) n=\(round)i \(1_700_000_000_000_000_000 + round)\n", as: "p\(round).lp", in: directory)
             expected += 1
             let report = agent.syncOnce()
             #expect(report.failure != nil && report.remaining >= round + 1, "round \(round): \(report)")
@@ -93,7 +79,7 @@ struct AgentSyncTests {
     @Test("a full queue takes part of a spool file: the rest stays in the spool, timestamped, and is sent once later")
     func fullQueueKeepsTheRest() throws {
         let influx = try InfluxFixture()
-        let directory = try scratch("full")
+        let directory = try agentScratch("full")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let collectorsOff =
             "cpu: false, memory: false, load: false, uptime: false, disk: false, network: false, thermal: false, pressure: false, agent: false"
@@ -113,7 +99,7 @@ struct AgentSyncTests {
         influx.stop()
         // 15 points without a time (they get the pickup time) and one bad line.
         text = (0..<15).map { "untimed,n=\($0) v=\($0)i\n" }.joined() + "untimed v=oops\n"
-        try spool(text, as: "u.lp", in: directory)
+        try dropInSpool(text, as: "u.lp", in: directory)
         let first = agent.syncOnce()
         #expect(first.spooledLines == 10 && first.rejectedLines == 1 && first.remaining == 10, "\(first)")
         // The 5 lines that found no room are back in the spool, each with its time.
@@ -134,13 +120,13 @@ struct AgentSyncTests {
     @Test("a spool file over 1 MiB arrives whole; one over spoolMaxFileBytes is set aside untouched, not sent")
     func largeSpoolFiles() throws {
         let influx = try InfluxFixture()
-        let directory = try scratch("large")
+        let directory = try agentScratch("large")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let agent = try Agent(config: try config(influx, in: directory), logger: Logger(label: "test"))
         // 50,000 lines, about 1.8 MiB: read whole (a reader capped at 1 MiB would lose the rest).
         let big = (0..<50_000).map { "big,n=\($0 % 100) v=\($0)i \(1_700_000_000_000_000_000 + $0)\n" }.joined()
         #expect(big.utf8.count > 1 << 20)
-        try spool(big, as: "big.lp", in: directory)
+        try dropInSpool(big, as: "big.lp", in: directory)
         let report = agent.syncOnce()
         #expect(report.spooledLines == 50_000 && report.failure == nil, "\(report)")
         #expect(try influx.count("big", field: "v") == 50_000)
@@ -153,7 +139,7 @@ struct AgentSyncTests {
         let bounded = try Agent(config: try AgentConfig.load(path: directory + "/agent.json5"), logger: Logger(label: "test"))
         defer { bounded.close() }
         let large = String(big.prefix(100 * 1024))
-        try spool(large, as: "large.lp", in: directory)
+        try dropInSpool(large, as: "large.lp", in: directory)
         let refused = bounded.syncOnce()
         #expect(refused.spooledLines == 0 && refused.rejectedLines == 1, "\(refused)")
         #expect(try String(contentsOfFile: directory + "/spool/rejected/large.lp", encoding: .utf8) == large)
@@ -218,7 +204,7 @@ struct AgentSyncTests {
             client.close()
         }
         defer { server.stop() }
-        let directory = try scratch("v2")
+        let directory = try agentScratch("v2")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let text = """
             { device: { id: "b" }, server: { url: "\(server.base)" },

@@ -33,19 +33,6 @@ struct DaemonTests {
         return directory + "/agent.json5"
     }
 
-    func scratch(_ name: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appending(path: "tinyfire-daemon-\(name)-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
-
-    /// A spool file, written under a hidden name and renamed in.
-    func spool(_ text: String, as name: String, in directory: String) throws {
-        let hidden = directory + "/spool/." + name
-        try Data(text.utf8).write(to: URL(filePath: hidden))
-        rename(hidden, directory + "/spool/" + name)
-    }
-
     /// `count` points of `measurement`, each with its own tag and time.
     func points(_ measurement: String, round: Int, count: Int) -> String {
         (0..<count).map { "\(measurement),round=r\(round),n=\($0) v=\($0)i \(1_700_000_000_000_000_000 + round * 10_000 + $0)\n" }
@@ -68,7 +55,7 @@ struct DaemonTests {
     @Test("in-process: points are collected and synced on schedule, a spool file arrives once, stop() persists and reports stopped")
     func inProcess() async throws {
         let influx = try InfluxFixture()
-        let directory = try scratch("inprocess")
+        let directory = try agentScratch("inprocess")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = try writeConfig(server: influx.base, in: directory)
         var options = AgentDaemon.Options()
@@ -78,7 +65,7 @@ struct DaemonTests {
             Logger(label: "test")
         }
         let (done, failure) = start(daemon)
-        try spool(points("app", round: 1, count: 30), as: "app.lp", in: directory)
+        try dropInSpool(points("app", round: 1, count: 30), as: "app.lp", in: directory)
         #expect(await eventually { (try? influx.count("app", field: "v")) == 30 }, "the spool file did not arrive")
         #expect(await eventually { (try? influx.count("mem", field: "total")) ?? 0 >= 2 }, "collection did not repeat")
         // The agent's own measurement carries its health.
@@ -97,7 +84,7 @@ struct DaemonTests {
     @Test("the route to the server coming back makes the daemon sync at once, long before its next scheduled sync")
     func routeBackSyncs() async throws {
         let influx = try InfluxFixture()
-        let directory = try scratch("route")
+        let directory = try agentScratch("route")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         // Reachability is judged by the default route of a namespace the test controls; the
         // uploads themselves go to influxd on this process's loopback.
@@ -118,7 +105,7 @@ struct DaemonTests {
             _ = done.wait(timeout: .now() + 30)
         }
         #expect(await eventually { status(directory)?.reachability == "not-reachable" }, "\(String(describing: status(directory)))")
-        try spool(points("route_back", round: 1, count: 7), as: "r.lp", in: directory)
+        try dropInSpool(points("route_back", round: 1, count: 7), as: "r.lp", in: directory)
         // The first scheduled sync is minutes away: nothing is taken while the route is gone.
         try await Task.sleep(for: .seconds(2))
         #expect(FileManager.default.fileExists(atPath: directory + "/spool/r.lp"))
@@ -130,7 +117,7 @@ struct DaemonTests {
     @Test("an outage of influxd: status shows the failure and the queue growing; after it returns every point arrives once")
     func outage() async throws {
         let influx = try InfluxFixture()
-        let directory = try scratch("outage")
+        let directory = try agentScratch("outage")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = try writeConfig(server: influx.base, in: directory)
         let agent = try ChildProcess(
@@ -140,7 +127,7 @@ struct DaemonTests {
         #expect(await eventually { status(directory)?.lastSuccessfulDelivery != nil }, "never delivered: \(log(directory))")
         influx.stop()
         for round in 0..<5 {
-            try spool(points("probe", round: round, count: 20), as: "p\(round).lp", in: directory)
+            try dropInSpool(points("probe", round: round, count: 20), as: "p\(round).lp", in: directory)
         }
         // `fire-agent status --json` is how scripts see the outage.
         var seen: [String: Any] = [:]
@@ -174,7 +161,7 @@ struct DaemonTests {
     )
     func systemdAndReload() async throws {
         let influx = try InfluxFixture()
-        let directory = try scratch("systemd")
+        let directory = try agentScratch("systemd")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = try writeConfig(server: influx.base, in: directory)
         let socket = directory + "/notify"
@@ -197,7 +184,7 @@ struct DaemonTests {
         #expect(await eventually { status(directory)?.reloadError != nil })
         #expect(status(directory)?.reloadError?.contains("agent.json5") == true)
         #expect(log(directory).contains("config reload refused; the running config is kept"))
-        try spool(points("after_bad_reload", round: 1, count: 5), as: "a.lp", in: directory)
+        try dropInSpool(points("after_bad_reload", round: 1, count: 5), as: "a.lp", in: directory)
         #expect(await eventually { (try? influx.count("after_bad_reload", field: "v")) == 5 }, "not delivering after a refused reload")
 
         // A good file with a new label: accepted, and points carry the new tag.
@@ -219,10 +206,10 @@ struct DaemonTests {
     func sigtermBound() async throws {
         // A server that accepts connections (the kernel completes them) and never answers.
         let silent = try SilentListener()
-        let directory = try scratch("sigterm")
+        let directory = try agentScratch("sigterm")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = try writeConfig(server: "http://127.0.0.1:\(silent.port)", in: directory)
-        try spool(points("held", round: 1, count: 10), as: "held.lp", in: directory)
+        try dropInSpool(points("held", round: 1, count: 10), as: "held.lp", in: directory)
         let agent = try ChildProcess(
             try fireAgentPath(), ["run", "--config", path], environment: inherited(), stdout: .file(directory + "/log"),
             stderr: .file(directory + "/log"))
@@ -249,7 +236,7 @@ struct DaemonTests {
     @Test("kill -9 at random moments of delivery, many rounds: every spooled point arrives, none is doubled")
     func killNineRounds() async throws {
         let influx = try InfluxFixture()
-        let directory = try scratch("kill9")
+        let directory = try agentScratch("kill9")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         // Small batches: each round is many POSTs, so kills land in the middle of delivery.
         let path = try writeConfig(
@@ -262,7 +249,7 @@ struct DaemonTests {
         var midDelivery = 0
         var generator = SystemRandomNumberGenerator()
         for round in 0..<rounds {
-            try spool(points("killed", round: round, count: 200), as: "k\(round).lp", in: directory)
+            try dropInSpool(points("killed", round: round, count: 200), as: "k\(round).lp", in: directory)
             let agent = try ChildProcess(
                 try fireAgentPath(), ["run", "--config", path], environment: inherited(), stdout: .file(directory + "/log"),
                 stderr: .file(directory + "/log"))
