@@ -209,6 +209,11 @@ struct DaemonTests {
         let directory = try agentScratch("sigterm")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = try writeConfig(server: "http://127.0.0.1:\(silent.port)", in: directory)
+        // No timeout may end the hang first, however late this test resumes (under qemu an
+        // awaited sleep woke 30 s late and the 30 s idle timeout had already failed the attempt).
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        try Data(text.replacingOccurrences(of: "connectTimeout: \"2s\"", with: "connectTimeout: \"2s\", idleTimeout: \"1h\"").utf8)
+            .write(to: URL(filePath: path))
         try dropInSpool(points("held", round: 1, count: 10), as: "held.lp", in: directory)
         let agent = try ChildProcess(
             try fireAgentPath(), ["run", "--config", path], environment: inherited(), stdout: .file(directory + "/log"),
