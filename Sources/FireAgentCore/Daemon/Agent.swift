@@ -353,7 +353,7 @@ public final class Agent: Sendable {
                 report.rejectedLines += 1
                 continue
             }
-            guard let text = Self.readWhole(path, limit: limit) else {
+            guard let text = SystemFiles().read(path, limit: limit, whole: true) else {
                 logger.warning("spool file unreadable", metadata: ["file": "\(path)"])
                 continue
             }
@@ -418,23 +418,6 @@ public final class Agent: Sendable {
         if synced, rename(hidden, directory + "/" + name) == 0 { return }
         unlink(hidden)
         logger.error("spool file could not be rewritten; it will be taken whole again", metadata: ["file": "\(name)"])
-    }
-
-    /// A spool file, whole; nil when it cannot be read or grew past `limit` meanwhile.
-    static func readWhole(_ path: String, limit: Int) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { return nil }
-            if n == 0 { return String(decoding: bytes, as: UTF8.self) }
-            guard bytes.count + n <= limit else { return nil }
-            bytes.append(contentsOf: buffer[0..<n])
-        }
     }
 
     /// Moves a spool file that cannot be taken to `rejected/`, whole, and says why.

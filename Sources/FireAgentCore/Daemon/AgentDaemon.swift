@@ -256,23 +256,24 @@ public final class AgentDaemon: @unchecked Sendable {
         notifier?.stopping(status: "stopping")
         status.state = "stopping"
         writeStatus(now: elapsed())
-        var report = SyncReport()
-        agent.queuePending(into: &report)
-        if !stopDelivery(agent) {
+        if !handOver(agent) {
             logger.warning(
                 "a delivery was still in flight after daemon.stopTimeout; its batch stays queued and is sent again after restart",
                 metadata: ["stopTimeout": "\(ConfigReader.describe(config.daemon.stopTimeout))"])
         }
-        agent.close()
         reachability?.stopListening()
         status.state = "stopped"
         writeStatus(now: elapsed())
         logger.info("stopped", metadata: ["queued": "\(agent.queue.statistics.records)"])
     }
 
-    /// Stops background delivery and waits up to `stopTimeout` for the attempt in flight.
+    /// Ends `agent` before a stop or a reload: what it holds is queued, its delivery gets up to
+    /// `stopTimeout` to come to rest, its queue is closed.
     /// - Returns: whether delivery came to rest in time.
-    private func stopDelivery(_ agent: Agent) -> Bool {
+    private func handOver(_ agent: Agent) -> Bool {
+        var report = SyncReport()
+        agent.queuePending(into: &report)
+        defer { agent.close() }
         let idle = DispatchSemaphore(value: 0)
         agent.queue.stopDelivery { idle.signal() }
         let timeout = config.daemon.stopTimeout.totalNanoseconds
@@ -289,11 +290,7 @@ public final class AgentDaemon: @unchecked Sendable {
             refuseReload("\(error)")
             return
         }
-        // The running agent hands over: what it holds is queued, its delivery comes to rest.
-        var report = SyncReport()
-        agent.queuePending(into: &report)
-        _ = stopDelivery(agent)
-        agent.close()
+        _ = handOver(agent)
         let freshLogger = makeLogger(fresh.logging)
         let freshReachability =
             fresh.server.url.host() == config.server.url.host()

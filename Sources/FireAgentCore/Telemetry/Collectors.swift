@@ -23,18 +23,25 @@ public struct SystemFiles: Sendable {
     /// Reads the real /proc and /sys.
     public init(root: String = "") { self.root = root }
 
-    /// The file's text, or nil when it cannot be read. Reads at most 1 MiB (the kernel's
-    /// text files are far smaller; a bound keeps a strange file from costing memory).
-    public func read(_ path: String) -> String? {
+    /// The file's text, or nil when it cannot be read. Reads at most `limit` bytes (the
+    /// kernel's text files are far smaller; a bound keeps a strange file from costing memory);
+    /// with `whole`, a file longer than `limit` is nil rather than cut short.
+    public func read(_ path: String, limit: Int = 1 << 20, whole: Bool = false) -> String? {
         let fd = open(root + path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 16384)
-        while bytes.count < 1 << 20 {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
             let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
+            if n < 0 && whole { return nil }
             guard n > 0 else { break }
+            if bytes.count + n > limit {
+                if whole { return nil }
+                bytes.append(contentsOf: buffer[0..<(limit - bytes.count)])
+                break
+            }
             bytes.append(contentsOf: buffer[0..<n])
         }
         return String(decoding: bytes, as: UTF8.self)
