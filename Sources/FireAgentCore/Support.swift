@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 extension StringProtocol {
     /// Without leading and trailing spaces, tabs, CR and LF.
     func trimmed() -> String {
@@ -36,4 +42,17 @@ extension String {
         }
         return out + "\""
     }
+}
+
+/// Writes all of `bytes` to `fd`, again after a short write or EINTR.
+/// - Returns: whether every byte was written.
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { return false }
+        offset += written
+    }
+    return true
 }

@@ -406,14 +406,7 @@ public final class Agent: Sendable {
             logger.error("spool file could not be rewritten; it will be taken whole again", metadata: ["file": "\(name)"])
             return
         }
-        let bytes = Batch(lines: lines).body
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            guard written > 0 else { break }
-            offset += written
-        }
-        let synced = offset == bytes.count && fsync(fd) == 0
+        let synced = writeAll(fd, Batch(lines: lines).body) && fsync(fd) == 0
         Glibc.close(fd)
         if synced, rename(hidden, directory + "/" + name) == 0 { return }
         unlink(hidden)
@@ -445,7 +438,7 @@ public final class Agent: Sendable {
         let fd = open(rejectedDirectory + "/" + name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
         guard fd >= 0 else { return }
         defer { Glibc.close(fd) }
-        _ = Array(text.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        _ = writeAll(fd, Array(text.utf8))
     }
 
     /// Now, in nanoseconds since the epoch.

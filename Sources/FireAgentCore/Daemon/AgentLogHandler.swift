@@ -69,15 +69,7 @@ public struct AgentLogHandler: LogHandler {
         if let extra = event.metadata { merged.merge(extra) { $1 } }
         let line = render(level: event.level, message: event.message.description, metadata: merged, time: Date())
         let bytes = Array(line.utf8)
-        Self.writeLock.withLock { _ in
-            var offset = 0
-            while offset < bytes.count {
-                let written = bytes.withUnsafeBytes { Glibc.write(output, $0.baseAddress! + offset, $0.count - offset) }
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { return }
-                offset += written
-            }
-        }
+        Self.writeLock.withLock { _ in _ = writeAll(output, bytes) }
     }
 
     /// One entry as its line, newline included.

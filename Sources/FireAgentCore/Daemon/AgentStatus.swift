@@ -172,9 +172,9 @@ public struct AgentStatus: Codable, Sendable, Equatable {
         guard fd >= 0 else { throw AgentError(description: "status file \(temporary): \(String(cString: strerror(errno)))") }
         var bytes = [UInt8](data)
         bytes.append(UInt8(ascii: "\n"))
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        let written = writeAll(fd, bytes)
         close(fd)
-        guard written == bytes.count, rename(temporary, path) == 0 else {
+        guard written, rename(temporary, path) == 0 else {
             unlink(temporary)
             throw AgentError(description: "status file \(path): \(String(cString: strerror(errno)))")
         }
