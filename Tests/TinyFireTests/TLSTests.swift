@@ -108,7 +108,9 @@ struct TLSTests {
         #expect(throws: TinyFireError.self) { try PublicKeysTrustEvaluator(pins: ["sha1//abc"]) }
         // The same pin from a PEM public-key file, and the certificate read as DER.
         let fromFile = trusting(server, ["localhost": try PublicKeysTrustEvaluator(keyFiles: [server.directory + "/server.pub"])])
-        #expect(await fromFile.request("https://localhost:\(server.port)/hello.txt").serializingResponse().response.error == nil)
+        await #expect(throws: Never.self) {
+            try await fromFile.request("https://localhost:\(server.port)/hello.txt").serializingResponse().response.result.get()
+        }
         #expect(try Certificate.load(contentsOf: server.directory + "/server.der").first?.publicKeyPin == pin)
         #expect(throws: TinyFireError.self) { try PublicKeysTrustEvaluator(keyFiles: ["/nonexistent.pub"]) }
     }
@@ -119,7 +121,9 @@ struct TLSTests {
         let serverCertificate = try Certificate.load(contentsOf: server.directory + "/server.pem")
         let selfSigned = try Certificate.load(contentsOf: server.directory + "/self.pem")
         let pinned = trusting(server, ["localhost": PinnedCertificatesTrustEvaluator(certificates: serverCertificate)])
-        #expect(await pinned.request("https://localhost:\(server.port)/hello.txt").serializingResponse().response.error == nil)
+        await #expect(throws: Never.self) {
+            try await pinned.request("https://localhost:\(server.port)/hello.txt").serializingResponse().response.result.get()
+        }
         let wrong = await pinned.request("https://localhost:\(server.mitmPort)/hello.txt").serializingResponse().response
         #expect(evaluatorFailure(wrong)?.evaluator == "PinnedCertificatesTrustEvaluator")
 
@@ -128,12 +132,16 @@ struct TLSTests {
         #expect(evaluatorFailure(refused)?.reasons.isEmpty == false)
         let accepting = trusting(
             server, ["localhost": PinnedCertificatesTrustEvaluator(certificates: selfSigned, acceptSelfSignedCertificates: true)])
-        #expect(await accepting.request("https://localhost:\(server.selfSignedPort)/hello.txt").serializingResponse().response.error == nil)
+        await #expect(throws: Never.self) {
+            try await accepting.request("https://localhost:\(server.selfSignedPort)/hello.txt").serializingResponse().response.result.get()
+        }
 
         // 127.0.0.1 on the certificate that only spells it as a DNS name: fine without host
         // validation, refused with it.
         let noHost = trusting(server, ["127.0.0.1": DefaultTrustEvaluator(validateHost: false)])
-        #expect(await noHost.request("https://127.0.0.1:\(server.dnsSpellingPort)/hello.txt").serializingResponse().response.error == nil)
+        await #expect(throws: Never.self) {
+            try await noHost.request("https://127.0.0.1:\(server.dnsSpellingPort)/hello.txt").serializingResponse().response.result.get()
+        }
         let withHost = trusting(server, ["127.0.0.1": DefaultTrustEvaluator()])
         let hostRefused = await withHost.request("https://127.0.0.1:\(server.dnsSpellingPort)/hello.txt").serializingResponse().response
         #expect(evaluatorFailure(hostRefused)?.evaluator == "DefaultTrustEvaluator")
@@ -142,14 +150,18 @@ struct TLSTests {
         let composite = trusting(
             server,
             ["localhost": CompositeTrustEvaluator(evaluators: [DefaultTrustEvaluator(), try PublicKeysTrustEvaluator(pins: [pin])])])
-        #expect(await composite.request("https://localhost:\(server.port)/hello.txt").serializingResponse().response.error == nil)
+        await #expect(throws: Never.self) {
+            try await composite.request("https://localhost:\(server.port)/hello.txt").serializingResponse().response.result.get()
+        }
         #expect(
             evaluatorFailure(await composite.request("https://localhost:\(server.mitmPort)/hello.txt").serializingResponse().response)
                 != nil)
 
         let logs = LogCapture()
         let disabled = trusting(server, ["localhost": DisabledTrustEvaluator(logger: logs.logger)])
-        #expect(await disabled.request("https://localhost:\(server.selfSignedPort)/hello.txt").serializingResponse().response.error == nil)
+        await #expect(throws: Never.self) {
+            try await disabled.request("https://localhost:\(server.selfSignedPort)/hello.txt").serializingResponse().response.result.get()
+        }
         #expect(logs.messages.contains { $0.contains("NOT verified") && $0.contains("host=localhost") })
 
         let unknown = await trusting(server, [:]).request("https://localhost:\(server.port)/hello.txt").serializingResponse().response
@@ -249,7 +261,9 @@ struct TLSTests {
         let server = try tlsServer()
         let evaluator = RevocationTrustEvaluator(crlFiles: [server.crlFile])
         let session = trusting(server, ["localhost": evaluator])
-        #expect(await session.request("https://localhost:\(server.port)/hello.txt").serializingResponse().response.error == nil)
+        await #expect(throws: Never.self) {
+            try await session.request("https://localhost:\(server.port)/hello.txt").serializingResponse().response.result.get()
+        }
         let revoked = await session.request("https://localhost:\(server.mitmPort)/hello.txt").serializingResponse().response
         let failure = try #require(evaluatorFailure(revoked))
         #expect(failure.evaluator == "RevocationTrustEvaluator" && failure.reasons.contains { $0.lowercased().contains("revoked") })

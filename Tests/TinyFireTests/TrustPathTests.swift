@@ -108,7 +108,9 @@ struct TrustPathTests {
         // Not self-signed: a CA-issued leaf pinned with acceptSelfSignedCertificates still needs
         // its chain (here it verifies, so it passes through default validation).
         let caIssued = PinnedCertificatesTrustEvaluator(certificates: serverCertificate, acceptSelfSignedCertificates: true)
-        #expect(await trusting(tls, caIssued).request("https://localhost:\(tls.port)/hello.txt").serializingData().response.error == nil)
+        await #expect(throws: Never.self) {
+            try await trusting(tls, caIssued).request("https://localhost:\(tls.port)/hello.txt").serializingData().response.result.get()
+        }
     }
 
     @Test("a resumed session is judged on the verified path of the handshake it resumes: an intermediate pin holds")
@@ -138,9 +140,9 @@ struct TrustPathTests {
             defer { server.stop() }
             let session = Session(configuration: SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [tls.caFile])))
             let first = session.request("\(server.base)/")
-            #expect(await first.serializingData().response.error == nil)
+            await #expect(throws: Never.self) { try await first.serializingData().response.result.get() }
             let second = session.request("\(server.base)/")
-            #expect(await second.serializingData().response.error == nil)
+            await #expect(throws: Never.self) { try await second.serializingData().response.result.get() }
             #expect(second.metrics?.reusedConnection == false, "s_server -www closes after each response")
             #expect(first.metrics?.tls?.resumed == false)
             #expect(second.metrics?.tls?.resumed == expected, "s_server \(arguments): resumed reported wrongly")
