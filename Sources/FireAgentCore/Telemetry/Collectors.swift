@@ -27,11 +27,16 @@ public struct SystemFiles: Sendable {
     /// kernel's text files are far smaller; a bound keeps a strange file from costing memory);
     /// with `whole`, a file longer than `limit` is nil rather than cut short.
     public func read(_ path: String, limit: Int = 1 << 20, whole: Bool = false) -> String? {
+        readBytes(path, limit: limit, whole: whole).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The file's bytes, as `read` (at most `limit`; with `whole`, nil for a longer file).
+    public func readBytes(_ path: String, limit: Int = 1 << 20, whole: Bool = false) -> [UInt8]? {
         let fd = open(root + path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
+        var buffer = [UInt8](repeating: 0, count: min(65536, limit + 1))
         while true {
             let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
@@ -44,7 +49,7 @@ public struct SystemFiles: Sendable {
             }
             bytes.append(contentsOf: buffer[0..<n])
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 
     /// Names in a directory (none when it cannot be read).

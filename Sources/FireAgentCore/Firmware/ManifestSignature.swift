@@ -1,0 +1,189 @@
+import CTinyFireTLS
+import TinyFire
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A vendor's public key that may sign firmware manifests (`firmware.keys` in the config):
+/// ECDSA (P-256 or another curve mbedTLS knows) or RSA of at least 2048 bits, read from a PEM or
+/// DER public key or from a certificate. Several keys allow rotation: any one valid signature
+/// suffices.
+public final class ManifestKey: @unchecked Sendable, CustomStringConvertible {
+    /// The smallest RSA modulus accepted.
+    public static let minimumRSABits = 2048
+    /// The largest key file read.
+    public static let maximumFileBytes = 64 * 1024
+
+    /// Where the key was read from (for messages).
+    public let path: String
+    /// `sha256//…` of the key's SubjectPublicKeyInfo: names the key in the log and the report.
+    public let fingerprint: String
+    /// "ECDSA" or "RSA".
+    public let algorithm: String
+    /// The key's size in bits.
+    public let bits: Int
+    private let key: OpaquePointer
+
+    /// Reads the key at `path`.
+    /// - Parameter path: a PEM or DER public key or certificate.
+    /// - Throws: `ManifestKeyError` naming the file and what is wrong with it.
+    public init(contentsOf path: String) throws(ManifestKeyError) {
+        guard let bytes = SystemFiles().readBytes(path, limit: Self.maximumFileBytes, whole: true) else {
+            var info = stat()
+            let problem =
+                stat(path, &info) != 0 ? String(cString: strerror(errno)) : "unreadable or larger than \(Self.maximumFileBytes) bytes"
+            throw ManifestKeyError(path: path, message: "cannot be read: \(problem)")
+        }
+        var code: Int32 = 0
+        guard let key = bytes.withUnsafeBufferPointer({ tinyfire_public_key_new($0.baseAddress, $0.count, &code) }) else {
+            throw ManifestKeyError(path: path, message: "not a public key or certificate: \(tlsErrorText(code))")
+        }
+        let kind = tinyfire_public_key_kind(key)
+        let bits = tinyfire_public_key_bits(key)
+        guard kind == TINYFIRE_KEY_EC || kind == TINYFIRE_KEY_RSA else {
+            tinyfire_public_key_free(key)
+            throw ManifestKeyError(path: path, message: "neither an ECDSA nor an RSA key")
+        }
+        guard kind != TINYFIRE_KEY_RSA || bits >= Self.minimumRSABits else {
+            tinyfire_public_key_free(key)
+            throw ManifestKeyError(path: path, message: "an RSA key of \(bits) bits; at least \(Self.minimumRSABits) are required")
+        }
+        var digest = [UInt8](repeating: 0, count: 32)
+        if tinyfire_pk_file_spki_sha256(path, &digest) != 0 { digest = [] }
+        self.key = key
+        self.path = path
+        self.bits = Int(bits)
+        self.algorithm = kind == TINYFIRE_KEY_EC ? "ECDSA" : "RSA"
+        self.fingerprint = "sha256//" + Data(digest).base64EncodedString()
+    }
+
+    deinit { tinyfire_public_key_free(key) }
+
+    /// `RSA 3072 bits sha256//… (path)`.
+    public var description: String { "\(algorithm) \(bits) bits \(fingerprint) (\(path))" }
+
+    /// Whether `signature` is this key's signature of the SHA-256 digest `digest`.
+    /// - Parameters:
+    ///   - signature: DER ECDSA, or RSA PKCS#1 v1.5 or PSS.
+    ///   - digest: 32 bytes.
+    /// - Returns: true when valid.
+    public func verifies(_ signature: [UInt8], ofDigest digest: [UInt8]) -> Bool {
+        guard digest.count == 32, !signature.isEmpty else { return false }
+        return digest.withUnsafeBufferPointer { hash in
+            signature.withUnsafeBufferPointer { tinyfire_public_key_verify_sha256(key, hash.baseAddress, $0.baseAddress, $0.count) == 0 }
+        }
+    }
+}
+
+/// A key file that cannot be used: which file, and why.
+public struct ManifestKeyError: Error, Sendable, CustomStringConvertible {
+    /// The key file.
+    public let path: String
+    /// What is wrong with it.
+    public let message: String
+    /// `firmware key PATH: message`.
+    public var description: String { "firmware key \(path): \(message)" }
+}
+
+/// The detached signature over a manifest's exact bytes (`openssl dgst -sha256 -sign key.pem
+/// -out manifest.json.sig manifest.json`).
+public enum ManifestSignature {
+    /// The largest signature read (RSA 8192 is 1 KiB; base64 of it is less than 2 KiB).
+    public static let maximumBytes = 4096
+
+    /// Checks `signature` over `manifest` against `keys`.
+    /// - Parameters:
+    ///   - signature: the raw signature, or the same in base64 (vendors often carry it as text).
+    ///   - manifest: the manifest's exact bytes.
+    ///   - keys: the configured keys; any one valid signature suffices.
+    /// - Returns: the key that signed.
+    /// - Throws: `FirmwareRefusal` `.badSignature`.
+    @discardableResult
+    public static func verify(_ signature: [UInt8], of manifest: [UInt8], keys: [ManifestKey]) throws(FirmwareRefusal) -> ManifestKey {
+        func refuse(_ message: String) -> FirmwareRefusal { FirmwareRefusal(kind: .badSignature, message: message) }
+        guard !keys.isEmpty else { throw refuse("no firmware key is configured (firmware.keys)") }
+        guard !signature.isEmpty else { throw refuse("the signature is empty") }
+        guard signature.count <= maximumBytes else { throw refuse("the signature is \(signature.count) bytes, more than any key makes") }
+        let raw = decodedBase64(signature) ?? signature
+        let digest = SHA256Hasher.digest(of: manifest)
+        for key in keys where key.verifies(raw, ofDigest: digest) { return key }
+        throw refuse(
+            "the signature (\(raw.count) bytes) is not valid for the manifest's bytes by any of the \(keys.count) configured "
+                + "key\(keys.count == 1 ? "" : "s")")
+    }
+
+    /// The bytes of base64 text (whitespace allowed), or nil when `bytes` is not such text.
+    static func decodedBase64(_ bytes: [UInt8]) -> [UInt8]? {
+        let isBase64 = { (b: UInt8) in
+            (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2B || b == 0x2F || b == 0x3D
+        }
+        let isSpace = { (b: UInt8) in b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 }
+        guard bytes.allSatisfy({ isBase64($0) || isSpace($0) }) else { return nil }
+        let text = String(decoding: bytes.filter { !isSpace($0) }, as: UTF8.self)
+        return Data(base64Encoded: text).map { [UInt8]($0) }
+    }
+}
+
+/// Incremental SHA-256 (mbedTLS's), for images hashed as they are written.
+public final class SHA256Hasher: @unchecked Sendable {
+    private let context: OpaquePointer
+    /// Bytes hashed since the last reset.
+    public private(set) var count: UInt64 = 0
+
+    /// A fresh hasher.
+    public init() {
+        // Allocation of a few hundred bytes: failure here is the process being out of memory.
+        guard let context = tinyfire_sha256_new() else { preconditionFailure("tinyfire_sha256_new: out of memory") }
+        self.context = context
+    }
+
+    deinit { tinyfire_sha256_free(context) }
+
+    /// Starts over.
+    public func reset() {
+        _ = tinyfire_sha256_reset(context)
+        count = 0
+    }
+
+    /// Adds bytes.
+    /// - Parameter bytes: the next bytes.
+    public func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        _ = tinyfire_sha256_update(context, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+        count += UInt64(bytes.count)
+    }
+
+    /// The digest of everything since the last reset; the hasher starts over afterwards.
+    /// - Returns: 32 bytes.
+    public func finish() -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        _ = tinyfire_sha256_finish(context, &digest)
+        reset()
+        return digest
+    }
+
+    /// The digest of `bytes`.
+    /// - Parameter bytes: the bytes.
+    /// - Returns: 32 bytes.
+    public static func digest(of bytes: [UInt8]) -> [UInt8] {
+        let hasher = SHA256Hasher()
+        bytes.withUnsafeBytes { hasher.update($0) }
+        return hasher.finish()
+    }
+}
+
+/// mbedTLS's text for an error code.
+func tlsErrorText(_ code: Int32) -> String {
+    var buffer = [CChar](repeating: 0, count: 200)
+    tinyfire_tls_strerror(code, &buffer, buffer.count)
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
