@@ -132,6 +132,84 @@ struct DownloadTests {
         #expect(contents(of: directory) == ["fw.bin"])
     }
 
+    /// Records what a download observer sees.
+    final class RecordingObserver: DownloadBodyObserver, @unchecked Sendable {
+        let state = Mutex<(starts: [UInt64], bytes: [UInt8])>(([], []))
+        func bodyStarts(at offset: UInt64, partialFile: String) { state.withLock { $0.starts.append(offset) } }
+        func bodyWritten(_ bytes: UnsafeRawBufferPointer) { state.withLock { $0.bytes.append(contentsOf: bytes) } }
+    }
+
+    @Test("a body observer sees exactly the bytes written, from the offset a resumed response continues at")
+    func bodyObserver() async throws {
+        let server = try nginx()
+        let directory = try scratch("observer")
+        let target = directory.appendingPathComponent("image.bin")
+        let cut = 300_000
+        let resumeData = try partial(
+            of: server.oneMiB, count: cut, url: "\(server.base)/1m.bin", in: directory,
+            entityTag: try await entityTag(of: "\(server.base)/1m.bin"))
+        let observer = RecordingObserver()
+        let resumed = await Session().download(
+            "\(server.base)/1m.bin", method: .get, headers: nil, body: nil, target: .destination({ _, _ in (target, []) }),
+            acceptableStatusCodes: 200..<300, includeResponseHead: false,
+            resumingFrom: try DownloadResumeData(data: resumeData), partialPolicy: .keepForResume, bodyObserver: observer
+        ).downloadResponse
+        #expect(resumed.error == nil)
+        #expect(observer.state.withLock { $0.starts } == [UInt64(cut)])
+        #expect(observer.state.withLock { Data($0.bytes) } == server.oneMiB.dropFirst(cut))
+        #expect(try Data(contentsOf: target) == server.oneMiB)
+    }
+
+    @Test("maximumFileSize (--max-filesize) refuses an announced length over it before a byte is written, and a body that grows past it")
+    func maximumFileSize() async throws {
+        let server = try nginx()
+        let directory = try scratch("maxsize")
+        func download(_ path: String, limit: UInt64, headers: HTTPHeaders? = nil, observer: RecordingObserver? = nil) async
+            -> DownloadResponse<URL?, TinyFireError>
+        {
+            await Session().download(
+                "\(server.base)\(path)", method: .get, headers: headers, body: nil,
+                target: .destination({ _, _ in (directory.appendingPathComponent("out"), [.removePreviousFile]) }),
+                acceptableStatusCodes: 200..<300, includeResponseHead: false, bodyObserver: observer, maximumFileSize: limit
+            ).downloadResponse
+        }
+        let observer = RecordingObserver()
+        let announced = await download("/1m.bin", limit: UInt64(server.oneMiB.count - 1), observer: observer)
+        guard case .sessionTaskFailed(let error) = announced.error, case .fileSizeExceeded(limit: 1_048_575) = error.reason else {
+            Issue.record("expected fileSizeExceeded, got \(String(describing: announced.error))")
+            return
+        }
+        #expect(observer.state.withLock { $0.starts.isEmpty && $0.bytes.isEmpty })
+        #expect(contents(of: directory).isEmpty)
+        // gzip'd text comes chunked, without a length: the limit stops it as it grows.
+        let limit = UInt64(server.text.count / 2)
+        let growing = await download("/text.txt", limit: limit, headers: ["Accept-Encoding": "gzip"])
+        guard case .sessionTaskFailed(let grown) = growing.error, case .fileSizeExceeded = grown.reason else {
+            Issue.record("expected fileSizeExceeded, got \(String(describing: growing.error))")
+            return
+        }
+        #expect(contents(of: directory).isEmpty)
+        // At the limit exactly: fine.
+        #expect(await download("/1m.bin", limit: UInt64(server.oneMiB.count)).error == nil)
+    }
+
+    @Test("maxReceiveBytesPerSecond (--limit-rate) holds a download back to the rate: 1 MiB at 512 KiB/s takes at least 1.5 s")
+    func receiveRateLimit() async throws {
+        let server = try nginx()
+        let directory = try scratch("rate")
+        // The lower bound is what a limit that works cannot beat: (1 MiB - one 128 KiB read
+        // buffer) / 512 KiB/s = 1.75 s. How close the rate comes to the limit is measured in
+        // bench/firmware.sh, not asserted here.
+        let session = Session(configuration: SessionConfiguration(maxReceiveBytesPerSecond: 512 * 1024))
+        let started = ContinuousClock.now
+        let response = await session.download("\(server.base)/1m.bin") { _, _ in (directory.appendingPathComponent("out"), []) }
+            .downloadResponse
+        let elapsed = ContinuousClock.now - started
+        #expect(response.error == nil)
+        #expect(try Data(contentsOf: directory.appendingPathComponent("out")) == server.oneMiB)
+        #expect(elapsed >= .milliseconds(1500), "1 MiB at 512 KiB/s took \(elapsed)")
+    }
+
     /// Resume data for the first `count` bytes of `data`, written to a partial file.
     /// The strong ETag a server gives `url` now (from a HEAD request).
     func entityTag(of url: String) async throws -> String {

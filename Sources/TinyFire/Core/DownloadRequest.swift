@@ -71,6 +71,12 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     /// download succeeds; nil keeps none.
     private let resumeRecord: String?
 
+    /// Sees the bytes of the destination file as they are written (fire-agent hashes a firmware
+    /// image while it downloads). Called on the session's loop; must not block for long.
+    private let bodyObserver: (any DownloadBodyObserver)?
+    /// The file may not grow past this many bytes (curl's `--max-filesize`); nil: no limit.
+    private let maximumFileSize: UInt64?
+
     /// The partial file an attempt continues, and what the server said about the resource.
     struct PartialFile: Sendable {
         var path: String
@@ -101,8 +107,10 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, target: Target,
         acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false, upload: UploadRequest.Uploadable? = nil,
         resumingFrom resumeData: DownloadResumeData? = nil, partialPolicy: PartialPolicy = .keepForResume,
-        resumeRecord: String? = nil
+        resumeRecord: String? = nil, bodyObserver: (any DownloadBodyObserver)? = nil, maximumFileSize: UInt64? = nil
     ) {
+        self.bodyObserver = bodyObserver
+        self.maximumFileSize = maximumFileSize
         self.sentBody = upload.map { UploadBody($0) }
         self.partialPolicy = partialPolicy
         self.resumeRecord = resumeRecord
@@ -293,8 +301,27 @@ public final class DownloadRequest: Request, @unchecked Sendable {
                 sink.syncEmptied()
                 record.writeDurably(to: resumeRecord)
             }
-            return sink
+            guard bodyObserver != nil || maximumFileSize != nil, [200, 206].contains(code) else { return sink }
+            let base: UInt64
+            if case .append(_, let offset) = placement { base = offset } else { base = 0 }
+            if let maximumFileSize, let announced = announcedFileSize(response, base: base), announced > maximumFileSize {
+                sink.discard()
+                throw .fileSizeExceeded(limit: maximumFileSize)
+            }
+            bodyObserver?.bodyStarts(at: base, partialFile: sink.partialPath)
+            return ObservedFileSink(base: sink, offset: base, limit: maximumFileSize, observer: bodyObserver)
         }
+    }
+
+    /// The file's final size as the response announces it: `base` plus Content-Length, or a
+    /// 206's complete length.
+    private func announcedFileSize(_ response: HTTPResponse, base: UInt64) -> UInt64? {
+        if response.status.code == 206, let complete = response.headerFields[.contentRange].flatMap(ContentRange.init)?.completeLength {
+            return complete
+        }
+        guard let length = response.headerFields[.contentLength].flatMap(parseDecimal) else { return nil }
+        let (sum, overflow) = base.addingReportingOverflow(length)
+        return overflow ? .max : sum
     }
 
     /// A 206 must continue exactly where the partial file ends, and describe the same
@@ -822,4 +849,42 @@ public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
         if case .failure(let error) = result { return error }
         return nil
     }
+}
+
+/// Sees a download's file bytes as they are written, in order, on the session's loop (so it
+/// must not block for long). Package API: fire-agent hashes firmware images with it.
+package protocol DownloadBodyObserver: AnyObject, Sendable {
+    /// A response body starts at byte `offset` of `partialFile`: 0 for a new or restarted file,
+    /// the partial file's length when a 206 continues it. Bytes the observer has not seen
+    /// before `offset` are in the file.
+    func bodyStarts(at offset: UInt64, partialFile: String)
+    /// The next bytes, written to the file at the position after the previous ones.
+    func bodyWritten(_ bytes: UnsafeRawBufferPointer)
+}
+
+/// Passes written bytes to an observer and enforces a file size limit.
+final class ObservedFileSink: ResponseBodySink {
+    private let base: AtomicFileSink
+    private var size: UInt64
+    private let limit: UInt64?
+    private let observer: (any DownloadBodyObserver)?
+
+    init(base: AtomicFileSink, offset: UInt64, limit: UInt64?, observer: (any DownloadBodyObserver)?) {
+        self.base = base
+        self.size = offset
+        self.limit = limit
+        self.observer = observer
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError) {
+        let (grown, overflow) = size.addingReportingOverflow(UInt64(bytes.count))
+        if let limit, overflow || grown > limit { throw .fileSizeExceeded(limit: limit) }
+        try base.write(bytes)
+        size = grown
+        observer?.bodyWritten(bytes)
+    }
+
+    func finish() throws(SinkError) -> SinkOutput { try base.finish() }
+
+    func discard() { base.discard() }
 }

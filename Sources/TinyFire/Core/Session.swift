@@ -489,7 +489,8 @@ public final class Session: Sendable {
         upload: UploadRequest.Uploadable? = nil,
         target: DownloadRequest.Target, acceptableStatusCodes: Range<Int>?, includeResponseHead: Bool,
         interceptor: (any RequestInterceptor)? = nil, resumingFrom resumeData: DownloadResumeData? = nil,
-        partialPolicy: DownloadRequest.PartialPolicy = .discard, resumeRecord: String? = nil
+        partialPolicy: DownloadRequest.PartialPolicy = .discard, resumeRecord: String? = nil,
+        bodyObserver: (any DownloadBodyObserver)? = nil, maximumFileSize: UInt64? = nil
     ) -> DownloadRequest {
         DownloadRequest(
             session: self,
@@ -497,7 +498,7 @@ public final class Session: Sendable {
                 url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
             interceptor: interceptor, target: target, acceptableStatusCodes: acceptableStatusCodes,
             includeResponseHead: includeResponseHead, upload: upload, resumingFrom: resumeData, partialPolicy: partialPolicy,
-            resumeRecord: resumeRecord)
+            resumeRecord: resumeRecord, bodyObserver: bodyObserver, maximumFileSize: maximumFileSize)
     }
 
     // MARK: - All requests

@@ -14,6 +14,11 @@ public struct SessionConfiguration: Sendable {
     /// Abort when slower than this for a whole window, like curl's `--speed-limit`/
     /// `--speed-time`; nil (the default) for no limit.
     public var lowSpeedLimit: LowSpeedLimit?
+    /// Most bytes per second read from the server per request, like curl's `--limit-rate`
+    /// (for metered links): reading pauses while a request is ahead of the rate, so the
+    /// average over a response stays at it, within one `readBufferSize`. nil (the default)
+    /// for no limit. A `lowSpeedLimit` at or above it fails every long transfer.
+    public var maxReceiveBytesPerSecond: Int?
     /// Bound on a response's status line plus header fields (and, separately, its trailers).
     /// Default `ResponseParser.Limits.defaultMaxHeaderBlockBytes` (64 KiB).
     public var maxHeaderBlockBytes: Int
@@ -68,6 +73,7 @@ public struct SessionConfiguration: Sendable {
         idleTimeout: Duration = SessionConfiguration.defaultIdleTimeout,
         totalTimeout: Duration? = nil,
         lowSpeedLimit: LowSpeedLimit? = nil,
+        maxReceiveBytesPerSecond: Int? = nil,
         maxHeaderBlockBytes: Int = ResponseParser.Limits.defaultMaxHeaderBlockBytes,
         maxInMemoryBodyBytes: Int = SessionConfiguration.defaultMaxInMemoryBodyBytes,
         readBufferSize: Int = SessionConfiguration.defaultReadBufferSize,
@@ -84,6 +90,7 @@ public struct SessionConfiguration: Sendable {
         self.idleTimeout = idleTimeout
         self.totalTimeout = totalTimeout
         self.lowSpeedLimit = lowSpeedLimit
+        self.maxReceiveBytesPerSecond = maxReceiveBytesPerSecond.map { max(1, $0) }
         self.maxHeaderBlockBytes = maxHeaderBlockBytes
         self.maxInMemoryBodyBytes = maxInMemoryBodyBytes
         self.readBufferSize = max(1024, readBufferSize)

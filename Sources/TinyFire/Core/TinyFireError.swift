@@ -322,6 +322,9 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
         case contentDecodingFailed(ContentDecodingError)
         /// The in-memory body limit was crossed (counted on decoded bytes).
         case bodyLimitExceeded(limit: Int)
+        /// A download would grow past its file size limit (curl's `--max-filesize`): the
+        /// announced length, or the bytes so far, crossed it.
+        case fileSizeExceeded(limit: UInt64)
         /// More redirects than allowed.
         case tooManyRedirects(limit: Int)
         /// An https URL redirected to http, and that is not allowed.
@@ -417,6 +420,8 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
             return "cannot decode response from \(host): \(error)"
         case .bodyLimitExceeded(let limit):
             return "response body exceeds the in-memory limit of \(limit) bytes (decoded)"
+        case .fileSizeExceeded(let limit):
+            return "the downloaded file would exceed its limit of \(limit) bytes"
         case .tooManyRedirects(let limit):
             return "more than \(limit) redirects"
         case .insecureRedirect(let location):
@@ -493,7 +498,7 @@ extension TransferError {
             default: return .invalidResponse
             }
         case .contentDecodingFailed: return .contentDecodingFailed
-        case .bodyLimitExceeded: return .limitExceeded
+        case .bodyLimitExceeded, .fileSizeExceeded: return .limitExceeded
         case .tooManyRedirects, .insecureRedirect, .invalidRedirect, .redirectBodyTooLarge: return .redirectFailed
         case .fileWriteFailed: return .fileWriteFailed
         case .resumeRejected: return .invalidResponse

@@ -294,9 +294,14 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     private var suspended = false
     /// Reading held back because the owner's consumer is behind (a slow stream handler).
     private var flowPaused = false
-    /// Not reading: suspended by the caller or held back by the consumer. Only the total
-    /// timeout runs meanwhile.
-    private var paused: Bool { suspended || flowPaused }
+    /// Reading held back until this instant by `maxReceiveBytesPerSecond`.
+    private var throttledUntil: Instant?
+    /// Start and bytes of the current hop, for `maxReceiveBytesPerSecond`.
+    private var rateStart = Instant.now()
+    private var rateBytes: UInt64 = 0
+    /// Not reading: suspended by the caller, held back by the consumer or by the receive-rate
+    /// limit. Only the total timeout (and the end of the throttle) runs meanwhile.
+    private var paused: Bool { suspended || flowPaused || throttledUntil != nil }
     private var hopBytesSent: UInt64 = 0
     private var hopBytesReceived: UInt64 = 0
     /// Request body bytes sent on this hop, without chunk framing.
@@ -592,6 +597,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         lastActivity = .now()
         lowSpeedWindowStart = lastActivity
         lowSpeedWindowBytes = 0
+        rateStart = lastActivity
+        rateBytes = 0
+        throttledUntil = nil
         armTimer()
         connection.start(
             head: head, body: spec.body ?? Data(), bodySource: spec.bodySource, expectContinue: expectContinue,
@@ -626,6 +634,19 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         hopBytesReceived += UInt64(bytes)
         lastActivity = .now()
         lowSpeedWindowBytes += UInt64(bytes)
+        if let rate = configuration.maxReceiveBytesPerSecond { throttle(received: bytes, rate: rate) }
+    }
+
+    /// Holds reading back while the hop's bytes are ahead of `rate`: the next read waits until
+    /// the bytes so far are due (so the average over the hop stays at `rate`, give or take one
+    /// read buffer).
+    private func throttle(received bytes: Int, rate: Int) {
+        rateBytes += UInt64(bytes)
+        let due = rateStart + .seconds(Double(rateBytes) / Double(max(1, rate)))
+        guard due > lastActivity + .milliseconds(2), throttledUntil == nil else { return }
+        throttledUntil = due
+        connection?.setReadingPaused(true)
+        armTimer()
     }
 
     func exchangeDidReceiveInformational(_ head: ResponseHead) {}
@@ -831,6 +852,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         case let error as SinkError:
             switch error {
             case .limitExceeded(let limit): return .bodyLimitExceeded(limit: limit)
+            case .fileSizeExceeded(let limit): return .fileSizeExceeded(limit: limit)
             case .writeFailed(let path, let message): return .fileWriteFailed(path: path, message: message)
             case .resumeRejected(let message): return .resumeRejected(message: message)
             }
@@ -910,8 +932,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             deadline = candidate
         }
         if let total = totalTimeout { consider(started + total) }
+        if let throttledUntil { consider(throttledUntil) }
         if paused {
-            // Paused: only the total timeout runs.
+            // Paused: only the total timeout (and the end of a throttle) runs.
             if let deadline {
                 timer = loop.schedule(at: deadline) { [weak self] in
                     self?.timer = nil
@@ -965,6 +988,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             lastActivity = .now()
             lowSpeedWindowStart = lastActivity
             lowSpeedWindowBytes = 0
+            // A pause is not credit for a burst afterwards.
+            rateStart = lastActivity
+            rateBytes = 0
         }
         armTimer()
     }
@@ -975,6 +1001,13 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         if let total = totalTimeout, started + total <= now {
             fail(.timedOut(.total, limit: total))
             return
+        }
+        if let until = throttledUntil, until <= now {
+            // The throttle ends: reading continues, and the pause was not idleness. The
+            // low-speed window keeps counting (the limited rate is the rate).
+            throttledUntil = nil
+            lastActivity = now
+            connection?.setReadingPaused(paused)
         }
         if paused {
             armTimer()

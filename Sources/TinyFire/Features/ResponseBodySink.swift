@@ -35,6 +35,8 @@ enum SinkOutput: Sendable {
 /// A sink refused bytes.
 enum SinkError: Error {
     case limitExceeded(limit: Int)
+    /// A download's file would grow past its limit.
+    case fileSizeExceeded(limit: UInt64)
     case writeFailed(path: String, message: String)
     /// A resumed download's response cannot continue the partial file.
     case resumeRejected(String)

@@ -81,7 +81,7 @@ enum ExitStatus: Int32 {
             case .connectionError: self = .receiveError
             case .invalidResponse: self = .weirdServerReply
             case .contentDecodingFailed: self = .badContentEncoding
-            case .bodyLimitExceeded: self = .sizeLimitExceeded
+            case .bodyLimitExceeded, .fileSizeExceeded: self = .sizeLimitExceeded
             case .tooManyRedirects: self = .tooManyRedirects
             case .insecureRedirect: self = .unsupportedProtocol
             case .invalidRedirect, .redirectBodyTooLarge: self = .weirdServerReply

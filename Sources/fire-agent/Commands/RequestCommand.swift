@@ -60,6 +60,12 @@ struct RequestCommand: ParsableCommand {
     @Option(name: .customLong("speed-time"), help: "Window for --speed-limit, in seconds (default 30).")
     var speedTime: Double = 30
 
+    @Option(name: .customLong("limit-rate"), help: "Read at most this many bytes/s (suffix k, M or G for KiB, MiB, GiB, as curl).")
+    var limitRate: String?
+
+    @Option(name: .customLong("max-filesize"), help: "Refuse a download that would exceed this size (exit 63; suffix k, M or G).")
+    var maxFilesize: String?
+
     @Option(name: .customLong("max-redirs"), help: "Redirects to follow at most (default 10; 0 disables).")
     var maxRedirects: Int = SessionConfiguration.defaultMaxRedirects
 
@@ -107,6 +113,11 @@ struct RequestCommand: ParsableCommand {
             ("--timeout", timeout), ("--connect-timeout", connectTimeout), ("--idle-timeout", idleTimeout), ("--speed-time", speedTime),
             ("--wait-for-network", waitForNetwork),
         ])
+        for (name, value) in [("--limit-rate", limitRate), ("--max-filesize", maxFilesize)] {
+            if let value, curlSize(value) == nil {
+                throw ValidationError("\(name) takes a size in bytes (suffix k, M or G), not \(value)")
+            }
+        }
     }
 
     private func perform() -> ExitStatus {
@@ -118,6 +129,7 @@ struct RequestCommand: ParsableCommand {
             configuration.lowSpeedLimit = LowSpeedLimit(bytesPerSecond: speedLimit, window: window)
         }
         configuration.maxRedirects = maxRedirects
+        configuration.maxReceiveBytesPerSecond = limitRate.flatMap(curlSize).map { Int(clamping: $0) }
         let trustManager: ServerTrustManager?
         switch tlsOptions.apply(to: &configuration) {
         case .success(let manager): trustManager = manager
@@ -235,7 +247,8 @@ struct RequestCommand: ParsableCommand {
             acceptableStatusCodes: 200..<300, includeResponseHead: include,
             interceptor: interceptors.isEmpty ? nil : Interceptor(interceptors: interceptors), resumingFrom: resumeFrom,
             partialPolicy: continueAt != nil ? .inPlace : .discard,
-            resumeRecord: continueAt != nil ? output.map(resumeRecordPath(for:)) : nil)
+            resumeRecord: continueAt != nil ? output.map(resumeRecordPath(for:)) : nil,
+            maximumFileSize: maxFilesize.flatMap(curlSize))
         let display = progress ? ProgressDisplay() : nil
         if let display {
             if upload != nil || body != nil { request.uploadProgress { display.update("upload", $0) } }
@@ -461,4 +474,20 @@ func resumeRecordPath(for output: String) -> String {
     let directory = slash.map { String(output[...$0]) } ?? ""
     let name = slash.map { String(output[output.index(after: $0)...]) } ?? output
     return directory + "." + name + ".fire-agent-resume"
+}
+
+/// A size as curl's options take it: bytes, or a number with k, M or G (powers of 1024; either
+/// case). Nil for anything else, 0, or more than 2^62.
+func curlSize(_ text: String) -> UInt64? {
+    var digits = Substring(text)
+    var scale: UInt64 = 1
+    switch digits.last {
+    case "k", "K": scale = 1 << 10
+    case "m", "M": scale = 1 << 20
+    case "g", "G": scale = 1 << 30
+    default: break
+    }
+    if scale > 1 { digits = digits.dropLast() }
+    guard let value = UInt64(digits), value > 0, value <= (1 << 62) / scale else { return nil }
+    return value * scale
 }
