@@ -1,0 +1,344 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Where one firmware update stands. The flow only moves forward:
+///
+/// ```
+/// idle → downloading → verifying → installing → installed → confirming → done
+///            ↓            ↓            ↓            ↓            ↓
+///          failed       failed       failed       failed       failed
+/// ```
+///
+/// `installed` waits for the booted version to be the new one (after a reboot, or at once for
+/// an installer that needs none); `confirming` waits for a successful sync with the server
+/// before the commit command runs.
+public enum UpdatePhase: String, Codable, Sendable, CaseIterable {
+    /// No update under way.
+    case idle
+    /// The image is being fetched into the staging directory.
+    case downloading
+    /// Its size and SHA-256 are being compared with the signed manifest's.
+    case verifying
+    /// The install command is running (it runs at most once per manifest).
+    case installing
+    /// Installed; waiting for the new version to be the booted one.
+    case installed
+    /// The new version runs; waiting for a successful sync before committing it.
+    case confirming
+    /// Committed.
+    case done
+    /// Given up, with a reason.
+    case failed
+}
+
+/// One update: the manifest it follows and where it stands (persisted in the state file).
+public struct UpdateRecord: Codable, Sendable, Equatable {
+    /// The phase.
+    public var phase: UpdatePhase
+    /// SHA-256 (hex) of the manifest's exact bytes: the update's identity.
+    public var manifestDigest: String
+    /// The version offered ("" when the manifest could not be read).
+    public var version: String
+    /// The version running when it was offered.
+    public var fromVersion: String?
+    /// The image's size from the manifest.
+    public var size: Int64
+    /// The boot ID when the installer started (a different one later means a reboot).
+    public var bootID: String?
+    /// Why it failed (`kind: message`), or a note (an installer whose outcome is unknown).
+    public var reason: String?
+    /// Downloads started over from zero after the image did not match.
+    public var freshDownloads: Int
+    /// Download attempts that failed with the server reachable.
+    public var failedAttempts: Int
+    /// When the phase was entered.
+    public var since: Date
+
+    /// A record in `phase` for `digest`.
+    public init(phase: UpdatePhase, manifestDigest: String, version: String, fromVersion: String?, size: Int64, since: Date) {
+        self.phase = phase
+        self.manifestDigest = manifestDigest
+        self.version = version
+        self.fromVersion = fromVersion
+        self.size = size
+        self.freshDownloads = 0
+        self.failedAttempts = 0
+        self.since = since
+    }
+}
+
+/// What the firmware flow keeps across restarts (`firmware/state.json`).
+public struct FirmwareState: Codable, Sendable, Equatable {
+    /// The current or last update.
+    public var update: UpdateRecord?
+    /// The highest version ever committed on this device (the rollback floor), with the
+    /// running version as a floor too.
+    public var highestAccepted: String?
+    /// Manifest digests that reached `done` or `failed`, or were refused: never acted on again
+    /// (the newest `historyLimit`).
+    public var finished: [String]
+    /// Manifest digests the installer was started for (the newest `historyLimit`).
+    public var installerRuns: [String]
+
+    /// Digests remembered.
+    public static let historyLimit = 32
+
+    /// Nothing yet.
+    public init() {
+        update = nil
+        highestAccepted = nil
+        finished = []
+        installerRuns = []
+    }
+}
+
+/// What happened, fed to `UpdateFlow`.
+public enum UpdateEvent: Sendable, Equatable {
+    /// The server offers a manifest: read and checked (`refusal` nil) or refused.
+    case offered(digest: String, manifest: FirmwareManifest?, refusal: FirmwareRefusal?, running: SemanticVersion?)
+    /// The image is complete in the staging directory.
+    case downloadFinished
+    /// The download failed: for good (404, 410, the image larger than signed, no space), or
+    /// for now (`permanent` false: retried with backoff, bounded when the server was
+    /// reachable).
+    case downloadFailed(reason: String, permanent: Bool, serverReached: Bool)
+    /// The image was compared with the manifest: nil when it matches. `bootID` is the boot
+    /// the installer will run in.
+    case verified(FirmwareRefusal?, bootID: String?)
+    /// The installer ended.
+    case installerExited(success: Bool, detail: String)
+    /// The agent looked at what runs: at start, and while `installed`.
+    case booted(version: SemanticVersion?, bootID: String?)
+    /// A successful sync with the server since the new version runs.
+    case synced
+    /// The commit command ended.
+    case commitExited(success: Bool, detail: String)
+}
+
+/// What the flow asks its host to do, in order: report before persisting (a report repeated
+/// after a crash has the same Idempotency-Key), persist before acting.
+public enum UpdateEffect: Sendable, Equatable {
+    /// Report the record as it is now (status event and measurement).
+    case report
+    /// Write the state durably.
+    case persist
+    /// Fetch the image: from zero, or continuing the staged partial file.
+    case download(fromZero: Bool)
+    /// Fetch again after the backoff for failed attempt `attempt`.
+    case retryDownload(attempt: Int)
+    /// Compare the staged image with the manifest.
+    case verify
+    /// Run the install command (once per manifest, ever).
+    case install
+    /// Run the reboot command, if one is configured.
+    case reboot
+    /// Look at the booted version now (an installer that needs no reboot).
+    case checkBooted
+    /// Run the commit command (or none configured: report success).
+    case commit
+    /// Remove the staged image and its resume record.
+    case discardImage
+}
+
+/// The firmware update as a state machine: sans-I/O, fed `UpdateEvent`s, answering with
+/// `UpdateEffect`s. Invariants (tested from events):
+/// - the installer is asked for at most once per manifest digest, whatever the events;
+/// - a manifest acted on (done, failed or refused) is never acted on again;
+/// - nothing newer than `highestAccepted` is required twice: a replayed older manifest is
+///   refused (`UpdateDecision`), and `highestAccepted` only grows.
+public struct UpdateFlow: Sendable {
+    /// The persisted state.
+    public private(set) var state: FirmwareState
+    /// Failed download attempts (with the server reachable) before the update fails.
+    public let maximumFailedAttempts: Int
+    /// Whether a successful install waits for a reboot (else the booted version is checked
+    /// at once).
+    public let rebootRequired: Bool
+    /// The commit command was asked for and has not answered (in memory: after a restart the
+    /// next sync asks again; committing twice is harmless, `rauc status mark-good` is).
+    private var commitPending = false
+
+    /// A flow over `state`.
+    /// - Parameters:
+    ///   - state: as read from disk.
+    ///   - maximumFailedAttempts: download attempts that may fail with the server reachable.
+    ///   - rebootRequired: whether an installed image needs a reboot to run.
+    public init(state: FirmwareState, maximumFailedAttempts: Int, rebootRequired: Bool) {
+        self.state = state
+        self.maximumFailedAttempts = maximumFailedAttempts
+        self.rebootRequired = rebootRequired
+    }
+
+    /// The current update's phase (idle when none).
+    public var phase: UpdatePhase { state.update?.phase ?? .idle }
+
+    /// What to do after a start (of the agent, after a crash or a reboot), given what runs.
+    /// - Parameters:
+    ///   - version: the booted version.
+    ///   - bootID: this boot's ID.
+    ///   - now: the time.
+    /// - Returns: the effects.
+    public mutating func resume(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
+        raiseFloor(to: version)
+        switch phase {
+        case .downloading: return [.download(fromZero: false)]
+        case .verifying: return [.verify]
+        case .installing, .installed: return handle(.booted(version: version, bootID: bootID), now: now)
+        case .idle, .confirming, .done, .failed: return []
+        }
+    }
+
+    /// Feeds an event.
+    /// - Parameters:
+    ///   - event: what happened.
+    ///   - now: the time.
+    /// - Returns: the effects, in order.
+    public mutating func handle(_ event: UpdateEvent, now: Date) -> [UpdateEffect] {
+        switch event {
+        case .offered(let digest, let manifest, let refusal, let running):
+            return offer(digest: digest, manifest: manifest, refusal: refusal, running: running, now: now)
+        case .downloadFinished:
+            guard phase == .downloading else { return [] }
+            return enter(.verifying, now: now) + [.verify]
+        case .downloadFailed(let reason, let permanent, let serverReached):
+            guard phase == .downloading, var update = state.update else { return [] }
+            if permanent { return fail(reason, now: now) }
+            if serverReached { update.failedAttempts += 1 }
+            state.update = update
+            if update.failedAttempts >= maximumFailedAttempts {
+                return fail("\(reason) (after \(update.failedAttempts) failed attempts)", now: now)
+            }
+            return [.persist, .retryDownload(attempt: update.failedAttempts)]
+        case .verified(let refusal, let bootID):
+            guard phase == .verifying, var update = state.update else { return [] }
+            if let refusal {
+                // Once more from zero: a partial file damaged on disk, or continued across
+                // a change the validators missed, must not fail an update the server got right.
+                guard update.freshDownloads < 1 else { return fail(refusal.description, now: now) }
+                update.freshDownloads += 1
+                update.reason = "\(refusal.description); downloading again from zero"
+                state.update = update
+                return enter(.downloading, now: now) + [.discardImage, .download(fromZero: true)]
+            }
+            if state.installerRuns.contains(update.manifestDigest) {
+                // Cannot happen through these events; if the file says so, it is the truth.
+                update.reason = "the installer already ran for this manifest; not run again"
+                state.update = update
+                return enter(.installed, now: now) + [.checkBooted]
+            }
+            update.bootID = bootID
+            update.reason = nil
+            state.update = update
+            remember(update.manifestDigest, in: \.installerRuns)
+            return enter(.installing, now: now) + [.install]
+        case .installerExited(let success, let detail):
+            guard phase == .installing else { return [] }
+            guard success else { return fail("the installer failed: \(detail)", now: now) }
+            return enter(.installed, now: now) + (rebootRequired ? [.reboot] : [.checkBooted])
+        case .booted(let version, let bootID):
+            return booted(version: version, bootID: bootID, now: now)
+        case .synced:
+            guard phase == .confirming, !commitPending else { return [] }
+            commitPending = true
+            return [.commit]
+        case .commitExited(let success, let detail):
+            guard phase == .confirming, commitPending, let update = state.update else { return [] }
+            commitPending = false
+            guard success else { return fail("the commit command failed: \(detail)", now: now) }
+            if let version = SemanticVersion(update.version) { raiseFloor(to: version) }
+            remember(update.manifestDigest, in: \.finished)
+            return enter(.done, now: now) + [.discardImage]
+        }
+    }
+
+    private mutating func offer(
+        digest: String, manifest: FirmwareManifest?, refusal: FirmwareRefusal?, running: SemanticVersion?, now: Date
+    ) -> [UpdateEffect] {
+        raiseFloor(to: running)
+        switch phase {
+        case .installing, .installed, .confirming:
+            return []  // an install under way is seen through first
+        case .downloading, .verifying:
+            guard state.update?.manifestDigest != digest else { return [] }
+            guard refusal == nil else { return [] }  // a bad offer does not stop a good update
+            var effects = fail("superseded by a newer manifest (\(manifest.map { "\($0.version)" } ?? "?"))", now: now)
+            effects += offer(digest: digest, manifest: manifest, refusal: refusal, running: running, now: now)
+            return effects
+        case .idle, .done, .failed:
+            break
+        }
+        guard !state.finished.contains(digest) else { return [] }
+        if let refusal {
+            // The manifest of what already runs is no news: remembered, not reported.
+            if refusal.kind == .notNewer, let manifest, let running, manifest.version == running {
+                remember(digest, in: \.finished)
+                return [.persist]
+            }
+            state.update = UpdateRecord(
+                phase: .failed, manifestDigest: digest, version: manifest.map { "\($0.version)" } ?? "", fromVersion: running?.description,
+                size: manifest?.size ?? 0, since: now)
+            state.update?.reason = refusal.description
+            remember(digest, in: \.finished)
+            return [.report, .persist]
+        }
+        guard let manifest else { return [] }
+        state.update = UpdateRecord(
+            phase: .downloading, manifestDigest: digest, version: manifest.version.description, fromVersion: running?.description,
+            size: manifest.size, since: now)
+        return [.report, .persist, .discardImage, .download(fromZero: true)]
+    }
+
+    private mutating func booted(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
+        guard phase == .installing || phase == .installed, var update = state.update else { return [] }
+        let target = SemanticVersion(update.version)
+        if let version, let target, version == target {
+            if phase == .installing { update.reason = "the agent stopped while the installer ran; the new version runs" }
+            state.update = update
+            return enter(.confirming, now: now)
+        }
+        let rebooted = bootID != nil && update.bootID != nil && bootID != update.bootID
+        if rebooted {
+            let running = version.map { "\($0)" } ?? "an unknown version"
+            return fail("rolled back: \(running) booted after installing \(update.version)", now: now)
+        }
+        if phase == .installing {
+            // The agent stopped while the installer ran: its outcome is unknown and it does
+            // not run again. The next boot tells (the new version, or a rollback).
+            update.reason = "the agent stopped while the installer ran; not run again: the next boot decides"
+            state.update = update
+            return enter(.installed, now: now)
+        }
+        return []
+    }
+
+    /// Moves to `phase`: report, persist.
+    private mutating func enter(_ phase: UpdatePhase, now: Date) -> [UpdateEffect] {
+        state.update?.phase = phase
+        state.update?.since = now
+        return [.report, .persist]
+    }
+
+    private mutating func fail(_ reason: String, now: Date) -> [UpdateEffect] {
+        state.update?.reason = reason
+        if let digest = state.update?.manifestDigest { remember(digest, in: \.finished) }
+        return enter(.failed, now: now) + [.discardImage]
+    }
+
+    private mutating func remember(_ digest: String, in list: WritableKeyPath<FirmwareState, [String]>) {
+        guard !state[keyPath: list].contains(digest) else { return }
+        state[keyPath: list].append(digest)
+        if state[keyPath: list].count > FirmwareState.historyLimit {
+            state[keyPath: list].removeFirst(state[keyPath: list].count - FirmwareState.historyLimit)
+        }
+    }
+
+    /// `highestAccepted` only grows.
+    private mutating func raiseFloor(to version: SemanticVersion?) {
+        guard let version else { return }
+        if let current = state.highestAccepted.flatMap(SemanticVersion.init), current >= version { return }
+        state.highestAccepted = version.description
+    }
+}

@@ -1,0 +1,243 @@
+import Foundation
+import Testing
+
+@testable import FireAgentCore
+
+@Suite("Firmware: the update flow as a state machine, fed events")
+struct UpdateFlowTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+    let old = SemanticVersion("2.0.0")!
+    let new = SemanticVersion("2.1.0")!
+
+    func manifest(_ version: String) throws -> FirmwareManifest {
+        try FirmwareManifest.parse(
+            Array(
+                #"{"version": "\#(version)", "compatible": ["gw"], "image": "gw.img", "size": 1000, "sha256": "\#(String(repeating: "ab", count: 32))"}"#
+                    .utf8), from: URL(string: "https://u.example/m.json")!)
+    }
+
+    func flow(reboot: Bool = true, attempts: Int = 3) -> UpdateFlow {
+        UpdateFlow(state: FirmwareState(), maximumFailedAttempts: attempts, rebootRequired: reboot)
+    }
+
+    @Test("an A/B update: offered, downloaded, verified, installed once, rebooted into the new version, synced, committed")
+    func happyPath() throws {
+        var flow = flow()
+        #expect(flow.resume(version: old, bootID: "boot-1", now: now) == [])
+        #expect(flow.state.highestAccepted == "2.0.0")
+        let offer = UpdateEvent.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old)
+        #expect(flow.handle(offer, now: now) == [.report, .persist, .discardImage, .download(fromZero: true)])
+        #expect(flow.phase == .downloading && flow.state.update?.version == "2.1.0" && flow.state.update?.fromVersion == "2.0.0")
+        #expect(flow.handle(offer, now: now) == [], "the same manifest again changes nothing")
+        #expect(flow.handle(.downloadFinished, now: now) == [.report, .persist, .verify])
+        #expect(flow.handle(.verified(nil, bootID: "boot-1"), now: now) == [.report, .persist, .install])
+        #expect(flow.state.installerRuns == ["d1"])
+        #expect(flow.handle(.installerExited(success: true, detail: "exit 0"), now: now) == [.report, .persist, .reboot])
+        #expect(flow.phase == .installed)
+        // Not rebooted yet: still the old version in the same boot.
+        #expect(flow.handle(.booted(version: old, bootID: "boot-1"), now: now) == [])
+        // The agent starts again after the reboot.
+        #expect(flow.resume(version: new, bootID: "boot-2", now: now) == [.report, .persist])
+        #expect(flow.phase == .confirming)
+        #expect(flow.handle(.commitExited(success: true, detail: ""), now: now) == [], "no commit before the command was asked for")
+        #expect(flow.phase == .confirming)
+        #expect(flow.handle(.synced, now: now) == [.commit])
+        #expect(flow.handle(.commitExited(success: true, detail: "exit 0"), now: now) == [.report, .persist, .discardImage])
+        #expect(flow.phase == .done && flow.state.highestAccepted == "2.1.0" && flow.state.finished == ["d1"])
+        // Served again, the done manifest is not acted on.
+        #expect(flow.handle(offer, now: now) == [])
+    }
+
+    @Test("an installer that needs no reboot: the booted version is checked at once")
+    func withoutReboot() throws {
+        var flow = flow(reboot: false)
+        _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        _ = flow.handle(.downloadFinished, now: now)
+        _ = flow.handle(.verified(nil, bootID: "b"), now: now)
+        #expect(flow.handle(.installerExited(success: true, detail: ""), now: now) == [.report, .persist, .checkBooted])
+        #expect(flow.handle(.booted(version: new, bootID: "b"), now: now) == [.report, .persist])
+        #expect(flow.phase == .confirming)
+    }
+
+    @Test("the old version booting after the install is a rollback: failed, reported, never installed again")
+    func rollback() throws {
+        var flow = flow()
+        _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        _ = flow.handle(.downloadFinished, now: now)
+        _ = flow.handle(.verified(nil, bootID: "boot-1"), now: now)
+        _ = flow.handle(.installerExited(success: true, detail: ""), now: now)
+        #expect(flow.resume(version: old, bootID: "boot-2", now: now) == [.report, .persist, .discardImage])
+        #expect(flow.phase == .failed && flow.state.update?.reason?.contains("rolled back: 2.0.0 booted after installing 2.1.0") == true)
+        #expect(flow.state.highestAccepted == "2.0.0")
+        #expect(flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now) == [])
+    }
+
+    @Test("refusals fail the offer once with the reason; the manifest of what already runs is no news")
+    func refusals() throws {
+        var flow = flow()
+        let refusal = FirmwareRefusal(kind: .badSignature, message: "not valid")
+        #expect(flow.handle(.offered(digest: "bad", manifest: nil, refusal: refusal, running: old), now: now) == [.report, .persist])
+        #expect(flow.phase == .failed && flow.state.update?.reason == "badSignature: not valid")
+        #expect(flow.handle(.offered(digest: "bad", manifest: nil, refusal: refusal, running: old), now: now) == [], "reported once")
+        let same = FirmwareRefusal(kind: .notNewer, message: "2.0.0 is not newer")
+        #expect(flow.handle(.offered(digest: "same", manifest: try manifest("2.0.0"), refusal: same, running: old), now: now) == [.persist])
+        #expect(flow.state.update?.manifestDigest == "bad", "a silent refusal leaves the last update as it was")
+        // A refused offer does not stop an update under way.
+        _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        #expect(flow.handle(.offered(digest: "replay", manifest: try manifest("1.0.0"), refusal: same, running: old), now: now) == [])
+        #expect(flow.phase == .downloading && flow.state.update?.manifestDigest == "d1")
+    }
+
+    @Test("a mismatched image is fetched once more from zero, then the update fails; the installer never runs")
+    func mismatch() throws {
+        var flow = flow()
+        _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        _ = flow.handle(.downloadFinished, now: now)
+        let wrong = FirmwareRefusal(kind: .hashMismatch, message: "sha256 differs")
+        #expect(flow.handle(.verified(wrong, bootID: nil), now: now) == [.report, .persist, .discardImage, .download(fromZero: true)])
+        #expect(flow.phase == .downloading)
+        _ = flow.handle(.downloadFinished, now: now)
+        #expect(flow.handle(.verified(wrong, bootID: nil), now: now) == [.report, .persist, .discardImage])
+        #expect(flow.phase == .failed && flow.state.installerRuns.isEmpty)
+    }
+
+    @Test("failed attempts count only when the server was reached; permanent failures (404, 410) end at once")
+    func downloadFailures() throws {
+        var flow = flow(attempts: 2)
+        _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        for _ in 0..<5 {
+            #expect(
+                flow.handle(.downloadFailed(reason: "offline", permanent: false, serverReached: false), now: now) == [
+                    .persist, .retryDownload(attempt: 0),
+                ])
+        }
+        #expect(
+            flow.handle(.downloadFailed(reason: "reset", permanent: false, serverReached: true), now: now) == [
+                .persist, .retryDownload(attempt: 1),
+            ])
+        #expect(
+            flow.handle(.downloadFailed(reason: "reset", permanent: false, serverReached: true), now: now) == [
+                .report, .persist, .discardImage,
+            ])
+        #expect(flow.phase == .failed && flow.state.update?.reason == "reset (after 2 failed attempts)")
+        var gone = self.flow()
+        _ = gone.handle(.offered(digest: "d2", manifest: try manifest("2.2.0"), refusal: nil, running: old), now: now)
+        #expect(
+            gone.handle(.downloadFailed(reason: "HTTP 404", permanent: true, serverReached: true), now: now) == [
+                .report, .persist, .discardImage,
+            ])
+        #expect(gone.phase == .failed)
+    }
+
+    @Test("a newer manifest during the download supersedes it; during the install it waits")
+    func supersede() throws {
+        var flow = flow()
+        _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        let newer = UpdateEvent.offered(digest: "d2", manifest: try manifest("2.2.0"), refusal: nil, running: old)
+        #expect(
+            flow.handle(newer, now: now) == [.report, .persist, .discardImage, .report, .persist, .discardImage, .download(fromZero: true)])
+        #expect(flow.phase == .downloading && flow.state.update?.version == "2.2.0" && flow.state.finished == ["d1"])
+        _ = flow.handle(.downloadFinished, now: now)
+        _ = flow.handle(.verified(nil, bootID: "b"), now: now)
+        #expect(flow.handle(.offered(digest: "d3", manifest: try manifest("2.3.0"), refusal: nil, running: old), now: now) == [])
+        #expect(flow.phase == .installing)
+    }
+
+    @Test("a crash while the installer runs: not run again; the booted version decides")
+    func interruptedInstall() throws {
+        var flow = flow()
+        _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        _ = flow.handle(.downloadFinished, now: now)
+        _ = flow.handle(.verified(nil, bootID: "boot-1"), now: now)
+        var restarted = UpdateFlow(state: flow.state, maximumFailedAttempts: 3, rebootRequired: true)
+        #expect(restarted.resume(version: old, bootID: "boot-1", now: now) == [.report, .persist])
+        #expect(restarted.phase == .installed && restarted.state.update?.reason?.contains("not run again") == true)
+        var again = UpdateFlow(state: restarted.state, maximumFailedAttempts: 3, rebootRequired: true)
+        #expect(again.resume(version: new, bootID: "boot-2", now: now) == [.report, .persist])
+        #expect(again.phase == .confirming)
+    }
+
+    @Test("random events, restarts and crashes before a write: the installer is asked for at most once per manifest")
+    func neverTwice() throws {
+        var random = SplitMix64(seed: 17)
+        let manifests = try ["2.1.0", "2.2.0", "1.9.0"].map { try manifest($0) }
+        var totalInstalls = 0
+        var completed = 0
+        for round in 0..<300 {
+            var persisted = FirmwareState()
+            var flow = UpdateFlow(state: persisted, maximumFailedAttempts: 3, rebootRequired: Bool.random(using: &random))
+            var installs: [String: Int] = [:]
+            var booted = old
+            var boot = 0
+            for _ in 0..<60 {
+                var event: UpdateEvent
+                // Half the time what the phase waits for (so the walk gets far), else anything.
+                let natural: UpdateEvent? =
+                    switch flow.phase {
+                    case .downloading: .downloadFinished
+                    case .verifying: .verified(nil, bootID: "b\(boot)")
+                    case .installing: .installerExited(success: true, detail: "")
+                    case .confirming: Bool.random(using: &random) ? .synced : .commitExited(success: true, detail: "")
+                    default: nil
+                    }
+                if let natural, Bool.random(using: &random) {
+                    event = natural
+                } else {
+                    switch Int.random(in: 0..<10, using: &random) {
+                    case 0, 1:
+                        let index = Int.random(in: 0..<3, using: &random)
+                        event = .offered(digest: "d\(index)", manifest: manifests[index], refusal: nil, running: booted)
+                    case 2: event = .downloadFinished
+                    case 3: event = .downloadFailed(reason: "x", permanent: Bool.random(using: &random), serverReached: true)
+                    case 4:
+                        event = .verified(
+                            Bool.random(using: &random) ? nil : FirmwareRefusal(kind: .hashMismatch, message: "x"), bootID: "b\(boot)")
+                    case 5: event = .installerExited(success: Int.random(in: 0..<4, using: &random) > 0, detail: "")
+                    case 6: event = .synced
+                    case 7: event = .commitExited(success: Bool.random(using: &random), detail: "")
+                    case 8:
+                        // A reboot, into the new version or not.
+                        boot += 1
+                        if let version = flow.state.update.flatMap({ SemanticVersion($0.version) }), Bool.random(using: &random) {
+                            booted = version
+                        }
+                        event = .booted(version: booted, bootID: "b\(boot)")
+                    default:
+                        // A crash: what was not persisted is gone; the agent starts again.
+                        flow = UpdateFlow(state: persisted, maximumFailedAttempts: 3, rebootRequired: flow.rebootRequired)
+                        _ = flow.resume(version: booted, bootID: "b\(boot)", now: now)
+                        continue
+                    }
+                }
+                let effects = flow.handle(event, now: now)
+                // The host persists before it acts; a crash between loses the action too.
+                guard let persist = effects.firstIndex(of: .persist) else {
+                    #expect(!effects.contains(.install), "round \(round): an install without persisting first")
+                    continue
+                }
+                if Int.random(in: 0..<8, using: &random) == 0 {
+                    flow = UpdateFlow(state: persisted, maximumFailedAttempts: 3, rebootRequired: flow.rebootRequired)
+                    continue
+                }
+                persisted = flow.state
+                if effects[persist...].contains(.install), let digest = flow.state.update?.manifestDigest {
+                    installs[digest, default: 0] += 1
+                }
+            }
+            #expect(installs.values.allSatisfy { $0 <= 1 }, "round \(round): \(installs)")
+            totalInstalls += installs.values.reduce(0, +)
+            if persisted.update?.phase == .done { completed += 1 }
+            if let floor = persisted.highestAccepted.flatMap(SemanticVersion.init) { #expect(floor >= old) }
+        }
+        // The walk must reach the installer and the end often, or it proves nothing.
+        #expect(totalInstalls > 100 && completed > 10, "\(totalInstalls) installs, \(completed) completed")
+    }
+
+    @Test("the state survives JSON as written to disk")
+    func codable() throws {
+        var flow = flow()
+        _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        let data = try JSONEncoder().encode(flow.state)
+        #expect(try JSONDecoder().decode(FirmwareState.self, from: data) == flow.state)
+    }
+}
