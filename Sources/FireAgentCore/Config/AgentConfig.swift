@@ -156,6 +156,63 @@ public struct AgentConfig: Sendable {
         public var stopTimeout: Duration
     }
 
+    /// Firmware updates (docs/FIRMWARE.md): present when `firmware.manifestURL` is set.
+    public struct Firmware: Sendable {
+        /// The signed manifest, polled with `If-None-Match`.
+        public var manifestURL: URL
+        /// Its detached signature. Default: the manifest's URL with `.sig` appended.
+        public var signatureURL: URL
+        /// The vendor's public keys (read and checked at load); any one valid signature suffices.
+        public var keys: [ManifestKey]
+        /// This device's type: a manifest must list it in `compatible`.
+        public var deviceType: String
+        /// The booted version: the first line of this file (e.g. `/etc/sw-version`)…
+        public var versionFile: String?
+        /// …or the first line of this command's output (argv, no shell).
+        public var versionCommand: [String]?
+        /// This boot's ID (a different one means the device rebooted).
+        public var bootIDFile: String
+        /// State, staging directory (the image and its resume record) and the report queue.
+        public var directory: String
+        /// How often the manifest is polled (jittered; at once when the route comes back).
+        public var pollInterval: Duration
+        /// Each poll is moved by up to this fraction, at random.
+        public var jitter: Double
+        /// Install versions at or below the highest ever accepted (never by default).
+        public var allowDowngrade: Bool
+        /// Image download rate limit, bytes per second (metered links); nil: none.
+        public var maxBytesPerSecond: Int?
+        /// An image download slower than this for `lowSpeedTime` is cut and retried.
+        public var lowSpeedBytesPerSecond: Int
+        /// The window of `lowSpeedBytesPerSecond`.
+        public var lowSpeedTime: Duration
+        /// Download attempts that may fail with the server reachable before the update fails.
+        public var downloadAttempts: Int
+        /// Backoff between download attempts: first delay, doubling up to `retryMaximum`.
+        public var retryInitial: Duration
+        /// The longest delay between two download attempts.
+        public var retryMaximum: Duration
+        /// The install command: argv, `{file}` replaced by the verified image's path and
+        /// `{version}` by its version; run without a shell.
+        public var install: [String]
+        /// The installer is killed (and the update failed) after this long.
+        public var installTimeout: Duration
+        /// Whether an installed image runs only after a reboot (A/B). Default true.
+        public var rebootRequired: Bool
+        /// An installer exit code that also means "installed, reboot needed".
+        public var rebootExitCode: Int?
+        /// The reboot command (argv), run after a successful install when a reboot is
+        /// required; nil waits for something else to reboot the device.
+        public var reboot: [String]?
+        /// The commit command (argv, e.g. `rauc status mark-good`), run once the new version
+        /// has synced with the server; nil: nothing to commit.
+        public var commit: [String]?
+        /// Commands other than the installer are killed after this long.
+        public var commandTimeout: Duration
+        /// Where status events are POSTed (through the firmware report queue); nil: none.
+        public var statusURL: URL?
+    }
+
     /// Who this device is.
     public var device: Device
     /// The fleet backend.
@@ -168,6 +225,8 @@ public struct AgentConfig: Sendable {
     public var logging: Logging
     /// Service behaviour.
     public var daemon: Daemon
+    /// Firmware updates; nil when not configured.
+    public var firmware: Firmware?
     /// The file this was read from.
     public var file: String
 
@@ -344,8 +403,9 @@ public struct AgentConfig: Sendable {
         let stopTimeout = daemonReader.duration("stopTimeout", default: .seconds(10), minimum: .seconds(1), maximum: .seconds(600))
         daemonReader.finish()
 
-        // firmware: reserved for the firmware issue; nothing is read from it yet.
-        root.section("firmware").finish()
+        let firmware =
+            root.has("firmware")
+            ? readFirmware(root.section("firmware"), file: file, queueDirectory: queueDirectory, problems: problems) : nil
 
         guard let deviceID, let url, let api else { return nil }
         return AgentConfig(
@@ -362,7 +422,88 @@ public struct AgentConfig: Sendable {
                 deadLetterDirectory: URL(filePath: deadLetters).standardized.path(percentEncoded: false), maxRecordAge: maxAge,
                 overflow: overflow, retryInitial: retryInitial, retryMaximum: retryMaximum),
             logging: Logging(level: level, format: format), daemon: Daemon(statusFile: statusFile, stopTimeout: stopTimeout),
-            file: file)
+            firmware: firmware, file: file)
+    }
+
+    private static func readFirmware(_ reader: ConfigReader, file: String, queueDirectory: String, problems: ProblemList) -> Firmware? {
+        defer { reader.finish() }
+        func httpURL(_ key: String, _ text: String?) -> URL? {
+            guard let text else { return nil }
+            guard let parsed = URL(string: text), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
+                parsed.host() != nil
+            else {
+                reader.problem(key, "\"\(text)\" is not an http:// or https:// URL with a host")
+                return nil
+            }
+            return parsed
+        }
+        let manifestURL = httpURL("manifestURL", reader.requiredString("manifestURL"))
+        let signatureURL = httpURL("signatureURL", reader.string("signatureURL"))
+        var keys: [ManifestKey] = []
+        let keyPaths = reader.stringArray("keys")
+        if keyPaths.isEmpty && !reader.has("keys") { reader.problem("keys", "is required: the vendor's public keys (PEM or DER)") }
+        for (index, path) in keyPaths.enumerated() {
+            do {
+                keys.append(try ManifestKey(contentsOf: resolve(path, relativeTo: file)))
+            } catch {
+                problems.add("\(reader.keyPath("keys"))[\(index)]", error.message + " (\(error.path))")
+            }
+        }
+        if keyPaths.isEmpty && reader.has("keys") { reader.problem("keys", "must name at least one key file") }
+        let deviceType = reader.requiredString("deviceType")
+        let versionFile = reader.string("versionFile").map { resolve($0, relativeTo: file) }
+        let versionCommand = reader.has("versionCommand") ? reader.stringArray("versionCommand") : nil
+        if versionFile == nil && versionCommand == nil {
+            reader.problem("versionFile", "is required (or versionCommand): where the booted version is read")
+        } else if versionFile != nil && versionCommand != nil {
+            reader.problem("versionCommand", "and versionFile are both set: keep one")
+        }
+        if versionCommand?.isEmpty == true { reader.problem("versionCommand", "must name a program") }
+        let bootIDFile = resolve(reader.string("bootIDFile") ?? "/proc/sys/kernel/random/boot_id", relativeTo: file)
+        let directory = resolve(reader.string("directory") ?? queueDirectory + "/../firmware", relativeTo: file)
+        let pollInterval = reader.duration("pollInterval", default: .seconds(3600), minimum: .seconds(1))
+        let jitter = reader.fraction("jitter", default: 0.2, in: 0...0.5)
+        let allowDowngrade = reader.bool("allowDowngrade", default: false)
+        let rate = reader.has("maxBytesPerSecond") ? Int(reader.byteCount("maxBytesPerSecond", default: 0, minimum: 1024)) : nil
+        let lowSpeed = Int(reader.byteCount("lowSpeedBytesPerSecond", default: 100, minimum: 1))
+        let lowSpeedTime = reader.duration("lowSpeedTime", default: .seconds(60), minimum: .seconds(1))
+        if let rate, lowSpeed >= rate {
+            reader.problem("lowSpeedBytesPerSecond", "must be below maxBytesPerSecond, or every download is cut as too slow")
+        }
+        let attempts = reader.integer("downloadAttempts", default: 10, in: 1...1000)
+        let retryReader = reader.section("retry")
+        let retryInitial = retryReader.duration("initial", default: .seconds(10), minimum: .milliseconds(100), maximum: .seconds(3600))
+        let retryMaximum = retryReader.duration("maximum", default: .seconds(600), minimum: .seconds(1), maximum: .seconds(86400))
+        retryReader.finish()
+        if retryMaximum < retryInitial { reader.problem("retry.maximum", "is shorter than firmware.retry.initial") }
+        let install = reader.stringArray("install")
+        if !reader.has("install") {
+            reader.problem("install", "is required: the install command as an argv list, e.g. [\"rauc\", \"install\", \"{file}\"]")
+        } else if install.isEmpty {
+            reader.problem("install", "must name a program")
+        } else if !install.contains(where: { $0.contains("{file}") }) {
+            reader.problem("install", "must pass the image: put \"{file}\" in one of its arguments")
+        }
+        let installTimeout = reader.duration("installTimeout", default: .seconds(1800), minimum: .seconds(1))
+        let rebootRequired = reader.bool("rebootRequired", default: true)
+        let rebootExitCode = reader.has("rebootExitCode") ? reader.integer("rebootExitCode", default: 0, in: 1...255) : nil
+        let reboot = reader.has("reboot") ? reader.stringArray("reboot") : nil
+        let commit = reader.has("commit") ? reader.stringArray("commit") : nil
+        for (key, argv) in [("reboot", reboot), ("commit", commit)] where argv?.isEmpty == true {
+            reader.problem(key, "must name a program (or leave the key out)")
+        }
+        let commandTimeout = reader.duration("commandTimeout", default: .seconds(120), minimum: .seconds(1))
+        let statusURL = httpURL("statusURL", reader.string("statusURL"))
+        guard let manifestURL, let deviceType, !keys.isEmpty, !install.isEmpty else { return nil }
+        return Firmware(
+            manifestURL: manifestURL,
+            signatureURL: signatureURL ?? URL(string: manifestURL.absoluteString + ".sig") ?? manifestURL,
+            keys: keys, deviceType: deviceType, versionFile: versionFile, versionCommand: versionCommand, bootIDFile: bootIDFile,
+            directory: URL(filePath: directory).standardized.path(percentEncoded: false), pollInterval: pollInterval, jitter: jitter,
+            allowDowngrade: allowDowngrade, maxBytesPerSecond: rate, lowSpeedBytesPerSecond: lowSpeed, lowSpeedTime: lowSpeedTime,
+            downloadAttempts: attempts, retryInitial: retryInitial, retryMaximum: retryMaximum, install: install,
+            installTimeout: installTimeout, rebootRequired: rebootRequired, rebootExitCode: rebootExitCode, reboot: reboot,
+            commit: commit, commandTimeout: commandTimeout, statusURL: statusURL)
     }
 
     /// A path relative to the config file's directory.

@@ -25,7 +25,7 @@ extension AgentConfig {
                 [("version", .number(2)), ("org", .string(organization)), ("bucket", .string(bucket)), ("token", secret(token))] + influx
         }
         let collectors = telemetry.collectors
-        let root: RenderValue = .object([
+        var sections: [(String, RenderValue)] = [
             (
                 "device",
                 .object([
@@ -87,8 +87,43 @@ extension AgentConfig {
             ),
             ("logging", .object([("level", .string(logging.level.rawValue)), ("format", .string(logging.format))])),
             ("daemon", .object([("statusFile", .string(daemon.statusFile)), ("stopTimeout", duration(daemon.stopTimeout))])),
-        ])
-        return root.render(indent: "") + "\n"
+        ]
+        if let firmware { sections.append(("firmware", Self.render(firmware))) }
+        return RenderValue.object(sections).render(indent: "") + "\n"
+    }
+
+    /// The firmware section; keys left unset are left out (null is not a value they take).
+    private static func render(_ firmware: Firmware) -> RenderValue {
+        func duration(_ value: Duration) -> RenderValue { .string(ConfigReader.describe(value)) }
+        func argv(_ list: [String]) -> RenderValue { .array(list.map(RenderValue.string)) }
+        var entries: [(String, RenderValue?)] = [
+            ("manifestURL", .string(firmware.manifestURL.absoluteString)),
+            ("signatureURL", .string(firmware.signatureURL.absoluteString)),
+            ("keys", .array(firmware.keys.map { .string($0.path) })),
+            ("deviceType", .string(firmware.deviceType)),
+            ("versionFile", firmware.versionFile.map(RenderValue.string)),
+            ("versionCommand", firmware.versionCommand.map(argv)),
+            ("bootIDFile", .string(firmware.bootIDFile)),
+            ("directory", .string(firmware.directory)),
+            ("pollInterval", duration(firmware.pollInterval)),
+            ("jitter", .number(firmware.jitter)),
+            ("allowDowngrade", .bool(firmware.allowDowngrade)),
+            ("maxBytesPerSecond", firmware.maxBytesPerSecond.map { .string(ConfigReader.describeBytes(Int64($0))) }),
+            ("lowSpeedBytesPerSecond", .string(ConfigReader.describeBytes(Int64(firmware.lowSpeedBytesPerSecond)))),
+            ("lowSpeedTime", duration(firmware.lowSpeedTime)),
+            ("downloadAttempts", .number(Double(firmware.downloadAttempts))),
+            ("retry", .object([("initial", duration(firmware.retryInitial)), ("maximum", duration(firmware.retryMaximum))])),
+            ("install", argv(firmware.install)),
+            ("installTimeout", duration(firmware.installTimeout)),
+            ("rebootRequired", .bool(firmware.rebootRequired)),
+            ("rebootExitCode", firmware.rebootExitCode.map { .number(Double($0)) }),
+            ("reboot", firmware.reboot.map(argv)),
+            ("commit", firmware.commit.map(argv)),
+            ("commandTimeout", duration(firmware.commandTimeout)),
+            ("statusURL", firmware.statusURL.map { .string($0.absoluteString) }),
+        ]
+        entries.removeAll { $0.1 == nil }
+        return .object(entries.compactMap { key, value in value.map { (key, $0) } })
     }
 }
 

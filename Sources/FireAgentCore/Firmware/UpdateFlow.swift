@@ -108,8 +108,9 @@ public enum UpdateEvent: Sendable, Equatable {
     /// The image was compared with the manifest: nil when it matches. `bootID` is the boot
     /// the installer will run in.
     case verified(FirmwareRefusal?, bootID: String?)
-    /// The installer ended.
-    case installerExited(success: Bool, detail: String)
+    /// The installer ended; `rebootRequired`: the new version runs only after a reboot (the
+    /// config says so, or the installer's exit code).
+    case installerExited(success: Bool, rebootRequired: Bool, detail: String)
     /// The agent looked at what runs: at start, and while `installed`.
     case booted(version: SemanticVersion?, bootID: String?)
     /// A successful sync with the server since the new version runs.
@@ -154,9 +155,6 @@ public struct UpdateFlow: Sendable {
     public private(set) var state: FirmwareState
     /// Failed download attempts (with the server reachable) before the update fails.
     public let maximumFailedAttempts: Int
-    /// Whether a successful install waits for a reboot (else the booted version is checked
-    /// at once).
-    public let rebootRequired: Bool
     /// The commit command was asked for and has not answered (in memory: after a restart the
     /// next sync asks again; committing twice is harmless, `rauc status mark-good` is).
     private var commitPending = false
@@ -165,11 +163,9 @@ public struct UpdateFlow: Sendable {
     /// - Parameters:
     ///   - state: as read from disk.
     ///   - maximumFailedAttempts: download attempts that may fail with the server reachable.
-    ///   - rebootRequired: whether an installed image needs a reboot to run.
-    public init(state: FirmwareState, maximumFailedAttempts: Int, rebootRequired: Bool) {
+    public init(state: FirmwareState, maximumFailedAttempts: Int) {
         self.state = state
         self.maximumFailedAttempts = maximumFailedAttempts
-        self.rebootRequired = rebootRequired
     }
 
     /// The current update's phase (idle when none).
@@ -234,7 +230,7 @@ public struct UpdateFlow: Sendable {
             state.update = update
             remember(update.manifestDigest, in: \.installerRuns)
             return enter(.installing, now: now) + [.install]
-        case .installerExited(let success, let detail):
+        case .installerExited(let success, let rebootRequired, let detail):
             guard phase == .installing else { return [] }
             guard success else { return fail("the installer failed: \(detail)", now: now) }
             return enter(.installed, now: now) + (rebootRequired ? [.reboot] : [.checkBooted])

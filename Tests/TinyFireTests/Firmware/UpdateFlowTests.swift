@@ -16,8 +16,8 @@ struct UpdateFlowTests {
                     .utf8), from: URL(string: "https://u.example/m.json")!)
     }
 
-    func flow(reboot: Bool = true, attempts: Int = 3) -> UpdateFlow {
-        UpdateFlow(state: FirmwareState(), maximumFailedAttempts: attempts, rebootRequired: reboot)
+    func flow(attempts: Int = 3) -> UpdateFlow {
+        UpdateFlow(state: FirmwareState(), maximumFailedAttempts: attempts)
     }
 
     @Test("an A/B update: offered, downloaded, verified, installed once, rebooted into the new version, synced, committed")
@@ -32,7 +32,8 @@ struct UpdateFlowTests {
         #expect(flow.handle(.downloadFinished, now: now) == [.report, .persist, .verify])
         #expect(flow.handle(.verified(nil, bootID: "boot-1"), now: now) == [.report, .persist, .install])
         #expect(flow.state.installerRuns == ["d1"])
-        #expect(flow.handle(.installerExited(success: true, detail: "exit 0"), now: now) == [.report, .persist, .reboot])
+        #expect(
+            flow.handle(.installerExited(success: true, rebootRequired: true, detail: "exit 0"), now: now) == [.report, .persist, .reboot])
         #expect(flow.phase == .installed)
         // Not rebooted yet: still the old version in the same boot.
         #expect(flow.handle(.booted(version: old, bootID: "boot-1"), now: now) == [])
@@ -50,11 +51,12 @@ struct UpdateFlowTests {
 
     @Test("an installer that needs no reboot: the booted version is checked at once")
     func withoutReboot() throws {
-        var flow = flow(reboot: false)
+        var flow = flow()
         _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
         _ = flow.handle(.downloadFinished, now: now)
         _ = flow.handle(.verified(nil, bootID: "b"), now: now)
-        #expect(flow.handle(.installerExited(success: true, detail: ""), now: now) == [.report, .persist, .checkBooted])
+        #expect(
+            flow.handle(.installerExited(success: true, rebootRequired: false, detail: ""), now: now) == [.report, .persist, .checkBooted])
         #expect(flow.handle(.booted(version: new, bootID: "b"), now: now) == [.report, .persist])
         #expect(flow.phase == .confirming)
     }
@@ -65,7 +67,7 @@ struct UpdateFlowTests {
         _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
         _ = flow.handle(.downloadFinished, now: now)
         _ = flow.handle(.verified(nil, bootID: "boot-1"), now: now)
-        _ = flow.handle(.installerExited(success: true, detail: ""), now: now)
+        _ = flow.handle(.installerExited(success: true, rebootRequired: true, detail: ""), now: now)
         #expect(flow.resume(version: old, bootID: "boot-2", now: now) == [.report, .persist, .discardImage])
         #expect(flow.phase == .failed && flow.state.update?.reason?.contains("rolled back: 2.0.0 booted after installing 2.1.0") == true)
         #expect(flow.state.highestAccepted == "2.0.0")
@@ -149,10 +151,10 @@ struct UpdateFlowTests {
         _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
         _ = flow.handle(.downloadFinished, now: now)
         _ = flow.handle(.verified(nil, bootID: "boot-1"), now: now)
-        var restarted = UpdateFlow(state: flow.state, maximumFailedAttempts: 3, rebootRequired: true)
+        var restarted = UpdateFlow(state: flow.state, maximumFailedAttempts: 3)
         #expect(restarted.resume(version: old, bootID: "boot-1", now: now) == [.report, .persist])
         #expect(restarted.phase == .installed && restarted.state.update?.reason?.contains("not run again") == true)
-        var again = UpdateFlow(state: restarted.state, maximumFailedAttempts: 3, rebootRequired: true)
+        var again = UpdateFlow(state: restarted.state, maximumFailedAttempts: 3)
         #expect(again.resume(version: new, bootID: "boot-2", now: now) == [.report, .persist])
         #expect(again.phase == .confirming)
     }
@@ -165,7 +167,7 @@ struct UpdateFlowTests {
         var completed = 0
         for round in 0..<300 {
             var persisted = FirmwareState()
-            var flow = UpdateFlow(state: persisted, maximumFailedAttempts: 3, rebootRequired: Bool.random(using: &random))
+            var flow = UpdateFlow(state: persisted, maximumFailedAttempts: 3)
             var installs: [String: Int] = [:]
             var booted = old
             var boot = 0
@@ -176,7 +178,7 @@ struct UpdateFlowTests {
                     switch flow.phase {
                     case .downloading: .downloadFinished
                     case .verifying: .verified(nil, bootID: "b\(boot)")
-                    case .installing: .installerExited(success: true, detail: "")
+                    case .installing: .installerExited(success: true, rebootRequired: true, detail: "")
                     case .confirming: Bool.random(using: &random) ? .synced : .commitExited(success: true, detail: "")
                     default: nil
                     }
@@ -192,7 +194,9 @@ struct UpdateFlowTests {
                     case 4:
                         event = .verified(
                             Bool.random(using: &random) ? nil : FirmwareRefusal(kind: .hashMismatch, message: "x"), bootID: "b\(boot)")
-                    case 5: event = .installerExited(success: Int.random(in: 0..<4, using: &random) > 0, detail: "")
+                    case 5:
+                        event = .installerExited(
+                            success: Int.random(in: 0..<4, using: &random) > 0, rebootRequired: Bool.random(using: &random), detail: "")
                     case 6: event = .synced
                     case 7: event = .commitExited(success: Bool.random(using: &random), detail: "")
                     case 8:
@@ -204,7 +208,7 @@ struct UpdateFlowTests {
                         event = .booted(version: booted, bootID: "b\(boot)")
                     default:
                         // A crash: what was not persisted is gone; the agent starts again.
-                        flow = UpdateFlow(state: persisted, maximumFailedAttempts: 3, rebootRequired: flow.rebootRequired)
+                        flow = UpdateFlow(state: persisted, maximumFailedAttempts: 3)
                         _ = flow.resume(version: booted, bootID: "b\(boot)", now: now)
                         continue
                     }
@@ -216,7 +220,7 @@ struct UpdateFlowTests {
                     continue
                 }
                 if Int.random(in: 0..<8, using: &random) == 0 {
-                    flow = UpdateFlow(state: persisted, maximumFailedAttempts: 3, rebootRequired: flow.rebootRequired)
+                    flow = UpdateFlow(state: persisted, maximumFailedAttempts: 3)
                     continue
                 }
                 persisted = flow.state
