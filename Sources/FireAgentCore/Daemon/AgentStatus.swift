@@ -186,14 +186,25 @@ public struct AgentStatus: Codable, Sendable, Equatable {
     }
 }
 
-/// The few JSON shapes the status document uses, written with sorted keys.
-private indirect enum StatusJSON {
+/// The few JSON shapes the daemon's documents use (status file, firmware state, reports),
+/// written with sorted keys and without `JSONEncoder`.
+indirect enum StatusJSON {
     case string(String)
     case integer(Int64)
     case unsigned(UInt64)
     case number(Double)
+    case bool(Bool)
+    case null
     case date(Date)
+    case array([StatusJSON])
     case object([(String, StatusJSON)])
+
+    /// The document as text.
+    var text: String {
+        var out = ""
+        write(to: &out, indent: "")
+        return out
+    }
 
     func write(to out: inout String, indent: String) {
         switch self {
@@ -201,7 +212,16 @@ private indirect enum StatusJSON {
         case .integer(let value): out += String(value)
         case .unsigned(let value): out += String(value)
         case .number(let value): out += value.isFinite ? String(value) : "null"
+        case .bool(let value): out += String(value)
+        case .null: out += "null"
         case .date(let date): out += AgentLogHandler.jsonString(AgentLogHandler.timestamp(date))
+        case .array(let items):
+            out += "["
+            for (index, item) in items.enumerated() {
+                if index > 0 { out += ", " }
+                item.write(to: &out, indent: indent)
+            }
+            out += "]"
         case .object(let members):
             guard !members.isEmpty else {
                 out += "{}"

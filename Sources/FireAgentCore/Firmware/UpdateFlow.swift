@@ -15,7 +15,7 @@
 /// `installed` waits for the booted version to be the new one (after a reboot, or at once for
 /// an installer that needs none); `confirming` waits for a successful sync with the server
 /// before the commit command runs.
-public enum UpdatePhase: String, Codable, Sendable, CaseIterable {
+public enum UpdatePhase: String, Sendable, CaseIterable {
     /// No update under way.
     case idle
     /// The image is being fetched into the staging directory.
@@ -35,7 +35,7 @@ public enum UpdatePhase: String, Codable, Sendable, CaseIterable {
 }
 
 /// One update: the manifest it follows and where it stands (persisted in the state file).
-public struct UpdateRecord: Codable, Sendable, Equatable {
+public struct UpdateRecord: Sendable, Equatable {
     /// The phase.
     public var phase: UpdatePhase
     /// SHA-256 (hex) of the manifest's exact bytes: the update's identity.
@@ -71,7 +71,7 @@ public struct UpdateRecord: Codable, Sendable, Equatable {
 }
 
 /// What the firmware flow keeps across restarts (`firmware/state.json`).
-public struct FirmwareState: Codable, Sendable, Equatable {
+public struct FirmwareState: Sendable, Equatable {
     /// The current or last update.
     public var update: UpdateRecord?
     /// The highest version ever committed on this device (the rollback floor), with the

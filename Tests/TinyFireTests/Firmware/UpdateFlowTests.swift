@@ -237,11 +237,24 @@ struct UpdateFlowTests {
         #expect(totalInstalls > 100 && completed > 10, "\(totalInstalls) installs, \(completed) completed")
     }
 
-    @Test("the state survives JSON as written to disk")
-    func codable() throws {
+    @Test("the state survives the store: written durably, read back equal; a damaged file is a typed error")
+    func store() throws {
+        let directory = try agentScratch("store")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try FirmwareStore(directory: directory + "/firmware")
+        #expect(try store.loadState() == FirmwareState(), "no file: a fresh state")
         var flow = flow()
         _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
-        let data = try JSONEncoder().encode(flow.state)
-        #expect(try JSONDecoder().decode(FirmwareState.self, from: data) == flow.state)
+        _ = flow.handle(.downloadFinished, now: now)
+        _ = flow.handle(.verified(nil, bootID: "boot \"1\"\n"), now: now)
+        try store.save(flow.state)
+        #expect(try store.loadState() == flow.state)
+        #expect(!FileManager.default.fileExists(atPath: directory + "/firmware/state.json.tmp"))
+        try Data("{\"finished\": [1]}".utf8).write(to: URL(filePath: directory + "/firmware/state.json"))
+        let error = #expect(throws: AgentError.self) { try store.loadState() }
+        #expect(error?.description.contains("state.json is damaged: finished holds a non-string") == true, "\(String(describing: error))")
+        store.quarantineState()
+        #expect(try store.loadState() == FirmwareState())
+        #expect(FileManager.default.fileExists(atPath: directory + "/firmware/state.json.damaged"))
     }
 }

@@ -1,0 +1,178 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The firmware flow's files in `firmware.directory`:
+///
+/// - `state.json`: `FirmwareState`, replaced durably (temporary file, fsync, rename, fsync of
+///   the directory) before each step, so a kill or a power cut at any moment leaves the old
+///   state or the new one, never a torn one;
+/// - `manifest.json` and `manifest.json.sig`: the manifest being acted on, exactly as signed
+///   (verified again after a restart);
+/// - `staging/`: the image (`image.part` while it downloads, `image.bin` once verified: the
+///   same file system, so the move is a rename) and the download's resume record.
+public struct FirmwareStore: Sendable {
+    /// The directory.
+    public let directory: String
+
+    /// The store in `directory` (created 0700 when missing).
+    /// - Throws: `AgentError` when it cannot be created.
+    public init(directory: String) throws(AgentError) {
+        self.directory = directory
+        for path in [directory, directory + "/staging"] {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw AgentError(description: "firmware.directory \(path): cannot be created: \(error)")
+            }
+        }
+    }
+
+    var statePath: String { directory + "/state.json" }
+    var manifestPath: String { directory + "/manifest.json" }
+    var signaturePath: String { directory + "/manifest.json.sig" }
+    /// The image while it downloads.
+    public var partialImagePath: String { directory + "/staging/image.part" }
+    /// The image once verified: what the installer gets.
+    public var imagePath: String { directory + "/staging/image.bin" }
+    /// The download's resume record (validators of the partial image).
+    var resumeRecordPath: String { directory + "/staging/image.resume" }
+
+    /// Reads the state; a missing file is a fresh state.
+    /// - Throws: `AgentError` naming the file when it is unreadable or not a state document
+    ///   (the caller moves it aside and starts afresh; see `quarantineState`).
+    public func loadState() throws(AgentError) -> FirmwareState {
+        guard let bytes = SystemFiles().readBytes(statePath, limit: 1 << 20, whole: true) else {
+            if access(statePath, F_OK) != 0 { return FirmwareState() }
+            throw AgentError(description: "firmware state \(statePath) cannot be read: \(String(cString: strerror(errno)))")
+        }
+        do {
+            return try FirmwareState(json: JSONValue.parse(Data(bytes), file: statePath))
+        } catch {
+            throw AgentError(description: "firmware state \(statePath) is damaged: \(error)")
+        }
+    }
+
+    /// Moves a damaged state file aside (`state.json.damaged`) so the agent can start.
+    public func quarantineState() {
+        rename(statePath, statePath + ".damaged")
+    }
+
+    /// Replaces the state durably.
+    /// - Throws: `AgentError` naming the file (disk full, read-only).
+    public func save(_ state: FirmwareState) throws(AgentError) {
+        try writeDurably(Array((state.json.text + "\n").utf8), to: statePath)
+    }
+
+    /// Keeps the manifest and its signature being acted on.
+    public func saveManifest(_ manifest: [UInt8], signature: [UInt8]) throws(AgentError) {
+        try writeDurably(signature, to: signaturePath)
+        try writeDurably(manifest, to: manifestPath)
+    }
+
+    /// The kept manifest and signature, if both are there.
+    public func loadManifest() -> (manifest: [UInt8], signature: [UInt8])? {
+        guard let manifest = SystemFiles().readBytes(manifestPath, limit: FirmwareManifest.maximumBytes, whole: true),
+            let signature = SystemFiles().readBytes(signaturePath, limit: ManifestSignature.maximumBytes, whole: true)
+        else { return nil }
+        return (manifest, signature)
+    }
+
+    /// Removes the staged image (partial or verified) and its resume record.
+    public func discardImage() {
+        for path in [partialImagePath, imagePath, resumeRecordPath] { unlink(path) }
+    }
+
+    /// Writes `bytes` to `path` through a temporary file, fsync'd, renamed, with the
+    /// directory fsync'd.
+    private func writeDurably(_ bytes: [UInt8], to path: String) throws(AgentError) {
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw AgentError(description: "\(temporary): \(String(cString: strerror(errno)))") }
+        let written = writeAll(fd, bytes) && fsync(fd) == 0
+        let code = errno
+        close(fd)
+        guard written, rename(temporary, path) == 0 else {
+            let reason = String(cString: strerror(written ? errno : code))
+            unlink(temporary)
+            throw AgentError(description: "\(path) not written: \(reason)")
+        }
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryFD >= 0 {
+            fsync(directoryFD)
+            close(directoryFD)
+        }
+    }
+}
+
+extension FirmwareState {
+    /// The state as the JSON `state.json` holds.
+    var json: StatusJSON {
+        var members: [(String, StatusJSON)] = [
+            ("finished", .array(finished.map(StatusJSON.string))), ("installerRuns", .array(installerRuns.map(StatusJSON.string))),
+            ("highestAccepted", highestAccepted.map(StatusJSON.string) ?? .null),
+        ]
+        if let update {
+            var record: [(String, StatusJSON)] = [
+                ("phase", .string(update.phase.rawValue)), ("manifestDigest", .string(update.manifestDigest)),
+                ("version", .string(update.version)), ("size", .integer(update.size)),
+                ("freshDownloads", .integer(Int64(update.freshDownloads))), ("failedAttempts", .integer(Int64(update.failedAttempts))),
+                ("since", .number(update.since.timeIntervalSince1970)),
+            ]
+            if let value = update.fromVersion { record.append(("fromVersion", .string(value))) }
+            if let value = update.bootID { record.append(("bootID", .string(value))) }
+            if let value = update.reason { record.append(("reason", .string(value))) }
+            members.append(("update", .object(record)))
+        }
+        return .object(members)
+    }
+
+    /// Reads the JSON `json` wrote.
+    /// - Throws: `AgentError` naming the first member that is wrong.
+    init(json: JSONValue) throws(AgentError) {
+        func fail(_ what: String) -> AgentError { AgentError(description: what) }
+        guard case .object(let root) = json else { throw fail("not an object") }
+        func strings(_ value: JSONValue?, _ name: String) throws(AgentError) -> [String] {
+            guard case .array(let items)? = value else { throw fail("\(name) is not an array") }
+            var out: [String] = []
+            for item in items {
+                guard case .string(let text) = item else { throw fail("\(name) holds a non-string") }
+                out.append(text)
+            }
+            return out
+        }
+        self.init()
+        finished = try strings(root["finished"], "finished")
+        installerRuns = try strings(root["installerRuns"], "installerRuns")
+        if case .string(let text)? = root["highestAccepted"] { highestAccepted = text }
+        guard let value = root["update"] else { return }
+        guard case .object(let record) = value else { throw fail("update is not an object") }
+        func text(_ key: String) throws(AgentError) -> String {
+            guard case .string(let value)? = record[key] else { throw fail("update.\(key) is missing") }
+            return value
+        }
+        func number(_ key: String) throws(AgentError) -> Double {
+            guard case .number(let value)? = record[key], value.isFinite else { throw fail("update.\(key) is missing") }
+            return value
+        }
+        guard let phase = UpdatePhase(rawValue: try text("phase")) else { throw fail("update.phase is not a phase") }
+        var update = UpdateRecord(
+            phase: phase, manifestDigest: try text("manifestDigest"), version: try text("version"), fromVersion: nil,
+            size: Int64(clamping: Int64(exactly: (try number("size")).rounded()) ?? 0),
+            since: Date(timeIntervalSince1970: try number("since")))
+        update.freshDownloads = Int(clamping: Int64(exactly: (try number("freshDownloads")).rounded()) ?? 0)
+        update.failedAttempts = Int(clamping: Int64(exactly: (try number("failedAttempts")).rounded()) ?? 0)
+        if case .string(let value)? = record["fromVersion"] { update.fromVersion = value }
+        if case .string(let value)? = record["bootID"] { update.bootID = value }
+        if case .string(let value)? = record["reason"] { update.reason = value }
+        self.update = update
+    }
+}
