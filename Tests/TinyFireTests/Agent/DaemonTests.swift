@@ -23,7 +23,9 @@ struct DaemonTests {
                 interval: "1s", syncInterval: "1s", jitter: 0,
                 influx: { database: "fleet", precision: "ns" }, spoolDirectory: "spool",
               },
-              queue: { directory: "queue" },
+              // A short backoff cap: a delivery that failed while the test machine was slow
+              // (under qemu) must not hold the next one back for longer than the test waits.
+              queue: { directory: "queue", retry: { initial: "200ms", maximum: "2s" } },
               daemon: { statusFile: "status.json", stopTimeout: "2s" },
               \(extra)
             }
@@ -185,7 +187,9 @@ struct DaemonTests {
         #expect(status(directory)?.reloadError?.contains("agent.json5") == true)
         #expect(log(directory).contains("config reload refused; the running config is kept"))
         try dropInSpool(points("after_bad_reload", round: 1, count: 5), as: "a.lp", in: directory)
-        #expect(await eventually { (try? influx.count("after_bad_reload", field: "v")) == 5 }, "not delivering after a refused reload")
+        #expect(
+            await eventually(within: .seconds(120)) { (try? influx.count("after_bad_reload", field: "v")) == 5 },
+            "not delivering after a refused reload: \(log(directory))")
 
         // A good file with a new label: accepted, and points carry the new tag.
         try writeConfig(server: influx.base, in: directory, labels: "site: \"lab\", rack: \"r2\"")
