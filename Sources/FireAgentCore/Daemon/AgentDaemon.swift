@@ -76,6 +76,8 @@ public final class AgentDaemon: @unchecked Sendable {
     private var config: AgentConfig
     private var logger: Logger
     private var agent: Agent
+    /// Firmware updates, when configured: a thread of their own.
+    private var updater: FirmwareUpdater?
     private var reachability: NetworkReachabilityManager?
     private var schedule: DaemonSchedule
     private var status: AgentStatus
@@ -138,6 +140,23 @@ public final class AgentDaemon: @unchecked Sendable {
             close(wakeWrite)
             throw error
         }
+        do {
+            updater = try makeUpdater(config, logger: logger, reachability: reachability)
+        } catch {
+            agent.close()
+            close(wakeRead)
+            close(wakeWrite)
+            throw error
+        }
+    }
+
+    private func makeUpdater(_ config: AgentConfig, logger: Logger, reachability: NetworkReachabilityManager?) throws(AgentError)
+        -> FirmwareUpdater?
+    {
+        guard let firmware = config.firmware else { return nil }
+        return try FirmwareUpdater(
+            config: firmware, agentConfig: config, logger: logger, reachability: reachability, environment: options.environment
+        ) { [weak self] in self?.post(.changed) }
     }
 
     deinit {
@@ -165,6 +184,7 @@ public final class AgentDaemon: @unchecked Sendable {
         attach(agent)
         startReachabilityListener()
         agent.queue.startDelivery()
+        updater?.start()
         status.state = "running"
         writeStatus(now: elapsed())
         logger.info(
@@ -198,6 +218,7 @@ public final class AgentDaemon: @unchecked Sendable {
                 case .routeBack:
                     logger.info("route to the server is back: syncing now")
                     schedule.routeReturned(at: elapsed())
+                    updater?.pollNow()
                     statusDirty = true
                 case .changed: statusDirty = true
                 }
@@ -256,6 +277,9 @@ public final class AgentDaemon: @unchecked Sendable {
         notifier?.stopping(status: "stopping")
         status.state = "stopping"
         writeStatus(now: elapsed())
+        if let updater, !updater.stop(timeout: config.daemon.stopTimeout) {
+            logger.warning("the firmware updater was still busy (an installer runs); its state resumes after restart")
+        }
         if !handOver(agent) {
             logger.warning(
                 "a delivery was still in flight after daemon.stopTimeout; its batch stays queued and is sent again after restart",
@@ -319,6 +343,14 @@ public final class AgentDaemon: @unchecked Sendable {
         logger = freshLogger
         attach(agent)
         agent.queue.startDelivery()
+        updater?.stop(timeout: fresh.daemon.stopTimeout)
+        do {
+            updater = try makeUpdater(fresh, logger: freshLogger, reachability: freshReachability)
+            updater?.start()
+        } catch {
+            updater = nil
+            logger.error("firmware updates are off until the next reload", metadata: ["reason": "\(error)"])
+        }
         schedule.reconfigure(
             collectEvery: fresh.telemetry.interval, syncEvery: fresh.telemetry.syncInterval, jitter: fresh.telemetry.jitter, now: elapsed())
         status.configLoadedAt = Date()
@@ -392,6 +424,7 @@ public final class AgentDaemon: @unchecked Sendable {
         status.deadLetters = delivery.deadLetters
         status.rejectedSpoolLines = delivery.rejectedSpoolLines
         status.stoppedCollectors = agent.stoppedCollectors
+        status.firmware = updater.map { AgentStatus.Firmware($0.snapshot) }
         statusDirty = false
         lastStatusWrite = now
         do {

@@ -98,6 +98,61 @@ public struct AgentStatus: Codable, Sendable, Equatable {
     public var rejectedSpoolLines: Int
     /// Collectors switched off because they failed on this board, with the reason.
     public var stoppedCollectors: [String: String]
+    /// Firmware updates, when configured.
+    public var firmware: Firmware?
+
+    /// Where firmware updates stand (`FirmwareUpdater.Snapshot`).
+    public struct Firmware: Codable, Sendable, Equatable {
+        /// The update's phase (`idle` when none).
+        public var phase: String
+        /// The version being installed, or last installed or refused.
+        public var version: String?
+        /// The version that ran when it was offered.
+        public var fromVersion: String?
+        /// Image bytes on disk.
+        public var downloadedBytes: Int64
+        /// The image's size.
+        public var size: Int64
+        /// Why it failed, or a note.
+        public var reason: String?
+        /// When the phase began.
+        public var since: Date?
+        /// The highest version ever accepted.
+        public var highestAccepted: String?
+        /// When the manifest was last polled.
+        public var lastCheck: Date?
+        /// What the last poll found.
+        public var lastCheckResult: String?
+
+        /// From the updater's snapshot.
+        public init(_ snapshot: FirmwareUpdater.Snapshot) {
+            phase = snapshot.phase
+            version = snapshot.version
+            fromVersion = snapshot.fromVersion
+            downloadedBytes = snapshot.downloadedBytes
+            size = snapshot.size
+            reason = snapshot.reason
+            since = snapshot.since
+            highestAccepted = snapshot.highestAccepted
+            lastCheck = snapshot.lastCheck
+            lastCheckResult = snapshot.lastCheckResult
+        }
+
+        var json: StatusJSON {
+            var members: [(String, StatusJSON)] = [
+                ("phase", .string(phase)), ("downloadedBytes", .integer(downloadedBytes)), ("size", .integer(size)),
+            ]
+            for (key, value) in [
+                ("version", version), ("fromVersion", fromVersion), ("reason", reason), ("highestAccepted", highestAccepted),
+                ("lastCheckResult", lastCheckResult),
+            ] {
+                if let value { members.append((key, .string(value))) }
+            }
+            if let since { members.append(("since", .date(since))) }
+            if let lastCheck { members.append(("lastCheck", .date(lastCheck))) }
+            return .object(members)
+        }
+    }
 
     /// The JSON the status file holds: one object, keys sorted, one member per line, times in
     /// RFC 3339. Written by hand rather than with `JSONEncoder`: the daemon writes it after
@@ -137,6 +192,7 @@ public struct AgentStatus: Codable, Sendable, Equatable {
         if let age = queue.oldestAgeSeconds { queueMembers.append(("oldestAgeSeconds", .number(age))) }
         if let failure = queue.lastFailure { queueMembers.append(("lastFailure", .string(failure))) }
         members.append(("queue", .object(queueMembers)))
+        if let firmware { members.append(("firmware", firmware.json)) }
         var out = ""
         StatusJSON.object(members).write(to: &out, indent: "")
         return Data(out.utf8)

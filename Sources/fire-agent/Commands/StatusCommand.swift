@@ -94,6 +94,23 @@ struct StatusCommand: ParsableCommand {
         for (name, reason) in status.stoppedCollectors.sorted(by: { $0.key < $1.key }) {
             lines.append("collector off: \(name): \(reason)")
         }
+        if let firmware = status.firmware {
+            var line = "firmware:      \(firmware.phase)"
+            if let version = firmware.version, !version.isEmpty {
+                line += " \(version)" + (firmware.fromVersion.map { " (from \($0))" } ?? "")
+            }
+            if firmware.phase == "downloading", firmware.size > 0 {
+                let percent = Int((Double(firmware.downloadedBytes) / Double(firmware.size) * 100).rounded(.down))
+                line += ": \(firmware.downloadedBytes) of \(firmware.size) bytes (\(percent) %)"
+            }
+            if let since = firmware.since { line += ", since \(when(since))" }
+            if let reason = firmware.reason { line += "\n               \(reason)" }
+            if let check = firmware.lastCheck {
+                line += "\n               last check \(when(check)): \(firmware.lastCheckResult ?? "")"
+            }
+            if let floor = firmware.highestAccepted { line += "\n               highest version accepted: \(floor)" }
+            lines.append(line)
+        }
         lines.append("written:       \(when(status.updatedAt))")
         return lines.joined(separator: "\n")
     }

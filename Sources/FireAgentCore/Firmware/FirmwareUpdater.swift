@@ -1,0 +1,755 @@
+import Dispatch
+import HTTPTypes
+import Logging
+import Synchronization
+import TinyFire
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The firmware flow's I/O: it polls the manifest, downloads, verifies, runs the commands and
+/// reports, on a thread of its own so a long download or install never holds the daemon's loop.
+/// Every decision is `UpdateFlow`'s; this type only carries its effects out, in order (report,
+/// persist, act), and feeds it what happened.
+///
+/// Memory: one `Session` (its read buffer and the 64 KiB bound on the manifest), the kept
+/// manifest (at most 64 KiB), up to 64 KiB of a command's output, and the report queue's index.
+/// The image goes to disk through the session's fixed buffers; nothing grows with its size.
+public final class FirmwareUpdater: @unchecked Sendable {
+    // @unchecked: the mutable state below `flow` is touched only by the updater's thread;
+    // `control` (a Mutex) is what other threads share with it.
+
+    /// What `fire-agent status` shows.
+    public struct Snapshot: Sendable, Equatable {
+        /// The update's phase (`idle` when none).
+        public var phase: String
+        /// The version being installed, or last installed or refused.
+        public var version: String?
+        /// The version that ran when it was offered.
+        public var fromVersion: String?
+        /// Bytes of the image on disk, and its size.
+        public var downloadedBytes: Int64
+        /// The image's size.
+        public var size: Int64
+        /// Why it failed, or a note.
+        public var reason: String?
+        /// When the phase began.
+        public var since: Date?
+        /// The version running now.
+        public var running: String?
+        /// The highest version ever accepted (the rollback floor).
+        public var highestAccepted: String?
+        /// When the manifest was last polled, and what came of it.
+        public var lastCheck: Date?
+        /// `unchanged`, `offered 2.1.0`, `no manifest (404)`, or the error.
+        public var lastCheckResult: String?
+    }
+
+    private struct Control {
+        var stopping = false
+        var pollNow = false
+        var request: DownloadRequest?
+        var snapshot: Snapshot
+    }
+
+    private let config: AgentConfig.Firmware
+    private let deviceID: String
+    private let logger: Logger
+    private let store: FirmwareStore
+    private let session: Session
+    private let reports: OfflineQueue?
+    private let spoolDirectory: String?
+    private let onChange: @Sendable () -> Void
+    private let exitAt: String?
+    private let control: Mutex<Control>
+    private let wake = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    private let hasher = ImageHasher()
+    private let clock = ContinuousClock()
+
+    private var flow: UpdateFlow
+    /// The manifest being acted on (verified), its bytes' digest, and its signature.
+    private var manifest: FirmwareManifest?
+    private var entityTag: String?
+    private var nextPoll: ContinuousClock.Instant
+    private var retryAt: ContinuousClock.Instant?
+    private var lastProgressReport = ContinuousClock.now
+    private var stateWriteFailed = false
+
+    /// Opens the firmware directory and reads the state.
+    /// - Parameters:
+    ///   - config: the firmware section.
+    ///   - agentConfig: the whole config (device id, the server's TLS settings, the spool).
+    ///   - logger: where transitions and command output go.
+    ///   - reachability: wakes the report queue when the route returns.
+    ///   - environment: `FIRE_AGENT_FIRMWARE_EXIT_AT` (tests: exit right after persisting that
+    ///     phase, or `installer-exited`).
+    ///   - onChange: called (from the updater's thread) when the snapshot changed.
+    /// - Throws: `AgentError` when the directory or the report queue cannot be used.
+    public init(
+        config: AgentConfig.Firmware, agentConfig: AgentConfig, logger: Logger, reachability: NetworkReachabilityManager?,
+        environment: [String: String], onChange: @escaping @Sendable () -> Void
+    ) throws(AgentError) {
+        self.config = config
+        self.deviceID = agentConfig.device.id
+        self.logger = logger
+        self.onChange = onChange
+        self.spoolDirectory = agentConfig.telemetry.spoolDirectory
+        self.exitAt = environment["FIRE_AGENT_FIRMWARE_EXIT_AT"]
+        store = try FirmwareStore(directory: config.directory)
+        var state: FirmwareState
+        do {
+            state = try store.loadState()
+        } catch {
+            logger.error("firmware state damaged: moved aside, starting afresh", metadata: ["reason": "\(error)"])
+            store.quarantineState()
+            store.discardImage()
+            state = FirmwareState()
+        }
+        flow = UpdateFlow(state: state, maximumFailedAttempts: config.downloadAttempts)
+        var configuration = SessionConfiguration()
+        configuration.connectTimeout = agentConfig.server.connectTimeout
+        configuration.idleTimeout = agentConfig.server.idleTimeout
+        configuration.maxInMemoryBodyBytes = FirmwareManifest.maximumBytes
+        configuration.maxReceiveBytesPerSecond = config.maxBytesPerSecond
+        configuration.lowSpeedLimit = LowSpeedLimit(bytesPerSecond: config.lowSpeedBytesPerSecond, window: config.lowSpeedTime)
+        if let caFile = agentConfig.server.caFile { configuration.tls.caCertificateFiles = [caFile] }
+        configuration.tls.clientCertificateFile = agentConfig.server.clientCertificate
+        configuration.tls.clientKeyFile = agentConfig.server.clientKey
+        var trust: ServerTrustManager?
+        if !agentConfig.server.pins.isEmpty, let host = agentConfig.server.url.host() {
+            // The fleet server's pins hold wherever it serves firmware too; other hosts (a
+            // CDN) are checked against the CA bundle, and the manifest's signature covers
+            // the image either way.
+            if let evaluator = try? PublicKeysTrustEvaluator(pins: agentConfig.server.pins) {
+                trust = ServerTrustManager(allHostsMustBeEvaluated: false, evaluators: [host: evaluator])
+            }
+        }
+        session = Session(configuration: configuration, serverTrustManager: trust)
+        if config.statusURL != nil {
+            var queueConfiguration = OfflineQueue.Configuration(maxRecords: 1000, maxBytes: 4 << 20)
+            queueConfiguration.backoff = OfflineQueue.Backoff(initial: config.retryInitial, maximum: config.retryMaximum)
+            queueConfiguration.disposition = { status in
+                if (200..<300).contains(status) { return .delivered }
+                // The status server refuses the event for good: kept no longer.
+                if (400..<500).contains(status) && status != 408 && status != 429 { return .discard }
+                return .retry
+            }
+            do {
+                reports = try OfflineQueue(
+                    directory: config.directory + "/reports", configuration: queueConfiguration, session: session,
+                    reachability: reachability, logger: logger)
+            } catch {
+                throw AgentError(description: "firmware report queue \(config.directory)/reports: \(error)")
+            }
+        } else {
+            reports = nil
+        }
+        nextPoll = clock.now
+        control = Mutex(
+            Control(
+                snapshot: Snapshot(
+                    phase: UpdatePhase.idle.rawValue, downloadedBytes: 0, size: 0, highestAccepted: state.highestAccepted)))
+    }
+
+    /// Starts the updater's thread.
+    public func start() {
+        reports?.startDelivery()
+        DispatchQueue(label: "fire-agent.firmware").async { [self] in
+            run()
+            finished.signal()
+        }
+    }
+
+    /// Polls the manifest at once (the route to the server came back).
+    public func pollNow() {
+        control.withLock { $0.pollNow = true }
+        wake.signal()
+    }
+
+    /// Stops: a download in flight is cancelled (its bytes stay for the next start), the
+    /// thread ends after the step it is in. An installer that is running is not killed; the
+    /// flow records its outcome as unknown at the next start if the agent exits before it ends.
+    /// - Parameter timeout: how long to wait for the thread.
+    /// - Returns: whether the thread ended in time.
+    @discardableResult
+    public func stop(timeout: Duration) -> Bool {
+        let request = control.withLock { control -> DownloadRequest? in
+            control.stopping = true
+            return control.request
+        }
+        request?.cancel()
+        wake.signal()
+        let ended = finished.wait(timeout: .now() + .nanoseconds(Int(clamping: timeout.totalNanoseconds))) == .success
+        reports?.close()
+        return ended
+    }
+
+    /// The status `fire-agent status` shows.
+    public var snapshot: Snapshot { control.withLock { $0.snapshot } }
+
+    private var stopping: Bool { control.withLock { $0.stopping } }
+
+    // MARK: - The loop
+
+    private func run() {
+        logger.info(
+            "firmware updates on", metadata: ["manifest": "\(config.manifestURL)", "pollInterval": "\(ConfigReader.describe(config.pollInterval))"])
+        if flow.state.update != nil, flow.phase != .done && flow.phase != .failed && flow.phase != .idle { restoreManifest() }
+        let version = bootedVersion()
+        perform(flow.resume(version: version, bootID: bootID(), now: Date()))
+        publish()
+        while !stopping {
+            let now = clock.now
+            let asked = control.withLock { control -> Bool in
+                defer { control.pollNow = false }
+                return control.pollNow
+            }
+            if asked { nextPoll = now }
+            if let at = retryAt, now >= at || asked {
+                retryAt = nil
+                perform([.download(fromZero: false)])
+                continue
+            }
+            if now >= nextPoll {
+                poll()
+                let spread = 1 + config.jitter * Double.random(in: -1...1)
+                nextPoll = clock.now + config.pollInterval * spread
+                continue
+            }
+            let deadline = min(nextPoll, retryAt ?? nextPoll)
+            let nanoseconds = max(0, (deadline - clock.now).totalNanoseconds)
+            _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
+        }
+    }
+
+    /// Feeds `event` and carries out what follows.
+    private func feed(_ event: UpdateEvent) {
+        perform(flow.handle(event, now: Date()))
+    }
+
+    /// Carries out `effects` in order; an action's outcome is fed back at once.
+    private func perform(_ effects: [UpdateEffect]) {
+        var work = effects[...]
+        while let effect = work.popFirst() {
+            if stopping, effect != .persist, effect != .report { return }
+            var outcome: UpdateEvent?
+            switch effect {
+            case .report: report()
+            case .persist:
+                guard persist() else { return }  // not on disk: nothing may act on it
+            case .download(let fromZero): outcome = download(fromZero: fromZero)
+            case .retryDownload(let attempt):
+                let delay = OfflineQueue.Backoff(initial: config.retryInitial, maximum: config.retryMaximum)
+                    .delay(afterFailure: max(1, attempt), random: Double.random(in: 0...1))
+                retryAt = clock.now + delay
+                logger.info("firmware download will be tried again", metadata: ["in": "\(ConfigReader.describe(delay))"])
+            case .verify: outcome = verify()
+            case .install: outcome = install()
+            case .reboot: reboot()
+            case .checkBooted: outcome = .booted(version: bootedVersion(), bootID: bootID())
+            case .commit: outcome = commit()
+            case .discardImage:
+                store.discardImage()
+                hasher.reset()
+            }
+            publish()
+            if let outcome {
+                if stopping, case .downloadFailed = outcome { return }  // cancelled by stop: resumes at the next start
+                work = flow.handle(outcome, now: Date())[...] + work
+            }
+        }
+    }
+
+    private func persist() -> Bool {
+        do {
+            try store.save(flow.state)
+            if stateWriteFailed { logger.info("firmware state written again") }
+            stateWriteFailed = false
+        } catch {
+            logger.error("firmware state not written: the update waits", metadata: ["reason": "\(error)"])
+            stateWriteFailed = true
+            retryAt = nil
+            return false
+        }
+        if let exitAt, exitAt == flow.phase.rawValue {
+            logger.warning("FIRE_AGENT_FIRMWARE_EXIT_AT: exiting after persisting \(exitAt)")
+            _exit(86)
+        }
+        return true
+    }
+
+    // MARK: - Poll
+
+    private func poll() {
+        if flow.phase == .installed { feed(.booted(version: bootedVersion(), bootID: bootID())) }
+        var headers: HTTPHeaders = ["Accept-Encoding": "identity"]
+        if let entityTag { headers.update(name: "If-None-Match", value: entityTag) }
+        let response = fetch(config.manifestURL, headers: headers)
+        let code = response.response?.status.code
+        var result: String
+        switch (code, response.result) {
+        case (304?, _):
+            result = "unchanged"
+            synced()
+        case (let status?, .success(let data)) where (200..<300).contains(status):
+            entityTag = response.response?.headerFields[.eTag]
+            synced()
+            result = consider(Array(data))
+        case (let status?, _):
+            result = "HTTP \(status) for the manifest"
+            logger.warning("firmware manifest not fetched", metadata: ["url": "\(config.manifestURL)", "status": "\(status)"])
+        case (nil, .failure(let error)):
+            result = "\(error)"
+            logger.warning("firmware manifest not fetched", metadata: ["reason": "\(error)"])
+        case (nil, .success):
+            result = "no response"
+        }
+        control.withLock {
+            $0.snapshot.lastCheck = Date()
+            $0.snapshot.lastCheckResult = result
+        }
+        onChange()
+    }
+
+    private func synced() {
+        if flow.phase == .confirming { feed(.synced) }
+    }
+
+    /// A manifest fetched: new ones are verified and offered to the flow.
+    /// - Returns: what the check found, for the status.
+    private func consider(_ bytes: [UInt8]) -> String {
+        let digest = hex(SHA256Hasher.digest(of: bytes))
+        if flow.state.finished.contains(digest) || flow.state.update?.manifestDigest == digest { return "unchanged" }
+        let running = bootedVersion()
+        var manifest: FirmwareManifest?
+        var refusal: FirmwareRefusal?
+        var signature: [UInt8] = []
+        do throws(FirmwareRefusal) {
+            let answer = fetch(config.signatureURL, headers: ["Accept-Encoding": "identity"])
+            guard let status = answer.response?.status.code, (200..<300).contains(status), case .success(let data) = answer.result else {
+                if answer.response == nil {
+                    // Not the manifest's fault: the signature is fetched again next time.
+                    return "signature not fetched: \(answer.error.map { "\($0)" } ?? "no response")"
+                }
+                throw FirmwareRefusal(
+                    kind: .badSignature, message: "the signature \(config.signatureURL) answered HTTP \(answer.response?.status.code ?? 0)")
+            }
+            signature = Array(data)
+            let key = try ManifestSignature.verify(signature, of: bytes, keys: config.keys)
+            let parsed = try FirmwareManifest.parse(bytes, from: config.manifestURL)
+            manifest = parsed
+            try UpdateDecision.check(
+                parsed, deviceType: config.deviceType, highestAccepted: flow.state.highestAccepted.flatMap(SemanticVersion.init),
+                allowDowngrade: config.allowDowngrade, now: Date())
+            logger.info(
+                "firmware offered", metadata: ["version": "\(parsed.version)", "signedBy": "\(key.fingerprint)", "notes": "\(parsed.notes ?? "")"])
+        } catch {
+            refusal = error
+            logger.warning("firmware manifest refused", metadata: ["reason": "\(error)", "manifest": "\(digest.prefix(16))"])
+        }
+        if refusal == nil, let manifest {
+            do {
+                try store.saveManifest(bytes, signature: signature)
+            } catch {
+                logger.error("firmware manifest not kept: the update waits", metadata: ["reason": "\(error)"])
+                return "not kept: \(error)"
+            }
+            self.manifest = manifest
+        }
+        feed(.offered(digest: digest, manifest: manifest, refusal: refusal, running: running))
+        if let refusal { return "refused: \(refusal)" }
+        return "offered \(manifest.map { "\($0.version)" } ?? "")"
+    }
+
+    /// After a restart: the kept manifest, verified again (a file on disk is not trusted more
+    /// than the network).
+    private func restoreManifest() {
+        guard let update = flow.state.update, let kept = store.loadManifest() else {
+            logger.error("firmware manifest of the update under way is missing")
+            manifest = nil
+            return
+        }
+        do throws(FirmwareRefusal) {
+            guard hex(SHA256Hasher.digest(of: kept.manifest)) == update.manifestDigest else {
+                throw FirmwareRefusal(kind: .badManifest, message: "the kept manifest is not the one the update follows")
+            }
+            try ManifestSignature.verify(kept.signature, of: kept.manifest, keys: config.keys)
+            manifest = try FirmwareManifest.parse(kept.manifest, from: config.manifestURL)
+        } catch {
+            logger.error("firmware manifest kept on disk refused", metadata: ["reason": "\(error)"])
+            manifest = nil
+        }
+    }
+
+    // MARK: - Download and verify
+
+    private func download(fromZero: Bool) -> UpdateEvent {
+        guard let manifest else {
+            return .downloadFailed(reason: "the manifest being acted on is missing or refused", permanent: true, serverReached: false)
+        }
+        var resume: DownloadResumeData?
+        if fromZero {
+            store.discardImage()
+        } else if let record = DownloadResumeData.read(from: store.resumeRecordPath),
+            record.entityTag != nil || record.lastModified != nil, record.url == manifest.image
+        {
+            var info = stat()
+            if stat(store.partialImagePath, &info) == 0, info.st_size > 0, info.st_size <= manifest.size {
+                resume = DownloadResumeData(
+                    url: manifest.image, partialFile: store.partialImagePath, bytesOnDisk: UInt64(info.st_size),
+                    entityTag: record.entityTag, lastModified: record.lastModified, totalLength: record.totalLength)
+            }
+        }
+        if resume == nil { store.discardImage() }
+        let onDisk = Int64(resume?.bytesOnDisk ?? 0)
+        // The bytes already on disk go into the digest now, off the session's loop.
+        guard hasher.rebuild(from: store.partialImagePath, length: UInt64(onDisk)) else {
+            store.discardImage()
+            return .downloadFailed(reason: "the partial image cannot be read", permanent: false, serverReached: false)
+        }
+        var space = statvfs()
+        if statvfs(store.directory + "/staging", &space) == 0 {
+            let available = Int64(space.f_bavail) * Int64(space.f_frsize)
+            if available < manifest.size - onDisk {
+                return .downloadFailed(
+                    reason: "not enough space in \(store.directory)/staging: \(manifest.size - onDisk) bytes needed, \(available) free",
+                    permanent: true, serverReached: false)
+            }
+        }
+        logger.info(
+            onDisk > 0 ? "firmware download continues" : "firmware download starts",
+            metadata: ["url": "\(manifest.image)", "from": "\(onDisk)", "size": "\(manifest.size)"])
+        let partial = URL(filePath: store.partialImagePath)
+        let request = session.download(
+            manifest.image, method: .get, headers: ["Accept-Encoding": "identity"], body: nil,
+            target: .destination({ _, _ in (partial, [.removePreviousFile]) }), acceptableStatusCodes: 200..<300,
+            includeResponseHead: false, resumingFrom: resume, partialPolicy: .inPlace, resumeRecord: store.resumeRecordPath,
+            bodyObserver: hasher, maximumFileSize: UInt64(manifest.size))
+        let size = manifest.size
+        request.downloadProgress { [weak self] progress in self?.progressed(Int64(progress.completedUnitCount), of: size) }
+        control.withLock { $0.request = request }
+        if stopping { request.cancel() }
+        let response = wait(request)
+        control.withLock { $0.request = nil }
+        guard let error = response.error else { return .downloadFinished }
+        let status = response.response?.status.code
+        if let status, status == 404 || status == 410 {
+            return .downloadFailed(reason: "the image \(manifest.image) is gone (HTTP \(status))", permanent: true, serverReached: true)
+        }
+        if let status, (400..<500).contains(status), status != 408, status != 429 {
+            return .downloadFailed(reason: "the image \(manifest.image) is refused (HTTP \(status))", permanent: true, serverReached: true)
+        }
+        if case .sessionTaskFailed(let transfer) = error {
+            if case .fileSizeExceeded = transfer.reason {
+                return .downloadFailed(
+                    reason: "the server sends more than the \(manifest.size) bytes signed", permanent: true, serverReached: true)
+            }
+            return .downloadFailed(reason: "\(error)", permanent: false, serverReached: !transfer.isNetworkUnavailable)
+        }
+        return .downloadFailed(reason: "\(error)", permanent: false, serverReached: status != nil)
+    }
+
+    private func progressed(_ bytes: Int64, of size: Int64) {
+        control.withLock { $0.snapshot.downloadedBytes = bytes }
+        let now = ContinuousClock.now
+        guard now - lastProgressReport >= .seconds(1) || bytes == size else { return }
+        lastProgressReport = now
+        onChange()
+    }
+
+    private func verify() -> UpdateEvent {
+        let id = bootID()
+        guard let manifest else {
+            return .verified(FirmwareRefusal(kind: .badManifest, message: "the manifest being acted on is missing or refused"), bootID: id)
+        }
+        let verified = access(store.imagePath, F_OK) == 0
+        let path = verified ? store.imagePath : store.partialImagePath
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            return .verified(FirmwareRefusal(kind: .sizeMismatch, message: "the image is not in \(path)"), bootID: id)
+        }
+        guard Int64(info.st_size) == manifest.size else {
+            return .verified(
+                FirmwareRefusal(kind: .sizeMismatch, message: "the image is \(info.st_size) bytes, the manifest signed \(manifest.size)"),
+                bootID: id)
+        }
+        let started = ContinuousClock.now
+        var digest: [UInt8]
+        if !verified, hasher.count == UInt64(info.st_size) {
+            digest = hasher.finish()  // hashed while it was written
+        } else {
+            guard hasher.rebuild(from: path, length: UInt64(info.st_size)) else {
+                return .verified(FirmwareRefusal(kind: .hashMismatch, message: "the image cannot be read"), bootID: id)
+            }
+            digest = hasher.finish()
+        }
+        guard digest == manifest.sha256 else {
+            return .verified(
+                FirmwareRefusal(kind: .hashMismatch, message: "the image's SHA-256 is \(hex(digest)), the manifest signed \(hex(manifest.sha256))"),
+                bootID: id)
+        }
+        if !verified {
+            // Verified: the move to the final name is a rename on the same file system.
+            guard rename(store.partialImagePath, store.imagePath) == 0 else {
+                return .verified(
+                    FirmwareRefusal(kind: .hashMismatch, message: "the image cannot be moved into place: \(String(cString: strerror(errno)))"),
+                    bootID: id)
+            }
+            unlink(store.resumeRecordPath)
+            syncDirectory(store.directory + "/staging")
+        }
+        logger.info(
+            "firmware image verified", metadata: ["sha256": "\(hex(digest))", "took": "\(ConfigReader.describe(ContinuousClock.now - started))"])
+        return .verified(nil, bootID: id)
+    }
+
+    // MARK: - Commands
+
+    private func install() -> UpdateEvent {
+        guard let manifest else {
+            return .installerExited(success: false, rebootRequired: false, detail: "the manifest being acted on is missing or refused")
+        }
+        let argv = CommandRunner.expand(config.install, file: store.imagePath, version: manifest.version.description)
+        logger.info("firmware installer starts", metadata: ["command": "\(argv.joined(separator: " "))"])
+        let event: UpdateEvent
+        do {
+            let result = try CommandRunner.run(argv, timeout: config.installTimeout)
+            log(result, of: "installer")
+            let rebootCode = config.rebootExitCode.map { Int32($0) }
+            let success = !result.timedOut && (result.exitCode == 0 || (rebootCode != nil && result.exitCode == rebootCode))
+            let reboot = config.rebootRequired || (rebootCode != nil && result.exitCode == rebootCode)
+            event = .installerExited(success: success, rebootRequired: reboot, detail: describe(result))
+        } catch {
+            event = .installerExited(success: false, rebootRequired: false, detail: error.description)
+        }
+        if exitAt == "installer-exited" {
+            logger.warning("FIRE_AGENT_FIRMWARE_EXIT_AT: exiting after the installer, before recording its outcome")
+            _exit(86)
+        }
+        return event
+    }
+
+    private func reboot() {
+        guard let argv = config.reboot else {
+            logger.info("firmware installed: waiting for a reboot into the new version")
+            return
+        }
+        logger.info("firmware installed: rebooting", metadata: ["command": "\(argv.joined(separator: " "))"])
+        do {
+            log(try CommandRunner.run(argv, timeout: config.commandTimeout), of: "reboot command")
+        } catch {
+            logger.error("firmware reboot command failed: waiting for a reboot", metadata: ["reason": "\(error)"])
+        }
+    }
+
+    private func commit() -> UpdateEvent {
+        guard let argv = config.commit else { return .commitExited(success: true, detail: "no commit command") }
+        logger.info("firmware commit starts", metadata: ["command": "\(argv.joined(separator: " "))"])
+        do {
+            let result = try CommandRunner.run(argv, timeout: config.commandTimeout)
+            log(result, of: "commit command")
+            return .commitExited(success: result.succeeded, detail: describe(result))
+        } catch {
+            return .commitExited(success: false, detail: error.description)
+        }
+    }
+
+    private func log(_ result: CommandResult, of name: String) {
+        let text = result.outputText
+        let metadata: Logger.Metadata = ["result": "\(result.summary)", "output": "\(text.suffix(4096))"]
+        if result.succeeded { logger.info("firmware \(name) ended", metadata: metadata) } else { logger.error("firmware \(name) failed", metadata: metadata) }
+    }
+
+    private func describe(_ result: CommandResult) -> String {
+        let last = result.outputText.split(separator: "\n").last.map { ": " + $0.prefix(200) } ?? ""
+        return result.summary + last
+    }
+
+    /// The booted version: the first line of `versionFile` or of `versionCommand`'s output.
+    private func bootedVersion() -> SemanticVersion? {
+        var text: String?
+        if let file = config.versionFile {
+            text = SystemFiles().read(file, limit: 4096)
+        } else if let argv = config.versionCommand, let result = try? CommandRunner.run(argv, timeout: config.commandTimeout, outputLimit: 4096),
+            result.succeeded
+        {
+            text = String(decoding: result.output, as: UTF8.self)
+        }
+        let line = text?.split(whereSeparator: \.isNewline).first.map { String($0).trimmed() }
+        let version = line.flatMap(SemanticVersion.init)
+        if version == nil { logger.warning("the booted version cannot be read", metadata: ["found": "\(line ?? "nothing")"]) }
+        return version
+    }
+
+    private func bootID() -> String? {
+        SystemFiles().read(config.bootIDFile, limit: 256)?.trimmed()
+    }
+
+    // MARK: - Reports
+
+    /// Reports the update as it is: the log, the status, a status event through the report
+    /// queue (same Idempotency-Key when repeated after a crash), a `fire_agent_update` point.
+    private func report() {
+        guard let update = flow.state.update else { return }
+        let progress = update.size > 0 ? Double(control.withLock { $0.snapshot.downloadedBytes }) / Double(update.size) : 0
+        logger.info(
+            "firmware update \(update.phase.rawValue)",
+            metadata: ["version": "\(update.version)", "from": "\(update.fromVersion ?? "?")", "reason": "\(update.reason ?? "")"])
+        let now = Date()
+        if let url = config.statusURL, let reports {
+            var members: [(String, StatusJSON)] = [
+                ("device", .string(deviceID)), ("manifest", .string(update.manifestDigest)), ("version", .string(update.version)),
+                ("state", .string(update.phase.rawValue)), ("progress", .number((min(progress, 1) * 1000).rounded() / 1000)),
+                ("time", .date(now)),
+            ]
+            if let from = update.fromVersion { members.append(("fromVersion", .string(from))) }
+            if let reason = update.reason { members.append(("reason", .string(reason))) }
+            var request = URLRequest(url: url)
+            request.method = .post
+            request.headers.update(name: "Content-Type", value: "application/json")
+            let key = "fw-\(update.manifestDigest.prefix(16))-\(update.phase.rawValue)-\(update.freshDownloads)"
+            request.headers.update(name: OfflineQueue.idempotencyKeyHeader, value: key)
+            request.httpBody = Data(StatusJSON.object(members).text.utf8)
+            do {
+                try reports.enqueue(request)
+            } catch {
+                logger.error("firmware report not queued", metadata: ["reason": "\(error)"])
+            }
+        }
+        if let spoolDirectory {
+            var fields: [String: Point.Value] = ["state": .string(update.phase.rawValue), "progress": .float(min(progress, 1))]
+            if let reason = update.reason { fields["reason"] = .string(String(reason.prefix(1024))) }
+            let nanoseconds = Int64(now.timeIntervalSince1970 * 1e9)
+            let point = Point(
+                measurement: "fire_agent_update", tags: ["device": deviceID, "version": update.version.isEmpty ? "unknown" : update.version],
+                fields: fields, timestamp: nanoseconds)
+            if let line = LineProtocol.encode(point, precision: .ns) {
+                let name = "fire-agent-update-\(nanoseconds).lp"
+                let hidden = spoolDirectory + "/." + name
+                let fd = open(hidden, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+                if fd >= 0 {
+                    let written = writeAll(fd, Array((line + "\n").utf8))
+                    close(fd)
+                    if written { rename(hidden, spoolDirectory + "/" + name) } else { unlink(hidden) }
+                }
+            }
+        }
+    }
+
+    /// Copies the flow's state into the snapshot.
+    private func publish() {
+        let update = flow.state.update
+        let highest = flow.state.highestAccepted
+        control.withLock {
+            $0.snapshot.phase = update?.phase.rawValue ?? UpdatePhase.idle.rawValue
+            $0.snapshot.version = update?.version
+            $0.snapshot.fromVersion = update?.fromVersion
+            $0.snapshot.size = update?.size ?? 0
+            $0.snapshot.reason = update?.reason
+            $0.snapshot.since = update?.since
+            $0.snapshot.highestAccepted = highest
+        }
+        onChange()
+    }
+
+    // MARK: - Helpers
+
+    /// The body of a GET, blocking this thread until it ends.
+    private func fetch(_ url: URL, headers: HTTPHeaders) -> DataResponse<Data, TinyFireError> {
+        let box = SendableBox<DataResponse<Data, TinyFireError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        session.request(url, headers: headers).responseData(queue: .global(), emptyResponseCodes: [204, 304]) { response in
+            box.value = response
+            done.signal()
+        }
+        done.wait()
+        return box.value!
+    }
+
+    /// A download's outcome, blocking this thread until it ends.
+    private func wait(_ request: DownloadRequest) -> DownloadResponse<URL?, TinyFireError> {
+        let box = SendableBox<DownloadResponse<URL?, TinyFireError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        request.response(queue: .global()) { response in
+            box.value = response
+            done.signal()
+        }
+        done.wait()
+        return box.value!
+    }
+
+    private func syncDirectory(_ path: String) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        fsync(fd)
+        close(fd)
+    }
+}
+
+/// Lowercase hexadecimal.
+func hex(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out = [UInt8]()
+    out.reserveCapacity(bytes.count * 2)
+    for byte in bytes {
+        out.append(digits[Int(byte >> 4)])
+        out.append(digits[Int(byte & 0xF)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+/// The image's SHA-256, fed by the download as bytes reach the file (the session's loop) and
+/// rebuilt from the partial file after a restart (the updater's thread, before the download).
+final class ImageHasher: DownloadBodyObserver, @unchecked Sendable {
+    private let state = Mutex<Void>(())
+    private let hasher = SHA256Hasher()
+
+    /// Bytes hashed.
+    var count: UInt64 { state.withLock { _ in hasher.count } }
+
+    func reset() { state.withLock { _ in hasher.reset() } }
+
+    func finish() -> [UInt8] { state.withLock { _ in hasher.finish() } }
+
+    /// Hashes the first `length` bytes of `path` afresh.
+    /// - Returns: false when they cannot be read.
+    func rebuild(from path: String, length: UInt64) -> Bool {
+        state.withLock { _ in
+            hasher.reset()
+            guard length > 0 else { return true }
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return false }
+            defer { close(fd) }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+            defer { buffer.deallocate() }
+            var remaining = length
+            while remaining > 0 {
+                let count = read(fd, buffer.baseAddress, Int(min(UInt64(buffer.count), remaining)))
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { return false }
+                hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                remaining -= UInt64(count)
+            }
+            return true
+        }
+    }
+
+    func bodyStarts(at offset: UInt64, partialFile: String) {
+        // Normally the updater rebuilt the digest up to `offset` before asking; a response that
+        // starts elsewhere (a 200 instead of a 206, a shorter file) is hashed from the file.
+        if count != offset { _ = rebuild(from: partialFile, length: offset) }
+    }
+
+    func bodyWritten(_ bytes: UnsafeRawBufferPointer) {
+        state.withLock { _ in hasher.update(bytes) }
+    }
+}
