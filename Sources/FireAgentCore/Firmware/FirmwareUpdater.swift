@@ -82,6 +82,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private var nextPoll: ContinuousClock.Instant
     private var retryAt: ContinuousClock.Instant?
     private var lastProgressReport = ContinuousClock.now
+    /// The last tenth of the image logged (the log shows the download every 10 %).
+    private let loggedTenth = Mutex(-1)
     private var stateWriteFailed = false
 
     /// Opens the firmware directory and reads the state.
@@ -202,7 +204,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     private func run() {
         logger.info(
-            "firmware updates on", metadata: ["manifest": "\(config.manifestURL)", "pollInterval": "\(ConfigReader.describe(config.pollInterval))"])
+            "firmware updates on",
+            metadata: ["manifest": "\(config.manifestURL)", "pollInterval": "\(ConfigReader.describe(config.pollInterval))"])
         if flow.state.update != nil, flow.phase != .done && flow.phase != .failed && flow.phase != .idle { restoreManifest() }
         let version = bootedVersion()
         perform(flow.resume(version: version, bootID: bootID(), now: Date()))
@@ -351,7 +354,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 parsed, deviceType: config.deviceType, highestAccepted: flow.state.highestAccepted.flatMap(SemanticVersion.init),
                 allowDowngrade: config.allowDowngrade, now: Date())
             logger.info(
-                "firmware offered", metadata: ["version": "\(parsed.version)", "signedBy": "\(key.fingerprint)", "notes": "\(parsed.notes ?? "")"])
+                "firmware offered",
+                metadata: ["version": "\(parsed.version)", "signedBy": "\(key.fingerprint)", "notes": "\(parsed.notes ?? "")"])
         } catch {
             refusal = error
             logger.warning("firmware manifest refused", metadata: ["reason": "\(error)", "manifest": "\(digest.prefix(16))"])
@@ -425,6 +429,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
                     permanent: true, serverReached: false)
             }
         }
+        loggedTenth.withLock { $0 = manifest.size > 0 ? Int(onDisk * 10 / manifest.size) : 0 }
         logger.info(
             onDisk > 0 ? "firmware download continues" : "firmware download starts",
             metadata: ["url": "\(manifest.image)", "from": "\(onDisk)", "size": "\(manifest.size)"])
@@ -460,6 +465,13 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     private func progressed(_ bytes: Int64, of size: Int64) {
         control.withLock { $0.snapshot.downloadedBytes = bytes }
+        let tenth = size > 0 ? Int(min(bytes, size) * 10 / size) : 0
+        if loggedTenth.withLock({ logged in
+            defer { logged = max(logged, tenth) }
+            return tenth > logged
+        }) {
+            logger.info("firmware download \(tenth * 10) %", metadata: ["bytes": "\(bytes)", "size": "\(size)"])
+        }
         let now = ContinuousClock.now
         guard now - lastProgressReport >= .seconds(1) || bytes == size else { return }
         lastProgressReport = now
@@ -494,21 +506,24 @@ public final class FirmwareUpdater: @unchecked Sendable {
         }
         guard digest == manifest.sha256 else {
             return .verified(
-                FirmwareRefusal(kind: .hashMismatch, message: "the image's SHA-256 is \(hex(digest)), the manifest signed \(hex(manifest.sha256))"),
+                FirmwareRefusal(
+                    kind: .hashMismatch, message: "the image's SHA-256 is \(hex(digest)), the manifest signed \(hex(manifest.sha256))"),
                 bootID: id)
         }
         if !verified {
             // Verified: the move to the final name is a rename on the same file system.
             guard rename(store.partialImagePath, store.imagePath) == 0 else {
                 return .verified(
-                    FirmwareRefusal(kind: .hashMismatch, message: "the image cannot be moved into place: \(String(cString: strerror(errno)))"),
+                    FirmwareRefusal(
+                        kind: .hashMismatch, message: "the image cannot be moved into place: \(String(cString: strerror(errno)))"),
                     bootID: id)
             }
             unlink(store.resumeRecordPath)
             syncDirectory(store.directory + "/staging")
         }
         logger.info(
-            "firmware image verified", metadata: ["sha256": "\(hex(digest))", "took": "\(ConfigReader.describe(ContinuousClock.now - started))"])
+            "firmware image verified",
+            metadata: ["sha256": "\(hex(digest))", "took": "\((ContinuousClock.now - started).totalNanoseconds / 1_000_000) ms"])
         return .verified(nil, bootID: id)
     }
 
@@ -566,7 +581,11 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private func log(_ result: CommandResult, of name: String) {
         let text = result.outputText
         let metadata: Logger.Metadata = ["result": "\(result.summary)", "output": "\(text.suffix(4096))"]
-        if result.succeeded { logger.info("firmware \(name) ended", metadata: metadata) } else { logger.error("firmware \(name) failed", metadata: metadata) }
+        if result.succeeded {
+            logger.info("firmware \(name) ended", metadata: metadata)
+        } else {
+            logger.error("firmware \(name) failed", metadata: metadata)
+        }
     }
 
     private func describe(_ result: CommandResult) -> String {
@@ -579,7 +598,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
         var text: String?
         if let file = config.versionFile {
             text = SystemFiles().read(file, limit: 4096)
-        } else if let argv = config.versionCommand, let result = try? CommandRunner.run(argv, timeout: config.commandTimeout, outputLimit: 4096),
+        } else if let argv = config.versionCommand,
+            let result = try? CommandRunner.run(argv, timeout: config.commandTimeout, outputLimit: 4096),
             result.succeeded
         {
             text = String(decoding: result.output, as: UTF8.self)
@@ -601,9 +621,13 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private func report() {
         guard let update = flow.state.update else { return }
         let progress = update.size > 0 ? Double(control.withLock { $0.snapshot.downloadedBytes }) / Double(update.size) : 0
-        logger.info(
-            "firmware update \(update.phase.rawValue)",
-            metadata: ["version": "\(update.version)", "from": "\(update.fromVersion ?? "?")", "reason": "\(update.reason ?? "")"])
+        var metadata: Logger.Metadata = ["version": "\(update.version)", "from": "\(update.fromVersion ?? "?")"]
+        if let reason = update.reason { metadata["reason"] = "\(reason)" }
+        if update.phase == .failed {
+            logger.error("firmware update failed", metadata: metadata)
+        } else {
+            logger.info("firmware update \(update.phase.rawValue)", metadata: metadata)
+        }
         let now = Date()
         if let url = config.statusURL, let reports {
             var members: [(String, StatusJSON)] = [
@@ -630,7 +654,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
             if let reason = update.reason { fields["reason"] = .string(String(reason.prefix(1024))) }
             let nanoseconds = Int64(now.timeIntervalSince1970 * 1e9)
             let point = Point(
-                measurement: "fire_agent_update", tags: ["device": deviceID, "version": update.version.isEmpty ? "unknown" : update.version],
+                measurement: "fire_agent_update",
+                tags: ["device": deviceID, "version": update.version.isEmpty ? "unknown" : update.version],
                 fields: fields, timestamp: nanoseconds)
             if let line = LineProtocol.encode(point, precision: .ns) {
                 let name = "fire-agent-update-\(nanoseconds).lp"

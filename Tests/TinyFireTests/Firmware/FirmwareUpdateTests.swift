@@ -1,0 +1,94 @@
+import FireAgentCore
+import Foundation
+import Testing
+
+/// fire-agent run with a firmware section, against nginx serving images and signed manifests,
+/// on a fake board (version file, boot ID, an installer and a commit command that record their
+/// calls). The agent is a real process: killed, restarted and "rebooted" like on a device.
+@Suite("Firmware updates end to end (fire-agent run, nginx, openssl-signed manifests)", .serialized)
+struct FirmwareUpdateTests {
+    /// This process's environment (under qemu it says where the target's loader is) plus `extra`.
+    func inherited(_ extra: [String: String] = [:]) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM", "FIRE_AGENT_FIRMWARE_EXIT_AT"] {
+            environment[name] = nil
+        }
+        return environment.merging(extra) { $1 }
+    }
+
+    func startAgent(_ board: FakeBoard, config: String, environment: [String: String] = [:]) throws -> ChildProcess {
+        try ChildProcess(
+            try fireAgentPath(), ["run", "--config", config], environment: inherited(environment),
+            stdout: .file(board.directory + "/log"), stderr: .file(board.directory + "/log"))
+    }
+
+    func log(_ board: FakeBoard) -> String {
+        (try? String(contentsOfFile: board.directory + "/log", encoding: .utf8)) ?? ""
+    }
+
+    /// Waits for the status to show `phase` (for `version`, when given).
+    func reach(_ phase: String, version: String? = nil, _ board: FakeBoard, within: Duration = .seconds(120)) async -> Bool {
+        await eventually(within: within) {
+            guard let firmware = board.firmware else { return false }
+            return firmware.phase == phase && (version == nil || firmware.version == version)
+        }
+    }
+
+    func stopAgent(_ agent: ChildProcess) -> Int32 {
+        agent.signal(SIGTERM)
+        return agent.wait()
+    }
+
+    @Test(
+        "a good update: downloaded, verified, installed once, rebooted into, committed after a sync; then a replayed older manifest is refused",
+        arguments: ["ec", "rsa", "rsa-pss"])
+    func goodUpdate(key: String) async throws {
+        let server = try FirmwareServer("good-\(key)")
+        defer { server.remove() }
+        let keyName = key == "ec" ? "ec" : "rsa"
+        if key == "ec" { try server.vendor.makeEC("ec") } else { try server.vendor.makeRSA("rsa") }
+        let pss = key == "rsa-pss" ? ["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:digest"] : []
+        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "2.0.0")
+        let image = FirmwareServer.image(size: 3 << 20, seed: 7)
+        try server.publish(version: "2.1.0", image: image, key: keyName, signOptions: pss)
+        let config = try board.writeConfig(server: server, keys: ["\(keyName).pub"])
+        var agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+
+        #expect(await reach("installed", version: "2.1.0", board), "never installed: \(log(board))")
+        #expect(board.installs == ["install \(board.directory)/firmware/staging/image.bin 2.1.0"])
+        #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
+        #expect(!board.calls.contains("commit"), "committed before the new version ran")
+        #expect(stopAgent(agent) == 0)
+
+        // The "reboot": the other slot boots, the agent starts again.
+        try board.bootInstalledSlot()
+        agent = try startAgent(board, config: config)
+        #expect(await reach("done", version: "2.1.0", board), "never done: \(log(board))")
+        #expect(board.calls == ["install \(board.directory)/firmware/staging/image.bin 2.1.0", "commit"])
+        #expect(board.firmware?.highestAccepted == "2.1.0")
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: board.directory + "/firmware/staging")) == [])
+
+        // The report reached the server for every step, once each.
+        #expect(
+            await eventually {
+                server.statusEvents().compactMap { $0["state"] as? String }
+                    == ["downloading", "verifying", "installing", "installed", "confirming", "done"]
+            }, "events: \(server.statusEvents())")
+        let done = try #require(server.statusEvents().last)
+        #expect(
+            done["device"] as? String == "board-fw" && done["version"] as? String == "2.1.0" && done["fromVersion"] as? String == "2.0.0")
+        #expect((done["manifest"] as? String)?.count == 64 && done["time"] is String)
+
+        // An older release, correctly signed, served again (a rollback attack): refused.
+        try server.publish(
+            version: "2.0.5", image: FirmwareServer.image(size: 1 << 20, seed: 8), name: "old.bin", key: keyName, signOptions: pss)
+        #expect(await reach("failed", version: "2.0.5", board), "the replay was not refused: \(log(board))")
+        #expect(
+            board.firmware?.reason?.hasPrefix("notNewer: 2.0.5 is not newer than 2.1.0") == true, "\(String(describing: board.firmware))")
+        #expect(board.installs.count == 1)
+        let text = String(decoding: try fireAgent(["status", "--config", config]).stdout, as: UTF8.self)
+        #expect(text.contains("firmware:      failed 2.0.5 (from 2.1.0)") && text.contains("highest version accepted: 2.1.0"), "\(text)")
+        #expect(stopAgent(agent) == 0)
+    }
+}
