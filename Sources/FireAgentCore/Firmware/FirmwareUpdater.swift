@@ -370,6 +370,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             self.manifest = manifest
         }
         feed(.offered(digest: digest, manifest: manifest, refusal: refusal, running: running))
+        if let refusal, refusal.kind == .notNewer, let manifest, manifest.version == running { return "up to date (\(manifest.version) runs)" }
         if let refusal { return "refused: \(refusal)" }
         return "offered \(manifest.map { "\($0.version)" } ?? "")"
     }
@@ -456,7 +457,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
         if case .sessionTaskFailed(let transfer) = error {
             if case .fileSizeExceeded = transfer.reason {
                 return .downloadFailed(
-                    reason: "the server sends more than the \(manifest.size) bytes signed", permanent: true, serverReached: true)
+                    reason: "sizeMismatch: the server sends more than the \(manifest.size) bytes signed", permanent: true,
+                    serverReached: true)
             }
             return .downloadFailed(reason: "\(error)", permanent: false, serverReached: !transfer.isNetworkUnavailable)
         }

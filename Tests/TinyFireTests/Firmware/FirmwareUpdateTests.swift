@@ -92,3 +92,50 @@ struct FirmwareUpdateTests {
         #expect(stopAgent(agent) == 0)
     }
 }
+
+extension FirmwareUpdateTests {
+    @Test("every refusal is reported with its reason and the installer never runs; a 404 image is asked for once")
+    func refusals() async throws {
+        let server = try FirmwareServer("refusals")
+        defer { server.remove() }
+        try server.vendor.makeEC("ec")
+        try server.vendor.makeEC("stranger")
+        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "2.0.0")
+        let image = FirmwareServer.image(size: 256 << 10, seed: 3)
+        let config = try board.writeConfig(server: server)
+        let agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        #expect(await eventually { board.firmware?.lastCheck != nil }, "never polled: \(log(board))")
+
+        // (what to publish, the version the status then shows, how its reason starts)
+        let cases: [(String, () throws -> Void, String, String)] = [
+            ("another key", { try server.publish(version: "3.0.1", image: image, key: "stranger") }, "", "badSignature: the signature"),
+            ("no signature", { try server.publish(version: "3.0.2", image: image, signature: false) }, "", "badSignature: the signature http"),
+            ("expired", { try server.publish(version: "3.0.3", image: image, expires: "2020-01-01T00:00:00Z") }, "3.0.3", "expired: "),
+            ("incompatible", { try server.publish(version: "3.0.4", image: image, compatible: ["other-board"]) }, "3.0.4", "incompatible: "),
+            ("older", { try server.publish(version: "1.9.0", image: image) }, "1.9.0", "notNewer: 1.9.0 is not newer than 2.0.0"),
+            ("size", { try server.publish(version: "3.0.5", image: image, size: image.count + 1) }, "3.0.5", "sizeMismatch: "),
+            ("oversize", { try server.publish(version: "3.0.6", image: image, size: image.count - 1) }, "3.0.6", "sizeMismatch: the server sends more"),
+            ("hash", { try server.publish(version: "3.0.7", image: image, sha256: String(repeating: "0", count: 64)) }, "3.0.7", "hashMismatch: "),
+            ("gone", { try server.publish(version: "3.0.8", image: image, name: "gone.bin", writeImage: false) }, "3.0.8", "the image http"),
+        ]
+        for (name, publish, version, reason) in cases {
+            try publish()
+            let seen = await eventually {
+                guard let firmware = board.firmware, firmware.phase == "failed", let text = firmware.reason else { return false }
+                return (version.isEmpty || firmware.version == version) && text.hasPrefix(reason)
+                    && (!version.isEmpty || text.contains(name == "no signature" ? "HTTP 404" : "not valid"))
+            }
+            #expect(seen, "\(name): \(String(describing: board.firmware)) \(log(board))")
+        }
+        // The same version as the one running is no failure: the status says it is current.
+        try server.publish(version: "2.0.0", image: image)
+        #expect(await eventually { board.firmware?.lastCheckResult == "up to date (2.0.0 runs)" }, "\(String(describing: board.firmware))")
+        #expect(board.installs.isEmpty, "\(board.calls)")
+        // A mismatched image was fetched once more from zero, then given up; a 404 only once.
+        #expect(server.accessLines(containing: "/gone.bin").count == 1, "\(server.accessLines(containing: "/gone.bin"))")
+        let failures = server.statusEvents().filter { $0["state"] as? String == "failed" }.compactMap { $0["reason"] as? String }
+        #expect(failures.count == cases.count, "\(failures)")
+        #expect(stopAgent(agent) == 0)
+    }
+}
