@@ -139,3 +139,84 @@ extension FirmwareUpdateTests {
         #expect(stopAgent(agent) == 0)
     }
 }
+
+extension FirmwareUpdateTests {
+    /// Bytes of the partial image on disk.
+    func partialBytes(_ board: FakeBoard) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: board.directory + "/firmware/staging/image.part"))?[.size] as? Int) ?? 0
+    }
+
+    /// Starts the agent and kills it with SIGKILL once at least `fraction` of the image is on disk.
+    /// - Returns: the bytes on disk when it was killed.
+    func killDuringDownload(_ board: FakeBoard, config: String, size: Int, fraction: Double) async throws -> Int {
+        let agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        #expect(
+            await eventually(within: .seconds(120)) { partialBytes(board) >= Int(Double(size) * fraction) },
+            "the download did not reach \(Int(fraction * 100)) %: \(log(board))")
+        agent.signal(SIGKILL)
+        _ = agent.wait()
+        return partialBytes(board)
+    }
+
+    @Test("SIGKILL at 40 % of the download: the next start continues with a Range from there, and the image is byte-identical")
+    func killAtFortyPercent() async throws {
+        let server = try FirmwareServer("kill40")
+        defer { server.remove() }
+        try server.vendor.makeEC("ec")
+        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "1.0.0")
+        let size = 8 << 20
+        let image = FirmwareServer.image(size: size, seed: 11)
+        try server.publish(version: "1.1.0", image: image)
+        // 2 MiB/s: the 8 MiB image takes about 4 s, time to kill it on the way.
+        let config = try board.writeConfig(server: server, extra: #"maxBytesPerSecond: "2MiB","#)
+        let killedAt = try await killDuringDownload(board, config: config, size: size, fraction: 0.4)
+        #expect(killedAt < size, "finished before the kill")
+
+        let agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        #expect(await reach("installed", version: "1.1.0", board), "\(log(board))")
+        #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
+        let requests = server.accessLines(containing: "/image.bin")
+        #expect(requests.count == 2, "\(requests)")
+        // `uri status bytes "Range" "If-Range" "If-None-Match"`: the second asks from where the kill left it.
+        let second = requests.last?.split(separator: " ").map(String.init) ?? []
+        #expect(second.count >= 5 && second[1] == "206", "\(requests)")
+        let from = Int(second.count >= 4 ? second[3].replacingOccurrences(of: "\"bytes=", with: "").replacingOccurrences(of: "-\"", with: "") : "") ?? -1
+        #expect(from >= size * 2 / 5 && from <= killedAt, "resumed from \(from), killed at \(killedAt): \(requests)")
+        #expect(Int(second[2]) == size - from, "the second request fetched \(second[2]) bytes, \(size - from) were missing")
+        #expect(board.installs.count == 1)
+        #expect(stopAgent(agent) == 0)
+    }
+
+    @Test("the image replaced on the server between attempts: If-Range brings it whole, never spliced onto the old bytes")
+    func imageReplacedBetweenAttempts() async throws {
+        let server = try FirmwareServer("replaced")
+        defer { server.remove() }
+        try server.vendor.makeEC("ec")
+        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "1.0.0")
+        let size = 8 << 20
+        let stale = FirmwareServer.image(size: size, seed: 21)
+        let image = FirmwareServer.image(size: size, seed: 22)
+        // The manifest signs `image`, but the server still has a stale upload of the same size.
+        try server.publish(version: "1.1.0", image: image, writeImage: false)
+        try stale.write(to: URL(filePath: server.www + "/image.bin"))
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_600_000_000)], ofItemAtPath: server.www + "/image.bin")
+        let config = try board.writeConfig(server: server, extra: #"maxBytesPerSecond: "2MiB","#)
+        _ = try await killDuringDownload(board, config: config, size: size, fraction: 0.4)
+
+        // The vendor fixes the upload; the agent starts again.
+        try image.write(to: URL(filePath: server.www + "/image.bin"))
+        let agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        #expect(await reach("installed", version: "1.1.0", board), "\(log(board))")
+        #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
+        let requests = server.accessLines(containing: "/image.bin")
+        #expect(requests.count == 2, "\(requests)")
+        let second = requests.last?.split(separator: " ").map(String.init) ?? []
+        // Range and If-Range were sent; the changed ETag made nginx answer 200 with all of it.
+        #expect(second.count >= 5 && second[1] == "200" && Int(second[2]) == size && second[3].hasPrefix("\"bytes=") && second[4] != "\"-\"", "\(requests)")
+        #expect(board.installs.count == 1)
+        #expect(stopAgent(agent) == 0)
+    }
+}
