@@ -65,11 +65,16 @@ public enum CommandRunner {
     ///   - argv: program (looked up in PATH when it has no slash) and arguments.
     ///   - timeout: the longest it may run.
     ///   - outputLimit: output bytes kept.
+    ///   - heldDescriptor: a descriptor the command inherits as its descriptor 3 and keeps
+    ///     open for its life (the installer holds the install lock with it, so a restarted
+    ///     agent can tell that it still runs).
+    ///   - started: called once the command runs.
     /// - Returns: how it ended.
     /// - Throws: `CommandError` when it cannot be started.
-    public static func run(_ argv: [String], timeout: Duration, outputLimit: Int = defaultOutputLimit) throws(CommandError)
-        -> CommandResult
-    {
+    public static func run(
+        _ argv: [String], timeout: Duration, outputLimit: Int = defaultOutputLimit, heldDescriptor: Int32? = nil,
+        started: (() -> Void)? = nil
+    ) throws(CommandError) -> CommandResult {
         guard let program = argv.first, !program.isEmpty else { throw CommandError(program: "", message: "no program given") }
         var ends: [Int32] = [-1, -1]
         guard tinyfire_pipe_cloexec(&ends) == 0 else {
@@ -82,6 +87,7 @@ public enum CommandRunner {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, writeEnd, 1)
         posix_spawn_file_actions_adddup2(&actions, writeEnd, 2)
+        if let heldDescriptor { posix_spawn_file_actions_adddup2(&actions, heldDescriptor, 3) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -105,6 +111,7 @@ public enum CommandRunner {
         }
         defer { close(readEnd) }
         _ = fcntl(readEnd, F_SETFL, O_NONBLOCK)
+        started?()
 
         var result = CommandResult(exitCode: nil, signal: nil, timedOut: false, output: [], droppedOutputBytes: 0)
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)

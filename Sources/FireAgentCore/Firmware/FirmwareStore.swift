@@ -43,6 +43,8 @@ public struct FirmwareStore: Sendable {
     public var partialImagePath: String { directory + "/staging/image.part" }
     /// The image once verified: what the installer gets.
     public var imagePath: String { directory + "/staging/image.bin" }
+    /// Held (flock) by the installer for as long as it runs, through an inherited descriptor.
+    var installLockPath: String { directory + "/install.lock" }
     /// The download's resume record (validators of the partial image).
     var resumeRecordPath: String { directory + "/staging/image.resume" }
 
@@ -84,6 +86,34 @@ public struct FirmwareStore: Sendable {
             let signature = SystemFiles().readBytes(signaturePath, limit: ManifestSignature.maximumBytes, whole: true)
         else { return nil }
         return (manifest, signature)
+    }
+
+    /// Opens and locks the install lock for an installer to inherit.
+    /// - Returns: the descriptor (the caller closes it once the installer ended), or nil.
+    func lockForInstaller() -> Int32? {
+        let fd = open(installLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return nil }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            return nil
+        }
+        return fd
+    }
+
+    /// Waits while an installer started by an earlier agent still holds the install lock.
+    /// - Parameter timeout: how long to wait at most.
+    /// - Returns: true when no installer holds it (any more).
+    func waitForInstaller(timeout: Duration) -> Bool {
+        let fd = open(installLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return true }
+        defer { close(fd) }
+        let deadline = ContinuousClock.now + timeout
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if ContinuousClock.now >= deadline { return false }
+            usleep(100_000)
+        }
+        flock(fd, LOCK_UN)
+        return true
     }
 
     /// Removes the staged image (partial or verified) and its resume record.

@@ -207,6 +207,12 @@ public final class FirmwareUpdater: @unchecked Sendable {
             "firmware updates on",
             metadata: ["manifest": "\(config.manifestURL)", "pollInterval": "\(ConfigReader.describe(config.pollInterval))"])
         if flow.state.update != nil, flow.phase != .done && flow.phase != .failed && flow.phase != .idle { restoreManifest() }
+        if flow.phase == .installing, !store.waitForInstaller(timeout: .milliseconds(0)) {
+            // The agent stopped while its installer ran, and the installer still runs: its
+            // outcome is known only once it ends (and the next boot shows it).
+            logger.warning("the installer started before this agent's restart still runs: waiting for it to end")
+            _ = store.waitForInstaller(timeout: config.installTimeout)
+        }
         let version = bootedVersion()
         perform(flow.resume(version: version, bootID: bootID(), now: Date()))
         publish()
@@ -283,7 +289,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             retryAt = nil
             return false
         }
-        if let exitAt, exitAt == flow.phase.rawValue {
+        if let exitAt, exitAt == flow.phase.rawValue, flow.phase != .installing {
             logger.warning("FIRE_AGENT_FIRMWARE_EXIT_AT: exiting after persisting \(exitAt)")
             _exit(86)
         }
@@ -370,7 +376,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
             self.manifest = manifest
         }
         feed(.offered(digest: digest, manifest: manifest, refusal: refusal, running: running))
-        if let refusal, refusal.kind == .notNewer, let manifest, manifest.version == running { return "up to date (\(manifest.version) runs)" }
+        if let refusal, refusal.kind == .notNewer, let manifest, manifest.version == running {
+            return "up to date (\(manifest.version) runs)"
+        }
         if let refusal { return "refused: \(refusal)" }
         return "offered \(manifest.map { "\($0.version)" } ?? "")"
     }
@@ -538,8 +546,15 @@ public final class FirmwareUpdater: @unchecked Sendable {
         let argv = CommandRunner.expand(config.install, file: store.imagePath, version: manifest.version.description)
         logger.info("firmware installer starts", metadata: ["command": "\(argv.joined(separator: " "))"])
         let event: UpdateEvent
+        let lock = store.lockForInstaller()
+        defer { if let lock { close(lock) } }
         do {
-            let result = try CommandRunner.run(argv, timeout: config.installTimeout)
+            let result = try CommandRunner.run(argv, timeout: config.installTimeout, heldDescriptor: lock) { [exitAt, logger] in
+                if exitAt == "installing" {
+                    logger.warning("FIRE_AGENT_FIRMWARE_EXIT_AT: exiting while the installer runs")
+                    _exit(86)
+                }
+            }
             log(result, of: "installer")
             let rebootCode = config.rebootExitCode.map { Int32($0) }
             let success = !result.timedOut && (result.exitCode == 0 || (rebootCode != nil && result.exitCode == rebootCode))

@@ -110,14 +110,29 @@ extension FirmwareUpdateTests {
         // (what to publish, the version the status then shows, how its reason starts)
         let cases: [(String, () throws -> Void, String, String)] = [
             ("another key", { try server.publish(version: "3.0.1", image: image, key: "stranger") }, "", "badSignature: the signature"),
-            ("no signature", { try server.publish(version: "3.0.2", image: image, signature: false) }, "", "badSignature: the signature http"),
+            (
+                "no signature", { try server.publish(version: "3.0.2", image: image, signature: false) }, "",
+                "badSignature: the signature http"
+            ),
             ("expired", { try server.publish(version: "3.0.3", image: image, expires: "2020-01-01T00:00:00Z") }, "3.0.3", "expired: "),
-            ("incompatible", { try server.publish(version: "3.0.4", image: image, compatible: ["other-board"]) }, "3.0.4", "incompatible: "),
+            (
+                "incompatible", { try server.publish(version: "3.0.4", image: image, compatible: ["other-board"]) }, "3.0.4",
+                "incompatible: "
+            ),
             ("older", { try server.publish(version: "1.9.0", image: image) }, "1.9.0", "notNewer: 1.9.0 is not newer than 2.0.0"),
             ("size", { try server.publish(version: "3.0.5", image: image, size: image.count + 1) }, "3.0.5", "sizeMismatch: "),
-            ("oversize", { try server.publish(version: "3.0.6", image: image, size: image.count - 1) }, "3.0.6", "sizeMismatch: the server sends more"),
-            ("hash", { try server.publish(version: "3.0.7", image: image, sha256: String(repeating: "0", count: 64)) }, "3.0.7", "hashMismatch: "),
-            ("gone", { try server.publish(version: "3.0.8", image: image, name: "gone.bin", writeImage: false) }, "3.0.8", "the image http"),
+            (
+                "oversize", { try server.publish(version: "3.0.6", image: image, size: image.count - 1) }, "3.0.6",
+                "sizeMismatch: the server sends more"
+            ),
+            (
+                "hash", { try server.publish(version: "3.0.7", image: image, sha256: String(repeating: "0", count: 64)) }, "3.0.7",
+                "hashMismatch: "
+            ),
+            (
+                "gone", { try server.publish(version: "3.0.8", image: image, name: "gone.bin", writeImage: false) }, "3.0.8",
+                "the image http"
+            ),
         ]
         for (name, publish, version, reason) in cases {
             try publish()
@@ -182,7 +197,9 @@ extension FirmwareUpdateTests {
         // `uri status bytes "Range" "If-Range" "If-None-Match"`: the second asks from where the kill left it.
         let second = requests.last?.split(separator: " ").map(String.init) ?? []
         #expect(second.count >= 5 && second[1] == "206", "\(requests)")
-        let from = Int(second.count >= 4 ? second[3].replacingOccurrences(of: "\"bytes=", with: "").replacingOccurrences(of: "-\"", with: "") : "") ?? -1
+        let from =
+            Int(second.count >= 4 ? second[3].replacingOccurrences(of: "\"bytes=", with: "").replacingOccurrences(of: "-\"", with: "") : "")
+            ?? -1
         #expect(from >= size * 2 / 5 && from <= killedAt, "resumed from \(from), killed at \(killedAt): \(requests)")
         #expect(Int(second[2]) == size - from, "the second request fetched \(second[2]) bytes, \(size - from) were missing")
         #expect(board.installs.count == 1)
@@ -201,7 +218,8 @@ extension FirmwareUpdateTests {
         // The manifest signs `image`, but the server still has a stale upload of the same size.
         try server.publish(version: "1.1.0", image: image, writeImage: false)
         try stale.write(to: URL(filePath: server.www + "/image.bin"))
-        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_600_000_000)], ofItemAtPath: server.www + "/image.bin")
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSince1970: 1_600_000_000)], ofItemAtPath: server.www + "/image.bin")
         let config = try board.writeConfig(server: server, extra: #"maxBytesPerSecond: "2MiB","#)
         _ = try await killDuringDownload(board, config: config, size: size, fraction: 0.4)
 
@@ -215,8 +233,60 @@ extension FirmwareUpdateTests {
         #expect(requests.count == 2, "\(requests)")
         let second = requests.last?.split(separator: " ").map(String.init) ?? []
         // Range and If-Range were sent; the changed ETag made nginx answer 200 with all of it.
-        #expect(second.count >= 5 && second[1] == "200" && Int(second[2]) == size && second[3].hasPrefix("\"bytes=") && second[4] != "\"-\"", "\(requests)")
+        #expect(
+            second.count >= 5 && second[1] == "200" && Int(second[2]) == size && second[3].hasPrefix("\"bytes=") && second[4] != "\"-\"",
+            "\(requests)")
         #expect(board.installs.count == 1)
         #expect(stopAgent(agent) == 0)
+    }
+}
+
+extension FirmwareUpdateTests {
+    @Test(
+        "the agent killed at every step of the flow (FIRE_AGENT_FIRMWARE_EXIT_AT): restarted, it finishes, and the installer ran exactly once",
+        arguments: ["downloading", "verifying", "installing", "installer-exited", "installed", "confirming", "done"])
+    func exitAtEveryStep(step: String) async throws {
+        let server = try FirmwareServer("exit-\(step)")
+        defer { server.remove() }
+        try server.vendor.makeEC("ec")
+        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "4.0.0")
+        let image = FirmwareServer.image(size: 1 << 20, seed: 31)
+        try server.publish(version: "4.1.0", image: image)
+        let config = try board.writeConfig(server: server)
+        var exited = false
+        var rebooted = false
+        var starts = 0
+        while starts < 6 {
+            starts += 1
+            let agent = try startAgent(board, config: config, environment: exited ? [:] : ["FIRE_AGENT_FIRMWARE_EXIT_AT": step])
+            defer { agent.stop() }
+            // Until it exits at the step, waits for a reboot, or is done.
+            var phase = ""
+            let settled = await eventually(within: .seconds(120)) {
+                if !agent.isRunning { return true }
+                guard let status = board.status, status.pid == agent.pid, let firmware = status.firmware else { return false }
+                phase = firmware.phase
+                return (phase == "installed" && !rebooted) || phase == "done" || phase == "failed"
+            }
+            #expect(settled, "start \(starts) settled nowhere: \(log(board))")
+            if !agent.isRunning {
+                #expect(agent.wait() == 86 && !exited, "start \(starts) ended unexpectedly: \(log(board))")
+                exited = true
+                continue
+            }
+            #expect(stopAgent(agent) == 0)
+            if phase == "installed" {
+                try board.bootInstalledSlot()
+                rebooted = true
+                continue
+            }
+            break
+        }
+        #expect(exited, "the agent never stopped at \(step)")
+        #expect(
+            board.firmware?.phase == "done" && board.firmware?.version == "4.1.0", "\(String(describing: board.firmware)) \(log(board))")
+        #expect(board.installs == ["install \(board.directory)/firmware/staging/image.bin 4.1.0"], "\(board.calls)")
+        #expect(board.calls.last == "commit")
+        #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
     }
 }
