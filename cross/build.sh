@@ -35,8 +35,13 @@ trap unmount_chroot EXIT
 start=$(date +%s)
 log "swift build ${flags[*]}"
 # glibc's warnings about NSS functions in a static link are expected: fire-agent looks up no users.
+set +e
 in_chroot "swift build $(printf '%q ' "${flags[@]}")" 2>&1 |
-    grep -vE "statically linked applications requires at runtime|the use of .mktemp. is dangerous" >&2 || true
+    grep -vE "statically linked applications requires at runtime|the use of .mktemp. is dangerous" >&2
+status=${PIPESTATUS[0]}
+set -e
+# A failed build must not pass off the binary an earlier build left behind.
+[ "$status" = 0 ] || die "swift build failed (exit $status)"
 bin="$project/.build-aarch64-$variant/aarch64-unknown-linux-gnu/release/fire-agent"
 [ -x "$bin" ] || die "the build produced no $bin"
 out="$here/out"
