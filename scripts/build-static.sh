@@ -18,6 +18,13 @@ fi
 for product in "$@"; do
     extra=()
     [ "$product" = fire-agent ] && extra=("${order_flags[@]}")
-    swift build "${flags[@]}" ${extra[@]+"${extra[@]}"} --product "$product" 2>&1 | grep -vE "statically linked applications requires at runtime|the use of .mktemp. is dangerous" >&2 || true
+    set +e
+    swift build "${flags[@]}" ${extra[@]+"${extra[@]}"} --product "$product" 2>&1 | grep -vE "statically linked applications requires at runtime|the use of .mktemp. is dangerous" >&2
+    status=${PIPESTATUS[0]}
+    set -e
+    if [ "$status" != 0 ]; then
+        echo "build-static: swift build --product $product failed (exit $status)" >&2
+        exit "$status"
+    fi
 done
 swift build "${flags[@]}" --show-bin-path
