@@ -290,3 +290,49 @@ extension FirmwareUpdateTests {
         #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
     }
 }
+
+extension FirmwareUpdateTests {
+    @Test("the old version booting after the install is a rollback, reported; the commit runs only once the new version has synced")
+    func rollbackAndCommitAfterSync() async throws {
+        let server = try FirmwareServer("rollback")
+        defer { server.remove() }
+        try server.vendor.makeEC("ec")
+        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "5.0.0")
+        try server.publish(version: "5.1.0", image: FirmwareServer.image(size: 512 << 10, seed: 41))
+        let config = try board.writeConfig(server: server)
+        var agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        #expect(await reach("installed", version: "5.1.0", board), "\(log(board))")
+        #expect(stopAgent(agent) == 0)
+
+        // The bootloader gave up on the new slot: the old version boots again.
+        try board.reboot()
+        agent = try startAgent(board, config: config)
+        #expect(await reach("failed", version: "5.1.0", board), "\(log(board))")
+        #expect(board.firmware?.reason == "rolled back: 5.0.0 booted after installing 5.1.0")
+        #expect(!board.calls.contains("commit"))
+        #expect(
+            await eventually { server.statusEvents().last?["reason"] as? String == "rolled back: 5.0.0 booted after installing 5.1.0" },
+            "\(server.statusEvents())")
+        #expect(board.firmware?.highestAccepted == "5.0.0", "a rolled-back version is not the new floor")
+
+        // A new release installs; after the reboot the server is unreachable: no commit until a sync.
+        try server.publish(version: "5.2.0", image: FirmwareServer.image(size: 512 << 10, seed: 42))
+        #expect(await reach("installed", version: "5.2.0", board), "\(log(board))")
+        #expect(stopAgent(agent) == 0)
+        try board.bootInstalledSlot()
+        server.stop()
+        agent = try startAgent(board, config: config)
+        #expect(
+            await eventually {
+                guard let firmware = board.firmware, let status = board.status, status.pid == agent.pid else { return false }
+                return firmware.phase == "confirming" && firmware.lastCheck != nil && firmware.lastCheckResult != "unchanged"
+            }, "\(String(describing: board.firmware)) \(log(board))")
+        #expect(!board.calls.contains("commit"), "committed without a sync: \(board.calls)")
+        try server.start()
+        #expect(await reach("done", version: "5.2.0", board), "\(log(board))")
+        #expect(board.calls.filter { $0 == "commit" }.count == 1 && board.installs.count == 2, "\(board.calls)")
+        #expect(board.firmware?.highestAccepted == "5.2.0")
+        #expect(stopAgent(agent) == 0)
+    }
+}
