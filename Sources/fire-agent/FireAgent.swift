@@ -15,7 +15,7 @@ struct FireAgent: ParsableCommand {
         version: "fire-agent \(HTTPHeaders.tinyFireVersion) (TinyFire \(HTTPHeaders.tinyFireVersion))",
         subcommands: [
             RequestCommand.self, ReachabilityCommand.self, QueueCommand.self, ConfigCommand.self, SyncCommand.self, RunCommand.self,
-            StatusCommand.self,
+            StatusCommand.self, FirmwareCommand.self,
         ]
     )
 }

@@ -37,6 +37,15 @@ public struct FirmwareRefusal: Error, Sendable, Equatable, CustomStringConvertib
 
     /// `kind: message`.
     public var description: String { "\(kind.rawValue): \(message)" }
+
+    /// A refusal.
+    /// - Parameters:
+    ///   - kind: what kind.
+    ///   - message: what is wrong, in words.
+    public init(kind: Kind, message: String) {
+        self.kind = kind
+        self.message = message
+    }
 }
 
 /// A firmware manifest: what the vendor signed. The signature covers its exact bytes, so every
@@ -122,6 +131,23 @@ public struct FirmwareManifest: Sendable, Equatable {
         }
         return FirmwareManifest(
             version: version, compatible: compatible, image: image, size: Int64(sizeValue), sha256: sha256, expires: expires, notes: notes)
+    }
+
+    /// Checks a file against the manifest's size and SHA-256, reading it once through a fixed
+    /// buffer.
+    /// - Parameter path: the image.
+    /// - Throws: `FirmwareRefusal` `.sizeMismatch` or `.hashMismatch` (also when it cannot be read).
+    public func verifyImage(at path: String) throws(FirmwareRefusal) {
+        let hasher = SHA256Hasher()
+        guard let bytes = hasher.update(fromFile: path) else {
+            throw FirmwareRefusal(kind: .hashMismatch, message: "\(path) cannot be read")
+        }
+        guard bytes == UInt64(size) else {
+            throw FirmwareRefusal(kind: .sizeMismatch, message: "\(path) is \(bytes) bytes, the manifest signed \(size)")
+        }
+        guard hasher.finish() == sha256 else {
+            throw FirmwareRefusal(kind: .hashMismatch, message: "the SHA-256 of \(path) differs from the manifest's")
+        }
     }
 
     /// Bytes from lowercase hexadecimal, or nil.

@@ -767,21 +767,7 @@ final class ImageHasher: DownloadBodyObserver, @unchecked Sendable {
     func rebuild(from path: String, length: UInt64) -> Bool {
         state.withLock { _ in
             hasher.reset()
-            guard length > 0 else { return true }
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { return false }
-            defer { close(fd) }
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
-            defer { buffer.deallocate() }
-            var remaining = length
-            while remaining > 0 {
-                let count = read(fd, buffer.baseAddress, Int(min(UInt64(buffer.count), remaining)))
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { return false }
-                hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                remaining -= UInt64(count)
-            }
-            return true
+            return length == 0 || hasher.update(fromFile: path, length: length) == length
         }
     }
 

@@ -171,6 +171,30 @@ public final class SHA256Hasher: @unchecked Sendable {
         return digest
     }
 
+    /// Adds a file's bytes, read through one 256 KiB buffer.
+    /// - Parameters:
+    ///   - path: the file.
+    ///   - length: how many bytes (nil: to its end).
+    /// - Returns: the bytes added, or nil when the file cannot be read or is shorter than `length`.
+    public func update(fromFile path: String, length: UInt64? = nil) -> UInt64? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+        defer { buffer.deallocate() }
+        var total: UInt64 = 0
+        while length.map({ total < $0 }) ?? true {
+            let want = length.map { Int(min(UInt64(buffer.count), $0 - total)) } ?? buffer.count
+            let count = read(fd, buffer.baseAddress, want)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { return length == nil ? total : nil }
+            update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            total += UInt64(count)
+        }
+        return total
+    }
+
     /// The digest of `bytes`.
     /// - Parameter bytes: the bytes.
     /// - Returns: 32 bytes.

@@ -182,3 +182,42 @@ struct ManifestSignatureTests {
         #expect(SHA256Hasher.digest(of: bytes).map { String(format: "%02x", $0) }.joined() == expected)
     }
 }
+
+extension ManifestSignatureTests {
+    @Test("fire-agent firmware verify: a vendor's check before publishing (0 when valid, 65 with the reason when refused)")
+    func verifyCommand() throws {
+        let vendor = try VendorKeys("cli")
+        defer { vendor.remove() }
+        try vendor.makeEC("ec")
+        try vendor.makeEC("other")
+        let image = [UInt8]((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        try vendor.write(image, "gw.img")
+        let digest = SHA256Hasher.digest(of: image).map { String(format: "%02x", $0) }.joined()
+        try vendor.write(
+            Array(#"{"version": "3.1.0", "compatible": ["gw"], "image": "gw.img", "size": 300000, "sha256": "\#(digest)"}"#.utf8),
+            "manifest.json")
+        _ = try vendor.sign("manifest.json", with: "ec")
+        let d = vendor.directory
+        let good = try fireAgent([
+            "firmware", "verify", "--key", d + "/other.pub", "--key", d + "/ec.pub", d + "/manifest.json", "--image", d + "/gw.img",
+            "--device-type", "gw",
+        ])
+        let text = String(decoding: good.stdout, as: UTF8.self)
+        #expect(good.status == 0, "\(good.stderr)")
+        #expect(
+            text.contains("signature: valid, by ECDSA 256 bits")
+                && text.contains("version 3.1.0 for gw; image gw.img (beside the manifest)"))
+        #expect(text.contains("image:     \(d)/gw.img: size and SHA-256 match"), "\(text)")
+        try vendor.write(image.map { $0 ^ 1 }, "bad.img")
+        let corrupt = try fireAgent(["firmware", "verify", "--key", d + "/ec.pub", d + "/manifest.json", "--image", d + "/bad.img"])
+        #expect(
+            corrupt.status == 65 && corrupt.stderr.contains("refused: hashMismatch: the SHA-256 of \(d)/bad.img differs"),
+            "\(corrupt.stderr)")
+        let stranger = try fireAgent(["firmware", "verify", "--key", d + "/other.pub", d + "/manifest.json"])
+        #expect(stranger.status == 65 && stranger.stderr.contains("refused: badSignature"), "\(stranger.stderr)")
+        let wrongBoard = try fireAgent(["firmware", "verify", "--key", d + "/ec.pub", d + "/manifest.json", "--device-type", "kiosk"])
+        #expect(wrongBoard.status == 65 && wrongBoard.stderr.contains("refused: incompatible"), "\(wrongBoard.stderr)")
+        let noKey = try fireAgent(["firmware", "verify", "--key", d + "/missing.pub", d + "/manifest.json"])
+        #expect(noKey.status == 26 && noKey.stderr.contains("missing.pub"), "\(noKey.stderr)")
+    }
+}
