@@ -56,10 +56,10 @@ struct FirmwareCommand: ParsableCommand {
                 print("signature: valid, by \(key)")
                 // Relative image URLs resolve against a placeholder: only the file is checked here.
                 let parsed = try FirmwareManifest.parse(bytes, from: URL(string: "https://manifest.invalid/")!)
-                let where_ =
+                let location =
                     parsed.image.host() == "manifest.invalid"
                     ? "\(parsed.image.path(percentEncoded: false).dropFirst()) (beside the manifest)" : parsed.image.absoluteString
-                print("manifest:  version \(parsed.version) for \(parsed.compatible.joined(separator: ", ")); image \(where_)")
+                print("manifest:  version \(parsed.version) for \(parsed.compatible.joined(separator: ", ")); image \(location)")
                 print("           \(parsed.size) bytes, sha256 \(parsed.sha256.map { String(format: "%02x", $0) }.joined())")
                 if let expires = parsed.expires { print("           expires \(AgentLogHandler.timestamp(expires))") }
                 if let deviceType {
