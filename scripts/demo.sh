@@ -3,8 +3,12 @@
 # static fire-agent, starts a real fleet backend on loopback (influxd, InfluxDB 1.x), runs
 # `fire-agent run` with a demo config while a "sensor" program drops line-protocol files into
 # the agent's spool, shows points arriving (counts per measurement), stops influxd and shows
-# the queue growing, starts it again and shows every point delivered exactly once (counted),
-# then stops everything (SIGTERM). Takes about a minute after the build.
+# the queue growing, starts it again and shows every point delivered exactly once (counted).
+# Then firmware: nginx serves a 64 MiB image and a manifest signed with a key made on the
+# spot; the agent, reloaded with a firmware section, downloads it (progress in its log),
+# verifies it, runs a demo installer, "reboots" (restarted with the new version in its
+# version file), commits, and the reports that reached the server are shown. Then SIGTERM.
+# Takes under a minute after the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -21,6 +25,7 @@ cleanup() {
     [ -n "$sensor_pid" ] && kill "$sensor_pid" 2>/dev/null || true
     [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null || true
     declare -F stop_local_influxd >/dev/null && stop_local_influxd
+    declare -F stop_local_nginx >/dev/null && stop_local_nginx "$work/fw"
     wait 2>/dev/null || true
     rm -rf "$work"
 }
@@ -109,21 +114,114 @@ for _ in $(seq 120); do
 done
 echo "   queue drained $(python3 -c "print('%.1f' % (($(date +%s%N) - $outage_end) / 1e9))") s after influxd came back"
 
-echo "== stopping the sensor, a last sync, then SIGTERM to the agent"
+echo "== stopping the sensor; a last sync"
 kill "$sensor_pid"; wait "$sensor_pid" 2>/dev/null || true; sensor_pid=""
 sleep 3
-kill -TERM "$agent_pid"
-term_start=$(date +%s%N)
-wait "$agent_pid"; agent_status=$?; agent_pid=""
-echo "   fire-agent exited with status $agent_status in $(python3 -c "print('%.2f' % (($(date +%s%N) - $term_start) / 1e9))") s"
-
 echo "== every point, once"
 counts
 sent=$(( $(cat "$work/sensor.count") * 10 ))
 stored=$(query 'SELECT count(reading) FROM sensor' | field 'd["results"][0]["series"][0]["values"][0][1]')
 left=$(ls "$work/spool" | grep -vc rejected || true)
 echo "   sensor points written to the spool: $sent; in InfluxDB: $stored; spool files left: $left"
-echo "   agent log: $(grep -c . "$work/agent.log") lines ($(grep -c 'not delivered' "$work/agent.log" || true) failed attempts during the outage); last lines:"
-tail -3 "$work/agent.log" | sed 's/^/     /'
-[ "$agent_status" = 0 ] && [ "$sent" = "$stored" ] && [ "$left" = 0 ] || { echo "== demo FAILED" >&2; exit 1; }
+echo "   agent log: $(grep -c . "$work/agent.log") lines ($(grep -c 'not delivered' "$work/agent.log" || true) failed attempts during the outage)"
+[ "$sent" = "$stored" ] && [ "$left" = 0 ] || { echo "== demo FAILED (telemetry)" >&2; exit 1; }
+
+# --- firmware -----------------------------------------------------------------------------
+# The vendor's side: a key made on the spot, an image, a manifest signed with openssl, all
+# served by nginx, which also takes the agent's status reports at /status (logged).
+. scripts/local-nginx.sh
+fw="$work/fw"
+mkdir -p "$fw/www" "$work/board"
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$fw/vendor.key" 2>/dev/null
+openssl pkey -in "$fw/vendor.key" -pubout -out "$work/board/vendor.pub"
+python3 -c "import random, sys; random.seed(7); sys.stdout.buffer.write(random.randbytes(64 << 20))" > "$fw/www/gw-1.1.0.img"
+chmod 755 "$work"     # nginx workers (www-data) reach $work/fw/www through it
+start_local_nginx "$fw" \
+    "location = /status { access_log $fw/status.log report; proxy_pass http://127.0.0.1:\$server_port/status-sink; }
+     location = /status-sink { return 204; }" \
+    "log_format report escape=none '\$request_body';"
+image_sha=$(sha256sum "$fw/www/gw-1.1.0.img" | cut -c1-64)
+cat > "$fw/www/manifest.json" <<MANIFEST
+{ "version": "1.1.0", "compatible": ["demo-gw"], "image": "gw-1.1.0.img", "size": $((64 << 20)),
+  "sha256": "$image_sha", "expires": "$(date -u -d '+30 days' +%Y-%m-%dT%H:%M:%SZ)", "notes": "demo release" }
+MANIFEST
+openssl dgst -sha256 -sign "$fw/vendor.key" -out "$fw/www/manifest.json.sig" "$fw/www/manifest.json"
+chmod -R a+rX "$fw/www"
+echo "== firmware: nginx on $base serves manifest.json (1.1.0, signed with a P-256 key made just now) and a 64 MiB image"
+"$agent" firmware verify --key "$work/board/vendor.pub" "$fw/www/manifest.json" --image "$fw/www/gw-1.1.0.img" | sed 's/^/   /'
+
+# The board: its version file and boot ID, an installer that writes "the other slot", a
+# commit command (rauc install / rauc status mark-good on a real A/B board).
+echo "1.0.0" > "$work/board/version"
+cat /proc/sys/kernel/random/uuid > "$work/board/boot_id"
+cat > "$work/board/install.sh" <<'INSTALL'
+#!/bin/sh
+# demo installer: $1 is the verified image, $2 its version
+board="$(dirname "$0")"
+cp "$1" "$board/slot-b.img" && echo "$2" > "$board/slot-b.version" && echo "wrote $(wc -c < "$1") bytes to slot B"
+INSTALL
+printf '#!/bin/sh\necho "marked slot B good"\n' > "$work/board/commit.sh"
+chmod +x "$work/board/install.sh" "$work/board/commit.sh"
+
+# The same agent, reloaded (SIGHUP) with a firmware section.
+sed -i '$d' "$work/fire-agent.json5"
+cat >> "$work/fire-agent.json5" <<CONF
+  firmware: {
+    manifestURL: "$base/manifest.json",
+    keys: ["board/vendor.pub"], deviceType: "demo-gw",
+    versionFile: "board/version", bootIDFile: "board/boot_id", directory: "firmware",
+    pollInterval: "2s", jitter: 0, maxBytesPerSecond: "24MiB",
+    install: ["board/install.sh", "{file}", "{version}"], commit: ["board/commit.sh"],
+    statusURL: "$base/status",
+  },
+}
+CONF
+"$agent" config check --config "$work/fire-agent.json5" | sed 's/^/   /'
+echo "== SIGHUP: the agent reloads its config with firmware updates on (board runs 1.0.0)"
+kill -HUP "$agent_pid"
+phase() { status_json | field 'd.get("firmware", {}).get("phase", "-") + " " + str(d.get("firmware", {}).get("version", ""))'; }
+watch_until() {
+    local want="$1" last="" now
+    for _ in $(seq 600); do
+        now=$(phase)
+        [ "$now" != "$last" ] && echo "   status: firmware $now" && last="$now"
+        case "$now" in "$want"*) return 0 ;; failed*) return 1 ;; esac
+        sleep 0.2
+    done
+    return 1
+}
+watch_until installed || { echo "== demo FAILED (firmware)" >&2; tail -20 "$work/agent.log" >&2; exit 1; }
+echo "   agent log:"
+grep -E "firmware (offered|download|image verified|installer|update installed|installed:)" "$work/agent.log" | cut -c1-160 | sed 's/^/     /'
+
+echo "== \"reboot\": SIGTERM, slot B's version boots (board/version), a new boot ID, the agent starts again"
+kill -TERM "$agent_pid"; wait "$agent_pid" || true
+cp "$work/board/slot-b.version" "$work/board/version"
+cat /proc/sys/kernel/random/uuid > "$work/board/boot_id"
+"$agent" run --config "$work/fire-agent.json5" 2>> "$work/agent.log" &
+agent_pid=$!
+watch_until done || { echo "== demo FAILED (firmware)" >&2; tail -20 "$work/agent.log" >&2; exit 1; }
+grep -E "firmware (commit|update done)" "$work/agent.log" | cut -c1-160 | sed 's/^/     /'
+echo "== the reports that reached the server (nginx /status):"
+for _ in $(seq 50); do [ "$(grep -c . "$fw/status.log" 2>/dev/null)" -ge 6 ] && break; sleep 0.2; done
+python3 - "$fw/status.log" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    print("   %s %-11s %s -> %s%s" % (e["time"], e["state"], e.get("fromVersion", "?"), e["version"],
+                                   (" (" + e["reason"] + ")") if "reason" in e else ""))
+PY
+"$agent" status --config "$work/fire-agent.json5" | grep -A3 '^firmware' | sed 's/^/   /'
+installed_sha=$(sha256sum "$work/board/slot-b.img" | cut -c1-64)
+
+echo "== SIGTERM to the agent"
+kill -TERM "$agent_pid"
+term_start=$(date +%s%N)
+wait "$agent_pid"; agent_status=$?; agent_pid=""
+echo "   fire-agent exited with status $agent_status in $(python3 -c "print('%.2f' % (($(date +%s%N) - $term_start) / 1e9))") s"
+stop_local_nginx "$fw"
+reports=$(grep -c . "$fw/status.log")
+echo "   slot B holds the signed image: $([ "$installed_sha" = "$image_sha" ] && echo yes || echo NO); board runs $(cat "$work/board/version"); $reports reports"
+[ "$agent_status" = 0 ] && [ "$installed_sha" = "$image_sha" ] && [ "$(cat "$work/board/version")" = 1.1.0 ] && [ "$reports" = 6 ] ||
+    { echo "== demo FAILED" >&2; exit 1; }
 echo "== demo passed in $(( $(date +%s) - started )) s after the build"

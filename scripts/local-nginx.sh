@@ -1,11 +1,11 @@
 # Sourced by scripts/demo.sh and bench/run.sh: a throw-away nginx on a free loopback port.
 #
-#   start_local_nginx WORK_DIR [EXTRA_SERVER_DIRECTIVES]
+#   start_local_nginx WORK_DIR [EXTRA_SERVER_DIRECTIVES [EXTRA_HTTP_DIRECTIVES]]
 #
 # Serves WORK_DIR/www (created by the caller), writes its config, pid and logs under WORK_DIR,
 # sets $port and $base, and waits until it answers. stop_local_nginx WORK_DIR stops it.
 start_local_nginx() {
-    local work="$1" extra="${2:-}"
+    local work="$1" extra="${2:-}" http_extra="${3:-}"
     local nginx_bin
     nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
     chmod 755 "$work"                 # nginx workers run as www-data
@@ -22,6 +22,7 @@ http {
   default_type application/octet-stream;
   client_body_temp_path $work/body; proxy_temp_path $work/proxy; fastcgi_temp_path $work/fastcgi;
   uwsgi_temp_path $work/uwsgi; scgi_temp_path $work/scgi;
+  $http_extra
   server { listen 127.0.0.1:$port; root $work/www; $extra }
 }
 CONF
