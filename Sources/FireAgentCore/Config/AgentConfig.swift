@@ -494,16 +494,23 @@ public struct AgentConfig: Sendable {
         }
         let commandTimeout = reader.duration("commandTimeout", default: .seconds(120), minimum: .seconds(1))
         let statusURL = httpURL("statusURL", reader.string("statusURL"))
+        // A program given with a relative path is relative to the config file, as every path
+        // in it is; a bare name is looked up in PATH.
+        func program(_ argv: [String]) -> [String] {
+            guard let first = argv.first, first.contains("/"), !first.hasPrefix("/") else { return argv }
+            return [resolve(first, relativeTo: file)] + argv.dropFirst()
+        }
         guard let manifestURL, let deviceType, !keys.isEmpty, !install.isEmpty else { return nil }
         return Firmware(
             manifestURL: manifestURL,
             signatureURL: signatureURL ?? URL(string: manifestURL.absoluteString + ".sig") ?? manifestURL,
-            keys: keys, deviceType: deviceType, versionFile: versionFile, versionCommand: versionCommand, bootIDFile: bootIDFile,
+            keys: keys, deviceType: deviceType, versionFile: versionFile, versionCommand: versionCommand.map(program),
+            bootIDFile: bootIDFile,
             directory: URL(filePath: directory).standardized.path(percentEncoded: false), pollInterval: pollInterval, jitter: jitter,
             allowDowngrade: allowDowngrade, maxBytesPerSecond: rate, lowSpeedBytesPerSecond: lowSpeed, lowSpeedTime: lowSpeedTime,
-            downloadAttempts: attempts, retryInitial: retryInitial, retryMaximum: retryMaximum, install: install,
-            installTimeout: installTimeout, rebootRequired: rebootRequired, rebootExitCode: rebootExitCode, reboot: reboot,
-            commit: commit, commandTimeout: commandTimeout, statusURL: statusURL)
+            downloadAttempts: attempts, retryInitial: retryInitial, retryMaximum: retryMaximum, install: program(install),
+            installTimeout: installTimeout, rebootRequired: rebootRequired, rebootExitCode: rebootExitCode, reboot: reboot.map(program),
+            commit: commit.map(program), commandTimeout: commandTimeout, statusURL: statusURL)
     }
 
     /// A path relative to the config file's directory.

@@ -255,14 +255,22 @@ enum StatusJSON {
     case array([StatusJSON])
     case object([(String, StatusJSON)])
 
-    /// The document as text.
+    /// The document as text, one member per line.
     var text: String {
         var out = ""
         write(to: &out, indent: "")
         return out
     }
 
-    func write(to out: inout String, indent: String) {
+    /// The document on one line (a report body, a log line).
+    var compactText: String {
+        var out = ""
+        write(to: &out, indent: nil)
+        return out
+    }
+
+    /// Writes the value; `indent` nil writes it on one line.
+    func write(to out: inout String, indent: String?) {
         switch self {
         case .string(let text): out += AgentLogHandler.jsonString(text)
         case .integer(let value): out += String(value)
@@ -281,6 +289,15 @@ enum StatusJSON {
         case .object(let members):
             guard !members.isEmpty else {
                 out += "{}"
+                return
+            }
+            guard let indent else {
+                out += "{"
+                for (index, (key, value)) in members.sorted(by: { $0.0 < $1.0 }).enumerated() {
+                    out += (index == 0 ? "" : ",") + AgentLogHandler.jsonString(key) + ":"
+                    value.write(to: &out, indent: nil)
+                }
+                out += "}"
                 return
             }
             let inner = indent + "  "

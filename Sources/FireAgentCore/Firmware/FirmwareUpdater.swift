@@ -156,10 +156,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
             reports = nil
         }
         nextPoll = clock.now
-        control = Mutex(
-            Control(
-                snapshot: Snapshot(
-                    phase: UpdatePhase.idle.rawValue, downloadedBytes: 0, size: 0, highestAccepted: state.highestAccepted)))
+        control = Mutex(Control(snapshot: Snapshot(phase: UpdatePhase.idle.rawValue, downloadedBytes: 0, size: 0)))
+        publish(notifying: false)
     }
 
     /// Starts the updater's thread.
@@ -659,7 +657,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             request.headers.update(name: "Content-Type", value: "application/json")
             let key = "fw-\(update.manifestDigest.prefix(16))-\(update.phase.rawValue)-\(update.freshDownloads)"
             request.headers.update(name: OfflineQueue.idempotencyKeyHeader, value: key)
-            request.httpBody = Data(StatusJSON.object(members).text.utf8)
+            request.httpBody = Data(StatusJSON.object(members).compactText.utf8)
             do {
                 try reports.enqueue(request)
             } catch {
@@ -688,7 +686,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
     }
 
     /// Copies the flow's state into the snapshot.
-    private func publish() {
+    private func publish(notifying: Bool = true) {
         let update = flow.state.update
         let highest = flow.state.highestAccepted
         control.withLock {
@@ -700,7 +698,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             $0.snapshot.since = update?.since
             $0.snapshot.highestAccepted = highest
         }
-        onChange()
+        if notifying { onChange() }
     }
 
     // MARK: - Helpers
