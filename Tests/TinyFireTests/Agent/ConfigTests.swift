@@ -173,3 +173,61 @@ struct ConfigTests {
         #expect(config.telemetry.api == .v1(database: "d", retentionPolicy: nil, username: nil, password: nil))
     }
 }
+
+extension ConfigTests {
+    @Test("the firmware section: each missing or bad key named; keys read at load; relative paths from the config file; show round-trips")
+    func firmwareSection() throws {
+        let directory = try agentScratch("fwconfig")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let vendor = try VendorKeys("fwconfig")
+        defer { vendor.remove() }
+        try vendor.makeEC("ec")
+        try vendor.makeRSA("small", bits: 1024)
+        let empty = problems(document("firmware: {}"))
+        for expected in [
+            "firmware.manifestURL: is required", "firmware.keys: is required", "firmware.deviceType: is required",
+            "firmware.versionFile: is required (or versionCommand)", "firmware.install: is required",
+        ] {
+            #expect(empty.contains { $0.hasPrefix(expected) }, "\(expected) in \(empty)")
+        }
+        let bad = problems(
+            document(
+                """
+                firmware: { manifestURL: "ftp://x/m.json", keys: ["\(vendor.directory)/missing.pub", "\(vendor.directory)/small.pub"],
+                  deviceType: "gw", versionFile: "/etc/v", versionCommand: ["cat", "/etc/v"], install: ["rauc", "install"],
+                  maxBytesPerSecond: "64KiB", lowSpeedBytesPerSecond: "64KiB", retry: { initial: "1m", maximum: "10s" },
+                  rebootExitCode: 300, pollInterval: "soon", unknownKey: 1 }
+                """))
+        for expected in [
+            "firmware.manifestURL: \"ftp://x/m.json\" is not an http:// or https:// URL",
+            "firmware.keys[0]: cannot be read: No such file or directory", "firmware.keys[1]: an RSA key of 1024 bits",
+            "firmware.versionCommand: and versionFile are both set", "firmware.install: must pass the image",
+            "firmware.lowSpeedBytesPerSecond: must be below maxBytesPerSecond", "firmware.retry.maximum: is shorter",
+            "firmware.rebootExitCode:", "firmware.pollInterval:", "firmware.unknownKey: unknown key",
+        ] {
+            #expect(bad.contains { $0.hasPrefix(expected) }, "\(expected) in \(bad)")
+        }
+
+        let text = document(
+            """
+            firmware: { manifestURL: "https://updates.example/gw/manifest.json", keys: ["keys/ec.pub"], deviceType: "gw",
+              versionFile: "/etc/sw-version", install: ["bin/install", "--image={file}", "{version}"], reboot: ["systemctl", "reboot"],
+              commit: ["rauc", "status", "mark-good"], maxBytesPerSecond: "1MiB", statusURL: "https://fleet.example/status" }
+            """)
+        try FileManager.default.createDirectory(atPath: directory + "/keys", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: vendor.directory + "/ec.pub", toPath: directory + "/keys/ec.pub")
+        let config = try AgentConfig.parse(Data(text.utf8), file: directory + "/agent.json5", machineIDPath: "/nonexistent")
+        let firmware = try #require(config.firmware)
+        #expect(firmware.signatureURL.absoluteString == "https://updates.example/gw/manifest.json.sig")
+        #expect(firmware.keys.map(\.path) == [directory + "/keys/ec.pub"])
+        #expect(firmware.install == [directory + "/bin/install", "--image={file}", "{version}"])
+        #expect(firmware.reboot == ["systemctl", "reboot"], "a bare program name stays for PATH")
+        #expect(firmware.pollInterval == .seconds(3600) && firmware.rebootRequired && !firmware.allowDowngrade)
+        #expect(firmware.maxBytesPerSecond == 1 << 20 && firmware.directory.hasSuffix("/var/lib/fire-agent/firmware"))
+        let rendered = config.rendered()
+        let again = try AgentConfig.parse(Data(rendered.utf8), file: directory + "/shown.json5", machineIDPath: "/nonexistent")
+        #expect(again.firmware?.install == firmware.install && again.firmware?.keys.map(\.path) == firmware.keys.map(\.path))
+        #expect(again.firmware?.maxBytesPerSecond == firmware.maxBytesPerSecond && again.firmware?.statusURL == firmware.statusURL)
+        #expect(again.rendered() == rendered)
+    }
+}
