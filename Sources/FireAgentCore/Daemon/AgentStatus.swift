@@ -244,7 +244,7 @@ public struct AgentStatus: Codable, Sendable, Equatable {
 
 /// The few JSON shapes the daemon's documents use (status file, firmware state, reports),
 /// written with sorted keys and without `JSONEncoder`.
-enum StatusJSON {
+enum StatusJSON: Sendable {
     case string(String)
     case integer(Int64)
     case unsigned(UInt64)

@@ -14,8 +14,9 @@
 /// - `state.json`: `FirmwareState`, replaced durably (temporary file, fsync, rename, fsync of
 ///   the directory) before each step, so a kill or a power cut at any moment leaves the old
 ///   state or the new one, never a torn one;
-/// - `manifest.json` and `manifest.json.sig`: the manifest being acted on, exactly as signed
-///   (verified again after a restart);
+/// - `offers/DIGEST.json` and `offers/DIGEST.json.sig`: manifests exactly as signed, kept from
+///   the poll that fetched them until no update follows them (verified again after a restart;
+///   a newer offer never overwrites the one an update under way follows);
 /// - `staging/`: the image (`image.part` while it downloads, `image.bin` once verified: the
 ///   same file system, so the move is a rename) and the download's resume record.
 public struct FirmwareStore: Sendable {
@@ -26,7 +27,7 @@ public struct FirmwareStore: Sendable {
     /// - Throws: `AgentError` when it cannot be created.
     public init(directory: String) throws(AgentError) {
         self.directory = directory
-        for path in [directory, directory + "/staging"] {
+        for path in [directory, directory + "/staging", directory + "/offers"] {
             do {
                 try FileManager.default.createDirectory(
                     atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -37,8 +38,6 @@ public struct FirmwareStore: Sendable {
     }
 
     var statePath: String { directory + "/state.json" }
-    var manifestPath: String { directory + "/manifest.json" }
-    var signaturePath: String { directory + "/manifest.json.sig" }
     /// The image while it downloads.
     public var partialImagePath: String { directory + "/staging/image.part" }
     /// The image once verified: what the installer gets.
@@ -74,18 +73,27 @@ public struct FirmwareStore: Sendable {
         try writeDurably(Array((state.json.text + "\n").utf8), to: statePath)
     }
 
-    /// Keeps the manifest and its signature being acted on.
-    public func saveManifest(_ manifest: [UInt8], signature: [UInt8]) throws(AgentError) {
-        try writeDurably(signature, to: signaturePath)
-        try writeDurably(manifest, to: manifestPath)
+    /// Keeps a manifest and its signature under the manifest's digest.
+    public func saveManifest(_ manifest: [UInt8], signature: [UInt8], digest: String) throws(AgentError) {
+        let path = directory + "/offers/" + digest + ".json"
+        try writeDurably(signature, to: path + ".sig")
+        try writeDurably(manifest, to: path)
     }
 
-    /// The kept manifest and signature, if both are there.
-    public func loadManifest() -> (manifest: [UInt8], signature: [UInt8])? {
-        guard let manifest = SystemFiles().readBytes(manifestPath, limit: FirmwareManifest.maximumBytes, whole: true),
-            let signature = SystemFiles().readBytes(signaturePath, limit: ManifestSignature.maximumBytes, whole: true)
+    /// The manifest and signature kept for `digest`, if both are there.
+    public func loadManifest(digest: String) -> (manifest: [UInt8], signature: [UInt8])? {
+        let path = directory + "/offers/" + digest + ".json"
+        guard let manifest = SystemFiles().readBytes(path, limit: FirmwareManifest.maximumBytes, whole: true),
+            let signature = SystemFiles().readBytes(path + ".sig", limit: ManifestSignature.maximumBytes, whole: true)
         else { return nil }
         return (manifest, signature)
+    }
+
+    /// Removes kept manifests other than `digest`'s.
+    public func forgetManifests(except digest: String?) {
+        for name in SystemFiles().list(directory + "/offers") where digest.map({ !name.hasPrefix($0 + ".json") }) ?? true {
+            unlink(directory + "/offers/" + name)
+        }
     }
 
     /// Opens and locks the install lock for an installer to inherit.

@@ -65,7 +65,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private let logger: Logger
     private let store: FirmwareStore
     private let session: Session
-    private let reports: OfflineQueue?
+    private let source: any FirmwareSource
     private let spoolDirectory: String?
     private let onChange: @Sendable () -> Void
     private let exitAt: String?
@@ -78,7 +78,6 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private var flow: UpdateFlow
     /// The manifest being acted on (verified), its bytes' digest, and its signature.
     private var manifest: FirmwareManifest?
-    private var entityTag: String?
     private var nextPoll: ContinuousClock.Instant
     private var retryAt: ContinuousClock.Instant?
     private var lastProgressReport = ContinuousClock.now
@@ -136,25 +135,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
             }
         }
         session = Session(configuration: configuration, serverTrustManager: trust)
-        if config.statusURL != nil {
-            var queueConfiguration = OfflineQueue.Configuration(maxRecords: 1000, maxBytes: 4 << 20)
-            queueConfiguration.backoff = OfflineQueue.Backoff(initial: config.retryInitial, maximum: config.retryMaximum)
-            queueConfiguration.disposition = { status in
-                if (200..<300).contains(status) { return .delivered }
-                // The status server refuses the event for good: kept no longer.
-                if (400..<500).contains(status) && status != 408 && status != 429 { return .discard }
-                return .retry
-            }
-            do {
-                reports = try OfflineQueue(
-                    directory: config.directory + "/reports", configuration: queueConfiguration, session: session,
-                    reachability: reachability, logger: logger)
-            } catch {
-                throw AgentError(description: "firmware report queue \(config.directory)/reports: \(error)")
-            }
-        } else {
-            reports = nil
-        }
+        source = try SignedManifestSource(
+            config: config, deviceID: agentConfig.device.id, session: session, store: store, reachability: reachability, logger: logger)
         nextPoll = clock.now
         control = Mutex(Control(snapshot: Snapshot(phase: UpdatePhase.idle.rawValue, downloadedBytes: 0, size: 0)))
         publish(notifying: false)
@@ -162,7 +144,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     /// Starts the updater's thread.
     public func start() {
-        reports?.startDelivery()
+        source.start()
         DispatchQueue(label: "fire-agent.firmware").async { [self] in
             run()
             finished.signal()
@@ -189,7 +171,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         request?.cancel()
         wake.signal()
         let ended = finished.wait(timeout: .now() + .nanoseconds(Int(clamping: timeout.totalNanoseconds))) == .success
-        reports?.close()
+        source.close()
         return ended
     }
 
@@ -204,7 +186,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
         logger.info(
             "firmware updates on",
             metadata: ["manifest": "\(config.manifestURL)", "pollInterval": "\(ConfigReader.describe(config.pollInterval))"])
-        if flow.state.update != nil, flow.phase != .done && flow.phase != .failed && flow.phase != .idle { restoreManifest() }
+        if let update = flow.state.update, ![.done, .failed, .idle].contains(update.phase) {
+            manifest = source.restore(digest: update.manifestDigest)
+        }
         if flow.phase == .installing, !store.waitForInstaller(timeout: .milliseconds(0)) {
             // The agent stopped while its installer ran, and the installer still runs: its
             // outcome is known only once it ends (and the next boot shows it).
@@ -245,12 +229,15 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     /// Carries out `effects` in order; an action's outcome is fed back at once.
     private func perform(_ effects: [UpdateEffect]) {
+        // Reports of effects left undone (a failed write, a stop) are not reported later as
+        // if they were news.
+        defer { while flow.takeReport() != nil {} }
         var work = effects[...]
         while let effect = work.popFirst() {
             if stopping, effect != .persist, effect != .report { return }
             var outcome: UpdateEvent?
             switch effect {
-            case .report: report()
+            case .report: if let record = flow.takeReport() { report(record) }
             case .persist:
                 guard persist() else { return }  // not on disk: nothing may act on it
             case .download(let fromZero): outcome = download(fromZero: fromZero)
@@ -267,6 +254,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             case .discardImage:
                 store.discardImage()
                 hasher.reset()
+                if [.done, .failed].contains(flow.phase) { source.forget(except: nil) }
             }
             publish()
             if let outcome {
@@ -298,27 +286,21 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     private func poll() {
         if flow.phase == .installed { feed(.booted(version: bootedVersion(), bootID: bootID())) }
-        var headers: HTTPHeaders = ["Accept-Encoding": "identity"]
-        if let entityTag { headers.update(name: "If-None-Match", value: entityTag) }
-        let response = fetch(config.manifestURL, headers: headers)
-        let code = response.response?.status.code
+        let answer = source.poll { [flow] digest in flow.state.finished.contains(digest) || flow.state.update?.manifestDigest == digest }
         var result: String
-        switch (code, response.result) {
-        case (304?, _):
+        switch answer {
+        case .unchanged:
             result = "unchanged"
             synced()
-        case (let status?, .success(let data)) where (200..<300).contains(status):
-            entityTag = response.response?.headerFields[.eTag]
+        case .offer(let offer):
             synced()
-            result = consider(Array(data))
-        case (let status?, _):
-            result = "HTTP \(status) for the manifest"
-            logger.warning("firmware manifest not fetched", metadata: ["url": "\(config.manifestURL)", "status": "\(status)"])
-        case (nil, .failure(let error)):
-            result = "\(error)"
-            logger.warning("firmware manifest not fetched", metadata: ["reason": "\(error)"])
-        case (nil, .success):
-            result = "no response"
+            result = consider(offer)
+        case .nothing(let reason):
+            result = reason
+            logger.notice("no firmware offered", metadata: ["reason": "\(reason)"])
+        case .unreachable(let reason):
+            result = reason
+            logger.warning("firmware manifest not fetched", metadata: ["reason": "\(reason)"])
         }
         control.withLock {
             $0.snapshot.lastCheck = Date()
@@ -331,74 +313,34 @@ public final class FirmwareUpdater: @unchecked Sendable {
         if flow.phase == .confirming { feed(.synced) }
     }
 
-    /// A manifest fetched: new ones are verified and offered to the flow.
+    /// An offer not seen before: checked against this device and offered to the flow.
     /// - Returns: what the check found, for the status.
-    private func consider(_ bytes: [UInt8]) -> String {
-        let digest = hex(SHA256Hasher.digest(of: bytes))
-        if flow.state.finished.contains(digest) || flow.state.update?.manifestDigest == digest { return "unchanged" }
+    private func consider(_ offer: FirmwareOffer) -> String {
         let running = bootedVersion()
         var manifest: FirmwareManifest?
         var refusal: FirmwareRefusal?
-        var signature: [UInt8] = []
         do throws(FirmwareRefusal) {
-            let answer = fetch(config.signatureURL, headers: ["Accept-Encoding": "identity"])
-            guard let status = answer.response?.status.code, (200..<300).contains(status), case .success(let data) = answer.result else {
-                if answer.response == nil {
-                    // Not the manifest's fault: the signature is fetched again next time.
-                    return "signature not fetched: \(answer.error.map { "\($0)" } ?? "no response")"
-                }
-                throw FirmwareRefusal(
-                    kind: .badSignature, message: "the signature \(config.signatureURL) answered HTTP \(answer.response?.status.code ?? 0)")
-            }
-            signature = Array(data)
-            let key = try ManifestSignature.verify(signature, of: bytes, keys: config.keys)
-            let parsed = try FirmwareManifest.parse(bytes, from: config.manifestURL)
+            let parsed = try offer.manifest.get()
             manifest = parsed
             try UpdateDecision.check(
                 parsed, deviceType: config.deviceType, highestAccepted: flow.state.highestAccepted.flatMap(SemanticVersion.init),
                 allowDowngrade: config.allowDowngrade, now: Date())
             logger.info(
                 "firmware offered",
-                metadata: ["version": "\(parsed.version)", "signedBy": "\(key.fingerprint)", "notes": "\(parsed.notes ?? "")"])
+                metadata: ["version": "\(parsed.version)", "signedBy": "\(offer.vouchedBy ?? "")", "notes": "\(parsed.notes ?? "")"])
         } catch {
             refusal = error
-            logger.warning("firmware manifest refused", metadata: ["reason": "\(error)", "manifest": "\(digest.prefix(16))"])
+            logger.warning("firmware manifest refused", metadata: ["reason": "\(error)", "manifest": "\(offer.digest.prefix(16))"])
         }
-        if refusal == nil, let manifest {
-            do {
-                try store.saveManifest(bytes, signature: signature)
-            } catch {
-                logger.error("firmware manifest not kept: the update waits", metadata: ["reason": "\(error)"])
-                return "not kept: \(error)"
-            }
-            self.manifest = manifest
-        }
-        feed(.offered(digest: digest, manifest: manifest, refusal: refusal, running: running))
+        if refusal == nil { self.manifest = manifest }
+        feed(.offered(digest: offer.digest, manifest: manifest, refusal: refusal, running: running))
+        let current = flow.state.update.flatMap { [.done, .failed].contains($0.phase) ? nil : $0.manifestDigest }
+        source.forget(except: current)
         if let refusal, refusal.kind == .notNewer, let manifest, manifest.version == running {
             return "up to date (\(manifest.version) runs)"
         }
         if let refusal { return "refused: \(refusal)" }
         return "offered \(manifest.map { "\($0.version)" } ?? "")"
-    }
-
-    /// After a restart: the kept manifest, verified again (a file on disk is not trusted more
-    /// than the network).
-    private func restoreManifest() {
-        guard let update = flow.state.update, let kept = store.loadManifest() else {
-            logger.error("firmware manifest of the update under way is missing")
-            manifest = nil
-            return
-        }
-        do throws(FirmwareRefusal) {
-            guard hex(SHA256Hasher.digest(of: kept.manifest)) == update.manifestDigest else {
-                throw FirmwareRefusal(kind: .badManifest, message: "the kept manifest is not the one the update follows")
-            }
-            try ManifestSignature.verify(kept.signature, of: kept.manifest, keys: config.keys)
-            manifest = try FirmwareManifest.parse(kept.manifest, from: config.manifestURL)
-        } catch {
-            logger.error("firmware manifest kept on disk refused", metadata: ["reason": "\(error)"])
-            manifest = nil
-        }
     }
 
     // MARK: - Download and verify
@@ -633,8 +575,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     /// Reports the update as it is: the log, the status, a status event through the report
     /// queue (same Idempotency-Key when repeated after a crash), a `fire_agent_update` point.
-    private func report() {
-        guard let update = flow.state.update else { return }
+    private func report(_ update: UpdateRecord) {
         let progress = update.size > 0 ? Double(control.withLock { $0.snapshot.downloadedBytes }) / Double(update.size) : 0
         var metadata: Logger.Metadata = ["version": "\(update.version)", "from": "\(update.fromVersion ?? "?")"]
         if let reason = update.reason { metadata["reason"] = "\(reason)" }
@@ -644,26 +585,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             logger.info("firmware update \(update.phase.rawValue)", metadata: metadata)
         }
         let now = Date()
-        if let url = config.statusURL, let reports {
-            var members: [(String, StatusJSON)] = [
-                ("device", .string(deviceID)), ("manifest", .string(update.manifestDigest)), ("version", .string(update.version)),
-                ("state", .string(update.phase.rawValue)), ("progress", .number((min(progress, 1) * 1000).rounded() / 1000)),
-                ("time", .date(now)),
-            ]
-            if let from = update.fromVersion { members.append(("fromVersion", .string(from))) }
-            if let reason = update.reason { members.append(("reason", .string(reason))) }
-            var request = URLRequest(url: url)
-            request.method = .post
-            request.headers.update(name: "Content-Type", value: "application/json")
-            let key = "fw-\(update.manifestDigest.prefix(16))-\(update.phase.rawValue)-\(update.freshDownloads)"
-            request.headers.update(name: OfflineQueue.idempotencyKeyHeader, value: key)
-            request.httpBody = Data(StatusJSON.object(members).compactText.utf8)
-            do {
-                try reports.enqueue(request)
-            } catch {
-                logger.error("firmware report not queued", metadata: ["reason": "\(error)"])
-            }
-        }
+        source.report(FirmwareReport(update: update, progress: progress, time: now))
         if let spoolDirectory {
             var fields: [String: Point.Value] = ["state": .string(update.phase.rawValue), "progress": .float(min(progress, 1))]
             if let reason = update.reason { fields["reason"] = .string(String(reason.prefix(1024))) }
@@ -702,18 +624,6 @@ public final class FirmwareUpdater: @unchecked Sendable {
     }
 
     // MARK: - Helpers
-
-    /// The body of a GET, blocking this thread until it ends.
-    private func fetch(_ url: URL, headers: HTTPHeaders) -> DataResponse<Data, TinyFireError> {
-        let box = SendableBox<DataResponse<Data, TinyFireError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        session.request(url, headers: headers).responseData(queue: .global(), emptyResponseCodes: [204, 304]) { response in
-            box.value = response
-            done.signal()
-        }
-        done.wait()
-        return box.value!
-    }
 
     /// A download's outcome, blocking this thread until it ends.
     private func wait(_ request: DownloadRequest) -> DownloadResponse<URL?, TinyFireError> {

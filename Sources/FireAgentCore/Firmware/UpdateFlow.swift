@@ -122,7 +122,8 @@ public enum UpdateEvent: Sendable, Equatable {
 /// What the flow asks its host to do, in order: report before persisting (a report repeated
 /// after a crash has the same Idempotency-Key), persist before acting.
 public enum UpdateEffect: Sendable, Equatable {
-    /// Report the record as it is now (status event and measurement).
+    /// Report the record as it was when this effect was made (`UpdateFlow.takeReport()`
+    /// gives it: one event can report two updates, the superseded one and its successor).
     case report
     /// Write the state durably.
     case persist
@@ -155,6 +156,8 @@ public struct UpdateFlow: Sendable {
     public private(set) var state: FirmwareState
     /// Failed download attempts (with the server reachable) before the update fails.
     public let maximumFailedAttempts: Int
+    /// The records of `.report` effects not yet taken, oldest first.
+    private var pendingReports: [UpdateRecord] = []
     /// The commit command was asked for and has not answered (in memory: after a restart the
     /// next sync asks again; committing twice is harmless, `rauc status mark-good` is).
     private var commitPending = false
@@ -166,6 +169,12 @@ public struct UpdateFlow: Sendable {
     public init(state: FirmwareState, maximumFailedAttempts: Int) {
         self.state = state
         self.maximumFailedAttempts = maximumFailedAttempts
+    }
+
+    /// The record a `.report` effect reports, in the order the effects were made.
+    /// - Returns: the record, or nil when none is waiting.
+    public mutating func takeReport() -> UpdateRecord? {
+        pendingReports.isEmpty ? nil : pendingReports.removeFirst()
     }
 
     /// The current update's phase (idle when none).
@@ -278,13 +287,13 @@ public struct UpdateFlow: Sendable {
                 size: manifest?.size ?? 0, since: now)
             state.update?.reason = refusal.description
             remember(digest, in: \.finished)
-            return [.report, .persist]
+            return reporting() + [.persist]
         }
         guard let manifest else { return [] }
         state.update = UpdateRecord(
             phase: .downloading, manifestDigest: digest, version: manifest.version.description, fromVersion: running?.description,
             size: manifest.size, since: now)
-        return [.report, .persist, .discardImage, .download(fromZero: true)]
+        return reporting() + [.persist, .discardImage, .download(fromZero: true)]
     }
 
     private mutating func booted(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
@@ -314,7 +323,14 @@ public struct UpdateFlow: Sendable {
     private mutating func enter(_ phase: UpdatePhase, now: Date) -> [UpdateEffect] {
         state.update?.phase = phase
         state.update?.since = now
-        return [.report, .persist]
+        return reporting() + [.persist]
+    }
+
+    /// `.report`, with the record as it is now kept for `takeReport()`.
+    private mutating func reporting() -> [UpdateEffect] {
+        guard let update = state.update else { return [] }
+        pendingReports.append(update)
+        return [.report]
     }
 
     private mutating func fail(_ reason: String, now: Date) -> [UpdateEffect] {

@@ -26,10 +26,13 @@ struct FirmwareUpdateTests {
         (try? String(contentsOfFile: board.directory + "/log", encoding: .utf8)) ?? ""
     }
 
-    /// Waits for the status to show `phase` (for `version`, when given).
-    func reach(_ phase: String, version: String? = nil, _ board: FakeBoard, within: Duration = .seconds(120)) async -> Bool {
+    /// Waits for `agent`'s status (not one an earlier process left) to show `phase` (for
+    /// `version`, when given).
+    func reach(_ phase: String, version: String? = nil, _ board: FakeBoard, _ agent: ChildProcess, within: Duration = .seconds(120)) async
+        -> Bool
+    {
         await eventually(within: within) {
-            guard let firmware = board.firmware else { return false }
+            guard let status = board.status, status.pid == agent.pid, let firmware = status.firmware else { return false }
             return firmware.phase == phase && (version == nil || firmware.version == version)
         }
     }
@@ -55,7 +58,7 @@ struct FirmwareUpdateTests {
         var agent = try startAgent(board, config: config)
         defer { agent.stop() }
 
-        #expect(await reach("installed", version: "2.1.0", board), "never installed: \(log(board))")
+        #expect(await reach("installed", version: "2.1.0", board, agent), "never installed: \(log(board))")
         #expect(board.installs == ["install \(board.directory)/firmware/staging/image.bin 2.1.0"])
         #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
         #expect(!board.calls.contains("commit"), "committed before the new version ran")
@@ -64,7 +67,7 @@ struct FirmwareUpdateTests {
         // The "reboot": the other slot boots, the agent starts again.
         try board.bootInstalledSlot()
         agent = try startAgent(board, config: config)
-        #expect(await reach("done", version: "2.1.0", board), "never done: \(log(board))")
+        #expect(await reach("done", version: "2.1.0", board, agent), "never done: \(log(board))")
         #expect(board.calls == ["install \(board.directory)/firmware/staging/image.bin 2.1.0", "commit"])
         #expect(board.firmware?.highestAccepted == "2.1.0")
         #expect((try? FileManager.default.contentsOfDirectory(atPath: board.directory + "/firmware/staging")) == [])
@@ -83,7 +86,7 @@ struct FirmwareUpdateTests {
         // An older release, correctly signed, served again (a rollback attack): refused.
         try server.publish(
             version: "2.0.5", image: FirmwareServer.image(size: 1 << 20, seed: 8), name: "old.bin", key: keyName, signOptions: pss)
-        #expect(await reach("failed", version: "2.0.5", board), "the replay was not refused: \(log(board))")
+        #expect(await reach("failed", version: "2.0.5", board, agent), "the replay was not refused: \(log(board))")
         #expect(
             board.firmware?.reason?.hasPrefix("notNewer: 2.0.5 is not newer than 2.1.0") == true, "\(String(describing: board.firmware))")
         #expect(board.installs.count == 1)
@@ -190,7 +193,7 @@ extension FirmwareUpdateTests {
 
         let agent = try startAgent(board, config: config)
         defer { agent.stop() }
-        #expect(await reach("installed", version: "1.1.0", board), "\(log(board))")
+        #expect(await reach("installed", version: "1.1.0", board, agent), "\(log(board))")
         #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
         let requests = server.accessLines(containing: "/image.bin")
         #expect(requests.count == 2, "\(requests)")
@@ -227,7 +230,7 @@ extension FirmwareUpdateTests {
         try image.write(to: URL(filePath: server.www + "/image.bin"))
         let agent = try startAgent(board, config: config)
         defer { agent.stop() }
-        #expect(await reach("installed", version: "1.1.0", board), "\(log(board))")
+        #expect(await reach("installed", version: "1.1.0", board, agent), "\(log(board))")
         #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
         let requests = server.accessLines(containing: "/image.bin")
         #expect(requests.count == 2, "\(requests)")
@@ -302,13 +305,13 @@ extension FirmwareUpdateTests {
         let config = try board.writeConfig(server: server)
         var agent = try startAgent(board, config: config)
         defer { agent.stop() }
-        #expect(await reach("installed", version: "5.1.0", board), "\(log(board))")
+        #expect(await reach("installed", version: "5.1.0", board, agent), "\(log(board))")
         #expect(stopAgent(agent) == 0)
 
         // The bootloader gave up on the new slot: the old version boots again.
         try board.reboot()
         agent = try startAgent(board, config: config)
-        #expect(await reach("failed", version: "5.1.0", board), "\(log(board))")
+        #expect(await reach("failed", version: "5.1.0", board, agent), "\(log(board))")
         #expect(board.firmware?.reason == "rolled back: 5.0.0 booted after installing 5.1.0")
         #expect(!board.calls.contains("commit"))
         #expect(
@@ -318,7 +321,7 @@ extension FirmwareUpdateTests {
 
         // A new release installs; after the reboot the server is unreachable: no commit until a sync.
         try server.publish(version: "5.2.0", image: FirmwareServer.image(size: 512 << 10, seed: 42))
-        #expect(await reach("installed", version: "5.2.0", board), "\(log(board))")
+        #expect(await reach("installed", version: "5.2.0", board, agent), "\(log(board))")
         #expect(stopAgent(agent) == 0)
         try board.bootInstalledSlot()
         server.stop()
@@ -330,9 +333,56 @@ extension FirmwareUpdateTests {
             }, "\(String(describing: board.firmware)) \(log(board))")
         #expect(!board.calls.contains("commit"), "committed without a sync: \(board.calls)")
         try server.start()
-        #expect(await reach("done", version: "5.2.0", board), "\(log(board))")
+        #expect(await reach("done", version: "5.2.0", board, agent), "\(log(board))")
         #expect(board.calls.filter { $0 == "commit" }.count == 1 && board.installs.count == 2, "\(board.calls)")
         #expect(board.firmware?.highestAccepted == "5.2.0")
         #expect(stopAgent(agent) == 0)
+    }
+}
+
+extension FirmwareUpdateTests {
+    @Test("while a download waits to be retried: a refused offer leaves it alone (across a SIGKILL too), a newer good one supersedes it")
+    func offersWhileDownloadWaits() async throws {
+        let server = try FirmwareServer("during")
+        defer { server.remove() }
+        try server.vendor.makeEC("ec")
+        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "6.0.0")
+        let image = FirmwareServer.image(size: 1 << 20, seed: 51)
+        // The image's URL answers 503 for now: the download is retried with backoff.
+        try server.publish(version: "6.1.0", image: image, name: "unavailable/image.bin", writeImage: false)
+        let config = try board.writeConfig(server: server, extra: "downloadAttempts: 1000,")
+        var agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        #expect(await eventually { server.accessLines(containing: "/unavailable/image.bin").count >= 2 }, "\(log(board))")
+        // An expired manifest for a newer version appears: refused, the update under way goes on.
+        try server.publish(
+            version: "6.2.0", image: FirmwareServer.image(size: 1 << 20, seed: 52), name: "other.bin", expires: "2020-01-01T00:00:00Z")
+        #expect(
+            await eventually { board.firmware?.lastCheckResult?.hasPrefix("refused: expired") == true },
+            "\(String(describing: board.firmware))")
+        #expect(board.firmware?.phase == "downloading" && board.firmware?.version == "6.1.0")
+        agent.signal(SIGKILL)
+        _ = agent.wait()
+        // Started again, it follows the manifest it kept (verified again), not the refused one.
+        agent = try startAgent(board, config: config)
+        #expect(
+            await eventually { server.accessLines(containing: "/unavailable/image.bin").count >= 4 && board.firmware?.version == "6.1.0" },
+            "\(log(board))")
+        #expect(board.firmware?.phase == "downloading", "the update under way survived the restart: \(String(describing: board.firmware))")
+
+        // A newer good release supersedes the one that cannot be fetched.
+        let newest = FirmwareServer.image(size: 1 << 20, seed: 54)
+        try server.publish(version: "6.4.0", image: newest, name: "six-four.bin")
+        #expect(await reach("installed", version: "6.4.0", board, agent), "\(log(board))")
+        #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == newest)
+        #expect(
+            await eventually {
+                server.statusEvents().contains {
+                    $0["state"] as? String == "failed" && $0["version"] as? String == "6.1.0"
+                        && $0["reason"] as? String == "superseded by a newer manifest (6.4.0)"
+                }
+            }, "\(server.statusEvents())")
+        #expect(board.installs.count == 1)
+        #expect(stopAgent(agent) == 0, "\(log(board))")
     }
 }

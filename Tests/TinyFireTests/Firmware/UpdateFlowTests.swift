@@ -139,6 +139,14 @@ struct UpdateFlowTests {
         #expect(
             flow.handle(newer, now: now) == [.report, .persist, .discardImage, .report, .persist, .discardImage, .download(fromZero: true)])
         #expect(flow.phase == .downloading && flow.state.update?.version == "2.2.0" && flow.state.finished == ["d1"])
+        // Each report is of the record as it was: the superseded update, then its successor.
+        let superseded = flow.takeReport()
+        #expect(superseded?.phase == .downloading && superseded?.version == "2.1.0", "the first offer's own report")
+        let failed = flow.takeReport()
+        #expect(failed?.phase == .failed && failed?.version == "2.1.0" && failed?.reason == "superseded by a newer manifest (2.2.0)")
+        let successor = flow.takeReport()
+        #expect(successor?.phase == .downloading && successor?.version == "2.2.0")
+        #expect(flow.takeReport() == nil)
         _ = flow.handle(.downloadFinished, now: now)
         _ = flow.handle(.verified(nil, bootID: "b"), now: now)
         #expect(flow.handle(.offered(digest: "d3", manifest: try manifest("2.3.0"), refusal: nil, running: old), now: now) == [])

@@ -41,6 +41,8 @@ final class FirmwareServer: @unchecked Sendable {
                 listen 127.0.0.1:\(port);
                 root \(dir)/www;
                 location /ingest/ { client_max_body_size 64m; return 204; }
+                # An image the server cannot give right now: each attempt fails and is retried.
+                location /unavailable/ { return 503; }
                 # Proxied to itself so nginx reads the body and can log it.
                 location = /status { access_log \(dir)/status.log status; proxy_pass http://127.0.0.1:\(port)/status-sink; }
                 location = /status-sink { access_log off; return 204; }
