@@ -164,6 +164,8 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
             return .unreachable("signature not fetched: \(answer.error.map { "\($0)" } ?? "no response")")
         }
         guard (200..<300).contains(signatureStatus), case .success(let signature) = answer.result else {
+            // Fetched whole again next time: the signature may yet be published.
+            entityTag = nil
             let refusal = FirmwareRefusal(
                 kind: .badSignature, message: "the signature \(config.signatureURL) answered HTTP \(signatureStatus)")
             return .offer(FirmwareOffer(digest: digest, manifest: .failure(refusal), vouchedBy: nil))
@@ -179,6 +181,7 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
             }
             return .offer(FirmwareOffer(digest: digest, manifest: .success(manifest), vouchedBy: key.fingerprint))
         } catch {
+            if error.kind == .badSignature { entityTag = nil }
             return .offer(FirmwareOffer(digest: digest, manifest: .failure(error), vouchedBy: nil))
         }
     }

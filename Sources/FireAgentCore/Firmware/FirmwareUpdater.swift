@@ -286,7 +286,11 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     private func poll() {
         if flow.phase == .installed { feed(.booted(version: bootedVersion(), bootID: bootID())) }
-        let answer = source.poll { [flow] digest in flow.state.finished.contains(digest) || flow.state.update?.manifestDigest == digest }
+        // Known: acted on, or under way. A failed offer not in `finished` (a bad signature) is
+        // checked again.
+        let answer = source.poll { [flow] digest in
+            flow.state.finished.contains(digest) || (flow.state.update?.manifestDigest == digest && flow.phase != .failed)
+        }
         var result: String
         switch answer {
         case .unchanged:

@@ -276,6 +276,17 @@ public struct UpdateFlow: Sendable {
             break
         }
         guard !state.finished.contains(digest) else { return [] }
+        if let refusal, refusal.kind == .badSignature {
+            // Not remembered as finished: a signature published after its manifest, or a
+            // server error for it, must not block the release for good. Reported once per
+            // reason; the next poll checks the signature again.
+            if state.update?.manifestDigest == digest, state.update?.reason == refusal.description { return [] }
+            state.update = UpdateRecord(
+                phase: .failed, manifestDigest: digest, version: manifest.map { "\($0.version)" } ?? "", fromVersion: running?.description,
+                size: manifest?.size ?? 0, since: now)
+            state.update?.reason = refusal.description
+            return reporting() + [.persist]
+        }
         if let refusal {
             // The manifest of what already runs is no news: remembered, not reported.
             if refusal.kind == .notNewer, let manifest, let running, manifest.version == running {

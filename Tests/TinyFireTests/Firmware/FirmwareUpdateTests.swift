@@ -386,3 +386,27 @@ extension FirmwareUpdateTests {
         #expect(stopAgent(agent) == 0, "\(log(board))")
     }
 }
+
+extension FirmwareUpdateTests {
+    @Test("a manifest published before its signature is refused and reported once, then installed when the signature appears")
+    func signaturePublishedLate() async throws {
+        let server = try FirmwareServer("late")
+        defer { server.remove() }
+        try server.vendor.makeEC("ec")
+        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "7.0.0")
+        try server.publish(version: "7.1.0", image: FirmwareServer.image(size: 256 << 10, seed: 61), signature: false)
+        let config = try board.writeConfig(server: server)
+        let agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        #expect(await reach("failed", board, agent), "\(log(board))")
+        #expect(board.firmware?.reason?.contains("answered HTTP 404") == true, "\(String(describing: board.firmware))")
+        // Several polls later it is still one report.
+        #expect(await eventually { server.accessLines(containing: "manifest.json.sig").count >= 3 })
+        #expect(server.statusEvents().filter { $0["state"] as? String == "failed" }.count == 1, "\(server.statusEvents())")
+        let signature = try server.vendor.sign("manifest.json", with: "ec")
+        try Data(signature).write(to: URL(filePath: server.www + "/manifest.json.sig"))
+        #expect(await reach("installed", version: "7.1.0", board, agent), "\(log(board))")
+        #expect(board.installs.count == 1)
+        #expect(stopAgent(agent) == 0)
+    }
+}

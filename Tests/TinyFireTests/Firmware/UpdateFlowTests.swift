@@ -81,6 +81,11 @@ struct UpdateFlowTests {
         #expect(flow.handle(.offered(digest: "bad", manifest: nil, refusal: refusal, running: old), now: now) == [.report, .persist])
         #expect(flow.phase == .failed && flow.state.update?.reason == "badSignature: not valid")
         #expect(flow.handle(.offered(digest: "bad", manifest: nil, refusal: refusal, running: old), now: now) == [], "reported once")
+        // The same manifest once its signature is right (published late): accepted.
+        var late = flow
+        #expect(
+            late.handle(.offered(digest: "bad", manifest: try manifest("2.5.0"), refusal: nil, running: old), now: now)
+                == [.report, .persist, .discardImage, .download(fromZero: true)])
         let same = FirmwareRefusal(kind: .notNewer, message: "2.0.0 is not newer")
         #expect(flow.handle(.offered(digest: "same", manifest: try manifest("2.0.0"), refusal: same, running: old), now: now) == [.persist])
         #expect(flow.state.update?.manifestDigest == "bad", "a silent refusal leaves the last update as it was")
