@@ -67,6 +67,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private let session: Session
     private let source: any FirmwareSource
     private let spoolDirectory: String?
+    /// The timestamp precision spool lines must have (the telemetry's).
+    private let precision: AgentConfig.Precision
     private let onChange: @Sendable () -> Void
     private let exitAt: String?
     private let control: Mutex<Control>
@@ -84,6 +86,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// The last tenth of the image logged (the log shows the download every 10 %).
     private let loggedTenth = Mutex(-1)
     private var stateWriteFailed = false
+    /// The last `fire_agent_update` point's time: each next one is at least one unit of the
+    /// precision later, so two steps in the same millisecond are two points, not one.
+    private var lastPointNanoseconds: Int64 = 0
 
     /// Opens the firmware directory and reads the state.
     /// - Parameters:
@@ -104,6 +109,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         self.logger = logger
         self.onChange = onChange
         self.spoolDirectory = agentConfig.telemetry.spoolDirectory
+        self.precision = agentConfig.telemetry.precision
         self.exitAt = environment["FIRE_AGENT_FIRMWARE_EXIT_AT"]
         store = try FirmwareStore(directory: config.directory)
         var state: FirmwareState
@@ -593,12 +599,14 @@ public final class FirmwareUpdater: @unchecked Sendable {
         if let spoolDirectory {
             var fields: [String: Point.Value] = ["state": .string(update.phase.rawValue), "progress": .float(min(progress, 1))]
             if let reason = update.reason { fields["reason"] = .string(String(reason.prefix(1024))) }
-            let nanoseconds = Int64(now.timeIntervalSince1970 * 1e9)
+            let unit: Int64 = [.s: 1_000_000_000, .ms: 1_000_000, .us: 1000, .ns: 1][precision] ?? 1
+            let nanoseconds = max(Int64(now.timeIntervalSince1970 * 1e9), lastPointNanoseconds + unit)
+            lastPointNanoseconds = nanoseconds
             let point = Point(
                 measurement: "fire_agent_update",
                 tags: ["device": deviceID, "version": update.version.isEmpty ? "unknown" : update.version],
                 fields: fields, timestamp: nanoseconds)
-            if let line = LineProtocol.encode(point, precision: .ns) {
+            if let line = LineProtocol.encode(point, precision: precision) {
                 let name = "fire-agent-update-\(nanoseconds).lp"
                 let hidden = spoolDirectory + "/." + name
                 let fd = open(hidden, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)

@@ -54,7 +54,9 @@ struct FirmwareUpdateTests {
         let board = try FakeBoard(in: server.vendor.directory + "/board", version: "2.0.0")
         let image = FirmwareServer.image(size: 3 << 20, seed: 7)
         try server.publish(version: "2.1.0", image: image, key: keyName, signOptions: pss)
-        let config = try board.writeConfig(server: server, keys: ["\(keyName).pub"])
+        // Telemetry to a real influxd: the fire_agent_update points arrive there.
+        let influx = try InfluxFixture()
+        let config = try board.writeConfig(server: server, keys: ["\(keyName).pub"], telemetry: influx.base)
         var agent = try startAgent(board, config: config)
         defer { agent.stop() }
 
@@ -82,6 +84,17 @@ struct FirmwareUpdateTests {
         #expect(
             done["device"] as? String == "board-fw" && done["version"] as? String == "2.1.0" && done["fromVersion"] as? String == "2.0.0")
         #expect((done["manifest"] as? String)?.count == 64 && done["time"] is String)
+        // And as telemetry: one fire_agent_update point per step, tagged with the device and version.
+        var states: [String] = []
+        #expect(
+            await eventually {
+                let rows =
+                    (try? influx.rows(#"SELECT "state" FROM "fire_agent_update" WHERE "device" = 'board-fw' AND "version" = '2.1.0'"#))
+                    ?? []
+                states = rows.compactMap { $0.count > 1 ? $0[1] as? String : nil }
+                return states.count == 6
+            }, "fire_agent_update: \(states)")
+        #expect(states == ["downloading", "verifying", "installing", "installed", "confirming", "done"])
 
         // An older release, correctly signed, served again (a rollback attack): refused.
         try server.publish(
@@ -408,5 +421,56 @@ extension FirmwareUpdateTests {
         #expect(await reach("installed", version: "7.1.0", board, agent), "\(log(board))")
         #expect(board.installs.count == 1)
         #expect(stopAgent(agent) == 0)
+    }
+}
+
+extension FirmwareUpdateTests {
+    @Test("free space is checked against the signed size before a byte is fetched (staging on a 2 MiB tmpfs)")
+    func notEnoughSpace() async throws {
+        let server = try FirmwareServer("space")
+        defer { server.remove() }
+        try server.vendor.makeEC("ec")
+        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "8.0.0")
+        let small = board.directory + "/small"
+        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+        let mount = try runCapturingOutput(try #require(which("mount")), ["-t", "tmpfs", "-o", "size=2m", "tmpfs", small])
+        try #require(mount.status == 0, "mount tmpfs (the tests run as root): \(mount.stderr)")
+        defer { _ = try? runCapturingOutput(which("umount") ?? "/bin/umount", [small]) }
+        try server.publish(version: "8.1.0", image: FirmwareServer.image(size: 4 << 20, seed: 71))
+        let config = try board.writeConfig(server: server, state: small + "/firmware")
+        let agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        #expect(await reach("failed", version: "8.1.0", board, agent), "\(log(board))")
+        #expect(
+            board.firmware?.reason?.hasPrefix("not enough space in \(small)/firmware/staging: 4194304 bytes needed") == true,
+            "\(String(describing: board.firmware))")
+        #expect(server.accessLines(containing: "/image.bin").isEmpty, "nothing is fetched")
+        #expect(board.installs.isEmpty)
+        #expect(stopAgent(agent) == 0)
+    }
+
+    /// The agent's peak RSS (VmHWM, KiB) through a whole update of a `size`-byte image.
+    func peakRSS(imageSize size: Int, name: String) async throws -> Int {
+        let server = try FirmwareServer("rss-\(name)")
+        defer { server.remove() }
+        try server.vendor.makeEC("ec")
+        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "9.0.0")
+        try server.publish(version: "9.1.0", image: FirmwareServer.image(size: size, seed: 81))
+        let config = try board.writeConfig(server: server)
+        let agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        #expect(await reach("installed", version: "9.1.0", board, agent, within: .seconds(600)), "\(log(board))")
+        let status = try String(contentsOfFile: "/proc/\(agent.pid)/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") })
+        #expect(stopAgent(agent) == 0)
+        return try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]))
+    }
+
+    @Test("memory stays flat in the image's size: peak RSS through a 256 MiB update within 1 MiB of a 1 MiB one")
+    func flatMemory() async throws {
+        let small = try await peakRSS(imageSize: 1 << 20, name: "small")
+        let large = try await peakRSS(imageSize: 256 << 20, name: "large")
+        print("firmware update peak RSS: 1 MiB image \(small) KiB, 256 MiB image \(large) KiB")
+        #expect(abs(large - small) <= 1024, "1 MiB image: \(small) KiB, 256 MiB image: \(large) KiB")
     }
 }

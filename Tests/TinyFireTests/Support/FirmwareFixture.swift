@@ -183,7 +183,7 @@ struct FakeBoard {
     var installs: [String] { calls.filter { $0.hasPrefix("install ") } }
 
     /// The firmware section for this board and `server`.
-    func firmwareSection(server: FirmwareServer, keys: [String] = ["ec.pub"], extra: String = "") -> String {
+    func firmwareSection(server: FirmwareServer, keys: [String] = ["ec.pub"], extra: String = "", state: String? = nil) -> String {
         """
         firmware: {
           manifestURL: "\(server.base)/manifest.json",
@@ -191,7 +191,7 @@ struct FakeBoard {
           deviceType: "test-board",
           versionFile: "\(directory)/version",
           bootIDFile: "\(directory)/boot_id",
-          directory: "\(directory)/firmware",
+          directory: "\(state ?? directory + "/firmware")",
           pollInterval: "1s", jitter: 0,
           retry: { initial: "200ms", maximum: "1s" },
           install: ["\(directory)/install.sh", "{file}", "{version}"],
@@ -202,18 +202,21 @@ struct FakeBoard {
         """
     }
 
-    /// A whole agent config: telemetry to the server's `/ingest/`, the firmware section.
-    func writeConfig(server: FirmwareServer, keys: [String] = ["ec.pub"], extra: String = "") throws -> String {
+    /// A whole agent config: telemetry to `telemetry` (default the server's `/ingest/`, which
+    /// takes and drops it), the firmware section.
+    func writeConfig(
+        server: FirmwareServer, keys: [String] = ["ec.pub"], extra: String = "", telemetry: String? = nil, state: String? = nil
+    ) throws -> String {
         let text = """
             {
               device: { id: "board-fw" },
-              server: { url: "\(server.base)/ingest", connectTimeout: "2s" },
+              server: { url: "\(telemetry ?? server.base + "/ingest")", connectTimeout: "2s" },
               telemetry: { interval: "60s", syncInterval: "1s", jitter: 0, influx: { database: "fleet" }, spoolDirectory: "spool",
                            collectors: { cpu: false, memory: false, load: false, uptime: false, disk: false, network: false,
                                          thermal: false, pressure: false, agent: false } },
               queue: { directory: "queue", retry: { initial: "200ms", maximum: "2s" } },
               daemon: { statusFile: "status.json", stopTimeout: "5s" },
-              \(firmwareSection(server: server, keys: keys, extra: extra))
+              \(firmwareSection(server: server, keys: keys, extra: extra, state: state))
             }
             """
         try FileManager.default.createDirectory(atPath: directory + "/spool", withIntermediateDirectories: true)
