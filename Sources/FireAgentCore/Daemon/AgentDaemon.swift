@@ -343,13 +343,19 @@ public final class AgentDaemon: @unchecked Sendable {
         logger = freshLogger
         attach(agent)
         agent.queue.startDelivery()
-        updater?.stop(timeout: fresh.daemon.stopTimeout)
-        do {
-            updater = try makeUpdater(fresh, logger: freshLogger, reachability: freshReachability)
-            updater?.start()
-        } catch {
-            updater = nil
-            logger.error("firmware updates are off until the next reload", metadata: ["reason": "\(error)"])
+        if let running = updater, !running.stop(timeout: fresh.daemon.stopTimeout) {
+            // An installer runs: the updater finishes that step with the old section (two
+            // updaters must never share the state directory); the new one takes over at the
+            // next reload or restart.
+            logger.warning("firmware section not reloaded: an install is under way; reload again once it ended")
+        } else {
+            do {
+                updater = try makeUpdater(fresh, logger: freshLogger, reachability: freshReachability)
+                updater?.start()
+            } catch {
+                updater = nil
+                logger.error("firmware updates are off until the next reload", metadata: ["reason": "\(error)"])
+            }
         }
         schedule.reconfigure(
             collectEvery: fresh.telemetry.interval, syncEvery: fresh.telemetry.syncInterval, jitter: fresh.telemetry.jitter, now: elapsed())

@@ -191,7 +191,12 @@ public struct UpdateFlow: Sendable {
         switch phase {
         case .downloading: return [.download(fromZero: false)]
         case .verifying: return [.verify]
-        case .installing, .installed: return handle(.booted(version: version, bootID: bootID), now: now)
+        case .installing: return handle(.booted(version: version, bootID: bootID), now: now)
+        case .installed:
+            let effects = handle(.booted(version: version, bootID: bootID), now: now)
+            // Still the old version in the boot the install ran in: the reboot the install
+            // asked for did not happen (the agent stopped first). Asked for again.
+            return effects.isEmpty ? [.reboot] : effects
         case .idle, .confirming, .done, .failed: return []
         }
     }

@@ -37,6 +37,9 @@ struct UpdateFlowTests {
         #expect(flow.phase == .installed)
         // Not rebooted yet: still the old version in the same boot.
         #expect(flow.handle(.booted(version: old, bootID: "boot-1"), now: now) == [])
+        // The agent restarted before the reboot happened: the reboot is asked for again.
+        var restarted = UpdateFlow(state: flow.state, maximumFailedAttempts: 3)
+        #expect(restarted.resume(version: old, bootID: "boot-1", now: now) == [.reboot])
         // The agent starts again after the reboot.
         #expect(flow.resume(version: new, bootID: "boot-2", now: now) == [.report, .persist])
         #expect(flow.phase == .confirming)
