@@ -430,7 +430,7 @@ public final class AgentDaemon: @unchecked Sendable {
         status.deadLetters = delivery.deadLetters
         status.rejectedSpoolLines = delivery.rejectedSpoolLines
         status.stoppedCollectors = agent.stoppedCollectors
-        status.firmware = updater.map { AgentStatus.Firmware($0.snapshot) }
+        status.firmware = updater?.snapshot
         statusDirty = false
         lastStatusWrite = now
         do {

@@ -101,7 +101,7 @@ public struct AgentStatus: Codable, Sendable, Equatable {
     /// Firmware updates, when configured.
     public var firmware: Firmware?
 
-    /// Where firmware updates stand (`FirmwareUpdater.Snapshot`).
+    /// Where firmware updates stand (the updater's snapshot).
     public struct Firmware: Codable, Sendable, Equatable {
         /// The update's phase (`idle` when none).
         public var phase: String
@@ -124,18 +124,11 @@ public struct AgentStatus: Codable, Sendable, Equatable {
         /// What the last poll found.
         public var lastCheckResult: String?
 
-        /// From the updater's snapshot.
-        public init(_ snapshot: FirmwareUpdater.Snapshot) {
-            phase = snapshot.phase
-            version = snapshot.version
-            fromVersion = snapshot.fromVersion
-            downloadedBytes = snapshot.downloadedBytes
-            size = snapshot.size
-            reason = snapshot.reason
-            since = snapshot.since
-            highestAccepted = snapshot.highestAccepted
-            lastCheck = snapshot.lastCheck
-            lastCheckResult = snapshot.lastCheckResult
+        /// Nothing under way yet.
+        public init(phase: String, downloadedBytes: Int64 = 0, size: Int64 = 0) {
+            self.phase = phase
+            self.downloadedBytes = downloadedBytes
+            self.size = size
         }
 
         var json: StatusJSON {

@@ -28,30 +28,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
     // `control` (a Mutex) is what other threads share with it.
 
     /// What `fire-agent status` shows.
-    public struct Snapshot: Sendable, Equatable {
-        /// The update's phase (`idle` when none).
-        public var phase: String
-        /// The version being installed, or last installed or refused.
-        public var version: String?
-        /// The version that ran when it was offered.
-        public var fromVersion: String?
-        /// Bytes of the image on disk, and its size.
-        public var downloadedBytes: Int64
-        /// The image's size.
-        public var size: Int64
-        /// Why it failed, or a note.
-        public var reason: String?
-        /// When the phase began.
-        public var since: Date?
-        /// The version running now.
-        public var running: String?
-        /// The highest version ever accepted (the rollback floor).
-        public var highestAccepted: String?
-        /// When the manifest was last polled, and what came of it.
-        public var lastCheck: Date?
-        /// `unchanged`, `offered 2.1.0`, `no manifest (404)`, or the error.
-        public var lastCheckResult: String?
-    }
+    public typealias Snapshot = AgentStatus.Firmware
 
     private struct Control {
         var stopping = false

@@ -37,6 +37,13 @@ struct FirmwareUpdateTests {
         }
     }
 
+    /// A server with an ECDSA key `ec.pub`, and a board running `version`.
+    func setUp(_ name: String, running version: String) throws -> (FirmwareServer, FakeBoard) {
+        let server = try FirmwareServer(name)
+        try server.vendor.makeEC("ec")
+        return (server, try FakeBoard(in: server.vendor.directory + "/board", version: version))
+    }
+
     func stopAgent(_ agent: ChildProcess) -> Int32 {
         agent.signal(SIGTERM)
         return agent.wait()
@@ -112,11 +119,9 @@ struct FirmwareUpdateTests {
 extension FirmwareUpdateTests {
     @Test("every refusal is reported with its reason and the installer never runs; a 404 image is asked for once")
     func refusals() async throws {
-        let server = try FirmwareServer("refusals")
+        let (server, board) = try setUp("refusals", running: "2.0.0")
         defer { server.remove() }
-        try server.vendor.makeEC("ec")
         try server.vendor.makeEC("stranger")
-        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "2.0.0")
         let image = FirmwareServer.image(size: 256 << 10, seed: 3)
         let config = try board.writeConfig(server: server)
         let agent = try startAgent(board, config: config)
@@ -192,10 +197,8 @@ extension FirmwareUpdateTests {
 
     @Test("SIGKILL at 40 % of the download: the next start continues with a Range from there, and the image is byte-identical")
     func killAtFortyPercent() async throws {
-        let server = try FirmwareServer("kill40")
+        let (server, board) = try setUp("kill40", running: "1.0.0")
         defer { server.remove() }
-        try server.vendor.makeEC("ec")
-        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "1.0.0")
         let size = 8 << 20
         let image = FirmwareServer.image(size: size, seed: 11)
         try server.publish(version: "1.1.0", image: image)
@@ -224,10 +227,8 @@ extension FirmwareUpdateTests {
 
     @Test("the image replaced on the server between attempts: If-Range brings it whole, never spliced onto the old bytes")
     func imageReplacedBetweenAttempts() async throws {
-        let server = try FirmwareServer("replaced")
+        let (server, board) = try setUp("replaced", running: "1.0.0")
         defer { server.remove() }
-        try server.vendor.makeEC("ec")
-        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "1.0.0")
         let size = 8 << 20
         let stale = FirmwareServer.image(size: size, seed: 21)
         let image = FirmwareServer.image(size: size, seed: 22)
@@ -262,10 +263,8 @@ extension FirmwareUpdateTests {
         "the agent killed at every step of the flow (FIRE_AGENT_FIRMWARE_EXIT_AT): restarted, it finishes, and the installer ran exactly once",
         arguments: ["downloading", "verifying", "installing", "installer-exited", "installed", "confirming", "done"])
     func exitAtEveryStep(step: String) async throws {
-        let server = try FirmwareServer("exit-\(step)")
+        let (server, board) = try setUp("exit-\(step)", running: "4.0.0")
         defer { server.remove() }
-        try server.vendor.makeEC("ec")
-        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "4.0.0")
         let image = FirmwareServer.image(size: 1 << 20, seed: 31)
         try server.publish(version: "4.1.0", image: image)
         let config = try board.writeConfig(server: server)
@@ -310,10 +309,8 @@ extension FirmwareUpdateTests {
 extension FirmwareUpdateTests {
     @Test("the old version booting after the install is a rollback, reported; the commit runs only once the new version has synced")
     func rollbackAndCommitAfterSync() async throws {
-        let server = try FirmwareServer("rollback")
+        let (server, board) = try setUp("rollback", running: "5.0.0")
         defer { server.remove() }
-        try server.vendor.makeEC("ec")
-        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "5.0.0")
         try server.publish(version: "5.1.0", image: FirmwareServer.image(size: 512 << 10, seed: 41))
         let config = try board.writeConfig(server: server)
         var agent = try startAgent(board, config: config)
@@ -356,10 +353,8 @@ extension FirmwareUpdateTests {
 extension FirmwareUpdateTests {
     @Test("while a download waits to be retried: a refused offer leaves it alone (across a SIGKILL too), a newer good one supersedes it")
     func offersWhileDownloadWaits() async throws {
-        let server = try FirmwareServer("during")
+        let (server, board) = try setUp("during", running: "6.0.0")
         defer { server.remove() }
-        try server.vendor.makeEC("ec")
-        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "6.0.0")
         let image = FirmwareServer.image(size: 1 << 20, seed: 51)
         // The image's URL answers 503 for now: the download is retried with backoff.
         try server.publish(version: "6.1.0", image: image, name: "unavailable/image.bin", writeImage: false)
@@ -403,10 +398,8 @@ extension FirmwareUpdateTests {
 extension FirmwareUpdateTests {
     @Test("a manifest published before its signature is refused and reported once, then installed when the signature appears")
     func signaturePublishedLate() async throws {
-        let server = try FirmwareServer("late")
+        let (server, board) = try setUp("late", running: "7.0.0")
         defer { server.remove() }
-        try server.vendor.makeEC("ec")
-        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "7.0.0")
         try server.publish(version: "7.1.0", image: FirmwareServer.image(size: 256 << 10, seed: 61), signature: false)
         let config = try board.writeConfig(server: server)
         let agent = try startAgent(board, config: config)
@@ -427,10 +420,8 @@ extension FirmwareUpdateTests {
 extension FirmwareUpdateTests {
     @Test("free space is checked against the signed size before a byte is fetched (staging on a 2 MiB tmpfs)")
     func notEnoughSpace() async throws {
-        let server = try FirmwareServer("space")
+        let (server, board) = try setUp("space", running: "8.0.0")
         defer { server.remove() }
-        try server.vendor.makeEC("ec")
-        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "8.0.0")
         let small = board.directory + "/small"
         try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
         let mount = try runCapturingOutput(try #require(which("mount")), ["-t", "tmpfs", "-o", "size=2m", "tmpfs", small])
@@ -451,10 +442,8 @@ extension FirmwareUpdateTests {
 
     /// The agent's peak RSS (VmHWM, KiB) through a whole update of a `size`-byte image.
     func peakRSS(imageSize size: Int, name: String) async throws -> Int {
-        let server = try FirmwareServer("rss-\(name)")
+        let (server, board) = try setUp("rss-\(name)", running: "9.0.0")
         defer { server.remove() }
-        try server.vendor.makeEC("ec")
-        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "9.0.0")
         try server.publish(version: "9.1.0", image: FirmwareServer.image(size: size, seed: 81))
         let config = try board.writeConfig(server: server)
         let agent = try startAgent(board, config: config)
