@@ -76,6 +76,11 @@ public enum CommandRunner {
         started: (() -> Void)? = nil
     ) throws(CommandError) -> CommandResult {
         guard let program = argv.first, !program.isEmpty else { throw CommandError(program: "", message: "no program given") }
+        // Looked up here rather than left to posix_spawnp, whose exec failure some kernels'
+        // and emulators' vfork paths report only as the child's exit 127.
+        guard let path = executablePath(program) else {
+            throw CommandError(program: program, message: String(cString: strerror(errno == 0 ? ENOENT : errno)))
+        }
         var ends: [Int32] = [-1, -1]
         guard tinyfire_pipe_cloexec(&ends) == 0 else {
             throw CommandError(program: program, message: "pipe: \(String(cString: strerror(errno)))")
@@ -103,7 +108,7 @@ public enum CommandRunner {
         let arguments = argv.map { strdup($0) } + [nil]
         defer { for pointer in arguments { free(pointer) } }
         var pid = pid_t()
-        let spawned = posix_spawnp(&pid, program, &actions, &attributes, arguments, environ)
+        let spawned = posix_spawn(&pid, path, &actions, &attributes, arguments, environ)
         close(writeEnd)
         guard spawned == 0 else {
             close(readEnd)
@@ -163,6 +168,23 @@ public enum CommandRunner {
             result.signal = status & 0x7f
         }
         return result
+    }
+
+    /// `program` if it has a slash and is executable, else the first executable `program` in
+    /// `PATH` (default `/usr/bin:/bin`); nil with errno set when there is none.
+    static func executablePath(_ program: String) -> String? {
+        if program.contains("/") {
+            errno = 0
+            return access(program, X_OK) == 0 ? program : nil
+        }
+        let search = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in search.split(separator: ":", omittingEmptySubsequences: false) {
+            let candidate = (directory.isEmpty ? "." : String(directory)) + "/" + program
+            var info = stat()
+            if stat(candidate, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, access(candidate, X_OK) == 0 { return candidate }
+        }
+        errno = ENOENT
+        return nil
     }
 
     /// Replaces `{file}` and `{version}` in each argument (whole-string substitution, no

@@ -52,5 +52,13 @@ struct CommandRunnerTests {
         let error = #expect(throws: CommandError.self) { try CommandRunner.run(["/nonexistent/installer", "x"], timeout: .seconds(1)) }
         #expect(error?.description == "cannot run /nonexistent/installer: No such file or directory")
         #expect(throws: CommandError.self) { try CommandRunner.run([], timeout: .seconds(1)) }
+        let unknown = #expect(throws: CommandError.self) { try CommandRunner.run(["no-such-installer-here"], timeout: .seconds(1)) }
+        #expect(unknown?.description == "cannot run no-such-installer-here: No such file or directory")
+        let directory = try agentScratch("noexec")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "#!/bin/sh\n".write(toFile: directory + "/install", atomically: true, encoding: .utf8)
+        chmod(directory + "/install", 0o644)
+        let notExecutable = #expect(throws: CommandError.self) { try CommandRunner.run([directory + "/install"], timeout: .seconds(1)) }
+        #expect(notExecutable?.description == "cannot run \(directory)/install: Permission denied")
     }
 }

@@ -83,7 +83,7 @@ struct FirmwareUpdateTests {
 
         // The report reached the server for every step, once each.
         #expect(
-            await eventually {
+            await eventually(within: .seconds(120)) {
                 server.statusEvents().compactMap { $0["state"] as? String }
                     == ["downloading", "verifying", "installing", "installed", "confirming", "done"]
             }, "events: \(server.statusEvents())")
@@ -94,7 +94,7 @@ struct FirmwareUpdateTests {
         // And as telemetry: one fire_agent_update point per step, tagged with the device and version.
         var states: [String] = []
         #expect(
-            await eventually {
+            await eventually(within: .seconds(120)) {
                 let rows =
                     (try? influx.rows(#"SELECT "state" FROM "fire_agent_update" WHERE "device" = 'board-fw' AND "version" = '2.1.0'"#))
                     ?? []
@@ -126,7 +126,7 @@ extension FirmwareUpdateTests {
         let config = try board.writeConfig(server: server)
         let agent = try startAgent(board, config: config)
         defer { agent.stop() }
-        #expect(await eventually { board.firmware?.lastCheck != nil }, "never polled: \(log(board))")
+        #expect(await eventually(within: .seconds(120)) { board.firmware?.lastCheck != nil }, "never polled: \(log(board))")
 
         // (what to publish, the version the status then shows, how its reason starts)
         let cases: [(String, () throws -> Void, String, String)] = [
@@ -157,7 +157,7 @@ extension FirmwareUpdateTests {
         ]
         for (name, publish, version, reason) in cases {
             try publish()
-            let seen = await eventually {
+            let seen = await eventually(within: .seconds(120)) {
                 guard let firmware = board.firmware, firmware.phase == "failed", let text = firmware.reason else { return false }
                 return (version.isEmpty || firmware.version == version) && text.hasPrefix(reason)
                     && (!version.isEmpty || text.contains(name == "no signature" ? "HTTP 404" : "not valid"))
@@ -166,7 +166,9 @@ extension FirmwareUpdateTests {
         }
         // The same version as the one running is no failure: the status says it is current.
         try server.publish(version: "2.0.0", image: image)
-        #expect(await eventually { board.firmware?.lastCheckResult == "up to date (2.0.0 runs)" }, "\(String(describing: board.firmware))")
+        #expect(
+            await eventually(within: .seconds(120)) { board.firmware?.lastCheckResult == "up to date (2.0.0 runs)" },
+            "\(String(describing: board.firmware))")
         #expect(board.installs.isEmpty, "\(board.calls)")
         // A mismatched image was fetched once more from zero, then given up; a 404 only once.
         #expect(server.accessLines(containing: "/gone.bin").count == 1, "\(server.accessLines(containing: "/gone.bin"))")
@@ -325,7 +327,9 @@ extension FirmwareUpdateTests {
         #expect(board.firmware?.reason == "rolled back: 5.0.0 booted after installing 5.1.0")
         #expect(!board.calls.contains("commit"))
         #expect(
-            await eventually { server.statusEvents().last?["reason"] as? String == "rolled back: 5.0.0 booted after installing 5.1.0" },
+            await eventually(within: .seconds(120)) {
+                server.statusEvents().last?["reason"] as? String == "rolled back: 5.0.0 booted after installing 5.1.0"
+            },
             "\(server.statusEvents())")
         #expect(board.firmware?.highestAccepted == "5.0.0", "a rolled-back version is not the new floor")
 
@@ -337,7 +341,7 @@ extension FirmwareUpdateTests {
         server.stop()
         agent = try startAgent(board, config: config)
         #expect(
-            await eventually {
+            await eventually(within: .seconds(120)) {
                 guard let firmware = board.firmware, let status = board.status, status.pid == agent.pid else { return false }
                 return firmware.phase == "confirming" && firmware.lastCheck != nil && firmware.lastCheckResult != "unchanged"
             }, "\(String(describing: board.firmware)) \(log(board))")
@@ -361,12 +365,14 @@ extension FirmwareUpdateTests {
         let config = try board.writeConfig(server: server, extra: "downloadAttempts: 1000,")
         var agent = try startAgent(board, config: config)
         defer { agent.stop() }
-        #expect(await eventually { server.accessLines(containing: "/unavailable/image.bin").count >= 2 }, "\(log(board))")
+        #expect(
+            await eventually(within: .seconds(120)) { server.accessLines(containing: "/unavailable/image.bin").count >= 2 }, "\(log(board))"
+        )
         // An expired manifest for a newer version appears: refused, the update under way goes on.
         try server.publish(
             version: "6.2.0", image: FirmwareServer.image(size: 1 << 20, seed: 52), name: "other.bin", expires: "2020-01-01T00:00:00Z")
         #expect(
-            await eventually { board.firmware?.lastCheckResult?.hasPrefix("refused: expired") == true },
+            await eventually(within: .seconds(120)) { board.firmware?.lastCheckResult?.hasPrefix("refused: expired") == true },
             "\(String(describing: board.firmware))")
         #expect(board.firmware?.phase == "downloading" && board.firmware?.version == "6.1.0")
         agent.signal(SIGKILL)
@@ -374,7 +380,9 @@ extension FirmwareUpdateTests {
         // Started again, it follows the manifest it kept (verified again), not the refused one.
         agent = try startAgent(board, config: config)
         #expect(
-            await eventually { server.accessLines(containing: "/unavailable/image.bin").count >= 4 && board.firmware?.version == "6.1.0" },
+            await eventually(within: .seconds(120)) {
+                server.accessLines(containing: "/unavailable/image.bin").count >= 4 && board.firmware?.version == "6.1.0"
+            },
             "\(log(board))")
         #expect(board.firmware?.phase == "downloading", "the update under way survived the restart: \(String(describing: board.firmware))")
 
@@ -384,7 +392,7 @@ extension FirmwareUpdateTests {
         #expect(await reach("installed", version: "6.4.0", board, agent), "\(log(board))")
         #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == newest)
         #expect(
-            await eventually {
+            await eventually(within: .seconds(120)) {
                 server.statusEvents().contains {
                     $0["state"] as? String == "failed" && $0["version"] as? String == "6.1.0"
                         && $0["reason"] as? String == "superseded by a newer manifest (6.4.0)"
@@ -407,7 +415,7 @@ extension FirmwareUpdateTests {
         #expect(await reach("failed", board, agent), "\(log(board))")
         #expect(board.firmware?.reason?.contains("answered HTTP 404") == true, "\(String(describing: board.firmware))")
         // Several polls later it is still one report.
-        #expect(await eventually { server.accessLines(containing: "manifest.json.sig").count >= 3 })
+        #expect(await eventually(within: .seconds(120)) { server.accessLines(containing: "manifest.json.sig").count >= 3 })
         #expect(server.statusEvents().filter { $0["state"] as? String == "failed" }.count == 1, "\(server.statusEvents())")
         let signature = try server.vendor.sign("manifest.json", with: "ec")
         try Data(signature).write(to: URL(filePath: server.www + "/manifest.json.sig"))
