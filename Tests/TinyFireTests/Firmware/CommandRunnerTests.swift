@@ -48,7 +48,7 @@ struct CommandRunnerTests {
     }
 
     @Test("a program that does not exist is a typed error naming it")
-    func missingProgram() {
+    func missingProgram() throws {
         let error = #expect(throws: CommandError.self) { try CommandRunner.run(["/nonexistent/installer", "x"], timeout: .seconds(1)) }
         #expect(error?.description == "cannot run /nonexistent/installer: No such file or directory")
         #expect(throws: CommandError.self) { try CommandRunner.run([], timeout: .seconds(1)) }
