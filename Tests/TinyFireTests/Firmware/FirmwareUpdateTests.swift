@@ -1,5 +1,6 @@
 import FireAgentCore
 import Foundation
+import Logging
 import Testing
 
 /// fire-agent run with a firmware section, against nginx serving images and signed manifests,
@@ -469,5 +470,46 @@ extension FirmwareUpdateTests {
         let large = try await peakRSS(imageSize: 64 << 20, name: "large")
         print("firmware update peak RSS: 1 MiB image \(small) KiB, 64 MiB image \(large) KiB")
         #expect(abs(large - small) <= 1024, "1 MiB image: \(small) KiB, 64 MiB image: \(large) KiB")
+    }
+}
+
+extension FirmwareUpdateTests {
+    @Test("the manifest is polled at once when the route to the server comes back, not only on its (hour-long) interval")
+    func pollWhenRouteReturns() async throws {
+        let (server, board) = try setUp("route", running: "1.0.0")
+        defer { server.remove() }
+        try server.publish(version: "1.0.0", image: FirmwareServer.image(size: 1024, seed: 91))
+        // Reachability by the default route of a namespace the test controls; the server
+        // itself is on this process's loopback.
+        let ns = try NetworkNamespace()
+        let path = try board.writeConfig(server: server)
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        text = text.replacingOccurrences(of: #"pollInterval: "1s""#, with: #"pollInterval: "1h""#)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        var options = AgentDaemon.Options()
+        options.handleSignals = false
+        options.environment = [:]
+        options.reachabilityNamespace = ns.path
+        let daemon = try AgentDaemon(configPath: path, config: try AgentConfig.load(path: path), options: options) { _ in
+            Logger(label: "test")
+        }
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? daemon.run()
+            done.signal()
+        }
+        defer {
+            daemon.stop()
+            _ = done.wait(timeout: .now() + 30)
+        }
+        // The first poll comes at start; then nothing for an hour.
+        #expect(await eventually(within: .seconds(120)) { board.firmware?.lastCheckResult == "up to date (1.0.0 runs)" })
+        #expect(await eventually(within: .seconds(120)) { board.status?.reachability == "not-reachable" })
+        let before = server.accessLines(containing: "/manifest.json ").count
+        #expect(before == 1, "\(server.accessLines(containing: "/manifest.json"))")
+        try ns.inside(["route", "add", "default", "via", ns.hostAddress])
+        #expect(
+            await eventually(within: .seconds(120)) { server.accessLines(containing: "/manifest.json ").count == before + 1 },
+            "no poll when the route came back: \(server.accessLines(containing: "/manifest.json"))")
     }
 }
