@@ -672,3 +672,22 @@ struct TransferCLITests {
         #expect(try Data(contentsOf: output) == server.oneMiB)
     }
 }
+
+extension DownloadTests {
+    @Test("fire-agent request --max-filesize exits 63 and leaves no file; --limit-rate and --max-filesize take curl's sizes only")
+    func requestSizeOptions() throws {
+        let server = try nginx()
+        let directory = try scratch("cli-sizes")
+        let output = directory.appendingPathComponent("out.bin").path
+        let refused = try fireAgent(["request", "--max-filesize", "1000k", "-o", output, "\(server.base)/1m.bin"])
+        #expect(refused.status == 63 && refused.stderr.contains("would exceed its limit of 1024000 bytes"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: output))
+        let fits = try fireAgent(["request", "--max-filesize", "1M", "--limit-rate", "64M", "-o", output, "\(server.base)/1m.bin"])
+        #expect(fits.status == 0, "\(fits.stderr)")
+        #expect(try Data(contentsOf: URL(filePath: output)) == server.oneMiB)
+        for bad in [["--limit-rate", "0"], ["--limit-rate", "fast"], ["--max-filesize", "1T"]] {
+            let usage = try fireAgent(["request"] + bad + ["\(server.base)/hello.txt"])
+            #expect(usage.status == 64 && usage.stderr.contains(bad[0]), "\(bad): \(usage.stderr)")
+        }
+    }
+}
