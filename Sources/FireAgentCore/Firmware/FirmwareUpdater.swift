@@ -623,7 +623,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
             done.signal()
         }
         done.wait()
-        return box.value!
+        return box.value
+            ?? DownloadResponse(request: nil, response: nil, fileURL: nil, metrics: nil, result: .failure(.explicitlyCancelled))
     }
 
     private func syncDirectory(_ path: String) {
