@@ -11,6 +11,12 @@ scripts/install-deps.sh
 echo "== swift format lint --strict"
 swift format lint --strict --recursive Sources Tests bench fuzz Package.swift
 
+echo "== Sources import FoundationEssentials only (full Foundation links ICU's data: +48 MiB static)"
+if grep -rln --include='*.swift' -E '^import Foundation$' Sources; then
+    echo "these files import Foundation outside '#if canImport(FoundationEssentials) … #else'" >&2
+    exit 1
+fi
+
 echo "== build (warnings are errors)"
 swift build --build-tests -Xswiftc -warnings-as-errors
 

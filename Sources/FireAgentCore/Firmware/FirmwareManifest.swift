@@ -133,6 +133,9 @@ public struct FirmwareManifest: Sendable, Equatable {
             version: version, compatible: compatible, image: image, size: Int64(sizeValue), sha256: sha256, expires: expires, notes: notes)
     }
 
+    /// `sha256` in lowercase hexadecimal.
+    public var sha256Hex: String { hex(sha256) }
+
     /// Checks a file against the manifest's size and SHA-256, reading it once through a fixed
     /// buffer.
     /// - Parameter path: the image.

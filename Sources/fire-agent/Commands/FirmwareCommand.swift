@@ -1,6 +1,12 @@
 import ArgumentParser
 import FireAgentCore
-import Foundation
+
+// FoundationEssentials only: the full Foundation would link ICU's data into the static binary.
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// `fire-agent firmware verify`: what the agent checks before an install, run by hand (a vendor
 /// before publishing, an operator looking at a staged image).
@@ -60,7 +66,7 @@ struct FirmwareCommand: ParsableCommand {
                     parsed.image.host() == "manifest.invalid"
                     ? "\(parsed.image.path(percentEncoded: false).dropFirst()) (beside the manifest)" : parsed.image.absoluteString
                 print("manifest:  version \(parsed.version) for \(parsed.compatible.joined(separator: ", ")); image \(location)")
-                print("           \(parsed.size) bytes, sha256 \(parsed.sha256.map { String(format: "%02x", $0) }.joined())")
+                print("           \(parsed.size) bytes, sha256 \(parsed.sha256Hex)")
                 if let expires = parsed.expires { print("           expires \(AgentLogHandler.timestamp(expires))") }
                 if let deviceType {
                     try UpdateDecision.check(parsed, deviceType: deviceType, highestAccepted: nil, allowDowngrade: true, now: Date())
