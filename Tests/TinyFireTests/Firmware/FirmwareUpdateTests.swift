@@ -173,8 +173,18 @@ extension FirmwareUpdateTests {
         #expect(board.installs.isEmpty, "\(board.calls)")
         // A mismatched image was fetched once more from zero, then given up; a 404 only once.
         #expect(server.accessLines(containing: "/gone.bin").count == 1, "\(server.accessLines(containing: "/gone.bin"))")
-        let failures = server.statusEvents().filter { $0["state"] as? String == "failed" }.compactMap { $0["reason"] as? String }
-        #expect(failures.count == cases.count, "\(failures)")
+        // Each refusal reported, and none twice for the same manifest and reason. (A signature
+        // refusal is checked again at each poll: when the reason changes — the next case removes
+        // the signature before it renames the new manifest in — that is a new report.)
+        let failures = server.statusEvents().filter { $0["state"] as? String == "failed" }
+            .compactMap { event -> String? in
+                guard let manifest = event["manifest"] as? String, let reason = event["reason"] as? String else { return nil }
+                return manifest + " " + reason
+            }
+        #expect(Set(failures).count == failures.count, "\(failures)")
+        for (name, _, _, reason) in cases {
+            #expect(failures.contains { $0.contains(" " + reason) }, "\(name): \(failures)")
+        }
         #expect(stopAgent(agent) == 0)
     }
 }
