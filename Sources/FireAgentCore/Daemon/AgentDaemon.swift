@@ -278,7 +278,8 @@ public final class AgentDaemon: @unchecked Sendable {
         status.state = "stopping"
         writeStatus(now: elapsed())
         if let updater, !updater.stop(timeout: config.daemon.stopTimeout) {
-            logger.warning("the firmware updater was still busy (an installer, or a request to the update server); its state resumes after restart")
+            logger.warning(
+                "the firmware updater was still busy (an installer, or a request to the update server); its state resumes after restart")
         }
         if !handOver(agent) {
             logger.warning(
@@ -347,7 +348,9 @@ public final class AgentDaemon: @unchecked Sendable {
             // An installer runs: the updater finishes that step with the old section (two
             // updaters must never share the state directory); the new one takes over at the
             // next reload or restart.
-            logger.warning("firmware section not reloaded: the updater is busy (an install, or a request to the update server); reload again once it ended")
+            logger.warning(
+                "firmware section not reloaded: the updater is busy (an install, or a request to the update server); reload again once it ended"
+            )
         } else {
             do {
                 updater = try makeUpdater(fresh, logger: freshLogger, reachability: freshReachability)
