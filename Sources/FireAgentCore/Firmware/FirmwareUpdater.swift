@@ -63,6 +63,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// The last tenth of the image logged (the log shows the download every 10 %).
     private let loggedTenth = Mutex(-1)
     private var stateWriteFailed = false
+    /// What the last new offer came to (`offered 2.1.0`, `up to date (2.0.0 runs)`, `refused: …`):
+    /// the status keeps saying it while polls find nothing new.
+    private var lastVerdict: String?
     /// The last `fire_agent_update` point's time: each next one is at least one unit of the
     /// precision later, so two steps in the same millisecond are two points, not one.
     private var lastPointNanoseconds: Int64 = 0
@@ -277,11 +280,12 @@ public final class FirmwareUpdater: @unchecked Sendable {
         var result: String
         switch answer {
         case .unchanged:
-            result = "unchanged"
+            result = lastVerdict.map { "unchanged: " + $0 } ?? "unchanged"
             synced()
         case .offer(let offer):
             synced()
             result = consider(offer)
+            lastVerdict = result
         case .nothing(let reason):
             result = reason
             logger.notice("no firmware offered", metadata: ["reason": "\(reason)"])
