@@ -27,12 +27,25 @@ final class CuttingProxy: @unchecked Sendable {
 
     var port: Int { server.port }
 
-    init(upstreamPort: Int, cut: Cut) throws {
+    /// - Parameters:
+    ///   - upstreamPort: nginx's port.
+    ///   - cut: what happens to the first response.
+    ///   - token: cut the first request whose head contains this instead of the first
+    ///     connection (a firmware agent fetches its manifest first, then the image).
+    ///   - stallSeconds: how long a `.stall` holds the connection.
+    init(upstreamPort: Int, cut: Cut, onlyFor token: String? = nil, stallSeconds: Double = 10) throws {
         let log = Log()
         self.log = log
+        let cutTaken = Atomic<Bool>(false)
         server = try HostileServer(script: { client in
             let head = client.readRequest()
             log.heads.withLock { $0.append(head) }
+            let first: Bool
+            if let token {
+                first = head.contains(token) && !cutTaken.exchange(true, ordering: .relaxed)
+            } else {
+                first = client.index == 0
+            }
             let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             defer { close(upstream) }
             var address = sockaddr_in()
@@ -43,16 +56,18 @@ final class CuttingProxy: @unchecked Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
             guard connected == 0 else { return }
+            // One request per connection: nginx must close after it. (Bytes, not Characters:
+            // "\r\n" is one grapheme, so `removeLast(2)` would eat both line ends.)
             var request = head
-            if request.hasSuffix("\r\n\r\n") { request.removeLast(2) }
+            if request.hasSuffix("\r\n\r\n") { request = String(decoding: request.utf8.dropLast(2), as: UTF8.self) }
             request += "Connection: close\r\n\r\n"
             _ = request.utf8CString.withUnsafeBufferPointer { send(upstream, $0.baseAddress, $0.count - 1, Int32(MSG_NOSIGNAL)) }
             let limit: Int?
             var stall = false
             switch cut {
-            case .close(let after): limit = client.index == 0 ? after : nil
+            case .close(let after): limit = first ? after : nil
             case .stall(let after):
-                limit = client.index == 0 ? after : nil
+                limit = first ? after : nil
                 stall = true
             }
             var buffer = [UInt8](repeating: 0, count: 16 * 1024)
@@ -72,7 +87,7 @@ final class CuttingProxy: @unchecked Sendable {
                     if chunk.count >= allowed {
                         chunk = Array(chunk.prefix(max(0, allowed)))
                         client.send(Data(chunk))
-                        if stall { client.sleep(10) }
+                        if stall { client.sleep(stallSeconds) }
                         return
                     }
                 }
