@@ -506,10 +506,11 @@ extension FirmwareUpdateTests {
         let large = try await peakRSS(imageSize: 64 << 20, name: "large")
         print("firmware update peak RSS: 1 MiB image \(small) KiB, 64 MiB image \(large) KiB")
         // Under qemu-user (cross/test.sh sets QEMU_LD_PREFIX) the figure is the emulator's, whose
-        // translation cache grows with a longer run by about a megabyte: there the bound says
-        // only that nothing grows with the image (63 MiB more would be buffering it).
+        // translation cache grows with a longer run (+2.3 and +4.7 MiB in two fresh CI runs):
+        // there the bound says only that nothing grows with the image (buffering it would be
+        // 63 MiB more, an eighth of it 8 MiB).
         let emulated = ProcessInfo.processInfo.environment["QEMU_LD_PREFIX"] != nil
-        let bound = emulated ? 4096 : 1024
+        let bound = emulated ? 8192 : 1024
         #expect(abs(large - small) <= bound, "1 MiB image: \(small) KiB, 64 MiB image: \(large) KiB (bound \(bound) KiB)")
     }
 }
