@@ -6,7 +6,7 @@ import HTTPTypes
 /// `Location` arrives, after TinyFire has prepared the next request (method rewritten for 303,
 /// credentials dropped across origins, https→http refused unless allowed). Keep it quick: call
 /// `completion` before returning when you can. If you answer later, TinyFire holds up to
-/// `Transfer.redirectDrainLimit` (64 KiB) of the redirect's body while it waits.
+/// `RequestLifecycle.redirectBodyLimit` (64 KiB) of the redirect's body while it waits.
 public protocol RedirectHandler: Sendable {
     /// Decides.
     /// - Parameters:

@@ -142,6 +142,11 @@ final class HTTPConnection: EventLoopHandler {
 
     var isReused: Bool { completedExchanges > 0 }
 
+    /// Exchanges one connection carries at once: HTTP/1.1 without pipelining runs one request
+    /// after the other. (The pool's only knowledge of it; a multiplexed protocol's connection
+    /// would say its stream limit.)
+    static let maxConcurrentExchanges = 1
+
     /// How long a request with `Expect: 100-continue` waits before sending its body anyway
     /// (curl waits one second too).
     static let expectContinueWait: Duration = .seconds(1)

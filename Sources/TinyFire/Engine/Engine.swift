@@ -1,0 +1,130 @@
+import HTTPTypes
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Owns the loop, the pool and the live transfers of one `Session`.
+final class Engine: @unchecked Sendable {
+    let configuration: SessionConfiguration
+    /// Trust evaluators by host (nil: default validation for every host).
+    let serverTrustManager: ServerTrustManager?
+    private let loopResult: Result<EventLoop, TinyFireError>
+    /// The I/O loop, nil when it could not start.
+    var loop: EventLoop? { try? loopResult.get() }
+    private var pool: ConnectionPool?
+    /// Loaded on the first https request (loop thread).
+    private var tlsContextResult: Result<TLSContext, TinyFireError>?
+    /// The last TLS session per origin, offered on reconnect (loop thread).
+    private var tlsSessions: [PoolKey: TLSSession] = [:]
+    /// Live transfers by owner, loop-confined.
+    private var active: [ObjectIdentifier: Transfer] = [:]
+
+    init(configuration: SessionConfiguration, serverTrustManager: ServerTrustManager? = nil) {
+        self.configuration = configuration
+        self.serverTrustManager = serverTrustManager
+        do {
+            let loop = try EventLoop(name: "tinyfire-io")
+            loopResult = .success(loop)
+            pool = ConnectionPool(
+                loop: loop, maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+                idleTimeout: configuration.idleConnectionTimeout)
+        } catch {
+            loopResult = .failure(error)
+        }
+    }
+
+    /// Starts a transfer for `owner` (from any thread).
+    func start(_ spec: RequestSpec, owner: TransferOwner) {
+        switch loopResult {
+        case .failure(let error):
+            owner.transferDidFinish(.failure(error), request: nil, response: nil, metrics: TransferMetrics())
+        case .success(let loop):
+            loop.execute { [self] in
+                guard let pool else { return }
+                let transfer = Transfer(spec: spec, owner: owner, engine: self, loop: loop, pool: pool)
+                active[ObjectIdentifier(owner)] = transfer
+                transfer.start()
+            }
+        }
+    }
+
+    /// Cancels `owner`'s transfer, if it is running (from any thread).
+    func cancel(_ owner: TransferOwner) {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in
+            active[ObjectIdentifier(owner)]?.cancel(with: .explicitlyCancelled)
+        }
+    }
+
+    /// The session's TLS context, loaded once (loop thread).
+    func tlsContext() throws(TinyFireError) -> TLSContext {
+        if let tlsContextResult { return try tlsContextResult.get() }
+        let result: Result<TLSContext, TinyFireError>
+        do throws(TinyFireError) {
+            result = .success(try TLSContext(configuration.tls))
+        } catch {
+            result = .failure(error)
+        }
+        tlsContextResult = result
+        return try result.get()
+    }
+
+    func tlsSession(for key: PoolKey) -> TLSSession? {
+        configuration.tls.sessionResumption ? tlsSessions[key] : nil
+    }
+
+    func storeTLSSession(_ session: TLSSession, for key: PoolKey) {
+        guard configuration.tls.sessionResumption else { return }
+        tlsSessions[key] = session
+    }
+
+    /// Pauses `owner`'s transfer (from any thread).
+    func suspendTransfer(_ owner: TransferOwner) {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in active[ObjectIdentifier(owner)]?.setSuspended(true) }
+    }
+
+    /// Holds back or lets go reading for `owner`'s transfer (from any thread).
+    func setFlowPaused(_ owner: TransferOwner, _ paused: Bool) {
+        setFlowPaused(owner) { paused }
+    }
+
+    /// Pauses or continues reading `owner`'s body as `paused` says when the loop gets to it.
+    func setFlowPaused(_ owner: TransferOwner, _ paused: @escaping @Sendable () -> Bool) {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in active[ObjectIdentifier(owner)]?.setFlowPaused(paused()) }
+    }
+
+    /// Continues `owner`'s paused transfer (from any thread).
+    func resumeTransfer(_ owner: TransferOwner) {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in active[ObjectIdentifier(owner)]?.setSuspended(false) }
+    }
+
+    /// Called by a transfer when it ends (loop thread).
+    func transferEnded(_ owner: TransferOwner) {
+        active[ObjectIdentifier(owner)] = nil
+    }
+
+    /// Fails every live transfer, closes every connection and stops the loop.
+    func shutdown() {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in
+            for transfer in Array(active.values) { transfer.cancel(with: .sessionDeinitialized) }
+            pool?.closeAll()
+            pool = nil
+        }
+        // The stop flag is checked after tasks run, so the task above runs first.
+        loop.shutdown()
+    }
+}

@@ -1,0 +1,70 @@
+import HTTPTypes
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// What a request asks the engine to send.
+struct RequestSpec: Sendable {
+    var url: URL
+    var method: HTTPMethod
+    var headers: HTTPHeaders
+    var body: Data?
+    /// A body from files or a stream instead of `body`.
+    var bodySource: RequestBodySource?
+    /// Overrides the session's total timeout for this request.
+    var totalTimeout: Duration?
+
+    /// Bytes of request body; nil for a stream (unknown until it ends).
+    var bodyLength: UInt64? {
+        if let bodySource { return bodySource.length }
+        return UInt64(body?.count ?? 0)
+    }
+    var hasBody: Bool { body != nil || bodySource != nil }
+
+    /// The origin the caller addressed. Credentials — `Authorization`, `Cookie` and
+    /// `Proxy-Authorization`, the request's own and the session's default ones — go to it only,
+    /// never to another origin a redirect leads to (curl's rule without --location-trusted).
+    let credentialOrigin: String
+
+    init(url: URL, method: HTTPMethod, headers: HTTPHeaders, body: Data?, totalTimeout: Duration? = nil) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.body = body
+        self.totalTimeout = totalTimeout
+        self.credentialOrigin = Self.origin(of: url)
+    }
+
+    /// The credential headers that stay with their origin.
+    static let credentialHeaders = ["Authorization", "Cookie", "Proxy-Authorization"]
+
+    /// `scheme://host:port`, lowercased, with the scheme's default port filled in.
+    static func origin(of url: URL) -> String {
+        let scheme = url.scheme?.lowercased() ?? ""
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        return "\(scheme)://\(url.host(percentEncoded: true)?.lowercased() ?? ""):\(port)"
+    }
+
+    init(_ request: URLRequest) throws(TinyFireError) {
+        guard let url = request.url else { throw .invalidURL(url: "", reason: "the request has no URL") }
+        self.init(
+            url: url, method: request.method ?? .get, headers: request.headers, body: request.httpBody,
+            totalTimeout: request.timeoutInterval.flatMap(Duration.timeInterval))
+    }
+
+    var urlRequest: URLRequest {
+        var request = URLRequest(url: url, method: method, headers: headers)
+        request.httpBody = body
+        return request
+    }
+}

@@ -1,0 +1,729 @@
+import HTTPTypes
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Executes one request's life: asks the pool for a connection, resolves and connects, runs the
+/// TLS handshake and the trust decision, starts the exchange, routes the response's body, and
+/// arms one timer. What to do at each event is decided by `RequestLifecycle` (redirects, the
+/// stale-connection retry, the phase) and `TransferDeadlines` (every timeout and the receive
+/// rate); this class only carries the decisions out. Loop-confined.
+final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sendable {
+    private let owner: TransferOwner
+    private let engine: Engine
+    private let loop: EventLoop
+    private let pool: ConnectionPool
+    private let configuration: SessionConfiguration
+    private var lifecycle: RequestLifecycle
+    private var clock: TransferDeadlines
+    /// The armed timer and when it fires. It is re-armed only when a deadline moves earlier; one
+    /// that moved later is found out when the timer fires (one check instead of a timer per
+    /// byte moved).
+    private var timer: TimerHandle?
+    private var timerDeadline: Instant?
+    private var resolveGeneration: UInt64 = 0
+
+    private var key = PoolKey(scheme: "http", host: "", port: 80)
+    private var holdsReservedSlot = false
+    private var connector: Connector?
+    private var connection: HTTPConnection?
+
+    /// The current hop's request head, as bytes and as sent.
+    private var head: [UInt8] = []
+    private var expectContinue = false
+    private var request: HTTPRequest?
+    private var response: HTTPResponse?
+    /// The head of a redirect response whose handler has not answered.
+    private var redirectHead: ResponseHead?
+    /// Its body so far (at most `RequestLifecycle.redirectBodyLimit` bytes).
+    private var keptBody: [UInt8] = []
+    private var sink: ResponseBodySink?
+    private var decoder: ContentDecoder?
+    private var expectedBodyLength: UInt64?
+    private var suspended = false
+    /// Reading held back because the owner's consumer is behind (a slow stream handler).
+    private var flowPaused = false
+    private var hopBytesSent: UInt64 = 0
+    private var hopBytesReceived: UInt64 = 0
+    /// Request body bytes sent on this hop, without chunk framing.
+    private var uploadPayloadSent: UInt64 = 0
+    private var hopStarted = Instant.now()
+    private var metrics = TransferMetrics()
+
+    init(spec: RequestSpec, owner: TransferOwner, engine: Engine, loop: EventLoop, pool: ConnectionPool) {
+        self.owner = owner
+        self.engine = engine
+        self.loop = loop
+        self.pool = pool
+        let configuration = engine.configuration
+        self.configuration = configuration
+        let asks = owner.transferRedirectHandler != nil && owner is Request
+        lifecycle = RequestLifecycle(
+            spec: spec,
+            policy: RedirectPolicy(
+                maxRedirects: configuration.maxRedirects, allowsInsecureRedirects: configuration.allowsInsecureRedirects),
+            asksRedirectHandler: asks)
+        clock = TransferDeadlines(
+            limits: TransferDeadlines.Limits(
+                connect: configuration.connectTimeout, handshake: configuration.tls.handshakeTimeout,
+                idle: configuration.idleTimeout, total: spec.totalTimeout ?? configuration.totalTimeout,
+                lowSpeed: configuration.lowSpeedLimit, maxReceiveBytesPerSecond: configuration.maxReceiveBytesPerSecond),
+            now: .now())
+    }
+
+    private var spec: RequestSpec { lifecycle.spec }
+    private var finished: Bool { lifecycle.isFinished }
+    /// Not reading: suspended by the caller, held back by the consumer or by the receive-rate
+    /// limit.
+    private var paused: Bool { clock.holdsReading }
+
+    // MARK: - Start and hops
+
+    func start() {
+        suspended = owner.isSuspended
+        if suspended { clock.setPaused(true, now: .now()) }
+        if owner.isCancelled {
+            finish(.failure(.explicitlyCancelled))
+            return
+        }
+        perform(lifecycle.start())
+    }
+
+    /// Carries out what the lifecycle decided.
+    private func perform(_ action: RequestLifecycle.Action) {
+        switch action {
+        case .none:
+            break
+        case .startHop:
+            startHop()
+        case .follow:
+            startNextHop()
+        case .redirect(let target, let followNow):
+            if let response { owner.transferWillRedirect(to: target.urlRequest, for: response) }
+            if followNow { startNextHop() }
+        case .askRedirectHandler(let target):
+            askRedirectHandler(about: target)
+        case .deliverResponse:
+            // Only `headReceived` answers this, and the head's handler carries it out.
+            break
+        case .deliverKeptResponse(let complete):
+            guard let head = redirectHead else { return }
+            deliverKept(head, complete: complete)
+        case .complete:
+            completeFinalResponse()
+        case .retryOnFreshConnection:
+            // A kept-alive connection the server had closed: one retry on a fresh connection.
+            metrics.retriedOnStaleConnection = true
+            sink?.discard()
+            sink = nil
+            acquireConnection(forceNew: true)
+        case .fail(let reason):
+            connection?.abort()
+            connection = nil
+            fail(reason)
+        }
+    }
+
+    private func startHop() {
+        do {
+            try prepareHead()
+        } catch {
+            finish(.failure(error))
+            return
+        }
+        hopStarted = .now()
+        acquireConnection(forceNew: lifecycle.needsFreshConnection)
+    }
+
+    /// Builds the request head for the current hop.
+    private func prepareHead() throws(TinyFireError) {
+        let url = spec.url
+        let text = url.absoluteString
+        guard let scheme = url.scheme?.lowercased() else { throw .invalidURL(url: text, reason: "no scheme") }
+        guard scheme == "http" || scheme == "https" else {
+            throw .invalidURL(url: text, reason: "unsupported scheme \(quoted(scheme))")
+        }
+        guard var host = url.host(percentEncoded: true), !host.isEmpty else {
+            throw .invalidURL(url: text, reason: "no host")
+        }
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let defaultPort = scheme == "https" ? 443 : 80
+        let port = url.port ?? defaultPort
+        guard (1...65535).contains(port) else { throw .invalidURL(url: text, reason: "port \(port) out of range") }
+        key = PoolKey(scheme: scheme, host: host, port: port)
+
+        var path = url.path(percentEncoded: true)
+        if path.isEmpty { path = "/" }
+        if let query = url.query(percentEncoded: true) { path += "?" + query }
+        let hostForHeader = host.contains(":") ? "[\(host)]" : host
+        let authority = port == defaultPort ? hostForHeader : "\(hostForHeader):\(port)"
+
+        var headers = spec.headers.merging(defaults: configuration.headers)
+        if RequestSpec.origin(of: url) != spec.credentialOrigin {
+            for name in RequestSpec.credentialHeaders { headers.remove(name: name) }
+        }
+        if !configuration.automaticDecompression && spec.headers.value(for: "Accept-Encoding") == nil {
+            headers.remove(name: "Accept-Encoding")
+        }
+        guard let method = HTTPRequest.Method(spec.method.rawValue) else {
+            throw .invalidRequest(reason: "invalid method \(quoted(spec.method.rawValue))")
+        }
+        var request = HTTPRequest(method: method, scheme: scheme, authority: authority, path: path, headerFields: headers.fields)
+        if request.headerFields.contains(.connection) { request.headerFields[.connection] = nil }
+        let framing: RequestBodyFraming
+        expectContinue = false
+        if spec.hasBody {
+            framing = spec.bodyLength.map { .contentLength($0) } ?? .chunked
+            if let threshold = configuration.expectContinueThreshold, spec.bodyLength.map({ $0 >= UInt64(threshold) }) ?? true,
+                !request.headerFields.contains(.expect)
+            {
+                request.headerFields[.expect] = "100-continue"
+                expectContinue = true
+            }
+        } else if ["POST", "PUT", "PATCH", "QUERY"].contains(spec.method.rawValue) {
+            framing = .contentLength(0)
+        } else {
+            framing = .none
+        }
+        do {
+            try RequestHeadSerializer.serialize(
+                request, framing: framing, limit: configuration.maxHeaderBlockBytes, into: &head)
+        } catch {
+            switch error {
+            case .invalidMethod(let method): throw .invalidRequest(reason: "invalid method \(quoted(method))")
+            case .invalidTarget(let target): throw .invalidRequest(reason: "invalid request target \(quoted(target))")
+            case .invalidHeader(let name): throw .invalidRequest(reason: "header \(name) contains CR, LF or NUL")
+            case .tooLarge(let limit): throw .invalidRequest(reason: "request head exceeds \(limit) bytes")
+            }
+        }
+        self.request = request
+    }
+
+    private func acquireConnection(forceNew: Bool) {
+        lifecycle.waitingForSlot()
+        clock.enter(.waiting, now: .now())
+        switch pool.lease(key, forceNew: forceNew, waiter: self) {
+        case .reuse(let connection):
+            metrics.nameLookup = nil
+            metrics.connect = nil
+            use(connection)
+        case .connect:
+            holdsReservedSlot = true
+            resolve()
+        case .wait:
+            armTimer()
+        }
+    }
+
+    func poolSlotMayBeAvailable() {
+        guard !finished, case .waitingForConnection = lifecycle.state else { return }
+        acquireConnection(forceNew: lifecycle.needsFreshConnection)
+    }
+
+    private func resolve() {
+        lifecycle.resolving()
+        let now = Instant.now()
+        clock.enter(.connecting, now: now)
+        armTimer()
+        resolveGeneration += 1
+        let generation = resolveGeneration
+        let host = key.host
+        let port = key.port
+        // getaddrinfo cannot be interrupted and may answer long after this transfer ended (its
+        // connect timeout): the answer holds the transfer weakly, so a finished request and its
+        // Session are released at once, and only the loop (whose descriptors stay open until
+        // it is released) waits for the answer.
+        let weakSelf = WeakLoopReference(self)
+        let loop = self.loop
+        DNSResolver.resolve(host: host, port: port) { result in
+            loop.execute { weakSelf.value?.resolved(result, generation: generation, started: now) }
+        }
+    }
+
+    /// The resolver answered (loop thread); ignored unless this transfer still waits for it.
+    private func resolved(_ result: Result<[SocketAddress], DNSResolver.ResolutionError>, generation: UInt64, started: Instant) {
+        guard !finished, generation == resolveGeneration, case .resolving = lifecycle.state else { return }
+        metrics.nameLookup = Instant.now().since(started)
+        switch result {
+        case .failure(let error):
+            fail(.nameResolutionFailed(message: error.message), codes: [error.status])
+        case .success(let addresses):
+            connect(to: addresses)
+        }
+    }
+
+    private func connect(to addresses: [SocketAddress]) {
+        lifecycle.connecting()
+        guard !addresses.isEmpty else {
+            fail(.nameResolutionFailed(message: "no IPv4 or IPv6 address"))
+            return
+        }
+        let connectStart = Instant.now()
+        let connector = Connector(loop: loop, addresses: addresses)
+        self.connector = connector
+        connector.start { [self] result in
+            self.connector = nil
+            switch result {
+            case .failure(let failure):
+                fail(.connectFailed(attempts: failure.attempts), codes: failure.codes)
+            case .success(let connected):
+                metrics.connect = Instant.now().since(connectStart)
+                do throws(TinyFireError) {
+                    let connection = try HTTPConnection(
+                        key: key, fd: connected.fd, remoteAddress: connected.address, loop: loop,
+                        readBufferSize: configuration.readBufferSize)
+                    holdsReservedSlot = false
+                    pool.didOpen(connection)
+                    if key.scheme == "https" {
+                        startTLS(on: connection)
+                    } else {
+                        use(connection)
+                    }
+                } catch {
+                    finish(.failure(error))
+                }
+            }
+        }
+    }
+
+    /// Runs the TLS handshake on a new connection, checks the name for IP hosts, saves the
+    /// session, then starts the exchange.
+    private func startTLS(on connection: HTTPConnection) {
+        lifecycle.handshaking()
+        let stream: TLSStream
+        do throws(TinyFireError) {
+            let context = try engine.tlsContext()
+            let host = key.host
+            let isAddress = IPAddressBytes.parse(host) != nil
+            stream = try TLSStream(context: context, fd: connection.fd, serverName: isAddress ? nil : host)
+        } catch {
+            connection.abort()
+            finish(.failure(error))
+            return
+        }
+        let offered = engine.tlsSession(for: key)
+        if let offered { stream.offer(offered) }
+        self.connection = connection
+        let started = Instant.now()
+        clock.enter(.handshaking, now: started)
+        armTimer()
+        connection.startTLS(stream) { [self] result in
+            switch result {
+            case .failed(let reason):
+                connection.abort()
+                self.connection = nil
+                fail(reason)
+            case .done:
+                metrics.tlsHandshake = Instant.now().since(started)
+                var details = stream.details
+                // A resumed handshake received no certificate: it is judged on what the full
+                // handshake it continues presented and verified, by the same evaluators.
+                let trust: ServerTrust
+                if details.resumed, let offered {
+                    trust = offered.trust
+                    details.peerCertificates = trust.presentedCertificates.map(\.der)
+                    details.verifiedPath = trust.certificates.map(\.der)
+                } else {
+                    trust = serverTrust(of: stream, details: details)
+                }
+                guard evaluateTrust(trust) else {
+                    connection.abort()
+                    self.connection = nil
+                    return
+                }
+                metrics.tls = details
+                if !details.resumed, let session = TLSSession(trust: trust), stream.saveSession(into: session) {
+                    engine.storeTLSSession(session, for: key)
+                }
+                use(connection)
+            }
+        }
+    }
+
+    /// What a full handshake presented and what mbedTLS verified of it.
+    private func serverTrust(of stream: TLSStream, details: TLSDetails) -> ServerTrust {
+        let context = stream.context
+        // mbedTLS checks DNS names only: an address is checked against the certificate's
+        // iPAddress entries (never against a DNS name spelling it).
+        return ServerTrust(
+            certificates: details.verifiedPath.map(Certificate.init(der:)),
+            presentedCertificates: details.peerCertificates.map(Certificate.init(der:)), host: key.host,
+            verificationFlags: stream.verificationFlags,
+            leafHasHostIPAddress: IPAddressBytes.parse(key.host).map { stream.peerHasIPAddress($0) },
+            anchors: { context.anchorCertificates })
+    }
+
+    /// Runs the session's evaluator for the host (or default validation) on a finished
+    /// handshake. On failure the transfer is finished and false returned.
+    private func evaluateTrust(_ trust: ServerTrust) -> Bool {
+        let host = key.host
+        do {
+            if let manager = engine.serverTrustManager, let evaluator = try manager.serverTrustEvaluator(forHost: host) {
+                try evaluator.evaluate(trust, forHost: host)
+                return true
+            }
+        } catch let error as TinyFireError {
+            finish(.failure(error))
+            return false
+        } catch {
+            finish(.failure(.serverTrustEvaluationFailed(reason: .customEvaluationFailed(host: host, error: error))))
+            return false
+        }
+        let reasons = trust.defaultValidationFailures(validateHost: true)
+        guard reasons.isEmpty else {
+            fail(.certificateVerificationFailed(reasons: reasons))
+            return false
+        }
+        return true
+    }
+
+    private func use(_ connection: HTTPConnection) {
+        self.connection = connection
+        lifecycle.exchangeStarted()
+        hopBytesSent = 0
+        hopBytesReceived = 0
+        uploadPayloadSent = 0
+        metrics.responseBodyBytes = 0
+        metrics.decodedBodyBytes = 0
+        metrics.timeToFirstByte = nil
+        metrics.requestSent = nil
+        metrics.reusedConnection = connection.isReused
+        metrics.remoteAddress = connection.remoteAddressDescription
+        clock.enter(.exchanging, now: .now())
+        armTimer()
+        connection.start(
+            head: head, body: spec.body ?? Data(), bodySource: spec.bodySource, expectContinue: expectContinue,
+            isHeadRequest: spec.method == .head,
+            limits: ResponseParser.Limits(maxHeaderBlockBytes: configuration.maxHeaderBlockBytes),
+            delegate: self)
+        if paused { connection.setReadingPaused(true) }
+    }
+
+    // MARK: - Exchange events
+
+    func exchangeDidSend(bytes: Int) {
+        hopBytesSent += UInt64(bytes)
+        clock.sent(bytes, now: .now())
+        if spec.hasBody {
+            uploadPayloadSent =
+                connection?.bodyPayloadSent ?? (hopBytesSent > UInt64(head.count) ? hopBytesSent - UInt64(head.count) : 0)
+            if owner.transferWantsProgress {
+                owner.transferProgress(upload: (uploadPayloadSent, spec.bodyLength), download: nil, final: false)
+            }
+        }
+    }
+
+    func exchangeDidSendRequest() {
+        lifecycle.requestSent()
+        metrics.requestSent = Instant.now().since(hopStarted)
+    }
+
+    func exchangeDidReceive(bytes: Int) {
+        let now = Instant.now()
+        if hopBytesReceived == 0 { metrics.timeToFirstByte = now.since(hopStarted) }
+        hopBytesReceived += UInt64(bytes)
+        if clock.received(bytes, now: now) != nil {
+            // Ahead of the receive rate: reading waits until the bytes so far are due.
+            connection?.setReadingPaused(true)
+            armTimer()
+        }
+    }
+
+    func exchangeDidReceiveInformational(_ head: ResponseHead) {}
+
+    /// Ends the exchange from inside a delegate callback: the connection closes and the reason
+    /// comes back through `exchangeDidFail`.
+    private struct Abort: Error { var reason: TransferError.Reason }
+    /// Stops draining a redirect's body (too long to keep the connection): the connection
+    /// closes and the redirect is followed on another.
+    private struct DrainAbort: Error {}
+
+    func exchangeDidReceiveHead(_ head: ResponseHead) throws {
+        var fields = HTTPFields()
+        for field in head.fields {
+            if let name = HTTPField.Name(field.name) { fields.append(HTTPField(name: name, value: field.value)) }
+        }
+        let status = HTTPResponse.Status(code: head.status, reasonPhrase: head.reason)
+        response = HTTPResponse(status: status, headerFields: fields)
+        let location = RedirectPolicy.redirectStatuses.contains(head.status) ? head.firstValue("Location") : nil
+        let action = lifecycle.headReceived(status: head.status, location: location)
+        switch action {
+        case .deliverResponse:
+            try prepareFinalResponse(head)
+        case .fail(let reason):
+            throw Abort(reason: reason)
+        case .askRedirectHandler:
+            redirectHead = head
+            perform(action)
+        default:
+            perform(action)
+        }
+    }
+
+    /// Sets up decoding and the sink for the response that ends the transfer.
+    private func prepareFinalResponse(_ head: ResponseHead) throws {
+        guard let response else { return }
+        var expected: UInt64?
+        if case .contentLength(let n) = head.framing { expected = n }
+        expectedBodyLength = expected
+        if configuration.automaticDecompression && spec.method != .head, head.framing != .none {
+            if let coding = try ContentCoding.from(headerValues: head.listValues("Content-Encoding")) {
+                decoder = try ContentDecoder(coding: coding)
+                expected = nil
+            }
+        }
+        if let request, owner.transferDidReceiveResponse(response, request: request) {
+            // The app decides first (onHTTPResponse with a disposition): nothing more is read
+            // until it answers; bytes already read reach the sink, which holds them.
+            setFlowPaused(true)
+        }
+        sink = try owner.transferMakeSink(for: response, expectedLength: expected)
+    }
+
+    /// Asks the redirect handler about `target`; its answer may come before this returns or
+    /// later, through the loop.
+    private func askRedirectHandler(about target: RequestSpec) {
+        guard let handler = owner.transferRedirectHandler, let request = owner as? Request, let response else {
+            // The handler went away meanwhile: follow, as without one.
+            perform(lifecycle.redirectDecided(target.urlRequest, connectionOpen: connection != nil))
+            return
+        }
+        let window = RedirectDecisionWindow()
+        handler.request(request, willBeRedirectedTo: target.urlRequest, for: response) { [weak self] decision in
+            guard !window.deliver(decision), let self else { return }
+            self.loop.execute { self.redirectDecided(decision) }
+        }
+        if let decision = window.close() {
+            perform(lifecycle.redirectDecided(decision, connectionOpen: connection != nil))
+        }
+    }
+
+    /// The redirect handler answered after returning.
+    private func redirectDecided(_ decision: URLRequest?) {
+        guard !finished else { return }
+        perform(lifecycle.redirectDecided(decision, connectionOpen: connection != nil))
+    }
+
+    /// The redirect response is the final one after all: deliver it with the body kept while
+    /// the handler decided, and complete when it all arrived.
+    private func deliverKept(_ head: ResponseHead, complete: Bool) {
+        redirectHead = nil
+        let kept = keptBody
+        keptBody = []
+        do {
+            try prepareFinalResponse(head)
+            try kept.withUnsafeBytes { try deliverBody($0) }
+        } catch {
+            connection?.abort()
+            connection = nil
+            fail(reason(for: error))
+            return
+        }
+        if complete { completeFinalResponse() }
+    }
+
+    func exchangeDidReceiveBody(_ bytes: UnsafeRawBufferPointer) throws {
+        metrics.responseBodyBytes += UInt64(bytes.count)
+        switch lifecycle.bodyReceived(bytes.count) {
+        case .deliver:
+            try deliverBody(bytes)
+            if owner.transferWantsProgress {
+                owner.transferProgress(upload: nil, download: (metrics.responseBodyBytes, expectedBodyLength), final: false)
+            }
+        case .keep:
+            keptBody.append(contentsOf: bytes)
+        case .drop:
+            break
+        case .abortAndFollow:
+            throw DrainAbort()
+        case .fail(let reason):
+            throw Abort(reason: reason)
+        }
+    }
+
+    private func deliverBody(_ bytes: UnsafeRawBufferPointer) throws {
+        guard let sink else { return }
+        if let decoder {
+            try decoder.decode(bytes) { decoded in
+                metrics.decodedBodyBytes += UInt64(decoded.count)
+                try sink.write(decoded)
+            }
+        } else {
+            metrics.decodedBodyBytes += UInt64(bytes.count)
+            try sink.write(bytes)
+        }
+    }
+
+    func exchangeDidComplete(trailers: [RawHeaderField]) {
+        connection = nil
+        perform(lifecycle.exchangeCompleted())
+    }
+
+    private func completeFinalResponse() {
+        do {
+            try decoder?.finish()
+            let output = try sink?.finish() ?? SinkOutput.none
+            if owner.transferWantsProgress {
+                let upload = spec.hasBody ? (uploadPayloadSent, spec.bodyLength ?? uploadPayloadSent) : nil
+                owner.transferProgress(upload: upload, download: (metrics.responseBodyBytes, expectedBodyLength), final: true)
+            }
+            finish(.success(output))
+        } catch {
+            fail(reason(for: error))
+        }
+    }
+
+    func exchangeDidFail(_ failure: ExchangeFailure) {
+        connection = nil
+        if case .delegate(let error) = failure.kind, error is DrainAbort {
+            perform(lifecycle.drainAborted())
+            return
+        }
+        let reason: TransferError.Reason
+        switch failure.kind {
+        case .io(let code): reason = .connectionError(code: code, message: errnoMessage(code))
+        case .tls(let code): reason = .tlsFailed(code: code, message: tlsErrorMessage(code))
+        case .bodySource(let message): reason = .requestBodyReadFailed(message: message)
+        case .parse(let error): reason = .invalidResponse(error)
+        case .delegate(let error): reason = self.reason(for: error)
+        }
+        perform(
+            lifecycle.exchangeFailed(
+                receivedResponseBytes: failure.receivedResponseBytes, connectionWasReused: failure.connectionWasReused,
+                bodyReplayable: spec.bodySource?.isReplayable ?? true, reason: reason))
+    }
+
+    private func reason(for error: any Error) -> TransferError.Reason {
+        switch error {
+        case let error as SinkError:
+            switch error {
+            case .limitExceeded(let limit): return .bodyLimitExceeded(limit: limit)
+            case .fileSizeExceeded(let limit): return .fileSizeExceeded(limit: limit)
+            case .writeFailed(let path, let message): return .fileWriteFailed(path: path, message: message)
+            case .resumeRejected(let message): return .resumeRejected(message: message)
+            }
+        case let error as ContentDecodingError:
+            return .contentDecodingFailed(error)
+        case let error as Abort:
+            return error.reason
+        default:
+            return .connectionError(code: 0, message: "\(error)")
+        }
+    }
+
+    /// The next hop, after a redirect: the response, its decoder and sink belong to the last.
+    private func startNextHop() {
+        redirectHead = nil
+        keptBody = []
+        expectedBodyLength = nil
+        response = nil
+        decoder = nil
+        sink = nil
+        startHop()
+    }
+
+    // MARK: - Timeouts
+
+    /// Arms the timer for the next deadline, unless the armed one fires no later.
+    private func armTimer() {
+        guard let deadline = clock.nextDeadline else { return }
+        if let timer {
+            if let armed = timerDeadline, armed <= deadline { return }
+            loop.cancel(timer)
+        }
+        timerDeadline = deadline
+        timer = loop.schedule(at: deadline) { [weak self] in
+            guard let self else { return }
+            timer = nil
+            timerDeadline = nil
+            checkTimeouts()
+        }
+    }
+
+    /// Pauses or continues reading; the idle and low-speed clocks restart on resume.
+    func setSuspended(_ on: Bool) {
+        guard !finished, suspended != on else { return }
+        suspended = on
+        applyPause()
+    }
+
+    /// Holds reading back while the consumer catches up (or lets it continue).
+    func setFlowPaused(_ on: Bool) {
+        guard !finished, flowPaused != on else { return }
+        flowPaused = on
+        applyPause()
+    }
+
+    private func applyPause() {
+        clock.setPaused(suspended || flowPaused, now: .now())
+        connection?.setReadingPaused(paused)
+        armTimer()
+    }
+
+    private func checkTimeouts() {
+        guard !finished else { return }
+        switch clock.fire(now: .now()) {
+        case .expired(.timedOut(let kind, let limit)):
+            fail(.timedOut(kind, limit: limit))
+            return
+        case .expired(.lowSpeed(let bytesPerSecond, let window, let measured)):
+            fail(.lowSpeed(bytesPerSecond: bytesPerSecond, window: window, measuredBytesPerSecond: measured))
+            return
+        case .resumeReading:
+            connection?.setReadingPaused(paused)
+        case .none:
+            break
+        }
+        armTimer()
+    }
+
+    // MARK: - End
+
+    /// Ends the transfer with `error` (cancel, session going away).
+    func cancel(with error: TinyFireError) {
+        finish(.failure(error))
+    }
+
+    private func fail(_ reason: TransferError.Reason, codes: [Int32] = []) {
+        let error = TransferError(
+            method: spec.method.rawValue, url: spec.url.absoluteString, host: key.host, phase: lifecycle.phase,
+            reason: reason, bytesSent: hopBytesSent, bytesReceived: hopBytesReceived, systemCodes: codes)
+        finish(.failure(.sessionTaskFailed(error)))
+    }
+
+    private func finish(_ result: Result<SinkOutput, TinyFireError>) {
+        guard !finished else { return }
+        lifecycle.finished()
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        timerDeadline = nil
+        connector?.cancel()
+        connector = nil
+        connection?.abort()
+        connection = nil
+        if holdsReservedSlot {
+            holdsReservedSlot = false
+            pool.connectFailed(key)
+        }
+        pool.removeWaiter(self, for: key)
+        if case .failure = result { sink?.discard() }
+        sink = nil
+        decoder = nil
+        metrics.redirects = lifecycle.redirects
+        metrics.total = Instant.now().since(clock.started)
+        metrics.requestBytesSent = hopBytesSent
+        metrics.responseBytesReceived = hopBytesReceived
+        engine.transferEnded(owner)
+        owner.transferDidFinish(result, request: request, response: response, metrics: metrics)
+    }
+}
