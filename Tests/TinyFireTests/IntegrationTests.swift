@@ -35,7 +35,7 @@ struct NginxTests {
     @Test("reuses the keep-alive connection for sequential requests")
     func keepAlive() async throws {
         let server = try nginx()
-        let session = Session()
+        let session = Session(configuration: HostileServerTests.keepingIdleConnections)
         let first = await session.request("\(server.base)/hello.txt").awaited
         let second = await session.request("\(server.base)/hello.txt").awaited
         #expect(first.metrics?.reusedConnection == false)
@@ -108,7 +108,7 @@ struct NginxTests {
     @Test("HEAD and 204 complete without a body and keep the connection")
     func bodiless() async throws {
         let server = try nginx()
-        let session = Session()
+        let session = Session(configuration: HostileServerTests.keepingIdleConnections)
         let head = await session.request("\(server.base)/1m.bin", method: .head).awaited
         #expect(head.response?.headerFields[.contentLength] == "1048576")
         #expect(head.data == Data())

@@ -155,6 +155,7 @@ final class NginxFixture: Sendable {
               uwsgi_temp_path \(dir)/uwsgi;
               scgi_temp_path \(dir)/scgi;
               keepalive_requests 100000;
+              keepalive_timeout 3600s;
               default_type application/octet-stream;
               gzip on; gzip_types text/plain; gzip_min_length 10;
               types { text/plain txt; }

@@ -371,20 +371,6 @@ public class Request: @unchecked Sendable {
         return self
     }
 
-    /// Answers an HTTP Basic challenge (a 401 with `WWW-Authenticate: Basic`) with these
-    /// credentials, once, as URLSession does for Alamofire's `authenticate(username:password:)`.
-    /// The first attempt goes without them; send `HTTPHeader.authorization(username:password:)`
-    /// yourself to skip the round trip. Digest, NTLM and Kerberos are not supported.
-    /// - Parameters:
-    ///   - username: the user.
-    ///   - password: the password.
-    /// - Returns: the request.
-    @discardableResult
-    public func authenticate(username: String, password: String) -> Self {
-        protected.withLock { $0.credential = (username, password) }
-        return self
-    }
-
     /// Uses `handler` for this request's redirects instead of the session's.
     /// - Parameter handler: the handler.
     /// - Returns: the request.
@@ -419,11 +405,7 @@ public class Request: @unchecked Sendable {
 
     /// Checks and adapts `initial`, then starts its transfer.
     private func performAttempt(_ created: URLRequest) {
-        var withCredential = created
-        if let (user, password) = protected.withLock({ $0.answeredChallenge ? $0.credential : nil }) {
-            withCredential.headers.update(.authorization(username: user, password: password))
-        }
-        let initial = withCredential
+        let initial = withAnsweredChallenge(created)
         protected.withLock { $0.requests.append(initial) }
         if (initial.method ?? .get) == .get, let body = initial.httpBody, !body.isEmpty {
             retryOrFinish(.urlRequestValidationFailed(reason: .bodyDataInGETRequest(body)))
@@ -507,14 +489,7 @@ public class Request: @unchecked Sendable {
         }
         var error = transferError
         let (validators, request, response, output, answerChallenge) = protected.withLock { state in
-            var answer = false
-            if transferError == nil, state.credential != nil, !state.answeredChallenge, let response = state.response,
-                response.status.code == 401, state.state != .cancelled,
-                response.headerFields[values: .wwwAuthenticate].contains(where: { $0.lowercased().hasPrefix("basic") })
-            {
-                state.answeredChallenge = true
-                answer = true
-            }
+            let answer = transferError == nil && state.takeBasicChallenge()
             return (state.validators, state.requests.last, state.response, state.output, answer)
         }
         if answerChallenge, let initial = protected.withLock({ $0.initialRequest }) {
@@ -531,45 +506,11 @@ public class Request: @unchecked Sendable {
             }
         }
         if error == nil {
-            error = commitStagedOutput()
+            error = commitOutput()
         } else {
-            discardStagedOutput()
+            discardOutput()
         }
         retryOrFinish(error)
-    }
-
-    /// Takes a staged download out of the output, once.
-    private func takeStagedOutput() -> (staged: URL, destination: URL)? {
-        protected.withLock { state in
-            guard case .stagedFile(let staged, let destination) = state.output else { return nil }
-            state.output = nil
-            return (staged, destination)
-        }
-    }
-
-    /// Moves a validated download into place; the error when that fails.
-    private func commitStagedOutput() -> TinyFireError? {
-        guard let (staged, destination) = takeStagedOutput() else { return nil }
-        do throws(SinkError) {
-            try commitStagedFile(staged, to: destination)
-        } catch {
-            let path = destination.path(percentEncoded: false)
-            let message: String
-            if case .writeFailed(_, let text) = error { message = text } else { message = "\(error)" }
-            let request = protected.withLock { $0.httpRequest }
-            return .sessionTaskFailed(
-                TransferError(
-                    method: request?.method.rawValue ?? "GET", url: request?.url?.absoluteString ?? "", host: request?.authority ?? "",
-                    phase: .receivingBody, reason: .fileWriteFailed(path: path, message: message), bytesSent: 0, bytesReceived: 0))
-        }
-        protected.withLock { $0.output = .file(destination) }
-        return nil
-    }
-
-    /// Removes a download that failed validation (or whose request ended another way).
-    private func discardStagedOutput() {
-        guard let (staged, _) = takeStagedOutput() else { return }
-        unlink(staged.path(percentEncoded: false))
     }
 
     /// Asks the retrier about `error` (if any), then retries or finishes.
@@ -645,7 +586,7 @@ public class Request: @unchecked Sendable {
             return true
         }
         guard finished else { return }
-        if error != nil { discardStagedOutput() }
+        if error != nil { discardOutput() }
         didFinishPipeline()
         eventMonitor?.requestDidFinish(self)
         session.didFinish(self)
@@ -908,6 +849,14 @@ public class Request: @unchecked Sendable {
     func replaceError(_ error: TinyFireError) {
         protected.withLock { $0.error = error }
     }
+
+    /// The validated output goes into place (a download's staged file is renamed to its
+    /// destination); the error when that fails.
+    func commitOutput() -> TinyFireError? { nil }
+
+    /// The output is not wanted (failed validation, cancelled): a download removes its
+    /// staged file.
+    func discardOutput() {}
 
     /// Lets a subclass turn a successful transfer into a failure (a download whose status was
     /// refused before its body reached the file).

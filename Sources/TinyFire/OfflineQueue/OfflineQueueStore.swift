@@ -302,7 +302,7 @@ final class OfflineQueueStore: @unchecked Sendable {
                 let created = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
                 if created < 0 {
                     failure = .io(errno, path: path, operation: "create journal segment")
-                } else if let error = syncDirectory(journalDirectory) {
+                } else if let error = syncQueueDirectory(journalDirectory) {
                     Glibc.close(created)
                     unlink(path)
                     failure = error
@@ -594,7 +594,7 @@ final class OfflineQueueStore: @unchecked Sendable {
             let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard fd >= 0 else { throw .io(errno, path: path, operation: "create journal segment") }
             Glibc.close(fd)
-            if let error = syncDirectory(journalDirectory) { throw error }
+            if let error = syncQueueDirectory(journalDirectory) { throw error }
             state.segments.append(Segment(first: state.nextSequence, last: state.nextSequence, path: path))
         }
         guard let active = state.segments.last else { return }
@@ -646,7 +646,7 @@ final class OfflineQueueStore: @unchecked Sendable {
             unlink(temporary)
             throw failure
         }
-        if let error = syncDirectory(journalDirectory) { throw error }
+        if let error = syncQueueDirectory(journalDirectory) { throw error }
     }
 }
 
@@ -654,28 +654,12 @@ final class OfflineQueueStore: @unchecked Sendable {
 
 /// Writes all of `bytes` at `offset`; nil, or the error.
 func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int64, path: String) -> OfflineQueueError? {
-    var done = 0
-    while done < bytes.count {
-        let n = bytes.withUnsafeBytes { raw -> Int in
-            let rest = UnsafeRawBufferPointer(rebasing: raw[done...])
-            return pwrite(fd, rest.baseAddress, rest.count, off_t(offset + Int64(done)))
-        }
-        if n < 0 {
-            if errno == EINTR { continue }
-            return .io(errno, path: path, operation: "write")
-        }
-        if n == 0 { return .io(ENOSPC, path: path, operation: "write") }
-        done += n
-    }
-    return nil
+    bytes.withUnsafeBytes { raw in pwriteAll(fd, raw, at: offset).map { .io($0, path: path, operation: "write") } }
 }
 
-/// `fsync` on a directory, so that names created or removed in it survive a power cut.
-func syncDirectory(_ path: String) -> OfflineQueueError? {
-    let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    guard fd >= 0 else { return .io(errno, path: path, operation: "open directory") }
-    defer { close(fd) }
-    return fsync(fd) == 0 ? nil : .io(errno, path: path, operation: "sync directory")
+/// `fsync` on the directory at `path`; nil, or the error.
+func syncQueueDirectory(_ path: String) -> OfflineQueueError? {
+    syncDirectory(path).map { .io($0.code, path: path, operation: $0.operation) }
 }
 
 func listDirectory(_ path: String) throws(OfflineQueueError) -> [String] {
@@ -709,25 +693,4 @@ func readWholeFile(_ path: String) throws(OfflineQueueError) -> [UInt8] {
     case .success(let bytes): return bytes
     case .failure(let failure): throw .io(failure.code == 0 ? EIO : failure.code, path: path, operation: "read")
     }
-}
-
-/// Why `preadFully` stopped: an errno, or 0 when the file ended first.
-struct ShortRead: Error {
-    var code: Int32
-}
-
-/// Reads exactly `count` bytes at `offset`, over short reads and EINTR.
-func preadFully(_ fd: Int32, count: Int, at offset: Int64) -> Result<[UInt8], ShortRead> {
-    var bytes = [UInt8](repeating: 0, count: count)
-    var done = 0
-    while done < count {
-        let n = bytes.withUnsafeMutableBytes { raw -> Int in
-            let rest = UnsafeMutableRawBufferPointer(rebasing: raw[done...])
-            return pread(fd, rest.baseAddress, rest.count, off_t(offset) + off_t(done))
-        }
-        if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { return .failure(ShortRead(code: n < 0 ? errno : 0)) }
-        done += n
-    }
-    return .success(bytes)
 }

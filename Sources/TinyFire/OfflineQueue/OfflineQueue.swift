@@ -546,7 +546,7 @@ public final class OfflineQueue: Sendable {
         }
         if failure == nil, fsync(fd) != 0 { failure = .io(errno, path: path, operation: "sync") }
         Glibc.close(fd)
-        if failure == nil { failure = syncDirectory(store.bodiesDirectory) }
+        if failure == nil { failure = syncQueueDirectory(store.bodiesDirectory) }
         if let failure {
             unlink(path)
             throw failure

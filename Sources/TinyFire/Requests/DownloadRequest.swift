@@ -665,6 +665,42 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             }
         }
     }
+
+    // MARK: - Staged file
+
+    /// Takes a staged download out of the output, once.
+    private func takeStagedOutput() -> (staged: URL, destination: URL)? {
+        protected.withLock { state in
+            guard case .stagedFile(let staged, let destination) = state.output else { return nil }
+            state.output = nil
+            return (staged, destination)
+        }
+    }
+
+    /// Moves a validated download into place; the error when that fails.
+    override func commitOutput() -> TinyFireError? {
+        guard let (staged, destination) = takeStagedOutput() else { return nil }
+        do throws(SinkError) {
+            try commitStagedFile(staged, to: destination)
+        } catch {
+            let path = destination.path(percentEncoded: false)
+            let message: String
+            if case .writeFailed(_, let text) = error { message = text } else { message = "\(error)" }
+            let request = protected.withLock { $0.httpRequest }
+            return .sessionTaskFailed(
+                TransferError(
+                    method: request?.method.rawValue ?? "GET", url: request?.url?.absoluteString ?? "", host: request?.authority ?? "",
+                    phase: .receivingBody, reason: .fileWriteFailed(path: path, message: message), bytesSent: 0, bytesReceived: 0))
+        }
+        protected.withLock { $0.output = .file(destination) }
+        return nil
+    }
+
+    /// Removes a download that failed validation (or whose request ended another way).
+    override func discardOutput() {
+        guard let (staged, _) = takeStagedOutput() else { return }
+        unlink(staged.path(percentEncoded: false))
+    }
 }
 
 // MARK: - Swift concurrency

@@ -337,25 +337,9 @@ private func copyFile(from source: String, to target: String) -> Bool {
     }
 }
 
-/// Writes every byte, retrying short writes and EINTR, waiting on EAGAIN.
+/// Writes every byte (`writeAll`), as a sink error naming `name`.
 private func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, name: String) throws(SinkError) {
-    guard let base = bytes.baseAddress else { return }
-    var offset = 0
-    while offset < bytes.count {
-        let n = Glibc.write(fd, base + offset, bytes.count - offset)
-        if n >= 0 {
-            offset += n
-            continue
-        }
-        let code = errno
-        if code == EINTR { continue }
-        if code == EAGAIN {
-            var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            _ = poll(&pfd, 1, 1000)
-            continue
-        }
-        throw .writeFailed(path: name, message: errnoMessage(code))
-    }
+    if let code = writeAll(fd, bytes) { throw .writeFailed(path: name, message: errnoMessage(code)) }
 }
 
 /// A path split at its last slash, without NSString.

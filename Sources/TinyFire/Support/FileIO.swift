@@ -1,0 +1,76 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Writes all of `bytes` at `offset` with `pwrite`, over short writes and EINTR.
+/// - Returns: nil, or the errno that stopped it (ENOSPC when the device took nothing).
+func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Int32? {
+    guard let base = bytes.baseAddress else { return nil }
+    var done = 0
+    while done < bytes.count {
+        let n = pwrite(fd, base + done, bytes.count - done, off_t(offset + Int64(done)))
+        if n < 0 {
+            if errno == EINTR { continue }
+            return errno
+        }
+        if n == 0 { return ENOSPC }
+        done += n
+    }
+    return nil
+}
+
+/// Writes all of `bytes` at the descriptor's position, over short writes and EINTR, waiting
+/// (up to a second at a time) while a non-blocking descriptor would block.
+/// - Returns: nil, or the errno that stopped it.
+func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+    guard let base = bytes.baseAddress else { return nil }
+    var offset = 0
+    while offset < bytes.count {
+        let n = write(fd, base + offset, bytes.count - offset)
+        if n >= 0 {
+            offset += n
+            continue
+        }
+        let code = errno
+        if code == EINTR { continue }
+        if code == EAGAIN {
+            var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            _ = poll(&pfd, 1, 1000)
+            continue
+        }
+        return code
+    }
+    return nil
+}
+
+/// `fsync` on a directory, so that names created or removed in it survive a power cut.
+/// - Returns: nil, or the errno and the step that failed ("open directory", "sync directory").
+func syncDirectory(_ path: String) -> (code: Int32, operation: String)? {
+    let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { return (errno, "open directory") }
+    defer { close(fd) }
+    return fsync(fd) == 0 ? nil : (errno, "sync directory")
+}
+
+/// Why `preadFully` stopped: an errno, or 0 when the file ended first.
+struct ShortRead: Error {
+    var code: Int32
+}
+
+/// Reads exactly `count` bytes at `offset`, over short reads and EINTR.
+func preadFully(_ fd: Int32, count: Int, at offset: Int64) -> Result<[UInt8], ShortRead> {
+    var bytes = [UInt8](repeating: 0, count: count)
+    var done = 0
+    while done < count {
+        let n = bytes.withUnsafeMutableBytes { raw -> Int in
+            let rest = UnsafeMutableRawBufferPointer(rebasing: raw[done...])
+            return pread(fd, rest.baseAddress, rest.count, off_t(offset) + off_t(done))
+        }
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { return .failure(ShortRead(code: n < 0 ? errno : 0)) }
+        done += n
+    }
+    return .success(bytes)
+}

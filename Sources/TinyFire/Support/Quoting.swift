@@ -1,0 +1,48 @@
+/// A short, printable rendering of untrusted text for error messages (at most 80 characters,
+/// control characters escaped).
+func quoted(_ text: String) -> String {
+    var out = "\""
+    var count = 0
+    for scalar in text.unicodeScalars {
+        if count == 80 {
+            out += "…"
+            break
+        }
+        switch scalar {
+        case "\r": out += "\\r"
+        case "\n": out += "\\n"
+        case "\t": out += "\\t"
+        case "\"": out += "\\\""
+        default:
+            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
+                out += "\\x" + String(scalar.value, radix: 16)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        count += 1
+    }
+    return out + "\""
+}
+
+extension String {
+    /// The text with control characters other than newline and tab (C0, DEL and the C1 range,
+    /// where terminals find escape sequences) written as `\xNN`: safe to print to a terminal or
+    /// a log whatever a peer sent.
+    /// - Returns: the escaped text; the same text when it has none.
+    public func escapingControlCharacters() -> String {
+        func isControl(_ scalar: Unicode.Scalar) -> Bool {
+            (scalar.value < 0x20 && scalar != "\n" && scalar != "\t") || (0x7F...0x9F).contains(scalar.value)
+        }
+        guard unicodeScalars.contains(where: isControl) else { return self }
+        var out = String.UnicodeScalarView()
+        for scalar in unicodeScalars {
+            if isControl(scalar) {
+                out.append(contentsOf: "\\x\(String(scalar.value, radix: 16))".unicodeScalars)
+            } else {
+                out.append(scalar)
+            }
+        }
+        return String(out)
+    }
+}
