@@ -65,7 +65,7 @@ struct RedirectPolicy: Sendable, Equatable {
         }
         // The next request as a redirect handler sees it: without the credentials that will not
         // be sent (the head builder also keeps the session's defaults from that origin).
-        if RequestSpec.origin(of: target) != request.credentialOrigin {
+        if !next.sendsCredentials {
             for name in RequestSpec.credentialHeaders { next.headers.remove(name: name) }
         }
         return .follow(next)

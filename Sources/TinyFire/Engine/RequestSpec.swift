@@ -31,10 +31,11 @@ struct RequestSpec: Sendable {
     }
     var hasBody: Bool { body != nil || bodySource != nil }
 
-    /// The origin the caller addressed. Credentials — `Authorization`, `Cookie` and
-    /// `Proxy-Authorization`, the request's own and the session's default ones — go to it only,
-    /// never to another origin a redirect leads to (curl's rule without --location-trusted).
-    let credentialOrigin: String
+    /// The URL the caller addressed. Credentials — `Authorization`, `Cookie` and
+    /// `Proxy-Authorization`, the request's own and the session's default ones — go to its
+    /// origin only, never to another origin a redirect leads to (curl's rule without
+    /// --location-trusted).
+    let addressedURL: URL
 
     init(url: URL, method: HTTPMethod, headers: HTTPHeaders, body: Data?, totalTimeout: Duration? = nil) {
         self.url = url
@@ -42,8 +43,15 @@ struct RequestSpec: Sendable {
         self.headers = headers
         self.body = body
         self.totalTimeout = totalTimeout
-        self.credentialOrigin = Self.origin(of: url)
+        self.addressedURL = url
     }
+
+    /// `scheme://host:port` of the addressed URL.
+    var credentialOrigin: String { Self.origin(of: addressedURL) }
+
+    /// Whether credentials go to `url`: it is the addressed URL (no origin to compute), or on
+    /// the same origin.
+    var sendsCredentials: Bool { url == addressedURL || Self.origin(of: url) == credentialOrigin }
 
     /// The credential headers that stay with their origin.
     static let credentialHeaders = ["Authorization", "Cookie", "Proxy-Authorization"]

@@ -41,7 +41,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     /// The current hop's request head, as bytes and as sent.
     private var head: [UInt8] = []
     private var expectContinue = false
-    private var request: HTTPRequest?
+    /// The current hop's head as sent (its `HTTPRequest` is built only when asked for).
+    private var request: SentRequestHead?
     private var response: HTTPResponse?
     /// The head of a redirect response whose handler has not answered.
     private var redirectHead: ResponseHead?
@@ -168,36 +169,28 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         let hostForHeader = host.contains(":") ? "[\(host)]" : host
         let authority = port == defaultPort ? hostForHeader : "\(hostForHeader):\(port)"
 
-        var headers = spec.headers.merging(defaults: configuration.headers)
-        if RequestSpec.origin(of: url) != spec.credentialOrigin {
-            for name in RequestSpec.credentialHeaders { headers.remove(name: name) }
-        }
-        if !configuration.automaticDecompression && spec.headers.value(for: "Accept-Encoding") == nil {
-            headers.remove(name: "Accept-Encoding")
-        }
-        guard let method = HTTPRequest.Method(spec.method.rawValue) else {
-            throw .invalidRequest(reason: "invalid method \(quoted(spec.method.rawValue))")
-        }
-        var request = HTTPRequest(method: method, scheme: scheme, authority: authority, path: path, headerFields: headers.fields)
-        if request.headerFields.contains(.connection) { request.headerFields[.connection] = nil }
+        var options = RequestHeadOptions()
+        options.stripsCredentials = !spec.sendsCredentials
+        options.dropsDefaultAcceptEncoding = !configuration.automaticDecompression
         let framing: RequestBodyFraming
-        expectContinue = false
         if spec.hasBody {
             framing = spec.bodyLength.map { .contentLength($0) } ?? .chunked
             if let threshold = configuration.expectContinueThreshold, spec.bodyLength.map({ $0 >= UInt64(threshold) }) ?? true,
-                !request.headerFields.contains(.expect)
+                !spec.headers.fields.contains(.expect), !configuration.headers.fields.contains(.expect)
             {
-                request.headerFields[.expect] = "100-continue"
-                expectContinue = true
+                options.expectsContinue = true
             }
         } else if ["POST", "PUT", "PATCH", "QUERY"].contains(spec.method.rawValue) {
             framing = .contentLength(0)
         } else {
             framing = .none
         }
+        expectContinue = options.expectsContinue
         do {
             try RequestHeadSerializer.serialize(
-                request, framing: framing, limit: configuration.maxHeaderBlockBytes, into: &head)
+                method: spec.method.rawValue, target: path, authority: authority, fields: spec.headers.fields,
+                defaults: configuration.headers.fields, options: options, framing: framing, limit: configuration.maxHeaderBlockBytes,
+                into: &head)
         } catch {
             switch error {
             case .invalidMethod(let method): throw .invalidRequest(reason: "invalid method \(quoted(method))")
@@ -206,7 +199,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             case .tooLarge(let limit): throw .invalidRequest(reason: "request head exceeds \(limit) bytes")
             }
         }
-        self.request = request
+        request = SentRequestHead(
+            method: spec.method, scheme: scheme, authority: authority, path: path, fields: spec.headers.fields,
+            defaults: configuration.headers.fields, options: options)
     }
 
     private func acquireConnection(forceNew: Bool) {
@@ -450,6 +445,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
 
     func exchangeDidReceiveHead(_ head: ResponseHead) throws {
         var fields = HTTPFields()
+        fields.reserveCapacity(head.fields.count)
         for field in head.fields {
             if let name = HTTPField.Name(field.name) { fields.append(HTTPField(name: name, value: field.value)) }
         }

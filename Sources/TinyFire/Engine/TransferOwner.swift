@@ -28,13 +28,13 @@ protocol TransferOwner: AnyObject, Sendable {
     func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink
     /// The final response head arrived (redirects are not reported). True holds the body
     /// back (reading pauses at once) until the owner lets it flow.
-    func transferDidReceiveResponse(_ response: HTTPResponse, request: HTTPRequest) -> Bool
+    func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool
     /// A redirect is about to be followed.
     func transferWillRedirect(to redirect: URLRequest, for response: HTTPResponse)
     /// Bytes moved: request body sent of total, response body received of expected.
     func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool)
     /// The transfer ended; called exactly once.
     func transferDidFinish(
-        _ result: Result<SinkOutput, TinyFireError>, request: HTTPRequest?, response: HTTPResponse?,
+        _ result: Result<SinkOutput, TinyFireError>, request: SentRequestHead?, response: HTTPResponse?,
         metrics: TransferMetrics)
 }

@@ -18,27 +18,46 @@ enum RequestHeadError: Error, Equatable {
     case tooLarge(limit: Int)
 }
 
-/// Writes an HTTP/1.1 request head (request line and header section) as bytes.
+/// What a request head leaves out or adds on the way to the wire.
+struct RequestHeadOptions: Sendable, Equatable {
+    /// `Authorization`, `Cookie` and `Proxy-Authorization` stay home (a redirect to another
+    /// origin).
+    var stripsCredentials = false
+    /// The default `Accept-Encoding` is not sent (automatic decompression is off).
+    var dropsDefaultAcceptEncoding = false
+    /// `Expect: 100-continue` is added.
+    var expectsContinue = false
+}
+
+/// Writes an HTTP/1.1 request head (request line and header section) as bytes, straight from
+/// the request's fields and the session's defaults (no merged copy is built).
 ///
-/// `Host` comes from the request's authority and is written first; `Content-Length` or
-/// `Transfer-Encoding` from the body framing; any caller-supplied copies of those three fields
-/// are dropped so the framing can never disagree with what is sent.
+/// `Host` comes from the authority and is written first; then the request's fields, then each
+/// default the request does not set, then `Expect` when asked, then `Content-Length` or
+/// `Transfer-Encoding` from the body framing. Caller-supplied `Host`, `Content-Length`,
+/// `Transfer-Encoding` and `Connection` are dropped, so the framing can never disagree with what
+/// is sent and the connection's persistence is the engine's.
 enum RequestHeadSerializer {
     /// Serializes a head.
     /// - Parameters:
-    ///   - request: method, authority, path and header fields.
+    ///   - method: the method (a token).
+    ///   - target: the request target (path and query).
+    ///   - authority: `host[:port]` for `Host`.
+    ///   - fields: the request's own fields, in order.
+    ///   - defaults: the session's default fields.
+    ///   - options: what is left out or added.
     ///   - framing: how the body that follows is delimited.
     ///   - limit: bound on the head's size, in bytes (the header block limit).
     ///   - buffer: receives the bytes (cleared first, capacity kept).
     /// - Throws: `RequestHeadError` for a method, target or field that would corrupt the
     ///   message (CR, LF, NUL) or a head above `limit`.
     static func serialize(
-        _ request: HTTPRequest, framing: RequestBodyFraming, limit: Int, into buffer: inout [UInt8]
+        method: String, target: String, authority: String, fields: HTTPFields, defaults: HTTPFields, options: RequestHeadOptions,
+        framing: RequestBodyFraming, limit: Int, into buffer: inout [UInt8]
     ) throws(RequestHeadError) {
         buffer.removeAll(keepingCapacity: true)
-        let method = request.method.rawValue
+        buffer.reserveCapacity(512)
         guard !method.isEmpty, method.utf8.allSatisfy(isTokenByte) else { throw .invalidMethod(method) }
-        let target = request.path ?? "/"
         guard !target.isEmpty, target.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else {
             throw .invalidTarget(target)
         }
@@ -46,21 +65,16 @@ enum RequestHeadSerializer {
         buffer.append(0x20)
         buffer.append(contentsOf: target.utf8)
         buffer.append(contentsOf: " HTTP/1.1\r\n".utf8)
-        if let authority = request.authority {
-            guard authority.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else { throw .invalidHeader("Host") }
-            append(name: "Host", value: authority, to: &buffer)
+        guard authority.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else { throw .invalidHeader("Host") }
+        append(name: "Host", value: authority, to: &buffer)
+        for field in fields where !isDropped(field.name, options) {
+            try append(field, to: &buffer)
         }
-        for field in request.headerFields {
-            let name = field.name
-            if name == .contentLength || name == .transferEncoding || name.canonicalName == "host" {
-                continue
-            }
-            let value = field.value
-            guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
-                throw .invalidHeader(name.rawName)
-            }
-            append(name: name.rawName, value: value, to: &buffer)
+        for field in defaults where !isDropped(field.name, options) && !fields.contains(field.name) {
+            if options.dropsDefaultAcceptEncoding && field.name == .acceptEncoding { continue }
+            try append(field, to: &buffer)
         }
+        if options.expectsContinue { append(name: "Expect", value: "100-continue", to: &buffer) }
         switch framing {
         case .none: break
         case .contentLength(let length): append(name: "Content-Length", value: String(length), to: &buffer)
@@ -71,6 +85,22 @@ enum RequestHeadSerializer {
         guard buffer.count <= limit else { throw .tooLarge(limit: limit) }
     }
 
+    /// The fields the head never carries from the caller, and credentials when stripped.
+    private static func isDropped(_ name: HTTPField.Name, _ options: RequestHeadOptions) -> Bool {
+        if name == .contentLength || name == .transferEncoding || name == .connection || name.canonicalName == "host" {
+            return true
+        }
+        return options.stripsCredentials && (name == .authorization || name == .cookie || name == .proxyAuthorization)
+    }
+
+    private static func append(_ field: HTTPField, to buffer: inout [UInt8]) throws(RequestHeadError) {
+        let value = field.value
+        guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+            throw .invalidHeader(field.name.rawName)
+        }
+        append(name: field.name.rawName, value: value, to: &buffer)
+    }
+
     private static func append(name: String, value: String, to buffer: inout [UInt8]) {
         buffer.append(contentsOf: name.utf8)
         buffer.append(0x3A)
@@ -78,5 +108,36 @@ enum RequestHeadSerializer {
         buffer.append(contentsOf: value.utf8)
         buffer.append(0x0D)
         buffer.append(0x0A)
+    }
+}
+
+/// A request head as it went to the wire, kept as its parts: `httpRequest` builds the
+/// `HTTPRequest` (the request's fields, the defaults it did not set, `Expect`) only when asked
+/// for, so the engine builds one request shape per hop, the bytes.
+struct SentRequestHead: Sendable {
+    var method: HTTPMethod
+    var scheme: String
+    var authority: String
+    var path: String
+    var fields: HTTPFields
+    var defaults: HTTPFields
+    var options: RequestHeadOptions
+
+    /// The head as swift-http-types' request.
+    var httpRequest: HTTPRequest {
+        var merged = HTTPFields()
+        for field in fields where !isDropped(field.name) { merged.append(field) }
+        for field in defaults where !isDropped(field.name) && !fields.contains(field.name) {
+            if options.dropsDefaultAcceptEncoding && field.name == .acceptEncoding { continue }
+            merged.append(field)
+        }
+        if options.expectsContinue { merged[.expect] = "100-continue" }
+        return HTTPRequest(
+            method: HTTPRequest.Method(method.rawValue) ?? .get, scheme: scheme, authority: authority, path: path,
+            headerFields: merged)
+    }
+
+    private func isDropped(_ name: HTTPField.Name) -> Bool {
+        name == .connection || options.stripsCredentials && (name == .authorization || name == .cookie || name == .proxyAuthorization)
     }
 }

@@ -380,7 +380,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     /// Whether a response's body can be continued later with a Range request.
     private func isResumable(_ response: HTTPResponse) -> Bool {
-        guard [200, 206].contains(response.status.code), protected.withLock({ $0.httpRequest?.method }) == .get else { return false }
+        guard [200, 206].contains(response.status.code), protected.withLock({ $0.sentHead?.method }) == .get else { return false }
         if let coding = response.headerFields[.contentEncoding], coding.lowercased() != "identity" { return false }
         if response.headerFields[.acceptRanges]?.lowercased() == "none" { return false }
         // Without a validator a later Range could splice two versions of the resource: such a
@@ -686,7 +686,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             let path = destination.path(percentEncoded: false)
             let message: String
             if case .writeFailed(_, let text) = error { message = text } else { message = "\(error)" }
-            let request = protected.withLock { $0.httpRequest }
+            let request = protected.withLock { $0.sentHead }?.httpRequest
             return .sessionTaskFailed(
                 TransferError(
                     method: request?.method.rawValue ?? "GET", url: request?.url?.absoluteString ?? "", host: request?.authority ?? "",

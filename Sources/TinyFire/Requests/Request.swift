@@ -39,7 +39,8 @@ public class Request: @unchecked Sendable {
         var initialRequest: URLRequest?
         var requests: [URLRequest] = []
         var performedRequests: [URLRequest] = []
-        var httpRequest: HTTPRequest?
+        /// The last head sent, as its parts.
+        var sentHead: SentRequestHead?
         var response: HTTPResponse?
         var allMetrics: [TransferMetrics] = []
         var output: SinkOutput?
@@ -132,7 +133,7 @@ public class Request: @unchecked Sendable {
     /// Same as `request`.
     public var lastRequest: URLRequest? { request }
     /// The last request head written to the wire, after redirects.
-    public var httpRequest: HTTPRequest? { protected.withLock { $0.httpRequest } }
+    public var httpRequest: HTTPRequest? { protected.withLock { $0.sentHead }?.httpRequest }
     /// The final response head of the latest attempt.
     public var response: HTTPResponse? { protected.withLock { $0.response } }
     /// Metrics of every attempt.
@@ -878,10 +879,10 @@ extension Request: TransferOwner {
         try makeSink(for: response, expectedLength: expectedLength)
     }
 
-    func transferDidReceiveResponse(_ response: HTTPResponse, request: HTTPRequest) -> Bool {
+    func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool {
         let (observers, handler, generation) = protected.withLock { state in
             state.response = response
-            state.httpRequest = request
+            state.sentHead = request
             state.dispositionGeneration += 1
             state.awaitingDisposition = state.httpResponseHandler?.holdsBody == true
             return (state.httpResponseObservers, state.httpResponseHandler, state.dispositionGeneration)
@@ -935,13 +936,13 @@ extension Request: TransferOwner {
     }
 
     func transferDidFinish(
-        _ result: Result<SinkOutput, TinyFireError>, request: HTTPRequest?, response: HTTPResponse?, metrics: TransferMetrics
+        _ result: Result<SinkOutput, TinyFireError>, request: SentRequestHead?, response: HTTPResponse?, metrics: TransferMetrics
     ) {
         let result = adjustTransferResult(result)
         var error: TinyFireError? = if case .failure(let failure) = result { failure } else { nil }
         let (needsQueue, held, refused) = protected.withLock { state -> (Bool, Bool, Bool) in
             state.transferRunning = false
-            if let request { state.httpRequest = request }
+            if let request { state.sentHead = request }
             if let response { state.response = response }
             state.allMetrics.append(metrics)
             if case .success(let output) = result { state.output = output }
