@@ -29,8 +29,12 @@ final class Engine: @unchecked Sendable {
     /// Live transfers by owner, loop-confined.
     private var active: [ObjectIdentifier: Transfer] = [:]
 
+    /// The session's default header fields, their lines written once.
+    let defaultHeaderLines: DefaultHeaderLines
+
     init(configuration: SessionConfiguration, serverTrustManager: ServerTrustManager? = nil) {
         self.configuration = configuration
+        defaultHeaderLines = DefaultHeaderLines(configuration.headers.fields, dropsAcceptEncoding: !configuration.automaticDecompression)
         self.serverTrustManager = serverTrustManager
         do {
             let loop = try EventLoop(name: "tinyfire-io")

@@ -189,7 +189,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         do {
             try RequestHeadSerializer.serialize(
                 method: spec.method.rawValue, target: path, authority: authority, fields: spec.headers.fields,
-                defaults: configuration.headers.fields, options: options, framing: framing, limit: configuration.maxHeaderBlockBytes,
+                defaults: engine.defaultHeaderLines, options: options, framing: framing, limit: configuration.maxHeaderBlockBytes,
                 into: &head)
         } catch {
             switch error {

@@ -44,7 +44,7 @@ enum RequestHeadSerializer {
     ///   - target: the request target (path and query).
     ///   - authority: `host[:port]` for `Host`.
     ///   - fields: the request's own fields, in order.
-    ///   - defaults: the session's default fields.
+    ///   - defaults: the session's default fields, and their lines written once.
     ///   - options: what is left out or added.
     ///   - framing: how the body that follows is delimited.
     ///   - limit: bound on the head's size, in bytes (the header block limit).
@@ -52,7 +52,7 @@ enum RequestHeadSerializer {
     /// - Throws: `RequestHeadError` for a method, target or field that would corrupt the
     ///   message (CR, LF, NUL) or a head above `limit`.
     static func serialize(
-        method: String, target: String, authority: String, fields: HTTPFields, defaults: HTTPFields, options: RequestHeadOptions,
+        method: String, target: String, authority: String, fields: HTTPFields, defaults: DefaultHeaderLines, options: RequestHeadOptions,
         framing: RequestBodyFraming, limit: Int, into buffer: inout [UInt8]
     ) throws(RequestHeadError) {
         buffer.removeAll(keepingCapacity: true)
@@ -68,11 +68,16 @@ enum RequestHeadSerializer {
         guard authority.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else { throw .invalidHeader("Host") }
         append(name: "Host", value: authority, to: &buffer)
         for field in fields where !isDropped(field.name, options) {
-            try append(field, to: &buffer)
+            append(field, to: &buffer)
         }
-        for field in defaults where !isDropped(field.name, options) && !fields.contains(field.name) {
-            if options.dropsDefaultAcceptEncoding && field.name == .acceptEncoding { continue }
-            try append(field, to: &buffer)
+        if !options.stripsCredentials && (fields.isEmpty || !defaults.fields.contains(where: { fields.contains($0.name) })) {
+            // The usual case: every default goes out as the session wrote it once.
+            buffer.append(contentsOf: defaults.lines)
+        } else {
+            for field in defaults.fields where !isDropped(field.name, options) && !fields.contains(field.name) {
+                if options.dropsDefaultAcceptEncoding && field.name == .acceptEncoding { continue }
+                append(field, to: &buffer)
+            }
         }
         if options.expectsContinue { append(name: "Expect", value: "100-continue", to: &buffer) }
         switch framing {
@@ -86,19 +91,17 @@ enum RequestHeadSerializer {
     }
 
     /// The fields the head never carries from the caller, and credentials when stripped.
-    private static func isDropped(_ name: HTTPField.Name, _ options: RequestHeadOptions) -> Bool {
+    static func isDropped(_ name: HTTPField.Name, _ options: RequestHeadOptions) -> Bool {
         if name == .contentLength || name == .transferEncoding || name == .connection || name.canonicalName == "host" {
             return true
         }
         return options.stripsCredentials && (name == .authorization || name == .cookie || name == .proxyAuthorization)
     }
 
-    private static func append(_ field: HTTPField, to buffer: inout [UInt8]) throws(RequestHeadError) {
-        let value = field.value
-        guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
-            throw .invalidHeader(field.name.rawName)
-        }
-        append(name: field.name.rawName, value: value, to: &buffer)
+    /// Writes a field line. Its bytes need no check: swift-http-types turns CR, LF and NUL in a
+    /// value into spaces when the field is made, and a name is a validated token.
+    private static func append(_ field: HTTPField, to buffer: inout [UInt8]) {
+        append(name: field.name.rawName, value: field.value, to: &buffer)
     }
 
     private static func append(name: String, value: String, to buffer: inout [UInt8]) {
@@ -108,6 +111,31 @@ enum RequestHeadSerializer {
         buffer.append(contentsOf: value.utf8)
         buffer.append(0x0D)
         buffer.append(0x0A)
+    }
+}
+
+/// A session's default header fields, with their lines serialized once: a request that sets
+/// none of them and keeps its credentials gets the bytes as they are.
+struct DefaultHeaderLines: Sendable {
+    let fields: HTTPFields
+    /// The lines of every default that is sent.
+    let lines: [UInt8]
+
+    /// - Parameters:
+    ///   - fields: the session's default fields.
+    ///   - dropsAcceptEncoding: automatic decompression is off: no default `Accept-Encoding`.
+    init(_ fields: HTTPFields, dropsAcceptEncoding: Bool) {
+        self.fields = fields
+        var bytes: [UInt8] = []
+        let options = RequestHeadOptions(dropsDefaultAcceptEncoding: dropsAcceptEncoding)
+        for field in fields where !RequestHeadSerializer.isDropped(field.name, options) {
+            if dropsAcceptEncoding && field.name == .acceptEncoding { continue }
+            bytes.append(contentsOf: field.name.rawName.utf8)
+            bytes.append(contentsOf: ": ".utf8)
+            bytes.append(contentsOf: field.value.utf8)
+            bytes.append(contentsOf: "\r\n".utf8)
+        }
+        lines = bytes
     }
 }
 

@@ -378,6 +378,7 @@ public struct ResponseParser: Sendable {
         startingAt start: Int, framingFields: inout FramingFields
     ) throws(HTTPParseError) -> [RawHeaderField] {
         var fields: [RawHeaderField] = []
+        fields.reserveCapacity(16)
         /// The last field is Content-Length or Transfer-Encoding.
         var lastFieldFrames = false
         let buffer = lineBuffer

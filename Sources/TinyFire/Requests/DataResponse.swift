@@ -159,25 +159,33 @@ public struct DataResponse<Success: Sendable, Failure: Error>: Sendable, CustomS
 final class ResponseBox<Response: Sendable>: Sendable {
     private struct State {
         var response: Response?
-        var waiters: [CheckedContinuation<Response, Never>] = []
+        /// The awaiting tasks (usually one: no array for it). Each is resumed exactly once:
+        /// `deliver` takes them out under the lock, and a task that comes after it is resumed
+        /// at once.
+        var first: UnsafeContinuation<Response, Never>?
+        var more: [UnsafeContinuation<Response, Never>] = []
     }
     private let state = Mutex(State())
 
     func deliver(_ response: Response) {
-        let waiters = state.withLock { state in
+        let (first, more) = state.withLock { state in
             state.response = response
-            defer { state.waiters = [] }
-            return state.waiters
+            defer {
+                state.first = nil
+                state.more = []
+            }
+            return (state.first, state.more)
         }
-        for waiter in waiters { waiter.resume(returning: response) }
+        first?.resume(returning: response)
+        for waiter in more { waiter.resume(returning: response) }
     }
 
     var response: Response {
         get async {
-            await withCheckedContinuation { continuation in
+            await withUnsafeContinuation { continuation in
                 let ready = state.withLock { state -> Response? in
                     if let response = state.response { return response }
-                    state.waiters.append(continuation)
+                    if state.first == nil { state.first = continuation } else { state.more.append(continuation) }
                     return nil
                 }
                 if let ready { continuation.resume(returning: ready) }
