@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import TinyFire
@@ -84,6 +85,37 @@ struct TLSTests {
         Session(
             configuration: SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [server.caFile])),
             serverTrustManager: ServerTrustManager(evaluators: evaluators))
+    }
+
+    /// An evaluator that blocks until the test opens its gate (at most 30 s), then validates.
+    final class GatedEvaluator: ServerTrustEvaluating, @unchecked Sendable {
+        let entered = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        let timedOut = Atomic<Bool>(false)
+
+        func evaluate(_ trust: ServerTrust, forHost host: String) throws {
+            entered.signal()
+            if gate.wait(timeout: .now() + 30) == .timedOut { timedOut.store(true, ordering: .relaxed) }
+            try DefaultTrustEvaluator().evaluate(trust, forHost: host)
+        }
+    }
+
+    @Test("a slow trust evaluator holds up its own connection only: another transfer of the session completes meanwhile")
+    func slowEvaluatorDoesNotStall() async throws {
+        let server = try tlsServer()
+        let plain = try nginx()
+        let evaluator = GatedEvaluator()
+        let session = trusting(server, ["localhost": evaluator])
+        let secure = Task { await session.request("https://localhost:\(server.port)/hello.txt").serializingString().response }
+        let entered = await Task.detached { evaluator.entered.wait(timeout: .now() + 60) == .success }.value
+        #expect(entered, "the evaluator was never called")
+        // The evaluator is blocked now: a plain request of the same session must still finish.
+        let other = await session.request("\(plain.base)/hello.txt").serializingString().response
+        evaluator.gate.signal()
+        #expect(other.value == "hello\n")
+        let waited = evaluator.timedOut.load(ordering: .relaxed)
+        #expect(!waited, "the plain request waited for the evaluator")
+        #expect(await secure.value.value == "hello over tls\n")
     }
 
     func evaluatorFailure(_ response: DataResponse<Data?, TinyFireError>) -> (evaluator: String, reasons: [String])? {

@@ -37,7 +37,7 @@ struct RequestLifecycle: Sendable {
         case awaitingResponse
         /// The head arrived; the body goes where `route` says.
         case receiving(BodyRoute)
-        /// Ended.
+        /// Succeeded, failed or was cancelled: no more events count.
         case finished
     }
 

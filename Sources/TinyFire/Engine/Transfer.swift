@@ -331,16 +331,18 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
                 } else {
                     trust = serverTrust(of: stream, details: details)
                 }
-                guard evaluateTrust(trust) else {
-                    connection.abort()
-                    self.connection = nil
-                    return
+                evaluateTrust(trust) { [self] trusted in
+                    guard trusted else {
+                        connection.abort()
+                        self.connection = nil
+                        return
+                    }
+                    metrics.tls = details
+                    if !details.resumed, let session = TLSSession(trust: trust), stream.saveSession(into: session) {
+                        engine.storeTLSSession(session, for: key)
+                    }
+                    use(connection)
                 }
-                metrics.tls = details
-                if !details.resumed, let session = TLSSession(trust: trust), stream.saveSession(into: session) {
-                    engine.storeTLSSession(session, for: key)
-                }
-                use(connection)
             }
         }
     }
@@ -358,28 +360,58 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             anchors: { context.anchorCertificates })
     }
 
-    /// Runs the session's evaluator for the host (or default validation) on a finished
-    /// handshake. On failure the transfer is finished and false returned.
-    private func evaluateTrust(_ trust: ServerTrust) -> Bool {
+    /// Judges a finished handshake: the session's evaluator for the host, or default
+    /// validation. Default validation runs here; an evaluator (app code, or a CRL check that
+    /// reads files) runs on `Engine.trustQueue`, so a slow one holds up only this connection,
+    /// never the session's other transfers, and the handshake timeout still bounds it.
+    /// `completion` runs on the loop with the verdict, unless the transfer ended meanwhile; on
+    /// a refusal the transfer has already failed.
+    private func evaluateTrust(_ trust: ServerTrust, completion: @escaping (Bool) -> Void) {
         let host = key.host
+        let evaluator: (any ServerTrustEvaluating)?
         do {
-            if let manager = engine.serverTrustManager, let evaluator = try manager.serverTrustEvaluator(forHost: host) {
-                try evaluator.evaluate(trust, forHost: host)
-                return true
-            }
+            evaluator = try engine.serverTrustManager?.serverTrustEvaluator(forHost: host)
         } catch let error as TinyFireError {
             finish(.failure(error))
-            return false
+            return
         } catch {
             finish(.failure(.serverTrustEvaluationFailed(reason: .customEvaluationFailed(host: host, error: error))))
-            return false
+            return
         }
-        let reasons = trust.defaultValidationFailures(validateHost: true)
-        guard reasons.isEmpty else {
-            fail(.certificateVerificationFailed(reasons: reasons))
-            return false
+        guard let evaluator else {
+            let reasons = trust.defaultValidationFailures(validateHost: true)
+            guard reasons.isEmpty else {
+                fail(.certificateVerificationFailed(reasons: reasons))
+                return
+            }
+            completion(true)
+            return
         }
-        return true
+        // Nothing is read meanwhile (a TLS 1.3 server's tickets wait in the socket).
+        connection?.setReadingPaused(true)
+        let weakSelf = WeakLoopReference(self)
+        let loop = self.loop
+        let verdict = TrustVerdict(completion)
+        Engine.trustQueue.async {
+            let outcome: TinyFireError?
+            do {
+                try evaluator.evaluate(trust, forHost: host)
+                outcome = nil
+            } catch let error as TinyFireError {
+                outcome = error
+            } catch {
+                outcome = .serverTrustEvaluationFailed(reason: .customEvaluationFailed(host: host, error: error))
+            }
+            loop.execute {
+                guard let transfer = weakSelf.value, !transfer.finished else { return }
+                if let outcome {
+                    transfer.finish(.failure(outcome))
+                    verdict.completion(false)
+                } else {
+                    verdict.completion(true)
+                }
+            }
+        }
     }
 
     private func use(_ connection: HTTPConnection) {
@@ -722,4 +754,10 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         engine.transferEnded(owner)
         owner.transferDidFinish(result, request: request, response: response, metrics: metrics)
     }
+}
+
+/// A loop-confined completion carried through the trust queue (which never calls it).
+private struct TrustVerdict: @unchecked Sendable {
+    let completion: (Bool) -> Void
+    init(_ completion: @escaping (Bool) -> Void) { self.completion = completion }
 }

@@ -61,51 +61,53 @@ public protocol EventMonitor: Sendable {
 /// The queue event monitors use unless they name their own.
 let defaultEventMonitorQueue = DispatchQueue(label: "org.tinyfire.eventMonitor")
 
+/// Every event a monitor does not implement is ignored.
 extension EventMonitor {
     /// A shared serial queue.
     public var queue: DispatchQueue { defaultEventMonitorQueue }
-    /// Nothing.
+    /// Does nothing when a request resumes: a monitor implements the events it wants.
     public func requestDidResume(_ request: Request) {}
-    /// Nothing.
+    /// Does nothing when a request is suspended: a monitor implements the events it wants.
     public func requestDidSuspend(_ request: Request) {}
-    /// Nothing.
+    /// Does nothing when a request is cancelled: a monitor implements the events it wants.
     public func requestDidCancel(_ request: Request) {}
-    /// Nothing.
+    /// Does nothing when a request finishes: a monitor implements the events it wants.
     public func requestDidFinish(_ request: Request) {}
-    /// Nothing.
+    /// Does nothing when a request is about to be retried: a monitor implements the events it wants.
     public func requestIsRetrying(_ request: Request) {}
-    /// Nothing.
+    /// Does nothing when the initial `URLRequest` is created: a monitor implements the events it wants.
     public func request(_ request: Request, didCreateInitialURLRequest urlRequest: URLRequest) {}
-    /// Nothing.
+    /// Does nothing when the `URLRequest` cannot be created: a monitor implements the events it wants.
     public func request(_ request: Request, didFailToCreateURLRequestWithError error: TinyFireError) {}
-    /// Nothing.
+    /// Does nothing when an adapter changed the request: a monitor implements the events it wants.
     public func request(_ request: Request, didAdaptInitialRequest initialRequest: URLRequest, to adaptedRequest: URLRequest) {}
-    /// Nothing.
+    /// Does nothing when an adapter failed: a monitor implements the events it wants.
     public func request(_ request: Request, didFailToAdaptURLRequest initialRequest: URLRequest, withError error: TinyFireError) {}
-    /// Nothing.
+    /// Does nothing when an attempt's `URLRequest` is ready: a monitor implements the events it wants.
     public func request(_ request: Request, didCreateURLRequest urlRequest: URLRequest) {}
-    /// Nothing.
+    /// Does nothing when a transfer starts: a monitor implements the events it wants.
     public func request(_ request: Request, didStartTransferFor urlRequest: URLRequest) {}
-    /// Nothing.
+    /// Does nothing when the final response head arrives: a monitor implements the events it wants.
     public func request(_ request: Request, didReceiveResponse response: HTTPResponse) {}
-    /// Nothing.
+    /// Does nothing when a redirect is about to be followed: a monitor implements the events it wants.
     public func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPResponse) {}
-    /// Nothing.
+    /// Does nothing when an attempt's metrics are complete: a monitor implements the events it wants.
     public func request(_ request: Request, didGatherMetrics metrics: TransferMetrics) {}
-    /// Nothing.
+    /// Does nothing when a transfer ends: a monitor implements the events it wants.
     public func request(_ request: Request, didCompleteTransferWithError error: TinyFireError?) {}
-    /// Nothing.
+    /// Does nothing when a validator ran: a monitor implements the events it wants.
     public func request(
         _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPResponse, data: Data?,
         withResult result: Request.ValidationResult
     ) {}
-    /// Nothing.
+    /// Does nothing when a response was serialized: a monitor implements the events it wants.
     public func request(_ request: DataRequest, didParseResponse response: DataResponse<Data?, TinyFireError>) {}
-    /// Nothing.
+    /// Does nothing when a response was serialized: a monitor implements the events it wants.
     public func request<Value: Sendable>(_ request: DataRequest, didParseResponse response: DataResponse<Value, TinyFireError>) {}
 }
 
-/// Several monitors as one: each event goes to every monitor on that monitor's queue.
+/// Several monitors as one: each event goes to every monitor, in order, on that monitor's own
+/// queue (each method below does only that).
 public final class CompositeEventMonitor: EventMonitor {
     /// The monitors.
     public let monitors: [any EventMonitor]
@@ -120,57 +122,57 @@ public final class CompositeEventMonitor: EventMonitor {
         for monitor in monitors { monitor.queue.async { event(monitor) } }
     }
 
-    /// Forwards.
+    /// Tells every monitor that a request resumes.
     public func requestDidResume(_ request: Request) { perform { $0.requestDidResume(request) } }
-    /// Forwards.
+    /// Tells every monitor that a request is suspended.
     public func requestDidSuspend(_ request: Request) { perform { $0.requestDidSuspend(request) } }
-    /// Forwards.
+    /// Tells every monitor that a request is cancelled.
     public func requestDidCancel(_ request: Request) { perform { $0.requestDidCancel(request) } }
-    /// Forwards.
+    /// Tells every monitor that a request finishes.
     public func requestDidFinish(_ request: Request) { perform { $0.requestDidFinish(request) } }
-    /// Forwards.
+    /// Tells every monitor that a request is about to be retried.
     public func requestIsRetrying(_ request: Request) { perform { $0.requestIsRetrying(request) } }
-    /// Forwards.
+    /// Tells every monitor that the initial `URLRequest` is created.
     public func request(_ request: Request, didCreateInitialURLRequest urlRequest: URLRequest) {
         perform { $0.request(request, didCreateInitialURLRequest: urlRequest) }
     }
-    /// Forwards.
+    /// Tells every monitor that the `URLRequest` cannot be created.
     public func request(_ request: Request, didFailToCreateURLRequestWithError error: TinyFireError) {
         perform { $0.request(request, didFailToCreateURLRequestWithError: error) }
     }
-    /// Forwards.
+    /// Tells every monitor that an adapter changed the request.
     public func request(_ request: Request, didAdaptInitialRequest initialRequest: URLRequest, to adaptedRequest: URLRequest) {
         perform { $0.request(request, didAdaptInitialRequest: initialRequest, to: adaptedRequest) }
     }
-    /// Forwards.
+    /// Tells every monitor that an adapter failed.
     public func request(_ request: Request, didFailToAdaptURLRequest initialRequest: URLRequest, withError error: TinyFireError) {
         perform { $0.request(request, didFailToAdaptURLRequest: initialRequest, withError: error) }
     }
-    /// Forwards.
+    /// Tells every monitor that an attempt's `URLRequest` is ready.
     public func request(_ request: Request, didCreateURLRequest urlRequest: URLRequest) {
         perform { $0.request(request, didCreateURLRequest: urlRequest) }
     }
-    /// Forwards.
+    /// Tells every monitor that a transfer starts.
     public func request(_ request: Request, didStartTransferFor urlRequest: URLRequest) {
         perform { $0.request(request, didStartTransferFor: urlRequest) }
     }
-    /// Forwards.
+    /// Tells every monitor that the final response head arrives.
     public func request(_ request: Request, didReceiveResponse response: HTTPResponse) {
         perform { $0.request(request, didReceiveResponse: response) }
     }
-    /// Forwards.
+    /// Tells every monitor that a redirect is about to be followed.
     public func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPResponse) {
         perform { $0.request(request, willRedirectTo: urlRequest, for: response) }
     }
-    /// Forwards.
+    /// Tells every monitor that an attempt's metrics are complete.
     public func request(_ request: Request, didGatherMetrics metrics: TransferMetrics) {
         perform { $0.request(request, didGatherMetrics: metrics) }
     }
-    /// Forwards.
+    /// Tells every monitor that a transfer ends.
     public func request(_ request: Request, didCompleteTransferWithError error: TinyFireError?) {
         perform { $0.request(request, didCompleteTransferWithError: error) }
     }
-    /// Forwards.
+    /// Tells every monitor that a validator ran.
     public func request(
         _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPResponse, data: Data?,
         withResult result: Request.ValidationResult
@@ -178,11 +180,11 @@ public final class CompositeEventMonitor: EventMonitor {
         let outcome = ValidationOutcome(result)
         perform { $0.request(request, didValidateRequest: urlRequest, response: response, data: data, withResult: outcome.result) }
     }
-    /// Forwards.
+    /// Tells every monitor that a response was serialized.
     public func request(_ request: DataRequest, didParseResponse response: DataResponse<Data?, TinyFireError>) {
         perform { $0.request(request, didParseResponse: response) }
     }
-    /// Forwards.
+    /// Tells every monitor that a response was serialized.
     public func request<Value: Sendable>(_ request: DataRequest, didParseResponse response: DataResponse<Value, TinyFireError>) {
         perform { $0.request(request, didParseResponse: response) }
     }

@@ -4,11 +4,13 @@ import HTTPTypes
 ///
 /// Called on the session's I/O thread when a 301, 302, 303, 307 or 308 with a usable
 /// `Location` arrives, after TinyFire has prepared the next request (method rewritten for 303,
-/// credentials dropped across origins, https→http refused unless allowed). Keep it quick: call
-/// `completion` before returning when you can. If you answer later, TinyFire holds up to
-/// `RequestLifecycle.redirectBodyLimit` (64 KiB) of the redirect's body while it waits.
+/// credentials dropped across origins, https→http refused unless allowed). While it runs, no
+/// other transfer of the session moves: return at once, calling `completion` before returning
+/// when the answer is at hand, or later from any thread when it needs work (a lookup, a
+/// prompt). While it waits, TinyFire holds up to `RequestLifecycle.redirectBodyLimit` (64 KiB)
+/// of the redirect's body; only this request waits.
 public protocol RedirectHandler: Sendable {
-    /// Decides.
+    /// Answers, through `completion`, whether and where a redirect is followed.
     /// - Parameters:
     ///   - request: the request being redirected.
     ///   - redirect: the request TinyFire would send next.

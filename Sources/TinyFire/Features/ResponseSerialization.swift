@@ -12,7 +12,7 @@ public protocol DataResponseSerializerProtocol<SerializedObject>: Sendable {
     /// The value produced.
     associatedtype SerializedObject: Sendable
 
-    /// Serializes.
+    /// Turns a finished request's outcome into the value (or throws the error that fails it).
     /// - Parameters:
     ///   - request: the request as sent (adapted, before redirects).
     ///   - response: the final response head.
@@ -148,7 +148,7 @@ extension Empty: EmptyResponse {
 
 /// Decodes a value from bytes (`JSONDecoder` and `PropertyListDecoder` are ones).
 public protocol DataDecoder: Sendable {
-    /// Decodes.
+    /// Decodes a value of `type` from `data`.
     /// - Parameters:
     ///   - type: the type.
     ///   - data: the bytes.

@@ -136,7 +136,7 @@ public final class DataStreamRequest: Request, @unchecked Sendable {
         automaticallyCancelOnStreamError: Bool
     ) {
         self.automaticallyCancelOnStreamError = automaticallyCancelOnStreamError
-        streamQueue = DispatchQueue(label: "tinyfire.stream", target: session.serializationQueue)
+        streamQueue = DispatchQueue(label: "org.tinyfire.stream", target: session.serializationQueue)
         super.init(session: session, convertible: convertible, interceptor: interceptor)
     }
 

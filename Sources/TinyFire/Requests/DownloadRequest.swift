@@ -35,6 +35,11 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     /// Chooses where the body goes once the response head is known. `temporaryURL` is the
     /// location TinyFire would pick by default (in the temporary directory).
+    ///
+    /// Called on the session's I/O thread when the final response head arrives, before the
+    /// first body byte is written: no other transfer of the session moves while it runs, so it
+    /// must only compute a location (no network, no waiting on another queue or a lock held
+    /// elsewhere). Directories are created, and the file moved, by TinyFire afterwards.
     public typealias Destination =
         @Sendable (_ temporaryURL: URL, _ response: HTTPResponse) -> (
             destinationURL: URL, options: Options

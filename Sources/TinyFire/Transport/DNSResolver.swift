@@ -13,7 +13,7 @@ import Synchronization
 /// interrupted, so it runs on a Dispatch queue, never on the I/O thread nor on Swift's
 /// cooperative pool; the caller's connect timeout bounds how long a request waits for it.
 enum DNSResolver {
-    private static let queue = DispatchQueue(label: "tinyfire.dns", attributes: .concurrent)
+    private static let queue = DispatchQueue(label: "org.tinyfire.dns", attributes: .concurrent)
 
     /// Resolves `host` for TCP on `port`.
     /// - Parameters:

@@ -116,6 +116,8 @@ final class HTTPConnection: EventLoopHandler {
     private var responseKeepAlive = false
     /// The request body was not fully sent (the server answered early).
     private var requestCutShort = false
+    /// The peer reset the connection before its first exchange started.
+    private var brokenBeforeExchange = false
 
     init(key: PoolKey, fd: Int32, remoteAddress: SocketAddress, loop: EventLoop, readBufferSize: Int) throws(TinyFireError) {
         self.key = key
@@ -190,6 +192,10 @@ final class HTTPConnection: EventLoopHandler {
         sending = true
         responseKeepAlive = false
         requestCutShort = false
+        if brokenBeforeExchange {
+            fail(.io(ECONNRESET))
+            return
+        }
         writeRequest()
     }
 
@@ -266,6 +272,17 @@ final class HTTPConnection: EventLoopHandler {
         case .active:
             if handshakeCompletion != nil {
                 continueHandshake()
+                return
+            }
+            if delegate == nil {
+                // Between the handshake and the first exchange (while the trust decision runs):
+                // nothing is read. A reset, which epoll reports whatever the interest, is kept
+                // for the exchange instead of firing again and again.
+                if events & (EpollBits.hangup | EpollBits.error) != 0, let registration {
+                    loop.deregister(registration)
+                    self.registration = nil
+                    brokenBeforeExchange = true
+                }
                 return
             }
             if sending && events & EpollBits.writable != 0 {

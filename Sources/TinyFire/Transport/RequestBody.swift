@@ -315,7 +315,7 @@ final class StreamBodyProducer: BodyProducer, @unchecked Sendable {
 
     private static let terminator: [UInt8] = Array("0\r\n\r\n".utf8)
     private let stream: any UploadByteStream
-    private let queue = DispatchQueue(label: "tinyfire.upload-stream")
+    private let queue = DispatchQueue(label: "org.tinyfire.upload-stream")
     private let loop: EventLoop
     private let wake: @Sendable () -> Void
     private let shared = Mutex(Shared())
