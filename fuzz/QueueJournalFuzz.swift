@@ -2,7 +2,7 @@
 // file) from arbitrary bytes, as a damaged or crafted file would present them. Every record
 // the scanner reports must lie inside the input with numbers under the ceiling, decode or fail
 // with a typed error; the cursor decodes to nil or to numbers under the ceiling.
-// Built by fuzz/run.sh from Sources/TinyFire/Features/OfflineQueueJournal.swift;
+// Built by fuzz/run.sh from Sources/TinyFire/OfflineQueue/OfflineQueueJournal.swift;
 // Tests/TinyFireTests/FuzzRegressionTests.swift replays fuzz/corpus-queue the same way.
 
 /// One input: the bytes of a journal segment, also read as a `state` (cursor) file.

@@ -11,11 +11,11 @@ out=.build-fuzz
 mkdir -p "$out" fuzz/crashes fuzz/corpus-work fuzz/corpus-work-queue fuzz/corpus-work-range
 flags=(-sanitize=fuzzer,address -parse-as-library -O -g -I Sources/CZlib -lz)
 http=(Sources/TinyFire/HTTP/ResponseParser.swift Sources/TinyFire/HTTP/ResponseHead.swift
-    Sources/TinyFire/HTTP/HTTPParseError.swift Sources/TinyFire/HTTP/ContentDecoder.swift)
+    Sources/TinyFire/HTTP/HTTPParseError.swift Sources/TinyFire/HTTP/ContentDecoder.swift Sources/TinyFire/Support/Quoting.swift)
 swiftc "${flags[@]}" -module-name TinyFireFuzz "${http[@]}" fuzz/ResponseParserFuzz.swift -o "$out/response-parser-fuzz"
 swiftc "${flags[@]}" -module-name TinyFireRangeFuzz "${http[@]}" Sources/TinyFire/HTTP/ContentRange.swift \
     fuzz/ContentRangeFuzz.swift -o "$out/content-range-fuzz"
-swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFire/Features/OfflineQueueJournal.swift \
+swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFire/OfflineQueue/OfflineQueueJournal.swift \
     fuzz/QueueJournalFuzz.swift -o "$out/queue-journal-fuzz"
 # The response parser gets half the time, the queue reader and Content-Range a quarter each.
 # Seeds are committed in fuzz/corpus*; new interesting inputs go to untracked work corpora.

@@ -24,8 +24,10 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     private let loop: EventLoop
     private let pool: ConnectionPool
     private let configuration: SessionConfiguration
-    private var lifecycle: RequestLifecycle
-    private var clock: TransferDeadlines
+    // Loop-confined, so the runtime's exclusivity checks (two calls per mutation, on every body
+    // chunk) are left out for the two cores.
+    @exclusivity(unchecked) private var lifecycle: RequestLifecycle
+    @exclusivity(unchecked) private var clock: TransferDeadlines
     /// The armed timer and when it fires. It is re-armed only when a deadline moves earlier; one
     /// that moved later is found out when the timer fires (one check instead of a timer per
     /// byte moved).

@@ -249,18 +249,27 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             var placement = AtomicFileSink.Partial.new
             var progressBase: UInt64 = 0
             if let offset = rangeOffset, let partial {
-                switch code {
-                case 206:
+                let fields = response.headerFields
+                let verdict = RangeResume.judge(
+                    RangeResume.Response(
+                        status: code, contentRange: fields[.contentRange], contentLength: fields[.contentLength],
+                        contentEncoding: fields[.contentEncoding]),
+                    offset: offset, partialBytes: partial.bytes, knownTotal: partial.totalLength)
+                switch verdict {
+                case .append:
                     placement = .append(path: partial.path, offset: offset)
                     progressBase = offset
-                    try checkContinuation(response, offset: offset, partial: partial)
-                case 200:
+                case .replace:
                     // The server ignored Range, or If-Range found the resource changed: the
                     // whole body comes again and replaces the partial file.
                     placement = .restart(path: partial.path)
-                case 416:
-                    try handleUnsatisfiable(response, partial: partial)
-                default:
+                case .restart(let fromZero, let reason):
+                    // A complete file asks again for its last byte, knowing its length now.
+                    if !fromZero { resume.withLock { $0.partial?.totalLength = partial.bytes } }
+                    try restart(fromZero: fromZero, reason)
+                case .reject(let reason):
+                    throw .resumeRejected(reason)
+                case .leaveAlone:
                     break  // an error page: it must not touch the partial file
                 }
             }
@@ -327,48 +336,6 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         guard let length = response.headerFields[.contentLength].flatMap(parseDecimal) else { return nil }
         let (sum, overflow) = base.addingReportingOverflow(length)
         return overflow ? .max : sum
-    }
-
-    /// A 206 must continue exactly where the partial file ends, and describe the same
-    /// resource when its length was known.
-    private func checkContinuation(_ response: HTTPResponse, offset: UInt64, partial: PartialFile) throws(SinkError) {
-        guard let value = response.headerFields[.contentRange], let contentRange = ContentRange(value),
-            let range = contentRange.range
-        else {
-            try restart(fromZero: true, "206 without a usable Content-Range")
-        }
-        guard range.lowerBound == offset else {
-            try restart(fromZero: true, "the server sent bytes \(range.lowerBound)-\(range.upperBound) for a request from byte \(offset)")
-        }
-        if let known = partial.totalLength, let complete = contentRange.completeLength, known != complete {
-            try restart(fromZero: true, "the resource is now \(complete) bytes, it was \(known)")
-        }
-        // The body must be the whole rest: a range that stops before the announced end, or a
-        // body shorter than its range, would be renamed into place as a short file. Refused
-        // before a byte is written; the partial file stays for a later attempt.
-        let spanned = range.upperBound - range.lowerBound + 1
-        if let length = response.headerFields[.contentLength].flatMap(parseDecimal), length != spanned {
-            throw .resumeRejected("the 206 body is \(length) bytes but its Content-Range spans \(spanned)")
-        }
-        if let complete = contentRange.completeLength ?? partial.totalLength, range.upperBound + 1 != complete {
-            throw .resumeRejected(
-                "the server sent bytes \(range.lowerBound)-\(range.upperBound) of \(complete): the file would end short")
-        }
-        if let coding = response.headerFields[.contentEncoding], coding.lowercased() != "identity" {
-            try restart(fromZero: true, "a range with Content-Encoding \(coding) cannot continue decoded bytes")
-        }
-    }
-
-    /// 416: the partial file is complete (`bytes */N` with N its length: fetch the last byte
-    /// again for a normal 206), or the resource shrank (start from zero).
-    private func handleUnsatisfiable(_ response: HTTPResponse, partial: PartialFile) throws(SinkError) {
-        let complete = response.headerFields[.contentRange].flatMap(ContentRange.init)?.completeLength
-        if let complete, complete == partial.bytes, complete > 0 {
-            resume.withLock { $0.partial?.totalLength = complete }
-            try restart(fromZero: false, "the partial file is already complete (\(complete) bytes)")
-        }
-        try restart(
-            fromZero: true, "416 for a request from byte \(partial.bytes) (resource length \(complete.map(String.init) ?? "unknown"))")
     }
 
     /// Marks an immediate new attempt and aborts this one.

@@ -1,0 +1,83 @@
+/// What a response to a resumed download's Range request means for the partial file, without
+/// I/O: the status and the headers that matter, the bytes on disk and the length known from the
+/// first attempt go in; a verdict comes out. `DownloadRequest` carries it out (appends, empties
+/// the file and starts again, or fails the attempt keeping the partial file).
+enum RangeResume {
+    /// The verdict on one response.
+    enum Verdict: Sendable, Equatable {
+        /// A 206 that continues the file exactly where it ends, to the end.
+        case append
+        /// The body is the whole resource again (a 200: Range ignored, or If-Range found it
+        /// changed): the partial file is replaced.
+        case replace
+        /// Start a new attempt at once: from zero (`fromZero`, the partial file is removed), or
+        /// asking again from where the file ends. `reason` says why, for the log.
+        case restart(fromZero: Bool, reason: String)
+        /// This attempt fails and the partial file stays for a later one (a 206 that would end
+        /// the file short).
+        case reject(reason: String)
+        /// Not about the partial file (an error page): it stays as it is.
+        case leaveAlone
+    }
+
+    /// The response's parts the verdict reads.
+    struct Response: Sendable, Equatable {
+        var status: Int
+        var contentRange: String?
+        var contentLength: String?
+        var contentEncoding: String?
+    }
+
+    /// Judges `response` to a request for the bytes from `offset` on (the partial file's length
+    /// `partialBytes`, or its last byte when it looked complete); `knownTotal` is the resource's
+    /// length the first attempt saw, if any.
+    static func judge(_ response: Response, offset: UInt64, partialBytes: UInt64, knownTotal: UInt64?) -> Verdict {
+        switch response.status {
+        case 206: return judgeContinuation(response, offset: offset, knownTotal: knownTotal)
+        case 200: return .replace
+        case 416: return judgeUnsatisfiable(response, partialBytes: partialBytes)
+        default: return .leaveAlone
+        }
+    }
+
+    /// A 206 must continue exactly where the partial file ends, describe the same resource when
+    /// its length was known, and run to the end without a coding.
+    private static func judgeContinuation(_ response: Response, offset: UInt64, knownTotal: UInt64?) -> Verdict {
+        guard let value = response.contentRange, let contentRange = ContentRange(value), let range = contentRange.range else {
+            return .restart(fromZero: true, reason: "206 without a usable Content-Range")
+        }
+        guard range.lowerBound == offset else {
+            return .restart(
+                fromZero: true, reason: "the server sent bytes \(range.lowerBound)-\(range.upperBound) for a request from byte \(offset)")
+        }
+        if let knownTotal, let complete = contentRange.completeLength, knownTotal != complete {
+            return .restart(fromZero: true, reason: "the resource is now \(complete) bytes, it was \(knownTotal)")
+        }
+        // The body must be the whole rest: a range that stops before the announced end, or a
+        // body shorter than its range, would be renamed into place as a short file. Refused
+        // before a byte is written; the partial file stays for a later attempt.
+        let spanned = range.upperBound - range.lowerBound + 1
+        if let length = response.contentLength.flatMap(parseDecimal), length != spanned {
+            return .reject(reason: "the 206 body is \(length) bytes but its Content-Range spans \(spanned)")
+        }
+        if let complete = contentRange.completeLength ?? knownTotal, range.upperBound + 1 != complete {
+            return .reject(reason: "the server sent bytes \(range.lowerBound)-\(range.upperBound) of \(complete): the file would end short")
+        }
+        if let coding = response.contentEncoding, coding.lowercased() != "identity" {
+            return .restart(fromZero: true, reason: "a range with Content-Encoding \(coding) cannot continue decoded bytes")
+        }
+        return .append
+    }
+
+    /// 416: the partial file is complete (`bytes */N` with N its length: ask again for the last
+    /// byte, which gives a normal 206), or the resource shrank (start from zero).
+    private static func judgeUnsatisfiable(_ response: Response, partialBytes: UInt64) -> Verdict {
+        let complete = response.contentRange.flatMap(ContentRange.init)?.completeLength
+        if let complete, complete == partialBytes, complete > 0 {
+            return .restart(fromZero: false, reason: "the partial file is already complete (\(complete) bytes)")
+        }
+        return .restart(
+            fromZero: true,
+            reason: "416 for a request from byte \(partialBytes) (resource length \(complete.map(String.init) ?? "unknown"))")
+    }
+}
