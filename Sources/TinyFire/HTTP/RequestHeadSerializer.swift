@@ -27,6 +27,17 @@ struct RequestHeadOptions: Sendable, Equatable {
     var dropsDefaultAcceptEncoding = false
     /// `Expect: 100-continue` is added.
     var expectsContinue = false
+
+    /// Whether a credential field stays home.
+    func dropsCredential(_ name: HTTPField.Name) -> Bool {
+        stripsCredentials && (name == .authorization || name == .cookie || name == .proxyAuthorization)
+    }
+
+    /// Whether a session default goes out beside the request's own `fields`: the request does
+    /// not set it, and it is not the `Accept-Encoding` automatic decompression would need.
+    func sendsDefault(_ name: HTTPField.Name, over fields: HTTPFields) -> Bool {
+        !fields.contains(name) && !(dropsDefaultAcceptEncoding && name == .acceptEncoding)
+    }
 }
 
 /// Writes an HTTP/1.1 request head (request line and header section) as bytes, straight from
@@ -74,8 +85,7 @@ enum RequestHeadSerializer {
             // The usual case: every default goes out as the session wrote it once.
             buffer.append(contentsOf: defaults.lines)
         } else {
-            for field in defaults.fields where !isDropped(field.name, options) && !fields.contains(field.name) {
-                if options.dropsDefaultAcceptEncoding && field.name == .acceptEncoding { continue }
+            for field in defaults.fields where !isDropped(field.name, options) && options.sendsDefault(field.name, over: fields) {
                 append(field, to: &buffer)
             }
         }
@@ -95,12 +105,12 @@ enum RequestHeadSerializer {
         if name == .contentLength || name == .transferEncoding || name == .connection || name.canonicalName == "host" {
             return true
         }
-        return options.stripsCredentials && (name == .authorization || name == .cookie || name == .proxyAuthorization)
+        return options.dropsCredential(name)
     }
 
     /// Writes a field line. Its bytes need no check: swift-http-types turns CR, LF and NUL in a
     /// value into spaces when the field is made, and a name is a validated token.
-    private static func append(_ field: HTTPField, to buffer: inout [UInt8]) {
+    static func append(_ field: HTTPField, to buffer: inout [UInt8]) {
         append(name: field.name.rawName, value: field.value, to: &buffer)
     }
 
@@ -128,12 +138,9 @@ struct DefaultHeaderLines: Sendable {
         self.fields = fields
         var bytes: [UInt8] = []
         let options = RequestHeadOptions(dropsDefaultAcceptEncoding: dropsAcceptEncoding)
-        for field in fields where !RequestHeadSerializer.isDropped(field.name, options) {
-            if dropsAcceptEncoding && field.name == .acceptEncoding { continue }
-            bytes.append(contentsOf: field.name.rawName.utf8)
-            bytes.append(contentsOf: ": ".utf8)
-            bytes.append(contentsOf: field.value.utf8)
-            bytes.append(contentsOf: "\r\n".utf8)
+        for field in fields
+        where !RequestHeadSerializer.isDropped(field.name, options) && options.sendsDefault(field.name, over: HTTPFields()) {
+            RequestHeadSerializer.append(field, to: &bytes)
         }
         lines = bytes
     }
@@ -155,8 +162,7 @@ struct SentRequestHead: Sendable {
     var httpRequest: HTTPRequest {
         var merged = HTTPFields()
         for field in fields where !isDropped(field.name) { merged.append(field) }
-        for field in defaults where !isDropped(field.name) && !fields.contains(field.name) {
-            if options.dropsDefaultAcceptEncoding && field.name == .acceptEncoding { continue }
+        for field in defaults where !isDropped(field.name) && options.sendsDefault(field.name, over: fields) {
             merged.append(field)
         }
         if options.expectsContinue { merged[.expect] = "100-continue" }
@@ -165,7 +171,9 @@ struct SentRequestHead: Sendable {
             headerFields: merged)
     }
 
+    /// What `httpRequest` leaves out: `Connection` and stripped credentials (the framing fields
+    /// stay, as the caller set them; the bytes carry the engine's).
     private func isDropped(_ name: HTTPField.Name) -> Bool {
-        name == .connection || options.stripsCredentials && (name == .authorization || name == .cookie || name == .proxyAuthorization)
+        name == .connection || options.dropsCredential(name)
     }
 }
