@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <pthread.h>
 #include <spawn.h>
 #include "tinyfire_netlink.h"
 
@@ -24,6 +25,9 @@ int tinyfire_eventfd(void);
 static const int tinyfire_epoll_ctl_add = EPOLL_CTL_ADD;
 static const int tinyfire_epoll_ctl_mod = EPOLL_CTL_MOD;
 static const int tinyfire_epoll_ctl_del = EPOLL_CTL_DEL;
+
+/* The calling thread as a number, for comparing threads (never 0). */
+static inline uintptr_t tinyfire_thread_id(void) { return (uintptr_t)pthread_self(); }
 
 /* Names the calling thread (at most 15 bytes are kept). */
 void tinyfire_set_thread_name(const char *name);

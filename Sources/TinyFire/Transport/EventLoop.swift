@@ -42,9 +42,12 @@ struct Registration: Hashable, Sendable {
 
 /// One I/O thread running epoll over non-blocking descriptors, with timers.
 ///
-/// Everything that touches sockets, parsers and connection state runs on this thread; other
-/// threads hand it work with `execute(_:)`. One per `Session`. Memory: the registration table
-/// and the timer heap grow with the number of live connections and pending timers only.
+/// Everything that touches sockets, parsers and connection state is loop work. It runs on the
+/// loop's thread, or on a caller's thread that found the loop waiting for events
+/// (`runIfWaiting(_:)`): loop work is done by one thread at a time, whichever holds the loop's
+/// ownership. Other threads hand work over with `execute(_:)`. One per `Session`. Memory: the
+/// registration table and the timer heap grow with the number of live connections and pending
+/// timers only.
 final class EventLoop: @unchecked Sendable {
     private let epollFD: Int32
     /// The eventfd that wakes the loop; open for the loop's whole lifetime.
@@ -53,11 +56,20 @@ final class EventLoop: @unchecked Sendable {
     private var thread = pthread_t()
     private let threadStarted = Mutex<Bool>(false)
     private let stopRequested = Atomic<Bool>(false)
+    /// Held by the thread doing loop work: the loop thread, except while it waits in
+    /// epoll_wait, or a caller running work in that window.
+    private let ownership = Mutex<Void>(())
+    /// The thread holding `ownership` (`tinyfire_thread_id`), 0 when none.
+    private let owner = Atomic<UInt>(0)
+    /// The loop's own thread, once it runs.
+    private let loopThread = Atomic<UInt>(0)
 
-    // Loop-thread state.
+    // Loop state, touched only under `ownership`.
     private var handlers: [UInt64: EventLoopHandler] = [:]
     private var nextRegistrationID: UInt64 = 1
     private var timers = TimerQueue()
+    /// When the loop's current wait ends by itself; nil when only an event or a wake ends it.
+    private var waitDeadline: Instant?
 
     /// Creates the loop and starts its thread.
     /// - Parameter name: the thread's name (visible in `top -H`), at most 15 bytes.
@@ -81,9 +93,10 @@ final class EventLoop: @unchecked Sendable {
                 let start = Unmanaged<LoopStart>.fromOpaque(raw!).takeRetainedValue()
                 let loop = start.loop
                 start.name.withCString { tinyfire_set_thread_name($0) }
-                // Every socket write (and body sink write) happens on this thread: a peer that
-                // is gone must be an EPIPE error, never a SIGPIPE that kills the host program,
-                // whether or not the program ignores SIGPIPE itself.
+                // Socket writes never raise SIGPIPE (MSG_NOSIGNAL), but sendfile and body sink
+                // writes to a pipe can: on this thread a peer that is gone must be an EPIPE
+                // error, never a signal that kills the host program, whether or not the program
+                // ignores SIGPIPE itself. (Callers running loop work never send files.)
                 tinyfire_block_sigpipe()
                 loop.run()
                 return nil
@@ -97,8 +110,16 @@ final class EventLoop: @unchecked Sendable {
         threadStarted.withLock { $0 = true }
     }
 
-    /// Whether the caller is on the loop thread.
-    var inEventLoop: Bool { pthread_equal(pthread_self(), thread) != 0 }
+    /// Whether the caller is doing loop work: on the loop thread, or inside `runIfWaiting`.
+    var inEventLoop: Bool { owner.load(ordering: .relaxed) == UInt(tinyfire_thread_id()) }
+
+    /// Whether the caller is doing loop work on a thread other than the loop's own (inside
+    /// `runIfWaiting`): what would call back into the caller's code is better handed to the
+    /// loop thread.
+    var runsOnCallerThread: Bool {
+        let me = UInt(tinyfire_thread_id())
+        return owner.load(ordering: .relaxed) == me && loopThread.load(ordering: .relaxed) != me
+    }
 
     /// Runs `task` on the loop thread, soon. After `shutdown()` the task is dropped (a DNS
     /// answer or a stream chunk that arrives after its Session is gone): the loop's
@@ -113,8 +134,30 @@ final class EventLoop: @unchecked Sendable {
         if wasEmpty == true { wake() }
     }
 
+    /// Runs `task` as loop work on the calling thread, now, if the loop thread is waiting for
+    /// events, and returns true; returns false without running it when the loop is busy or
+    /// stopped (then hand it over with `execute`). This saves the wake-up of the loop thread
+    /// and a trip through its inbox: a request started this way writes its head from the
+    /// caller's thread and the loop thread wakes only for the answer. The loop is woken when
+    /// the task set a timer earlier than the loop's wait ends. The task must not block, and
+    /// must not send files (sendfile can raise SIGPIPE, which only the loop thread blocks).
+    func runIfWaiting(_ task: () -> Void) -> Bool {
+        let me = UInt(tinyfire_thread_id())
+        let ran: Bool?? = ownership.withLockIfAvailable { _ -> Bool? in
+            guard !stopRequested.load(ordering: .acquiring) else { return nil }
+            owner.store(me, ordering: .relaxed)
+            defer { owner.store(0, ordering: .relaxed) }
+            task()
+            guard let first = timers.earliestDeadline else { return false }
+            return waitDeadline.map { first < $0 } ?? true
+        }
+        guard let ran, let needsWake = ran else { return false }
+        if needsWake { wake() }
+        return true
+    }
+
     /// Asks the loop to stop after the current iteration, and waits for its thread to end
-    /// unless called from the loop itself. Pending tasks are dropped.
+    /// unless called from loop work. Pending tasks are dropped.
     func shutdown() {
         // Set under the inbox lock: a task is either queued before it (and runs in the loop's
         // last pass) or refused by `execute`.
@@ -137,7 +180,7 @@ final class EventLoop: @unchecked Sendable {
         _ = withUnsafeBytes(of: &one) { write(wakeFD, $0.baseAddress, 8) }
     }
 
-    // MARK: - Descriptors (loop thread only)
+    // MARK: - Descriptors (loop work only)
 
     /// Starts watching `fd` for `interest` on behalf of `handler` (held strongly until
     /// `deregister`).
@@ -162,9 +205,9 @@ final class EventLoop: @unchecked Sendable {
         handlers[registration.id] = nil
     }
 
-    // MARK: - Timers (loop thread only)
+    // MARK: - Timers (loop work only)
 
-    /// Runs `action` on the loop thread at or after `deadline`.
+    /// Runs `action` as loop work (on the loop thread) at or after `deadline`.
     @discardableResult
     func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> TimerHandle {
         TimerHandle(id: timers.insert(deadline: deadline, action: action))
@@ -178,45 +221,71 @@ final class EventLoop: @unchecked Sendable {
     // MARK: - The loop
 
     private func run() {
+        let me = UInt(tinyfire_thread_id())
+        loopThread.store(me, ordering: .relaxed)
         let capacity: Int32 = 64
         let eventBits = UnsafeMutablePointer<UInt32>.allocate(capacity: Int(capacity))
         let eventData = UnsafeMutablePointer<UInt64>.allocate(capacity: Int(capacity))
         defer {
-            // Tasks posted just before shutdown (the engine's "close every connection") still run.
-            runInbox()
             eventBits.deallocate()
             eventData.deallocate()
-            handlers.removeAll()
-            timers = TimerQueue()
         }
-        while !stopRequested.load(ordering: .acquiring) {
-            var timeoutMs: Int32 = -1
-            if let next = timers.nextDeadline() {
-                let now = Instant.now()
-                if next <= now {
-                    timeoutMs = 0
-                } else {
-                    let ns = next.nanoseconds - now.nanoseconds
-                    timeoutMs = Int32(clamping: (ns + 999_999) / 1_000_000)
-                }
-            }
-            let count = tinyfire_epoll_wait(epollFD, eventBits, eventData, capacity, timeoutMs)
-            if count > 0 {
-                for index in 0..<Int(count) {
+        var count: Int32 = 0
+        var timedOut = false
+        while true {
+            // Loop work happens under `ownership`; the wait does not, so that a caller can
+            // start work meanwhile (`runIfWaiting`).
+            let timeoutMs = ownership.withLock { _ -> Int32? in
+                owner.store(me, ordering: .relaxed)
+                defer { owner.store(0, ordering: .relaxed) }
+                for index in 0..<Int(max(count, 0)) {
                     let id = eventData[index]
                     if id == 0 {
                         var value: UInt64 = 0
                         _ = withUnsafeMutableBytes(of: &value) { read(wakeFD, $0.baseAddress, 8) }
                         continue
                     }
-                    // Looked up per event: an earlier handler in this batch may have
-                    // deregistered this one.
+                    // Looked up per event: an earlier handler in this batch, or a caller's
+                    // work since the wait ended, may have deregistered this one. A readiness
+                    // that caller's work consumed meanwhile finds the descriptor empty
+                    // (EAGAIN), which every handler expects.
                     handlers[id]?.handleEvents(eventBits[index])
                 }
+                runInbox()
+                runTimers()
+                if stopRequested.load(ordering: .acquiring) {
+                    // Tasks posted just before shutdown (the engine's "close every
+                    // connection") still run.
+                    runInbox()
+                    handlers.removeAll()
+                    timers = TimerQueue()
+                    return nil
+                }
+                // A wait that ended by itself at a cancelled timer: skip the cancelled ones
+                // now, or the next waits would end at each of them in turn.
+                if timedOut { timers.dropCancelledHead() }
+                return waitTimeout()
             }
-            runInbox()
-            runTimers()
+            guard let timeoutMs else { return }
+            count = tinyfire_epoll_wait(epollFD, eventBits, eventData, capacity, timeoutMs)
+            timedOut = count == 0
         }
+    }
+
+    /// The epoll timeout until the earliest timer, and `waitDeadline`. Cancelled timers count
+    /// until the wait reaches them: a transfer's timer cancelled when it ended keeps the wait
+    /// bounded, so the next transfer's later timer, set from a caller's thread, needs no
+    /// wake-up.
+    private func waitTimeout() -> Int32 {
+        guard let next = timers.earliestDeadline else {
+            waitDeadline = nil
+            return -1
+        }
+        waitDeadline = next
+        let now = Instant.now()
+        guard next > now else { return 0 }
+        let ns = next.nanoseconds - now.nanoseconds
+        return Int32(clamping: (ns + 999_999) / 1_000_000)
     }
 
     private func runInbox() {
@@ -258,11 +327,20 @@ struct TimerQueue {
     private var actions: [UInt64: () -> Void] = [:]
     private var nextID: UInt64 = 1
 
+    /// The first deadline of a timer not cancelled (nil when none).
     mutating func nextDeadline() -> Instant? {
+        dropCancelledHead()
+        return heap.first?.deadline
+    }
+
+    /// The first deadline in the heap, cancelled or not (nil when empty).
+    var earliestDeadline: Instant? { heap.first?.deadline }
+
+    /// Removes cancelled timers from the front of the heap.
+    mutating func dropCancelledHead() {
         while let first = heap.first, actions[first.id] == nil {
             _ = popFirst()
         }
-        return heap.first?.deadline
     }
 
     mutating func insert(deadline: Instant, action: @escaping () -> Void) -> UInt64 {

@@ -47,6 +47,25 @@ struct TimerQueueTests {
         #expect(fire(&queue, at: t0 + .seconds(1), log: log) == [2])
     }
 
+    @Test("the loop's wait: a cancelled timer at the front still bounds it until dropped; dropping stops at the first live one")
+    func cancelledHeadBoundsTheWait() {
+        var queue = TimerQueue()
+        let log = Log()
+        let a = queue.insert(deadline: t0 + .milliseconds(5)) { log.fired.append(1) }
+        let b = queue.insert(deadline: t0 + .milliseconds(10)) { log.fired.append(2) }
+        _ = queue.insert(deadline: t0 + .milliseconds(20)) { log.fired.append(3) }
+        _ = queue.insert(deadline: t0 + .milliseconds(30)) { log.fired.append(4) }
+        queue.remove(a)
+        queue.remove(b)
+        #expect(queue.earliestDeadline == t0 + .milliseconds(5))
+        queue.dropCancelledHead()
+        #expect(queue.earliestDeadline == t0 + .milliseconds(20))
+        queue.dropCancelledHead()
+        #expect(queue.earliestDeadline == t0 + .milliseconds(20))
+        #expect(fire(&queue, at: t0 + .seconds(1), log: log) == [3, 4])
+        #expect(queue.earliestDeadline == nil)
+    }
+
     @Test("many cancelled timers are compacted away; the live ones still fire in order")
     func compaction() {
         var queue = TimerQueue()

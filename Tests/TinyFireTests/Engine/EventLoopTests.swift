@@ -1,0 +1,164 @@
+import CTinyFireSystem
+import Foundation
+import HTTPTypes
+import Synchronization
+import Testing
+
+@testable import TinyFire
+
+/// The event loop's hand-over rules, driven from test threads: work a caller runs while the
+/// loop waits (`runIfWaiting`), the timers such work sets, and the refusals.
+@Suite("the event loop: loop work on a caller's thread while the loop waits, and the timers it sets")
+struct EventLoopTests {
+    /// What a piece of work saw of the thread it ran on.
+    struct Sighting: Sendable, Equatable {
+        var thread: UInt
+        var inEventLoop: Bool
+        var onCallerThread: Bool
+    }
+
+    static func sighting(_ loop: EventLoop) -> Sighting {
+        Sighting(thread: UInt(tinyfire_thread_id()), inEventLoop: loop.inEventLoop, onCallerThread: loop.runsOnCallerThread)
+    }
+
+    /// Runs `task` through `runIfWaiting`, trying until the loop is found waiting.
+    static func runWhileWaiting(_ loop: EventLoop, _ task: () -> Void) -> Bool {
+        waitUntil { loop.runIfWaiting(task) }
+    }
+
+    @Test("work run while the loop waits runs on the caller's thread as loop work, and a timer it sets wakes the loop")
+    func callerRunsAndTimerWakesTheLoop() throws {
+        let loop = try EventLoop(name: "test-loop")
+        defer { loop.shutdown() }
+        let me = UInt(tinyfire_thread_id())
+        let inside = Mutex<Sighting?>(nil)
+        let fired = Mutex<Sighting?>(nil)
+        // The loop has no timer: once it has run a task (so its thread is past its start) it
+        // waits with no timeout, and only a wake-up can make it see the timer set here.
+        let ready = Mutex(false)
+        loop.execute { ready.withLock { $0 = true } }
+        #expect(waitUntil { ready.withLock { $0 } })
+        #expect(
+            Self.runWhileWaiting(loop) {
+                inside.withLock { $0 = Self.sighting(loop) }
+                loop.schedule(at: .now() + .milliseconds(20)) { fired.withLock { $0 = Self.sighting(loop) } }
+            })
+        #expect(inside.withLock { $0 } == Sighting(thread: me, inEventLoop: true, onCallerThread: true))
+        #expect(!loop.inEventLoop && !loop.runsOnCallerThread)
+        #expect(waitUntil { fired.withLock { $0 } != nil }, "the timer set from the caller's thread never fired")
+        let timer = fired.withLock { $0 }
+        #expect(timer?.thread != me && timer?.inEventLoop == true && timer?.onCallerThread == false)
+    }
+
+    @Test("a cancelled timer ends the loop's wait once; a timer set later than it but earlier than the next live one still fires")
+    func cancelledTimerHeadsThenLaterTimer() throws {
+        let loop = try EventLoop(name: "test-loop")
+        defer { loop.shutdown() }
+        let fired = Mutex<Set<String>>([])
+        #expect(
+            Self.runWhileWaiting(loop) {
+                loop.schedule(at: .now() + .seconds(3600)) { fired.withLock { _ = $0.insert("hour") } }
+                let soon = loop.schedule(at: .now() + .milliseconds(30)) { fired.withLock { _ = $0.insert("cancelled") } }
+                loop.cancel(soon)
+            })
+        // The loop now waits until the cancelled timer (the wait stays bounded for the next
+        // transfer), then past it until the hour: a timer set for sooner than the hour must
+        // wake it, whichever of the two waits it is in.
+        Thread.sleep(forTimeInterval: 0.1)
+        #expect(
+            Self.runWhileWaiting(loop) {
+                loop.schedule(at: .now() + .milliseconds(50)) { fired.withLock { _ = $0.insert("later") } }
+            })
+        #expect(waitUntil { fired.withLock { $0.contains("later") } }, "a timer earlier than the loop's wait never fired")
+        #expect(fired.withLock { $0 } == ["later"])
+    }
+
+    @Test("while the loop thread is busy, a caller's work is refused without running, and handed over runs after")
+    func busyLoopRefusesCallerWork() throws {
+        let loop = try EventLoop(name: "test-loop")
+        defer { loop.shutdown() }
+        let busy = Mutex(false)
+        let release = Mutex(false)
+        loop.execute {
+            busy.withLock { $0 = true }
+            waitUntil { release.withLock { $0 } }
+        }
+        #expect(waitUntil { busy.withLock { $0 } })
+        let ran = Mutex(false)
+        #expect(!loop.runIfWaiting { ran.withLock { $0 = true } })
+        #expect(!ran.withLock { $0 })
+        loop.execute { ran.withLock { $0 = true } }
+        release.withLock { $0 = true }
+        #expect(waitUntil { ran.withLock { $0 } })
+    }
+
+    @Test("after shutdown a caller's work is refused")
+    func stoppedLoopRefusesCallerWork() throws {
+        let loop = try EventLoop(name: "test-loop")
+        loop.shutdown()
+        let ran = Mutex(false)
+        #expect(!loop.runIfWaiting { ran.withLock { $0 = true } })
+        #expect(!ran.withLock { $0 })
+    }
+
+    @Test("a transfer that ends while it starts on the caller's thread is reported from the loop thread, not inside the caller's call")
+    func transferEndingInlineReportsFromLoopThread() throws {
+        let engine = Engine(configuration: SessionConfiguration())
+        defer { engine.shutdown() }
+        let loop = try #require(engine.loop)
+        let me = UInt(tinyfire_thread_id())
+        let spec = RequestSpec(url: URL(string: "ftp://127.0.0.1/file")!, method: .get, headers: HTTPHeaders(), body: nil)
+        // The loop may be busy at a given instant (then the start is handed over and proves
+        // nothing here): try until the start ran on this thread.
+        var attempts = 0
+        var owner = RecordingOwner(loop: loop)
+        repeat {
+            attempts += 1
+            owner = RecordingOwner(loop: loop)
+            _ = waitUntil { loop.runIfWaiting {} }
+            engine.start(spec, owner: owner)
+            #expect(waitUntil { owner.finished.withLock { $0 } != nil })
+        } while owner.startedOn.withLock({ $0 }) != me && attempts < 20
+        #expect(owner.startedOn.withLock { $0 } == me, "the transfer never started on the caller's thread")
+        let finished = try #require(owner.finished.withLock { $0 })
+        #expect(finished.thread != me && finished.inEventLoop && !finished.onCallerThread)
+        #expect(finished.error.contains("ftp"))
+    }
+
+    /// A transfer's owner that records where it was asked and told things.
+    final class RecordingOwner: TransferOwner {
+        struct Finish: Sendable {
+            var thread: UInt
+            var inEventLoop: Bool
+            var onCallerThread: Bool
+            var error: String
+        }
+        let loop: EventLoop
+        let startedOn = Mutex<UInt?>(nil)
+        let finished = Mutex<Finish?>(nil)
+        init(loop: EventLoop) { self.loop = loop }
+        var isCancelled: Bool {
+            startedOn.withLock { $0 = UInt(tinyfire_thread_id()) }
+            return false
+        }
+        var isSuspended: Bool { false }
+        var transferRedirectHandler: (any RedirectHandler)? { nil }
+        var transferWantsProgress: Bool { false }
+        func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
+            throw .writeFailed(path: "-", message: "no body expected")
+        }
+        func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool { false }
+        func transferWillRedirect(to redirect: URLRequest, for response: HTTPResponse) {}
+        func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
+        func transferDidFinish(
+            _ result: Result<SinkOutput, TinyFireError>, request: SentRequestHead?, response: HTTPResponse?,
+            metrics: TransferMetrics
+        ) {
+            let error = if case .failure(let failure) = result { "\(failure)" } else { "" }
+            let seen = EventLoopTests.sighting(loop)
+            finished.withLock {
+                $0 = Finish(thread: seen.thread, inEventLoop: seen.inEventLoop, onCallerThread: seen.onCallerThread, error: error)
+            }
+        }
+    }
+}
