@@ -14,7 +14,8 @@ import Synchronization
 #endif
 
 /// The request object behind a transfer: it chooses the body sink and receives the outcome.
-/// Called on the loop thread.
+/// Called as loop work: on the loop thread, or while a transfer starts, on the thread that
+/// started it (`EventLoop.runIfWaiting`). `transferDidFinish` always comes from the loop thread.
 protocol TransferOwner: AnyObject, Sendable {
     /// Whether `cancel()` was called before the transfer started.
     var isCancelled: Bool { get }
