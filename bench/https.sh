@@ -19,14 +19,9 @@ chmod 755 "$work"
 head -c $((1024 * 1024 * 1024)) /dev/urandom > "$work/www/1g.bin"
 head -c 1024 /dev/urandom > "$work/www/1k.bin"
 chmod -R a+rX "$work/www"
-cd "$work"
-ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
-openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -days 30 -subj "/CN=bench root" 2>/dev/null
-openssl req "${ec[@]}" -keyout server.key -out server.csr -subj "/CN=localhost" 2>/dev/null
-echo "subjectAltName=DNS:localhost" > server.ext
-openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 30 -extfile server.ext 2>/dev/null
-cd - >/dev/null
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+. bench/lib.sh
+make_test_ca "$work"
+port="$(free_port)"
 cat > "$work/nginx.conf" <<CONF
 worker_processes 1;
 pid $work/nginx.pid;
@@ -54,8 +49,6 @@ CONF
 base="https://localhost:$port"
 for _ in $(seq 100); do "$curl_mbedtls" -s --cacert "$work/ca.pem" -o /dev/null "$base/1k.bin" && break; sleep 0.1; done
 cat "$work/www/1g.bin" > /dev/null
-
-. bench/lib.sh
 
 # 1 GiB, alternating clients run by run.
 read -r e_tf u_tf s_tf m_tf e_c u_c s_c m_c < <(measure_pair \

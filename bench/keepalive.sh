@@ -19,6 +19,7 @@ n="${2:-10000}"
 scripts/install-deps.sh >&2
 command -v valgrind >/dev/null 2>&1 || { [ "$mode" = time ] || apt-get install -y -qq valgrind >/dev/null; }
 work="$(mktemp -d /tmp/tinyfire-keepalive.XXXXXX)"
+. bench/lib.sh
 bin="$(scripts/build-static.sh tinyfire-bench)"
 curl_mbedtls="$(bench/build-curl-mbedtls.sh)"
 trap '[ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null; rm -rf "$work"' EXIT
@@ -26,15 +27,7 @@ mkdir -p "$work/www"
 chmod 755 "$work"
 head -c 1024 /dev/urandom > "$work/www/1k.bin"
 chmod -R a+rX "$work/www"
-(
-    cd "$work"
-    ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
-    openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -days 30 -subj "/CN=bench root" 2>/dev/null
-    openssl req "${ec[@]}" -keyout server.key -out server.csr -subj "/CN=localhost" 2>/dev/null
-    echo "subjectAltName=DNS:localhost" > server.ext
-    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 30 -extfile server.ext 2>/dev/null
-)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+make_test_ca "$work"
 http_port="$(free_port)"
 https_port="$(free_port)"
 cat > "$work/nginx.conf" <<CONF

@@ -38,3 +38,22 @@ measure_pair() {
     done
     { printf '%s\n' "${a[@]}"; echo --; printf '%s\n' "${b[@]}"; } | column_medians
 }
+
+# free_port: an unused loopback TCP port.
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# make_test_ca DIR: a P-256 test CA (DIR/ca.pem) and a certificate for localhost signed by it
+# (DIR/server.pem, DIR/server.key), the shape nginx serves in the TLS benches.
+make_test_ca() {
+    (
+        cd "$1"
+        local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+        openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -days 30 -subj "/CN=bench root" 2>/dev/null
+        openssl req "${ec[@]}" -keyout server.key -out server.csr -subj "/CN=localhost" 2>/dev/null
+        echo "subjectAltName=DNS:localhost" > server.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 30 \
+            -extfile server.ext 2>/dev/null
+    )
+}
