@@ -23,9 +23,9 @@ final class Engine: @unchecked Sendable {
     /// The I/O loop, nil when it could not start.
     var loop: EventLoop? { try? loopResult.get() }
     private var pool: ConnectionPool?
-    /// Loaded on the first https request (loop thread).
+    /// Loaded on the first https request (loop work).
     private var tlsContextResult: Result<TLSContext, TinyFireError>?
-    /// The last TLS session per origin, offered on reconnect (loop thread).
+    /// The last TLS session per origin, offered on reconnect (loop work).
     private var tlsSessions: [PoolKey: TLSSession] = [:]
     /// Live transfers by owner, loop-confined.
     private var active: [ObjectIdentifier: Transfer] = [:]
@@ -81,7 +81,7 @@ final class Engine: @unchecked Sendable {
         }
     }
 
-    /// The session's TLS context, loaded once (loop thread).
+    /// The session's TLS context, loaded once (loop work).
     func tlsContext() throws(TinyFireError) -> TLSContext {
         if let tlsContextResult { return try tlsContextResult.get() }
         let result: Result<TLSContext, TinyFireError>
@@ -126,7 +126,7 @@ final class Engine: @unchecked Sendable {
         loop.execute { [self] in active[ObjectIdentifier(owner)]?.setSuspended(false) }
     }
 
-    /// Called by a transfer when it ends (loop thread).
+    /// Called by a transfer when it ends (loop work).
     func transferEnded(_ owner: TransferOwner) {
         active[ObjectIdentifier(owner)] = nil
     }

@@ -8,7 +8,7 @@ import Synchronization
 #endif
 
 /// Something registered with the event loop that wants readiness events for one descriptor.
-/// Implementations are confined to the loop thread.
+/// Implementations are loop work: touched only by the thread holding the loop.
 protocol EventLoopHandler: AnyObject {
     /// Called on the loop thread with the epoll event bits that fired.
     func handleEvents(_ events: UInt32)
