@@ -30,10 +30,6 @@ final class Engine: @unchecked Sendable {
     /// Live transfers by owner, loop-confined.
     private var active: [ObjectIdentifier: Transfer] = [:]
 
-    /// Where server trust evaluators run, off every session's I/O thread: a slow evaluator
-    /// (app code, a revocation check reading CRL files) delays its own connection only.
-    static let trustQueue = DispatchQueue(label: "org.tinyfire.trust", attributes: .concurrent)
-
     /// The session's default header fields, their lines written once.
     let defaultHeaderLines: DefaultHeaderLines
 

@@ -364,8 +364,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
 
     /// Judges a finished handshake: the session's evaluator for the host, or default
     /// validation. Default validation runs here; an evaluator (app code, or a CRL check that
-    /// reads files) runs on `Engine.trustQueue`, so a slow one holds up only this connection,
-    /// never the session's other transfers, and the handshake timeout still bounds it.
+    /// reads files) runs on a thread of its own (`BlockingWork`), so a slow one holds up only
+    /// this connection, never the session's other transfers nor the app's async tasks, and the
+    /// handshake timeout still bounds it.
     /// `completion` runs on the loop with the verdict, unless the transfer ended meanwhile; on
     /// a refusal the transfer has already failed.
     private func evaluateTrust(_ trust: ServerTrust, completion: @escaping (Bool) -> Void) {
@@ -394,7 +395,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         let weakSelf = WeakLoopReference(self)
         let loop = self.loop
         let verdict = TrustVerdict(completion)
-        Engine.trustQueue.async {
+        BlockingWork.run(label: "org.tinyfire.trust") {
             let outcome: TinyFireError?
             do {
                 try evaluator.evaluate(trust, forHost: host)

@@ -10,11 +10,10 @@ import Synchronization
 /// Resolves host names with getaddrinfo, off the event loop.
 ///
 /// getaddrinfo blocks (it reads /etc/hosts, asks the configured DNS servers) and cannot be
-/// interrupted, so it runs on a Dispatch queue, never on the I/O thread nor on Swift's
-/// cooperative pool; the caller's connect timeout bounds how long a request waits for it.
+/// interrupted, so each lookup runs on a thread of its own (`BlockingWork`), never on the I/O
+/// thread nor on the pool Swift's async tasks share with Dispatch's global queues; the
+/// caller's connect timeout bounds how long a request waits for it.
 enum DNSResolver {
-    private static let queue = DispatchQueue(label: "org.tinyfire.dns", attributes: .concurrent)
-
     /// Resolves `host` for TCP on `port`.
     /// - Parameters:
     ///   - host: a name or a numeric IPv4/IPv6 address (without brackets).
@@ -25,7 +24,7 @@ enum DNSResolver {
     static func resolve(
         host: String, port: Int, completion: @escaping @Sendable (Result<[SocketAddress], ResolutionError>) -> Void
     ) {
-        queue.async {
+        BlockingWork.run(label: "org.tinyfire.dns") {
             let result = resolveNow(host: host, port: port)
             if let hook = answerHook.withLock({ $0 }) {
                 hook(host) { completion(result) }

@@ -142,9 +142,9 @@ public struct ServerTrust: Sendable {
 public protocol ServerTrustEvaluating: Sendable {
     /// Accepts the chain for `host` by returning, refuses it by throwing. Runs once per full
     /// handshake (a resumed session is judged on the chain its full handshake presented), on a
-    /// shared background queue, never on a session's I/O thread: while it runs only its own
-    /// connection waits, and the session's `tls.handshakeTimeout` still bounds it (a verdict
-    /// after the timeout is ignored).
+    /// background thread of its own, never on a session's I/O thread nor in the pool the app's
+    /// async tasks run on: while it runs only its own connection waits, and the session's
+    /// `tls.handshakeTimeout` still bounds it (a verdict after the timeout is ignored).
     /// - Parameters:
     ///   - trust: what the server presented.
     ///   - host: the host connected to.

@@ -21,60 +21,70 @@ struct EventLoopTests {
         Sighting(thread: UInt(tinyfire_thread_id()), inEventLoop: loop.inEventLoop, onCallerThread: loop.runsOnCallerThread)
     }
 
-    /// Runs `task` through `runIfWaiting`, trying until the loop is found waiting.
-    static func runWhileWaiting(_ loop: EventLoop, _ task: () -> Void) -> Bool {
-        waitUntil { loop.runIfWaiting(task) }
+    /// Runs `task` through `runIfWaiting`, trying until the loop is found waiting. (The tests
+    /// wait with `eventually`, never blocking a thread of the pool other tests' tasks need.)
+    /// Returns the thread that ran it (an async test may move between threads at each await),
+    /// or nil if the loop was never found waiting.
+    @discardableResult
+    static func runWhileWaiting(_ loop: EventLoop, _ task: () -> Void) async -> UInt? {
+        var caller: UInt?
+        _ = await eventually {
+            let me = UInt(tinyfire_thread_id())
+            guard loop.runIfWaiting(task) else { return false }
+            caller = me
+            return true
+        }
+        return caller
     }
 
     @Test("work run while the loop waits runs on the caller's thread as loop work, and a timer it sets wakes the loop")
-    func callerRunsAndTimerWakesTheLoop() throws {
+    func callerRunsAndTimerWakesTheLoop() async throws {
         let loop = try EventLoop(name: "test-loop")
         defer { loop.shutdown() }
-        let me = UInt(tinyfire_thread_id())
         let inside = Mutex<Sighting?>(nil)
         let fired = Mutex<Sighting?>(nil)
         // The loop has no timer: once it has run a task (so its thread is past its start) it
         // waits with no timeout, and only a wake-up can make it see the timer set here.
         let ready = Mutex(false)
         loop.execute { ready.withLock { $0 = true } }
-        #expect(waitUntil { ready.withLock { $0 } })
-        #expect(
-            Self.runWhileWaiting(loop) {
-                inside.withLock { $0 = Self.sighting(loop) }
-                loop.schedule(at: .now() + .milliseconds(20)) { fired.withLock { $0 = Self.sighting(loop) } }
-            })
+        #expect(await eventually { ready.withLock { $0 } })
+        let caller = await Self.runWhileWaiting(loop) {
+            inside.withLock { $0 = Self.sighting(loop) }
+            loop.schedule(at: .now() + .milliseconds(20)) { fired.withLock { $0 = Self.sighting(loop) } }
+        }
+        let me = try #require(caller, "the loop was never found waiting")
         #expect(inside.withLock { $0 } == Sighting(thread: me, inEventLoop: true, onCallerThread: true))
         #expect(!loop.inEventLoop && !loop.runsOnCallerThread)
-        #expect(waitUntil { fired.withLock { $0 } != nil }, "the timer set from the caller's thread never fired")
+        #expect(await eventually { fired.withLock { $0 } != nil }, "the timer set from the caller's thread never fired")
         let timer = fired.withLock { $0 }
         #expect(timer?.thread != me && timer?.inEventLoop == true && timer?.onCallerThread == false)
     }
 
     @Test("a cancelled timer ends the loop's wait once; a timer set later than it but earlier than the next live one still fires")
-    func cancelledTimerHeadsThenLaterTimer() throws {
+    func cancelledTimerHeadsThenLaterTimer() async throws {
         let loop = try EventLoop(name: "test-loop")
         defer { loop.shutdown() }
         let fired = Mutex<Set<String>>([])
         #expect(
-            Self.runWhileWaiting(loop) {
+            await Self.runWhileWaiting(loop) {
                 loop.schedule(at: .now() + .seconds(3600)) { fired.withLock { _ = $0.insert("hour") } }
                 let soon = loop.schedule(at: .now() + .milliseconds(30)) { fired.withLock { _ = $0.insert("cancelled") } }
                 loop.cancel(soon)
-            })
+            } != nil)
         // The loop now waits until the cancelled timer (the wait stays bounded for the next
         // transfer), then past it until the hour: a timer set for sooner than the hour must
         // wake it, whichever of the two waits it is in.
-        Thread.sleep(forTimeInterval: 0.1)
+        try await Task.sleep(for: .milliseconds(100))
         #expect(
-            Self.runWhileWaiting(loop) {
+            await Self.runWhileWaiting(loop) {
                 loop.schedule(at: .now() + .milliseconds(50)) { fired.withLock { _ = $0.insert("later") } }
-            })
-        #expect(waitUntil { fired.withLock { $0.contains("later") } }, "a timer earlier than the loop's wait never fired")
+            } != nil)
+        #expect(await eventually { fired.withLock { $0.contains("later") } }, "a timer earlier than the loop's wait never fired")
         #expect(fired.withLock { $0 } == ["later"])
     }
 
     @Test("while the loop thread is busy, a caller's work is refused without running, and handed over runs after")
-    func busyLoopRefusesCallerWork() throws {
+    func busyLoopRefusesCallerWork() async throws {
         let loop = try EventLoop(name: "test-loop")
         defer { loop.shutdown() }
         let busy = Mutex(false)
@@ -83,13 +93,13 @@ struct EventLoopTests {
             busy.withLock { $0 = true }
             waitUntil { release.withLock { $0 } }
         }
-        #expect(waitUntil { busy.withLock { $0 } })
+        #expect(await eventually { busy.withLock { $0 } })
         let ran = Mutex(false)
         #expect(!loop.runIfWaiting { ran.withLock { $0 = true } })
         #expect(!ran.withLock { $0 })
         loop.execute { ran.withLock { $0 = true } }
         release.withLock { $0 = true }
-        #expect(waitUntil { ran.withLock { $0 } })
+        #expect(await eventually { ran.withLock { $0 } })
     }
 
     @Test("after shutdown a caller's work is refused")
@@ -102,22 +112,24 @@ struct EventLoopTests {
     }
 
     @Test("a transfer that ends while it starts on the caller's thread is reported from the loop thread, not inside the caller's call")
-    func transferEndingInlineReportsFromLoopThread() throws {
+    func transferEndingInlineReportsFromLoopThread() async throws {
         let engine = Engine(configuration: SessionConfiguration())
         defer { engine.shutdown() }
         let loop = try #require(engine.loop)
-        let me = UInt(tinyfire_thread_id())
         let spec = RequestSpec(url: URL(string: "ftp://127.0.0.1/file")!, method: .get, headers: HTTPHeaders(), body: nil)
         // The loop may be busy at a given instant (then the start is handed over and proves
         // nothing here): try until the start ran on this thread.
         var attempts = 0
         var owner = RecordingOwner(loop: loop)
+        var me: UInt = 0
         repeat {
             attempts += 1
             owner = RecordingOwner(loop: loop)
-            _ = waitUntil { loop.runIfWaiting {} }
+            _ = await eventually { loop.runIfWaiting {} }
+            // No await between reading this thread and the start.
+            me = UInt(tinyfire_thread_id())
             engine.start(spec, owner: owner)
-            #expect(waitUntil { owner.finished.withLock { $0 } != nil })
+            #expect(await eventually { owner.finished.withLock { $0 } != nil })
         } while owner.startedOn.withLock({ $0 }) != me && attempts < 20
         #expect(owner.startedOn.withLock { $0 } == me, "the transfer never started on the caller's thread")
         let finished = try #require(owner.finished.withLock { $0 })
