@@ -63,6 +63,9 @@ final class EventLoop: @unchecked Sendable {
     private let owner = Atomic<UInt>(0)
     /// The loop's own thread, once it runs.
     private let loopThread = Atomic<UInt>(0)
+    /// True from the end of a pass until the loop's wait returns: callers run work only then,
+    /// so a loop with events to handle never queues behind them for its ownership.
+    private let waiting = Atomic<Bool>(false)
 
     // Loop state, touched only under `ownership`.
     private var handlers: [UInt64: EventLoopHandler] = [:]
@@ -135,13 +138,15 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Runs `task` as loop work on the calling thread, now, if the loop thread is waiting for
-    /// events, and returns true; returns false without running it when the loop is busy or
-    /// stopped (then hand it over with `execute`). This saves the wake-up of the loop thread
+    /// events, and returns true; returns false without running it when the loop is busy (its
+    /// wait returned, or another caller runs work) or stopped (then hand it over with
+    /// `execute`). This saves the wake-up of the loop thread
     /// and a trip through its inbox: a request started this way writes its head from the
     /// caller's thread and the loop thread wakes only for the answer. The loop is woken when
     /// the task set a timer earlier than the loop's wait ends. The task must not block, and
     /// must not send files (sendfile can raise SIGPIPE, which only the loop thread blocks).
     func runIfWaiting(_ task: () -> Void) -> Bool {
+        guard waiting.load(ordering: .relaxed) else { return false }
         let me = UInt(tinyfire_thread_id())
         let ran: Bool?? = ownership.withLockIfAvailable { _ -> Bool? in
             guard !stopRequested.load(ordering: .acquiring) else { return nil }
@@ -264,10 +269,13 @@ final class EventLoop: @unchecked Sendable {
                 // A wait that ended by itself at a cancelled timer: skip the cancelled ones
                 // now, or the next waits would end at each of them in turn.
                 if timedOut { timers.dropCancelledHead() }
-                return waitTimeout()
+                let timeout = waitTimeout()
+                waiting.store(true, ordering: .relaxed)
+                return timeout
             }
             guard let timeoutMs else { return }
             count = tinyfire_epoll_wait(epollFD, eventBits, eventData, capacity, timeoutMs)
+            waiting.store(false, ordering: .relaxed)
             timedOut = count == 0
         }
     }
