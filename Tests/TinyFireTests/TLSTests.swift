@@ -87,7 +87,7 @@ struct TLSTests {
             serverTrustManager: ServerTrustManager(evaluators: evaluators))
     }
 
-    /// An evaluator that blocks until the test opens its gate (at most 30 s), then validates.
+    /// An evaluator that blocks until the test opens its gate (a 300 s hang guard), then validates.
     final class GatedEvaluator: ServerTrustEvaluating, @unchecked Sendable {
         let entered = Atomic<Bool>(false)
         let gate = DispatchSemaphore(value: 0)

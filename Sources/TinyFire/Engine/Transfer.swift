@@ -759,22 +759,13 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             // Ended while starting on the caller's thread (cancelled before it began, a
             // connection refused at once): the owner hears it from the loop thread, as always,
             // not inside its own call, where it may hold locks its callbacks take.
-            let finished = FinishedTransfer(result: result, request: request, response: response, metrics: metrics)
-            loop.execute { [owner] in
-                owner.transferDidFinish(finished.result, request: finished.request, response: finished.response, metrics: finished.metrics)
+            loop.execute { [owner, request, response, metrics] in
+                owner.transferDidFinish(result, request: request, response: response, metrics: metrics)
             }
             return
         }
         owner.transferDidFinish(result, request: request, response: response, metrics: metrics)
     }
-}
-
-/// A transfer's outcome on its way to the loop thread.
-private struct FinishedTransfer: Sendable {
-    let result: Result<SinkOutput, TinyFireError>
-    let request: SentRequestHead?
-    let response: HTTPResponse?
-    let metrics: TransferMetrics
 }
 
 /// A loop-confined completion carried through the trust queue (which never calls it).

@@ -61,8 +61,6 @@ final class EventLoop: @unchecked Sendable {
     private let ownership = Mutex<Void>(())
     /// The thread holding `ownership` (`tinyfire_thread_id`), 0 when none.
     private let owner = Atomic<UInt>(0)
-    /// The loop's own thread, once it runs.
-    private let loopThread = Atomic<UInt>(0)
     /// True from the end of a pass until the loop's wait returns: callers run work only then,
     /// so a loop with events to handle never queues behind them for its ownership.
     private let waiting = Atomic<Bool>(false)
@@ -119,10 +117,7 @@ final class EventLoop: @unchecked Sendable {
     /// Whether the caller is doing loop work on a thread other than the loop's own (inside
     /// `runIfWaiting`): what would call back into the caller's code is better handed to the
     /// loop thread.
-    var runsOnCallerThread: Bool {
-        let me = UInt(tinyfire_thread_id())
-        return owner.load(ordering: .relaxed) == me && loopThread.load(ordering: .relaxed) != me
-    }
+    var runsOnCallerThread: Bool { inEventLoop && pthread_equal(pthread_self(), thread) == 0 }
 
     /// Runs `task` on the loop thread, soon. After `shutdown()` the task is dropped (a DNS
     /// answer or a stream chunk that arrives after its Session is gone): the loop's
@@ -227,7 +222,6 @@ final class EventLoop: @unchecked Sendable {
 
     private func run() {
         let me = UInt(tinyfire_thread_id())
-        loopThread.store(me, ordering: .relaxed)
         let capacity: Int32 = 64
         let eventBits = UnsafeMutablePointer<UInt32>.allocate(capacity: Int(capacity))
         let eventData = UnsafeMutablePointer<UInt64>.allocate(capacity: Int(capacity))
@@ -334,12 +328,6 @@ struct TimerQueue {
     private var heap: [Entry] = []
     private var actions: [UInt64: () -> Void] = [:]
     private var nextID: UInt64 = 1
-
-    /// The first deadline of a timer not cancelled (nil when none).
-    mutating func nextDeadline() -> Instant? {
-        dropCancelledHead()
-        return heap.first?.deadline
-    }
 
     /// The first deadline in the heap, cancelled or not (nil when empty).
     var earliestDeadline: Instant? { heap.first?.deadline }
