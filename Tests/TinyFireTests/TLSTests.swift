@@ -81,9 +81,12 @@ struct TLSTests {
         #expect(reason.contains("/nonexistent/ca.pem"))
     }
 
-    func trusting(_ server: TLSFixture, _ evaluators: [String: any ServerTrustEvaluating]) -> Session {
+    func trusting(
+        _ server: TLSFixture, _ evaluators: [String: any ServerTrustEvaluating], handshakeTimeout: Duration = .seconds(30)
+    ) -> Session {
         Session(
-            configuration: SessionConfiguration(tls: TLSConfiguration(caCertificateFiles: [server.caFile])),
+            configuration: SessionConfiguration(
+                tls: TLSConfiguration(caCertificateFiles: [server.caFile], handshakeTimeout: handshakeTimeout)),
             serverTrustManager: ServerTrustManager(evaluators: evaluators))
     }
 
@@ -108,7 +111,9 @@ struct TLSTests {
         let server = try tlsServer()
         let plain = try nginx()
         let evaluator = GatedEvaluator()
-        let session = trusting(server, ["localhost": evaluator])
+        // The handshake timeout bounds the evaluation too: it must outlast the gate, which stays
+        // closed for as long as the other transfer takes (over 30 s under qemu at start-up).
+        let session = trusting(server, ["localhost": evaluator], handshakeTimeout: .seconds(600))
         let secure = Task { await session.request("https://localhost:\(server.port)/hello.txt").serializingString().response }
         // Polled, not awaited on a semaphore: no thread of the shared pool is blocked meanwhile.
         let entered = await eventually(within: .seconds(60)) { evaluator.entered.load(ordering: .acquiring) }

@@ -72,6 +72,8 @@ public final class AgentDaemon: @unchecked Sendable {
     private let signalFD: Int32
     private let reachabilityText = Mutex("unknown")
     private let origin = ContinuousClock.now
+    /// Whether the last systemd notification was dropped (loop-confined).
+    private var notificationDropped = false
 
     private var config: AgentConfig
     private var logger: Logger
@@ -194,7 +196,7 @@ public final class AgentDaemon: @unchecked Sendable {
                 "interval": "\(ConfigReader.describe(config.telemetry.interval))",
                 "syncInterval": "\(ConfigReader.describe(config.telemetry.syncInterval))",
             ])
-        notifier?.ready(status: "running")
+        notified(notifier?.ready(status: "running"), "READY=1")
 
         while true {
             let now = elapsed()
@@ -202,7 +204,7 @@ public final class AgentDaemon: @unchecked Sendable {
                 switch job {
                 case .collect: collectedSinceSync += agent.collect()
                 case .sync: sync()
-                case .watchdog: notifier?.watchdog()
+                case .watchdog: notified(notifier?.watchdog(), "WATCHDOG=1")
                 }
             }
             if statusDirty, lastStatusWrite.map({ now - $0 >= .seconds(1) }) ?? true { writeStatus(now: now) }
@@ -274,7 +276,7 @@ public final class AgentDaemon: @unchecked Sendable {
 
     private func shutdown() {
         logger.info("stopping: queueing what is pending")
-        notifier?.stopping(status: "stopping")
+        notified(notifier?.stopping(status: "stopping"), "STOPPING=1")
         status.state = "stopping"
         writeStatus(now: elapsed())
         if let updater, !updater.stop(timeout: config.daemon.stopTimeout) {
@@ -306,7 +308,7 @@ public final class AgentDaemon: @unchecked Sendable {
     }
 
     private func reloadConfig() throws(AgentError) {
-        notifier?.reloading()
+        notified(notifier?.reloading(), "RELOADING=1")
         logger.info("reloading the config", metadata: ["file": "\(configPath)"])
         let fresh: AgentConfig
         do {
@@ -366,14 +368,26 @@ public final class AgentDaemon: @unchecked Sendable {
         status.reloadError = nil
         statusDirty = true
         logger.info("config reloaded", metadata: ["file": "\(configPath)"])
-        notifier?.ready(status: "running")
+        notified(notifier?.ready(status: "running"), "READY=1")
+    }
+
+    /// Logs, once per spell, that systemd's notification socket took nothing: a watchdog
+    /// ping that finds its queue full is dropped, a state message after a second (see
+    /// `SystemdNotifier.notify`), and the loop goes on collecting and delivering.
+    private func notified(_ sent: Bool?, _ message: String) {
+        guard let sent else { return }
+        defer { notificationDropped = !sent }
+        guard !sent, !notificationDropped else { return }
+        logger.warning(
+            "systemd's notification socket is full (is the service manager reading it?): messages are dropped until it takes them again",
+            metadata: ["dropped": "\(message)"])
     }
 
     private func refuseReload(_ reason: String) {
         logger.error("config reload refused; the running config is kept", metadata: ["reason": "\(reason)"])
         status.reloadError = reason
         statusDirty = true
-        notifier?.ready(status: "running (reload refused)")
+        notified(notifier?.ready(status: "running (reload refused)"), "READY=1")
     }
 
     /// Delivery events and spool rejections wake the loop to refresh the status.

@@ -41,11 +41,21 @@ public final class SystemdNotifier: Sendable {
 
     deinit { close(fd) }
 
-    /// Sends `state` (newline-separated `KEY=value` assignments, e.g. `READY=1`).
-    /// - Parameter state: the message.
+    /// How long a state message (`READY=1`, `RELOADING=1`, `STOPPING=1`) waits for room in a
+    /// full socket before it is dropped.
+    public static let stateMessageWait: Duration = .seconds(1)
+
+    /// Sends `state` (newline-separated `KEY=value` assignments, e.g. `READY=1`) without
+    /// blocking for long. systemd reads its socket at once; one that stops reading (hung, or
+    /// a socket whose queue of `net.unix.max_dgram_qlen` datagrams is full) must not stall the
+    /// caller, which for the daemon is the loop that collects, syncs and pings. A message that
+    /// finds the queue full is retried every 10 ms for up to `wait`, then dropped.
+    /// - Parameters:
+    ///   - state: the message.
+    ///   - wait: how long to wait for room; zero tries once.
     /// - Returns: whether the datagram was sent.
     @discardableResult
-    public func notify(_ state: String) -> Bool {
+    public func notify(_ state: String, waitingUpTo wait: Duration = .zero) -> Bool {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let pathBytes = Array(socketPath.utf8)
@@ -57,29 +67,41 @@ public final class SystemdNotifier: Sendable {
         // Abstract names are not NUL-terminated: the length says where they end.
         let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + (pathBytes.first == UInt8(ascii: "@") ? 0 : 1))
         let message = Array(state.utf8)
-        let sent = message.withUnsafeBytes { bytes in
-            withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, length)
+        let deadline = ContinuousClock.now + wait
+        while true {
+            let sent = message.withUnsafeBytes { bytes in
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), $0, length)
+                    }
                 }
             }
+            if sent == message.count { return true }
+            guard sent < 0, errno == EAGAIN || errno == EINTR, ContinuousClock.now < deadline else { return false }
+            usleep(10_000)
         }
-        return sent == message.count
     }
 
-    /// `READY=1` with a status line.
-    public func ready(status: String) { notify("READY=1\nSTATUS=\(status)") }
+    /// `READY=1` with a status line (waits up to `stateMessageWait` for room).
+    @discardableResult
+    public func ready(status: String) -> Bool { notify("READY=1\nSTATUS=\(status)", waitingUpTo: Self.stateMessageWait) }
 
-    /// `WATCHDOG=1`.
-    public func watchdog() { notify("WATCHDOG=1") }
+    /// `WATCHDOG=1`. Dropped at once when the socket is full: the next ping follows.
+    @discardableResult
+    public func watchdog() -> Bool { notify("WATCHDOG=1") }
 
-    /// `RELOADING=1` with the monotonic time, as `Type=notify-reload` expects.
-    public func reloading() {
+    /// `RELOADING=1` with the monotonic time, as `Type=notify-reload` expects (waits up to
+    /// `stateMessageWait` for room).
+    @discardableResult
+    public func reloading() -> Bool {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
-        notify("RELOADING=1\nMONOTONIC_USEC=\(Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000)")
+        return notify(
+            "RELOADING=1\nMONOTONIC_USEC=\(Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000)",
+            waitingUpTo: Self.stateMessageWait)
     }
 
-    /// `STOPPING=1` with a status line.
-    public func stopping(status: String) { notify("STOPPING=1\nSTATUS=\(status)") }
+    /// `STOPPING=1` with a status line (waits up to `stateMessageWait` for room).
+    @discardableResult
+    public func stopping(status: String) -> Bool { notify("STOPPING=1\nSTATUS=\(status)", waitingUpTo: Self.stateMessageWait) }
 }

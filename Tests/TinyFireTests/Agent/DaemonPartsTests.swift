@@ -114,6 +114,18 @@ struct DaemonPartsTests {
             #expect(listener.receive() == "READY=1\nSTATUS=running")
             #expect(listener.receive() == "WATCHDOG=1")
         }
+        // A socket nobody reads: a ping is dropped at once, a state message after waiting for
+        // room, and neither blocks; once the queue has room again, messages go through.
+        let name = NSTemporaryDirectory() + "notify-\(UUID().uuidString.prefix(8))"
+        let deaf = try DatagramListener(path: name)
+        let queued = deaf.fill()
+        #expect(queued >= 1)
+        let notifier = try #require(SystemdNotifier(environment: ["NOTIFY_SOCKET": name]))
+        #expect(!notifier.watchdog())
+        #expect(!notifier.ready(status: "running"))
+        #expect(deaf.drain().count == queued, "the dropped messages are not in the queue")
+        #expect(notifier.ready(status: "running"))
+        #expect(deaf.drain() == ["READY=1\nSTATUS=running"])
         #expect(SystemdNotifier(environment: [:]) == nil)
         #expect(SystemdNotifier(environment: ["NOTIFY_SOCKET": "relative"]) == nil)
         let other = try #require(SystemdNotifier(environment: ["NOTIFY_SOCKET": "/x", "WATCHDOG_USEC": "1000", "WATCHDOG_PID": "1"]))
@@ -147,6 +159,43 @@ final class DatagramListener: @unchecked Sendable {
     deinit {
         close(fd)
         if !path.hasPrefix("@") { unlink(path) }
+    }
+
+    /// Fills the socket's queue as a service manager that stopped reading would leave it: sends
+    /// datagrams until the kernel refuses more (`net.unix.max_dgram_qlen` of them). Returns how
+    /// many went in.
+    @discardableResult
+    func fill() -> Int {
+        let sender = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(sender) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+            if bytes.first == UInt8(ascii: "@") { raw[0] = 0 }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == UInt8(ascii: "@") ? 0 : 1))
+        var count = 0
+        while count < 100_000 {
+            let sent = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(sender, "FILLER=1", 8, Int32(MSG_DONTWAIT), $0, length) }
+            }
+            guard sent == 8 else { break }
+            count += 1
+        }
+        return count
+    }
+
+    /// Every datagram waiting now, as text (without waiting for more).
+    func drain() -> [String] {
+        var messages: [String] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            guard count >= 0 else { return messages }
+            messages.append(String(decoding: buffer[0..<count], as: UTF8.self))
+        }
     }
 
     /// The next datagram as text, or nil after 10 s without one.

@@ -91,7 +91,10 @@ struct EventLoopTests {
         let release = Mutex(false)
         loop.execute {
             busy.withLock { $0 = true }
-            waitUntil { release.withLock { $0 } }
+            // Held until the test lets go (a 600 s hang guard): under qemu at start-up the
+            // test's own awaits have resumed over 30 s late, and a loop that went back to
+            // waiting meanwhile would rightly take the caller's work (ci of 1331322).
+            waitUntil(within: .seconds(600)) { release.withLock { $0 } }
         }
         #expect(await eventually { busy.withLock { $0 } })
         let ran = Mutex(false)

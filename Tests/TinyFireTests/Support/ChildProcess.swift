@@ -139,6 +139,24 @@ final class ChildProcess: @unchecked Sendable {
     var wasSignalled: Bool { exitStatus > 128 }
 
     /// Sends `signal` to the process (not its group).
+    /// Each thread of the running child, one line each: its name, its state, and the kernel
+    /// function it sleeps in (`ep_poll`: waiting in epoll; `futex_wait…`: waiting for a lock
+    /// or a condition; `do_sys_poll`: in poll). For the message of a test that found the child
+    /// stuck. Under qemu-user the child's threads are the emulator's, with the names it set.
+    var threadReport: String {
+        let tasks = "/proc/\(pid)/task"
+        guard let ids = try? FileManager.default.contentsOfDirectory(atPath: tasks) else { return "no /proc/\(pid)/task" }
+        func read(_ path: String) -> String {
+            ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        return ids.sorted { (Int($0) ?? 0) < (Int($1) ?? 0) }.map { id in
+            let stat = read("\(tasks)/\(id)/stat")
+            // The state follows the parenthesised name, which may hold spaces.
+            let state = stat.split(separator: ")").last?.split(separator: " ").first.map(String.init) ?? "?"
+            return "\(id) \(read("\(tasks)/\(id)/comm")) \(state) \(read("\(tasks)/\(id)/wchan"))"
+        }.joined(separator: "\n")
+    }
+
     func signal(_ signal: Int32) {
         if !state.withLock({ $0.reaped }) { kill(pid, signal) }
     }
