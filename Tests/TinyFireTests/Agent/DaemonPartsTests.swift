@@ -138,19 +138,23 @@ struct DaemonPartsTests {
 final class DatagramListener: @unchecked Sendable {
     let fd: Int32
     let path: String
+    /// The bound address and its length (an abstract name's length says where it ends).
+    private var address = sockaddr_un()
+    private let length: socklen_t
 
     init(path: String) throws {
         self.path = path
         fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             for (index, byte) in bytes.enumerated() { raw[index] = byte }
             if bytes.first == UInt8(ascii: "@") { raw[0] = 0 }
         }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == UInt8(ascii: "@") ? 0 : 1))
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == UInt8(ascii: "@") ? 0 : 1))
+        let bound = withUnsafePointer(to: &address) { [fd, length] in
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
         guard bound == 0 else { throw FixtureError(description: "bind \(path): \(String(cString: strerror(errno)))") }
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -168,14 +172,6 @@ final class DatagramListener: @unchecked Sendable {
     func fill() -> Int {
         let sender = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(sender) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in bytes.enumerated() { raw[index] = byte }
-            if bytes.first == UInt8(ascii: "@") { raw[0] = 0 }
-        }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == UInt8(ascii: "@") ? 0 : 1))
         var count = 0
         while count < 100_000 {
             let sent = withUnsafePointer(to: &address) {
