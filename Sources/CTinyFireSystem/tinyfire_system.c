@@ -59,6 +59,16 @@ int tinyfire_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *pat
     return posix_spawn_file_actions_addchdir_np(actions, path);
 }
 
+int tinyfire_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int from) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
+#else
+    (void)actions;
+    (void)from;
+    return ENOSYS;
+#endif
+}
+
 void tinyfire_block_sigpipe(void) {
     sigset_t set;
     sigemptyset(&set);

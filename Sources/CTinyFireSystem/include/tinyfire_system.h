@@ -47,6 +47,9 @@ int tinyfire_pipe_cloexec(int fds[2]);
 int tinyfire_accept_cloexec(int fd);
 /* posix_spawn_file_actions_addchdir_np: the child starts in `path`. */
 int tinyfire_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path);
+/* posix_spawn_file_actions_addclosefrom_np: the child closes every descriptor from `from` up
+ * (glibc 2.34 and later; elsewhere returns ENOSYS and adds nothing). */
+int tinyfire_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int from);
 /* Turns signals into bytes on a pipe (the self-pipe pattern): installs, for each of
  * `signals`, a handler that writes the signal's number as one byte to a non-blocking pipe,
  * whichever thread the kernel picks to run it. Returns the pipe's read end (non-blocking,

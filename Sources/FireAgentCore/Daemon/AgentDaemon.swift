@@ -372,14 +372,15 @@ public final class AgentDaemon: @unchecked Sendable {
     }
 
     /// Logs, once per spell, that systemd's notification socket took nothing: a watchdog
-    /// ping that finds its queue full is dropped, a state message after a second (see
-    /// `SystemdNotifier.notify`), and the loop goes on collecting and delivering.
+    /// ping that finds its queue full is dropped, a state message after a second, one to a
+    /// socket that is gone at once (see `SystemdNotifier.notify`), and the loop goes on
+    /// collecting and delivering.
     private func notified(_ sent: Bool?, _ message: String) {
         guard let sent else { return }
         defer { notificationDropped = !sent }
         guard !sent, !notificationDropped else { return }
         logger.warning(
-            "systemd's notification socket is full (is the service manager reading it?): messages are dropped until it takes them again",
+            "systemd's notification socket takes no messages (its queue is full, or it is gone): they are dropped until it takes them again",
             metadata: ["dropped": "\(message)"])
     }
 

@@ -93,6 +93,11 @@ public enum CommandRunner {
         posix_spawn_file_actions_adddup2(&actions, writeEnd, 1)
         posix_spawn_file_actions_adddup2(&actions, writeEnd, 2)
         if let heldDescriptor { posix_spawn_file_actions_adddup2(&actions, heldDescriptor, 3) }
+        // Nothing else of the agent's: a descriptor another thread opened without O_CLOEXEC
+        // (a file being written, a socket) would otherwise live as long as the command, which
+        // for an installer may be minutes and for a reboot command the rest of the boot. (A
+        // file held open for writing that way also makes exec of it fail: ETXTBSY.)
+        tinyfire_spawn_addclosefrom(&actions, heldDescriptor == nil ? 3 : 4)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

@@ -25,6 +25,28 @@ struct CommandRunnerTests {
                 == ["rauc", "install", "/a b/img", "--v=2.1.0"])
     }
 
+    @Test("a command inherits its streams and the held descriptor, nothing else the agent has open")
+    func onlyItsOwnDescriptors() throws {
+        let directory = try agentScratch("descriptors")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // As a thread of the agent might have it at the moment of the spawn: open for writing,
+        // without O_CLOEXEC.
+        let leaked = open(directory + "/being-written", O_WRONLY | O_CREAT, 0o644)
+        #expect(leaked > 4)
+        defer { close(leaked) }
+        let held = open(directory + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        defer { close(held) }
+        let listing = "for fd in /proc/self/fd/*; do echo ${fd##*/}; done"
+        for (descriptor, expected) in [(nil, ["0", "1", "2"]), (held, ["0", "1", "2", "3"])] {
+            let result = try CommandRunner.run(["sh", "-c", listing], timeout: .seconds(30), heldDescriptor: descriptor)
+            // The shell lists its own descriptors: the glob runs in the shell itself, which
+            // holds one more while it reads the directory.
+            let open = result.outputText.split(separator: "\n").map(String.init)
+            #expect(!open.contains(String(leaked)), "descriptor \(leaked) leaked into the command: \(open)")
+            #expect(Set(expected).isSubset(of: open) && open.count == expected.count + 1, "\(open)")
+        }
+    }
+
     @Test("output beyond the limit is counted, not kept")
     func boundedOutput() throws {
         let result = try CommandRunner.run(["head", "-c", "1000000", "/dev/zero"], timeout: .seconds(10), outputLimit: 4096)

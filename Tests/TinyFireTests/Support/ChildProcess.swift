@@ -69,6 +69,11 @@ final class ChildProcess: @unchecked Sendable {
             }
         }
         if let directory { tinyfire_spawn_addchdir(&actions, directory) }
+        // The child gets its three streams and nothing else of the test process, where other
+        // suites' threads open files without O_CLOEXEC: a server started while a test wrote
+        // its installer script held the script open for writing, and running it then failed
+        // with ETXTBSY.
+        tinyfire_spawn_addclosefrom(&actions, 3)
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
