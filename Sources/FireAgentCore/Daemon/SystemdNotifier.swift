@@ -17,6 +17,10 @@ public final class SystemdNotifier: Sendable {
     /// systemd's watchdog interval (`WATCHDOG_USEC`), when it asked this process for one.
     public let watchdogInterval: Duration?
     private let fd: Int32
+    /// `socketPath` as a socket address, and its length (an abstract name's length says where
+    /// it ends: it is not NUL-terminated).
+    private let address: sockaddr_un
+    private let addressLength: socklen_t
 
     /// A notifier for the socket in `environment`, or nil when there is none (not started
     /// by systemd with `Type=notify`) or it cannot be used.
@@ -30,6 +34,17 @@ public final class SystemdNotifier: Sendable {
         guard fd >= 0 else { return nil }
         self.fd = fd
         socketPath = path
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in pathBytes.enumerated() { raw[index] = byte }
+            // An abstract socket's name starts with a NUL byte instead of '@'.
+            if pathBytes.first == UInt8(ascii: "@") { raw[0] = 0 }
+        }
+        self.address = address
+        addressLength = socklen_t(
+            MemoryLayout<sa_family_t>.size + pathBytes.count + (pathBytes.first == UInt8(ascii: "@") ? 0 : 1))
         // WATCHDOG_PID, when set, names the process the watchdog is for.
         let forUs = environment["WATCHDOG_PID"].map { Int32($0) == getpid() } ?? true
         if forUs, let text = environment["WATCHDOG_USEC"], let micros = Int64(text), micros > 0 {
@@ -56,23 +71,13 @@ public final class SystemdNotifier: Sendable {
     /// - Returns: whether the datagram was sent.
     @discardableResult
     public func notify(_ state: String, waitingUpTo wait: Duration = .zero) -> Bool {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let pathBytes = Array(socketPath.utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in pathBytes.enumerated() { raw[index] = byte }
-            // An abstract socket's name starts with a NUL byte instead of '@'.
-            if pathBytes.first == UInt8(ascii: "@") { raw[0] = 0 }
-        }
-        // Abstract names are not NUL-terminated: the length says where they end.
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + (pathBytes.first == UInt8(ascii: "@") ? 0 : 1))
         let message = Array(state.utf8)
         let deadline = ContinuousClock.now + wait
         while true {
             let sent = message.withUnsafeBytes { bytes in
-                withUnsafePointer(to: &address) {
+                withUnsafePointer(to: address) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), $0, length)
+                        sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), $0, addressLength)
                     }
                 }
             }

@@ -143,7 +143,6 @@ final class ChildProcess: @unchecked Sendable {
     /// Whether a signal ended it (after `wait()`).
     var wasSignalled: Bool { exitStatus > 128 }
 
-    /// Sends `signal` to the process (not its group).
     /// Each thread of the running child, one line each: its name, its state, and the kernel
     /// function it sleeps in (`ep_poll`: waiting in epoll; `futex_wait…`: waiting for a lock
     /// or a condition; `do_sys_poll`: in poll). For the message of a test that found the child
@@ -162,6 +161,7 @@ final class ChildProcess: @unchecked Sendable {
         }.joined(separator: "\n")
     }
 
+    /// Sends `signal` to the process (not its group).
     func signal(_ signal: Int32) {
         if !state.withLock({ $0.reaped }) { kill(pid, signal) }
     }

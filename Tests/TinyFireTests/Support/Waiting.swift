@@ -24,8 +24,7 @@ func waitUntil(within timeout: Duration = .seconds(30), _ condition: () -> Bool)
     return true
 }
 
-/// Waits for outstanding work (points not yet in the database, files in a spool) to reach
-/// zero: true when `remaining` says 0, false once its answer has not changed for `stall`. The
+/// Waits for outstanding work (points not yet in the database) to reach zero: true when `remaining` says 0, false once its answer has not changed for `stall`. The
 /// guard catches a hang, not slowness: under qemu, with every suite running at once, a backlog
 /// can take many minutes to drain, but it never stands still for long. `remaining` is asked
 /// every `interval`, and answers nil while it cannot tell, which counts as no change.
