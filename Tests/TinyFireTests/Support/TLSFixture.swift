@@ -176,6 +176,10 @@ final class TLSFixture: Sendable {
             events { worker_connections 64; }
             http {
               access_log off;
+              # nginx bounds a TLS handshake with this (60 s by default): the slow-evaluator
+              # test holds one open while another transfer runs, which under qemu at start-up
+              # took 60 s (ci38).
+              client_header_timeout 600s;
               client_body_temp_path \(dir)/body; proxy_temp_path \(dir)/proxy; fastcgi_temp_path \(dir)/fastcgi;
               uwsgi_temp_path \(dir)/uwsgi; scgi_temp_path \(dir)/scgi;
               default_type text/plain;
