@@ -13,7 +13,7 @@ export PATH="/opt/swift/usr/bin:$PATH"
 old="${1:?usage: bench/ab.sh OLD-REVISION-OR-BINARY [ROUNDS]}"
 rounds="${2:-7}"
 scripts/install-deps.sh >&2
-work="$(mktemp -d /tmp/tinyfire-ab.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-ab.XXXXXX)"
 runs="$rounds"
 . bench/lib.sh
 trap '{ [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; }; { git worktree remove --force "$work/old-tree" 2>/dev/null || true; }; rm -rf "$work"' EXIT

@@ -16,7 +16,7 @@ idle="${2:-120}"
 scripts/install-deps.sh
 agent="$(scripts/build-static.sh fire-agent)/fire-agent"
 [ -x "$agent" ] || { echo "build failed" >&2; exit 1; }
-work="$(mktemp -d /tmp/tinyfire-agent-bench.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-agent-bench.XXXXXX)"
 . scripts/local-influxd.sh
 trap 'stop_local_influxd; rm -rf "$work"' EXIT
 start_local_influxd "$work"

@@ -17,7 +17,7 @@ runs="${1:-3}"
 scripts/install-deps.sh
 agent="$(scripts/build-static.sh fire-agent)/fire-agent"
 [ -x "$agent" ] || { echo "build failed" >&2; exit 1; }
-work="$(mktemp -d /tmp/tinyfire-fw-bench.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-fw-bench.XXXXXX)"
 chmod 755 "$work"
 mkdir -p "$work/www"
 . scripts/local-nginx.sh

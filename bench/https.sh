@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 runs="${1:-3}"
 scripts/install-deps.sh
-work="$(mktemp -d /tmp/tinyfire-https.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-https.XXXXXX)"
 bin="$(scripts/build-static.sh fire-agent tinyfire-bench)"
 agent="$bin/fire-agent"
 curl_mbedtls="$(bench/build-curl-mbedtls.sh)"

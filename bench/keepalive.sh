@@ -18,7 +18,7 @@ rounds="${1:-5}"
 n="${2:-10000}"
 scripts/install-deps.sh >&2
 command -v valgrind >/dev/null 2>&1 || { [ "$mode" = time ] || apt-get install -y -qq valgrind >/dev/null; }
-work="$(mktemp -d /tmp/tinyfire-keepalive.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-keepalive.XXXXXX)"
 . bench/lib.sh
 bin="$(scripts/build-static.sh tinyfire-bench)"
 curl_mbedtls="$(bench/build-curl-mbedtls.sh)"

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 runs="${1:-3}"
 scripts/install-deps.sh
-work="$(mktemp -d /tmp/tinyfire-queue.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-queue.XXXXXX)"
 bin="$(scripts/build-static.sh tinyfire-bench)"
 bench="$bin/tinyfire-bench"
 [ -x "$bench" ] || { echo "build failed" >&2; exit 1; }

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 runs="${1:-3}"
 scripts/install-deps.sh
-work="$(mktemp -d /tmp/tinyfire-bench.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-bench.XXXXXX)"
 # The shipping form: fully static release executables.
 bin="$(scripts/build-static.sh fire-agent tinyfire-bench)"
 agent="$bin/fire-agent"

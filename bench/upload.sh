@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 runs="${1:-3}"
 scripts/install-deps.sh
-work="$(mktemp -d /tmp/tinyfire-upload.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-upload.XXXXXX)"
 bin="$(scripts/build-static.sh fire-agent)"
 agent="$bin/fire-agent"
 mkdir -p "$work/files"

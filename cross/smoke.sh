@@ -20,7 +20,7 @@ if file "$binary" | grep -q "dynamically linked"; then
 fi
 agent() { "${qemu[@]}" "$binary" "$@"; }
 
-work="$(mktemp -d /tmp/tinyfire-cross-smoke.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-cross-smoke.XXXXXX)"
 . "$project/scripts/local-nginx.sh"
 trap 'stop_local_nginx "$work"; rm -rf "$work"' EXIT
 

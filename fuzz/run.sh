@@ -4,11 +4,15 @@
 # for a bounded total time. Usage: fuzz/run.sh [SECONDS]   (default 60)
 # Crashing inputs land in fuzz/crashes/; turn each into a regression test in
 # Tests/TinyFireTests/FuzzRegressionTests.swift (fuzz/regressions/ holds them as files).
+# FUZZ_WORK=DIR puts the work corpora and the crashes there instead (scripts/test.sh gives each run
+# an empty one, so a run starts from the committed seeds only and finds no earlier run's crashes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 out=.build-fuzz
-mkdir -p "$out" fuzz/crashes fuzz/corpus-work fuzz/corpus-work-queue fuzz/corpus-work-range
+work="${FUZZ_WORK:-fuzz}"
+crashes="$work/crashes"
+mkdir -p "$out" "$crashes" "$work/corpus-work" "$work/corpus-work-queue" "$work/corpus-work-range"
 flags=(-sanitize=fuzzer,address -parse-as-library -O -g -I Sources/CZlib -lz)
 http=(Sources/TinyFire/HTTP/ResponseParser.swift Sources/TinyFire/HTTP/ResponseHead.swift
     Sources/TinyFire/HTTP/HTTPParseError.swift Sources/TinyFire/HTTP/ContentDecoder.swift Sources/TinyFire/Support/Quoting.swift)
@@ -21,8 +25,8 @@ swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFire/OfflineQueu
 # Seeds are committed in fuzz/corpus*; new interesting inputs go to untracked work corpora.
 run() {
     "$out/$1" "$2" "$3" -max_total_time="$4" -max_len=8192 -rss_limit_mb=2048 \
-        -artifact_prefix=fuzz/crashes/ -print_final_stats=1 2>&1 | tail -n 12
+        -artifact_prefix="$crashes/" -print_final_stats=1 2>&1 | tail -n 12
 }
-run response-parser-fuzz fuzz/corpus-work fuzz/corpus $(( (seconds + 1) / 2 ))
-run queue-journal-fuzz fuzz/corpus-work-queue fuzz/corpus-queue $(( (seconds + 3) / 4 ))
-run content-range-fuzz fuzz/corpus-work-range fuzz/corpus-range $(( (seconds + 3) / 4 ))
+run response-parser-fuzz "$work/corpus-work" fuzz/corpus $(( (seconds + 1) / 2 ))
+run queue-journal-fuzz "$work/corpus-work-queue" fuzz/corpus-queue $(( (seconds + 3) / 4 ))
+run content-range-fuzz "$work/corpus-work-range" fuzz/corpus-range $(( (seconds + 3) / 4 ))

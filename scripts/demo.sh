@@ -19,7 +19,7 @@ agent="$(scripts/build-static.sh fire-agent)/fire-agent"
 [ -x "$agent" ] || { echo "build failed" >&2; exit 1; }
 started=$(date +%s)
 
-work="$(mktemp -d /tmp/fire-agent-demo.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/fire-agent-demo.XXXXXX)"
 agent_pid="" sensor_pid=""
 cleanup() {
     [ -n "$sensor_pid" ] && kill "$sensor_pid" 2>/dev/null || true

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 agent="$(TINYFIRE_NO_ORDER=1 scripts/build-static.sh fire-agent)/fire-agent"
-work="$(mktemp -d /tmp/tinyfire-order.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-order.XXXXXX)"
 . scripts/local-influxd.sh
 trap 'stop_local_influxd; rm -rf "$work"' EXIT
 start_local_influxd "$work"

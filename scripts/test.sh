@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: install what is missing, lint strictly, build with
 # warnings as errors, run every test (unit, integration against nginx/httpbin, hostile servers,
-# CLI), then fuzz the response parser, the offline queue's reader and Content-Range parsing for a
-# bounded total time (FUZZ_SECONDS, default 90).
+# CLI) in an empty TMPDIR of their own (scripts/run-contained.sh), then fuzz the response parser,
+# the offline queue's reader and Content-Range parsing for a bounded total time (FUZZ_SECONDS,
+# default 90) from the committed seeds only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -25,9 +26,15 @@ echo "== tests"
 scripts/run-contained.sh swift test --skip-build
 
 echo "== fuzz (${FUZZ_SECONDS:-90} s)"
-fuzz/run.sh "${FUZZ_SECONDS:-90}"
-if [ -n "$(ls -A fuzz/crashes 2>/dev/null)" ]; then
-    echo "fuzzer found crashing inputs in fuzz/crashes: copy them to fuzz/regressions and fix" >&2
+# Work corpora and crashes in an empty directory of this run's: earlier runs' finds do not count.
+fuzz_work="$(mktemp -d "${TMPDIR:-/tmp}/tinyfire-fuzz.XXXXXX")"
+trap 'rm -rf "$fuzz_work"' EXIT
+FUZZ_WORK="$fuzz_work" fuzz/run.sh "${FUZZ_SECONDS:-90}"
+if [ -n "$(ls -A "$fuzz_work/crashes" 2>/dev/null)" ]; then
+    mkdir -p fuzz/crashes
+    cp "$fuzz_work/crashes/"* fuzz/crashes/
+    echo "fuzzer found crashing inputs, copied to fuzz/crashes: move them to fuzz/regressions and fix" >&2
+    ls -l "$fuzz_work/crashes" >&2
     exit 1
 fi
 

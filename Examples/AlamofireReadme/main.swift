@@ -142,7 +142,8 @@ AF.download("\(host)/image/png", to: destination).response { response in
 // Downloads with parameters, as requests
 group.enter()
 let jsonDestination: DownloadRequest.Destination = { _, _ in
-    (FileManager.default.temporaryDirectory.appendingPathComponent("alamofire-example/get.json"), [.removePreviousFile])
+    (FileManager.default.temporaryDirectory.appendingPathComponent("alamofire-example/get.json"),
+     [.removePreviousFile, .createIntermediateDirectories])
 }
 AF.download("\(host)/get", parameters: ["foo": "bar"], to: jsonDestination).responseDecodable(of: DecodableType.self) { response in
     print("Download with parameters: \(response.value?.url ?? "failed: \(String(describing: response.error))")")

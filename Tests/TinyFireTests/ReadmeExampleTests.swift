@@ -6,7 +6,15 @@ struct ReadmeExampleTests {
     @Test("the ported Alamofire snippets build and run against httpbin")
     func readmeExample() throws {
         let server = try httpbin()
-        let result = try runCapturingOutput(try builtExecutablePath("alamofire-readme-example"), [server.base])
+        // A temporary directory of its own, empty: the snippets' downloads must create what they
+        // write into, never find it left by an earlier run.
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("tf-readme-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = scratch.path
+        let result = try runCapturingOutput(
+            try builtExecutablePath("alamofire-readme-example"), [server.base], environment: environment)
         let output = String(decoding: result.stdout, as: UTF8.self)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(output.contains("[Request]: GET \(server.base)/get"))

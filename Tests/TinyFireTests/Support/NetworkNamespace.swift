@@ -30,6 +30,7 @@ final class NetworkNamespace: @unchecked Sendable {
         let subnet = "10.\(100 + number % 100).\(pid % 250)"
         hostAddress = "\(subnet).1"
         innerAddress = "\(subnet).2"
+        removeLeftovers()
         try runIP(["netns", "add", name])
         do {
             try runIP(["link", "add", hostInterface, "type", "veth", "peer", "name", innerInterface, "netns", name])
@@ -74,6 +75,18 @@ final class NetworkNamespace: @unchecked Sendable {
         try (lines.joined(separator: "\n") + "\n").write(to: script, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: script) }
         try runIP(["-n", name, "-batch", script.path])
+    }
+
+    /// A namespace or link with this name was left by an earlier run that died before closing
+    /// it: the name holds this process's pid and a number it has not used yet, so whoever made
+    /// it has exited. Removed, so that the test does not depend on the state of the machine.
+    private func removeLeftovers() {
+        if FileManager.default.fileExists(atPath: path) {
+            _ = try? runIP(["netns", "del", name])
+        }
+        if (try? runIP(["-o", "link", "show", "dev", hostInterface])) != nil {
+            _ = try? runIP(["link", "del", hostInterface])
+        }
     }
 
     /// Deletes the namespace (and with it both ends of the veth pair).
