@@ -104,7 +104,7 @@ struct OfflineQueueDeliveryTests {
         #expect(flushed.remaining == 0 && flushed.failure == nil)
         queue.close()
 
-        let lines = nginx.ingestLines(containing: "/\(token)/")
+        let lines = nginx.ingestLines(containing: "/\(token)/", expecting: queued)
         let delivered = lines.map { line -> (n: Int, key: String, length: String) in
             let fields = line.split(separator: " ")
             let n = Int(fields[0].split(separator: "/").last ?? "") ?? -1
@@ -238,7 +238,7 @@ struct OfflineQueueDeliveryTests {
                 .discarded(sequence: rejected.sequence, idempotencyKey: rejected.idempotencyKey, status: 422),
             ])
         #expect(
-            nginx.ingestLines(containing: "/ingest/\(token)/").map { $0.split(separator: " ").last.map(String.init) } == [
+            nginx.ingestLines(containing: "/ingest/\(token)/", expecting: 2).map { $0.split(separator: " ").last.map(String.init) } == [
                 "\"caller-key\"", "\"\(second.idempotencyKey)\"",
             ])
         // The 503 stays at the head, tried again with the same key each time.
@@ -269,14 +269,14 @@ struct OfflineQueueDeliveryTests {
         try ns.inside(["route", "add", "default", "via", ns.hostAddress])
         // The backoff is 600 s: delivery within this test can only come from reachability.
         #expect(recorder.wait(within: .seconds(60)) { $0.count == 1 }, "not delivered when the network came back")
-        #expect(nginx.ingestLines(containing: token).count == 1)
+        #expect(nginx.ingestLines(containing: token, expecting: 1).count == 1)
 
         // Down again: a new record waits; back up: it goes at once.
         try ns.inside(["route", "del", "default"])
         Thread.sleep(forTimeInterval: 0.3)
         try queue.enqueue(try ingestRequest(nginx.base, "\(token)/2"))
         Thread.sleep(forTimeInterval: 0.5)
-        #expect(nginx.ingestLines(containing: token).count == 1)
+        #expect(nginx.ingestLines(containing: token, expecting: 1).count == 1)
         try ns.inside(["route", "add", "default", "via", ns.hostAddress])
         #expect(recorder.wait(within: .seconds(60)) { $0.count == 2 })
         queue.stopDelivery()
@@ -302,7 +302,7 @@ struct OfflineQueueDeliveryTests {
         let flush = try fireAgent(["queue", "flush", "--dir", directory])
         #expect(flush.status == 0)
         #expect(String(decoding: flush.stdout, as: UTF8.self) == "delivered 3 discarded 0 remaining 0\n")
-        #expect(nginx.ingestLines(containing: token).count == 3)
+        #expect(nginx.ingestLines(containing: token, expecting: 3).count == 3)
         let after = String(decoding: try fireAgent(["queue", "stats", "--dir", directory]).stdout, as: UTF8.self)
         #expect(after.contains("records=0\n") && after.contains("delivered=3\n"))
 

@@ -180,7 +180,7 @@ struct OfflineRequestTests {
         #expect(queue.statistics.records == 3)
         let flushed = try flushSynchronously(queue)
         #expect(flushed.delivered == 3 && flushed.remaining == 0)
-        let lines = nginx.ingestLines(containing: token)
+        let lines = nginx.ingestLines(containing: token, expecting: 3)
         #expect(lines.count == 3)
         #expect(lines.contains { $0.contains("/small 204 16 \"\(small.id.uuidString.lowercased())\"") }, "\(lines)")
         #expect(lines.contains { $0.contains("/file 204 100000 \"\(upload.id.uuidString.lowercased())\"") }, "\(lines)")
@@ -265,7 +265,7 @@ struct OfflineRequestCommandTests {
         try ns.inside(["link", "set", ns.innerInterface, "up"])
         let flush = try fireAgent(["queue", "flush", "--dir", directory, "--timeout", "5"])
         #expect(String(decoding: flush.stdout, as: UTF8.self).hasPrefix("delivered 1 "), "\(flush.stderr)")
-        let lines = nginx.ingestLines(containing: token)
+        let lines = nginx.ingestLines(containing: token, expecting: 1)
         #expect(lines.count == 1 && lines[0].contains("/deferred 204 3 \""), "\(lines)")
     }
 
@@ -294,6 +294,6 @@ struct OfflineRequestCommandTests {
         #expect(done?.status == 0, "\(done?.stderr ?? "no result")")
         // Exit 0 proves the link brought it: giving up after --wait-for-network fails (exit 7).
         print("--wait-for-network completed \(ContinuousClock.now - linkUp) after the link came back")
-        #expect(nginx.ingestLines(containing: token).count == 1)
+        #expect(nginx.ingestLines(containing: token, expecting: 1).count == 1)
     }
 }

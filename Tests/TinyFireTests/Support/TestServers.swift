@@ -100,10 +100,18 @@ final class NginxFixture: Sendable {
         return lines
     }
 
-    /// Lines of the ingest log whose URI contains `token`.
-    func ingestLines(containing token: String) -> [String] {
-        let text = (try? String(contentsOfFile: ingestLog, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").map(String.init).filter { $0.contains(token) }
+    /// Lines of the ingest log whose URI contains `token`. nginx writes a request's line when it
+    /// finalizes the request; for `return 204` with a body it has not read, that is after it has
+    /// drained the body, which can be after the client has the answer. With `expecting`, waits
+    /// (up to 10 s) until that many lines are there, then returns what there is.
+    func ingestLines(containing token: String, expecting: Int? = nil) -> [String] {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            let text = (try? String(contentsOfFile: ingestLog, encoding: .utf8)) ?? ""
+            let lines = text.split(separator: "\n").map(String.init).filter { $0.contains(token) }
+            guard let expecting, lines.count < expecting, ContinuousClock.now < deadline else { return lines }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
     }
 
     /// A second nginx for one test, listening on `address` only (a veth address of a
