@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/syscall.h>
 
 int tinyfire_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
@@ -102,4 +104,12 @@ int tinyfire_signal_pipe(const int *signals, int count) {
         if (sigaction(signals[index], &action, NULL) != 0) return -errno;
     }
     return signal_pipe_read;
+}
+
+int tinyfire_renameat_noreplace(int old_dirfd, const char *old_name, int new_dirfd, const char *new_name) {
+#ifdef RENAME_NOREPLACE
+    return renameat2(old_dirfd, old_name, new_dirfd, new_name, RENAME_NOREPLACE);
+#else
+    return (int)syscall(SYS_renameat2, old_dirfd, old_name, new_dirfd, new_name, 1U /* RENAME_NOREPLACE */);
+#endif
 }

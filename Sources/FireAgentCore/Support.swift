@@ -56,3 +56,13 @@ func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
     }
     return true
 }
+
+/// `strerror` text for an errno value.
+func errnoText(_ code: Int32) -> String {
+    String(cString: strerror(code))
+}
+
+/// `close(2)`, for types whose own `close` method hides it.
+func closeDescriptor(_ fd: Int32) {
+    _ = close(fd)
+}

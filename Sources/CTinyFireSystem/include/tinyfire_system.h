@@ -56,4 +56,8 @@ int tinyfire_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int from);
  * close-on-exec), the same one on every call, or -errno. A byte that does not fit (64 KiB of
  * unread signals) is dropped; the signals still pending are then already on the pipe. */
 int tinyfire_signal_pipe(const int *signals, int count);
+
+/* renameat2(old_dirfd, old_name, new_dirfd, new_name, RENAME_NOREPLACE): moves a directory entry
+ * (never following it) without replacing one already there. 0, or -1 with errno (EEXIST). */
+int tinyfire_renameat_noreplace(int old_dirfd, const char *old_name, int new_dirfd, const char *new_name);
 #endif

@@ -56,6 +56,8 @@ public final class Agent: Sendable {
     /// What delivery has done, for status and the agent's own telemetry.
     public let tracker: DeliveryTracker
     private let files: SystemFiles
+    /// The spool directory, when one is configured.
+    private let spool: SpoolDirectory?
     private let collector: SendableBox<TelemetryCollector>
     /// Points collected and not yet queued (at most one batch: a full one is queued at once).
     private let pending: SendableBox<Batcher>
@@ -74,6 +76,11 @@ public final class Agent: Sendable {
         self.config = config
         self.logger = logger
         self.files = files
+        spool = config.telemetry.spoolDirectory.map {
+            SpoolDirectory(
+                path: $0, progressPath: config.queue.directory + "/spool-progress",
+                maxFileBytes: config.telemetry.spoolMaxFileBytes, maxLineBytes: config.telemetry.batchMaxBytes, logger: logger)
+        }
         writeURL = Self.writeURL(for: config)
         var configuration = SessionConfiguration()
         configuration.connectTimeout = config.server.connectTimeout
@@ -324,7 +331,12 @@ public final class Agent: Sendable {
             return true
         }
         _ = enqueue(batcher.flush())
-        if let spool = config.telemetry.spoolDirectory { takeSpool(spool, batcher: &batcher, report: &report, enqueue: enqueue) }
+        if let spool {
+            let precision = config.telemetry.precision
+            let pass = spool.take(batcher: &batcher, stamp: { LineProtocol.scale(Self.now(), to: precision) }) { enqueue($0) }
+            report.spooledLines += pass.queuedLines
+            report.rejectedLines += pass.rejectedLines
+        }
         if report.rejectedLines > 0 { tracker.rejectedSpool(report.rejectedLines) }
     }
 
@@ -337,108 +349,6 @@ public final class Agent: Sendable {
             logger.error("batch not queued", metadata: ["reason": "\(error)", "lines": "\(batch.lines.count)"])
             return false
         }
-    }
-
-    /// Delivers the spool: each file renamed into `directory` is checked line by line; refused
-    /// lines are appended to `rejected/<file>` (with their number and reason) and logged; the
-    /// file is removed only once its lines are queued (durably).
-    private func takeSpool(_ directory: String, batcher: inout Batcher, report: inout SyncReport, enqueue: (Batch?) -> Bool) {
-        for name in files.list(directory) where !name.hasPrefix(".") && name != "rejected" {
-            let path = directory + "/" + name
-            var info = stat()
-            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
-            let limit = config.telemetry.spoolMaxFileBytes
-            guard Int(info.st_size) <= limit else {
-                setAside(name, in: directory, reason: "\(info.st_size) bytes, more than telemetry.spoolMaxFileBytes (\(limit))")
-                report.rejectedLines += 1
-                continue
-            }
-            guard let text = SystemFiles().read(path, limit: limit, whole: true) else {
-                logger.warning("spool file unreadable", metadata: ["file": "\(path)"])
-                continue
-            }
-            // Lines without a time get the pickup time: a batch sent again is the same points.
-            let spooled = SpoolFile(
-                text: text, maxLineBytes: config.telemetry.batchMaxBytes,
-                timestamp: LineProtocol.scale(Self.now(), to: config.telemetry.precision))
-            // Batches hold consecutive lines of this file from its first: `queued` of them are
-            // in the queue once a batch is refused.
-            var queued = 0
-            var allQueued = true
-            for line in spooled.lines where allQueued {
-                let completed: Batch?
-                do {
-                    completed = try batcher.add(line)
-                } catch {
-                    continue  // SpoolFile already refused lines longer than a batch
-                }
-                guard let completed else { continue }
-                if enqueue(completed) { queued += completed.lines.count } else { allQueued = false }
-            }
-            let rest = batcher.flush()
-            if allQueued, let rest {
-                if enqueue(rest) { queued += rest.lines.count } else { allQueued = false }
-            }
-            report.spooledLines += queued
-            if !spooled.rejected.isEmpty {
-                report.rejectedLines += spooled.rejected.count
-                keepRejected(spooled.rejected, from: name, in: directory)
-            }
-            if allQueued {
-                unlink(path)
-            } else {
-                // The lines not queued go back, already checked and timestamped: nothing is sent
-                // twice and a line without a time keeps the one it got now.
-                keepUnqueued(Array(spooled.lines[queued...]), as: name, in: directory)
-                logger.error(
-                    "spool file kept: its lines could not all be queued",
-                    metadata: ["file": "\(path)", "queued": "\(queued)", "kept": "\(spooled.lines.count - queued)"])
-            }
-        }
-    }
-
-    /// Replaces spool file `name` by `lines` (written beside it under a hidden name, synced,
-    /// renamed over it).
-    private func keepUnqueued(_ lines: [String], as name: String, in directory: String) {
-        let hidden = directory + "/.\(name).unqueued"
-        let fd = open(hidden, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
-        guard fd >= 0 else {
-            logger.error("spool file could not be rewritten; it will be taken whole again", metadata: ["file": "\(name)"])
-            return
-        }
-        let synced = writeAll(fd, Batch(lines: lines).body) && fsync(fd) == 0
-        Glibc.close(fd)
-        if synced, rename(hidden, directory + "/" + name) == 0 { return }
-        unlink(hidden)
-        logger.error("spool file could not be rewritten; it will be taken whole again", metadata: ["file": "\(name)"])
-    }
-
-    /// Moves a spool file that cannot be taken to `rejected/`, whole, and says why.
-    private func setAside(_ name: String, in directory: String, reason: String) {
-        let rejectedDirectory = directory + "/rejected"
-        try? FileManager.default.createDirectory(atPath: rejectedDirectory, withIntermediateDirectories: true)
-        if rename(directory + "/" + name, rejectedDirectory + "/" + name) == 0 {
-            logger.error(
-                "spool file set aside, not sent",
-                metadata: ["file": "\(name)", "reason": "\(reason)", "now": "\(rejectedDirectory)/\(name)"])
-        } else {
-            logger.error("spool file cannot be taken nor set aside", metadata: ["file": "\(name)", "reason": "\(reason)"])
-        }
-    }
-
-    private func keepRejected(_ rejected: [SpoolFile.Rejected], from name: String, in directory: String) {
-        let rejectedDirectory = directory + "/rejected"
-        try? FileManager.default.createDirectory(atPath: rejectedDirectory, withIntermediateDirectories: true)
-        var text = ""
-        for line in rejected {
-            logger.warning(
-                "spool line rejected", metadata: ["file": "\(name)", "line": "\(line.number)", "reason": "\(line.reason)"])
-            text += "# \(name):\(line.number): \(line.reason)\n\(line.text)\n"
-        }
-        let fd = open(rejectedDirectory + "/" + name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
-        guard fd >= 0 else { return }
-        defer { Glibc.close(fd) }
-        _ = writeAll(fd, Array(text.utf8))
     }
 
     /// Now, in nanoseconds since the epoch.

@@ -287,6 +287,11 @@ struct DaemonTests {
         try Data(text.utf8).write(to: URL(filePath: path))
         let rounds = 30
         var midDelivery = 0
+        /// Whether the agent's spool progress record names `file` (part of it is queued).
+        func inProgress(_ file: String) -> Bool {
+            guard let bytes = try? Data(contentsOf: URL(filePath: directory + "/queue/spool-progress")) else { return false }
+            return SpoolProgressSlots.decode(Array(bytes))?.record?.name == file
+        }
         var generator = SystemRandomNumberGenerator()
         for round in 0..<rounds {
             try dropInSpool(points("killed", round: round, count: 200), as: "k\(round).lp", in: directory)
@@ -297,15 +302,19 @@ struct DaemonTests {
                 // Anywhere: starting, collecting, taking the spool, delivering.
                 try await Task.sleep(for: .seconds(Double.random(in: 0...1.5, using: &generator)))
             } else {
-                // Just after the spool file was taken: its batches are being delivered. Polled
-                // and slept on this thread: an awaited sleep may resume too late to land there.
-                _ = waitUntil(within: .seconds(10)) { !FileManager.default.fileExists(atPath: directory + "/spool/k\(round).lp") }
+                // While the spool file is being taken (its progress recorded) or just after: its
+                // batches are being delivered. Polled and slept on this thread: an awaited sleep
+                // may resume too late to land there.
+                _ = waitUntil(within: .seconds(10)) {
+                    !FileManager.default.fileExists(atPath: directory + "/spool/k\(round).lp") || inProgress("k\(round).lp")
+                }
                 usleep(UInt32.random(in: 0...50_000, using: &generator))
             }
             agent.signal(SIGKILL)
             #expect(agent.wait() == 128 + SIGKILL)
-            // Where did the kill land? Taken from the spool but not all delivered: mid-delivery.
-            let taken = !FileManager.default.fileExists(atPath: directory + "/spool/k\(round).lp")
+            // Where did the kill land? Taken from the spool, or partly taken, and not all
+            // delivered: mid-delivery.
+            let taken = !FileManager.default.fileExists(atPath: directory + "/spool/k\(round).lp") || inProgress("k\(round).lp")
             let queue = try OfflineQueue(directory: directory + "/queue")
             if taken && queue.statistics.records > 0 { midDelivery += 1 }
             queue.close()
