@@ -102,8 +102,8 @@ public struct AgentConfig: Sendable {
         public var collectors: Collectors
         /// Directory other programs drop line-protocol files into (renamed in); nil: none.
         public var spoolDirectory: String?
-        /// The largest spool file taken (read whole into memory); a larger one is moved to
-        /// `rejected/` untouched. Default 16 MiB.
+        /// The largest spool file taken (read as a stream: memory does not grow with it); a
+        /// larger one is moved to `rejected/` unread. Default 16 MiB, at most 1 GiB.
         public var spoolMaxFileBytes: Int
         /// Points per batch at most.
         public var batchMaxPoints: Int
