@@ -47,7 +47,9 @@ let package = Package(
                 "CTinyFireTLS",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // Crash points for tests (CrashPoints.swift): in debug builds only, never in a release binary.
+            swiftSettings: [.define("FIRE_AGENT_CRASH_POINTS", .when(configuration: .debug))]
         ),
         .executableTarget(
             name: "fire-agent",

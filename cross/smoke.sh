@@ -67,9 +67,15 @@ expect() { # NAME CONDITION-RESULT
 echo "binary: $(file -b "$binary" | cut -d, -f1-2), $(stat -c %s "$binary") bytes; qemu: $(qemu-aarch64-static --version | head -1)"
 check "--version" 0 agent --version
 [[ "$out" =~ ^fire-agent\ [0-9]+\.[0-9]+\.[0-9]+\ \(TinyFire ]]; expect "--version prints 'fire-agent X.Y.Z (TinyFire …)': $out" $?
+# Release binaries carry no test hooks (FireAgentCore's CrashPoints exist in debug builds only).
+! grep -q FIRE_AGENT_FIRMWARE_EXIT_AT "$binary"; expect "the release binary has no test crash points" $?
+# Installed as OPERATIONS.md says (mode 0600: the full sample holds a password).
 for sample in fire-agent.minimal.json5 fire-agent.json5; do
-    check "config check etc/$sample" 0 agent config check "$project/etc/$sample"
+    install -m 0600 "$project/etc/$sample" "$work/$sample"
+    check "config check etc/$sample" 0 agent config check "$work/$sample"
 done
+chmod 0644 "$work/fire-agent.json5"
+check "config check refuses a password in a file others can read (exit 78)" 78 agent config check "$work/fire-agent.json5"
 printf '{ sever: {}, server: { url: "ftp://x" } }' > "$work/bad.json5"
 check "config check refuses a bad file (exit 78)" 78 agent config check "$work/bad.json5"
 grep -q 'sever: unknown key; did you mean "server"?' "$work/stderr"; expect "the refusal names the key path" $?

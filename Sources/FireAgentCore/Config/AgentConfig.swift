@@ -238,7 +238,18 @@ public struct AgentConfig: Sendable {
             let reason = access(path, F_OK) == 0 ? "cannot be read: \(String(cString: strerror(EACCES)))" : "does not exist"
             throw ConfigError(file: path, problems: [ConfigProblem(path: "", reason: reason)])
         }
-        return try parse(data, file: path)
+        let config = try parse(data, file: path)
+        // A config that holds a credential is a secret itself.
+        let secretKey: String? =
+            switch config.telemetry.api {
+            case .v1(_, _, _, let password?) where !password.isEmpty: "telemetry.influx.password"
+            case .v2(_, _, let token) where !token.isEmpty: "telemetry.influx.token"
+            default: nil
+            }
+        if let secretKey, let problem = FileTrust.secretProblem(path) {
+            throw ConfigError(file: path, problems: [ConfigProblem(path: secretKey, reason: "is in this file, and " + problem)])
+        }
+        return config
     }
 
     /// Reads and checks a config document.
@@ -444,7 +455,12 @@ public struct AgentConfig: Sendable {
         if keyPaths.isEmpty && !reader.has("keys") { reader.problem("keys", "is required: the vendor's public keys (PEM or DER)") }
         for (index, path) in keyPaths.enumerated() {
             do {
-                keys.append(try ManifestKey(contentsOf: resolve(path, relativeTo: file)))
+                let keyFile = resolve(path, relativeTo: file)
+                if let problem = FileTrust.trustedFileProblem(keyFile) {
+                    problems.add("\(reader.keyPath("keys"))[\(index)]", problem)
+                    continue
+                }
+                keys.append(try ManifestKey(contentsOf: keyFile))
             } catch {
                 problems.add("\(reader.keyPath("keys"))[\(index)]", error.message + " (\(error.path))")
             }
@@ -530,27 +546,12 @@ public struct AgentConfig: Sendable {
         if access(file, R_OK) != 0 { problems.add(path, "\(file) cannot be read: \(String(cString: strerror(errno)))") }
     }
 
-    /// A private key must be the owner's alone, as ssh requires.
+    /// A private key must be the agent's (or root's) alone, as ssh requires.
     private static func checkPrivateKey(_ file: String, path: String, problems: ProblemList) {
-        var info = stat()
-        guard stat(file, &info) == 0 else {
-            problems.add(path, "\(file) cannot be read: \(String(cString: strerror(errno)))")
-            return
-        }
-        let mode = info.st_mode & 0o777
-        if mode & 0o077 != 0 {
-            problems.add(
-                path,
-                "\(file) is readable by group or others (mode \(String(mode, radix: 8, uppercase: false).leftPadded(to: 4))): "
-                    + "run chmod 600 on it")
+        if let problem = FileTrust.secretProblem(file) {
+            problems.add(path, problem)
         } else if access(file, R_OK) != 0 {
             problems.add(path, "\(file) cannot be read: \(String(cString: strerror(errno)))")
         }
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -76,6 +76,12 @@ public final class Agent: Sendable {
         self.config = config
         self.logger = logger
         self.files = files
+        // The agent's own state must be changeable by nobody else (docs/OPERATIONS.md).
+        for (key, directory) in [
+            ("queue.directory", config.queue.directory), ("queue.deadLetterDirectory", config.queue.deadLetterDirectory),
+        ] {
+            if let problem = FileTrust.privateDirectoryProblem(directory) { throw AgentError(description: "\(key): \(problem)") }
+        }
         spool = config.telemetry.spoolDirectory.map {
             SpoolDirectory(
                 path: $0, progressPath: config.queue.directory + "/spool-progress",

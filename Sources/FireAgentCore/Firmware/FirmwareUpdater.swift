@@ -47,7 +47,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// The timestamp precision spool lines must have (the telemetry's).
     private let precision: AgentConfig.Precision
     private let onChange: @Sendable () -> Void
-    private let exitAt: String?
+    private let crashPoints: CrashPoints
     private let control: Mutex<Control>
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
@@ -76,8 +76,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
     ///   - agentConfig: the whole config (device id, the server's TLS settings, the spool).
     ///   - logger: where transitions and command output go.
     ///   - reachability: wakes the report queue when the route returns.
-    ///   - environment: `FIRE_AGENT_FIRMWARE_EXIT_AT` (tests: exit right after persisting that
-    ///     phase, or `installer-exited`).
+    ///   - environment: in test builds, `FIRE_AGENT_FIRMWARE_EXIT_AT` (`CrashPoints`); release
+    ///     builds read nothing from it.
     ///   - onChange: called (from the updater's thread) when the snapshot changed.
     /// - Throws: `AgentError` when the directory or the report queue cannot be used.
     public init(
@@ -90,7 +90,10 @@ public final class FirmwareUpdater: @unchecked Sendable {
         self.onChange = onChange
         self.spoolDirectory = agentConfig.telemetry.spoolDirectory
         self.precision = agentConfig.telemetry.precision
-        self.exitAt = environment["FIRE_AGENT_FIRMWARE_EXIT_AT"]
+        self.crashPoints = CrashPoints(environment: environment)
+        if let problem = FileTrust.privateDirectoryProblem(config.directory) {
+            throw AgentError(description: "firmware.directory: \(problem)")
+        }
         store = try FirmwareStore(directory: config.directory)
         var state: FirmwareState
         do {
@@ -261,9 +264,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
             retryAt = nil
             return false
         }
-        if let exitAt, exitAt == flow.phase.rawValue, flow.phase != .installing {
-            logger.warning("FIRE_AGENT_FIRMWARE_EXIT_AT: exiting after persisting \(exitAt)")
-            _exit(86)
+        if flow.phase != .installing {
+            crashPoints.exit(at: flow.phase.rawValue, "after persisting \(flow.phase.rawValue)", logger: logger)
         }
         return true
     }
@@ -480,11 +482,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
         let lock = store.lockForInstaller()
         defer { if let lock { close(lock) } }
         do {
-            let result = try CommandRunner.run(argv, timeout: config.installTimeout, heldDescriptor: lock) { [exitAt, logger] in
-                if exitAt == "installing" {
-                    logger.warning("FIRE_AGENT_FIRMWARE_EXIT_AT: exiting while the installer runs")
-                    _exit(86)
-                }
+            let result = try CommandRunner.run(argv, timeout: config.installTimeout, heldDescriptor: lock) { [crashPoints, logger] in
+                crashPoints.exit(at: "installing", "while the installer runs", logger: logger)
             }
             log(result, of: "installer")
             let rebootCode = config.rebootExitCode.map { Int32($0) }
@@ -494,10 +493,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         } catch {
             event = .installerExited(success: false, rebootRequired: false, detail: error.description)
         }
-        if exitAt == "installer-exited" {
-            logger.warning("FIRE_AGENT_FIRMWARE_EXIT_AT: exiting after the installer, before recording its outcome")
-            _exit(86)
-        }
+        crashPoints.exit(at: "installer-exited", "after the installer, before recording its outcome", logger: logger)
         return event
     }
 

@@ -226,6 +226,7 @@ struct AgentSyncTests {
               queue: { directory: "queue" } }
             """
         try Data(text.utf8).write(to: URL(filePath: directory + "/agent.json5"))
+        chmod(directory + "/agent.json5", 0o600)  // it holds the token
         let agent = try Agent(config: try AgentConfig.load(path: directory + "/agent.json5"), logger: Logger(label: "test"))
         defer { agent.close() }
         let report = agent.syncOnce()

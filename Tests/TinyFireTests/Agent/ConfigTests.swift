@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 
 @testable import FireAgentCore
@@ -25,13 +26,18 @@ struct ConfigTests {
     func samples() throws {
         let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
+        // Installed as OPERATIONS.md says: mode 0600 (the full sample holds a password).
+        let installed = try agentScratch("samples")
+        defer { try? FileManager.default.removeItem(atPath: installed) }
         for sample in ["etc/fire-agent.minimal.json5", "etc/fire-agent.json5"] {
-            let path = root.appending(path: sample).path
+            let path = installed + "/" + (sample as NSString).lastPathComponent
+            try FileManager.default.copyItem(atPath: root.appending(path: sample).path, toPath: path)
+            chmod(path, 0o600)
             let result = try fireAgent(["config", "check", path])
             #expect(result.status == 0, "\(sample): \(result.stderr)")
             #expect(String(decoding: result.stdout, as: UTF8.self).contains(": ok"))
         }
-        let full = root.appending(path: "etc/fire-agent.json5").path
+        let full = installed + "/fire-agent.json5"
         let shown = String(decoding: try fireAgent(["config", "show", "--config", full]).stdout, as: UTF8.self)
         #expect(shown.contains(#""password": "********""#))
         #expect(!shown.contains("change-me"))
@@ -126,6 +132,102 @@ struct ConfigTests {
         #expect(problems(fine).isEmpty, "\(problems(fine))")
     }
 
+    @Test(
+        "another user's key, a password in a config others can read, a firmware key others can write and an open queue directory are refused by path"
+    )
+    func ownership() throws {
+        let directory = try agentScratch("ownership")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (otherUser, otherGroup) = try SpoolAttacker.ids()
+        // A 0600 client key that belongs to another user.
+        let key = directory + "/device.key"
+        try Data("key".utf8).write(to: URL(filePath: key))
+        try Data("cert".utf8).write(to: URL(filePath: directory + "/device.pem"))
+        chmod(key, 0o600)
+        #expect(chown(key, otherUser, otherGroup) == 0)
+        let keyConfig = directory + "/key.json5"
+        try Data(document(server: #"url: "https://x", clientCertificate: "device.pem", clientKey: "device.key""#).utf8)
+            .write(to: URL(filePath: keyConfig))
+        let foreignKey = try fireAgent(["config", "check", keyConfig])
+        #expect(
+            foreignKey.status == 78 && foreignKey.stderr.contains("server.clientKey: \(key) is owned by uid \(otherUser)"),
+            "\(foreignKey.stderr)")
+        // A password in a config that group or others can read.
+        let secretConfig = directory + "/secret.json5"
+        try Data(document(influx: #"database: "d", username: "u", password: "p""#).utf8).write(to: URL(filePath: secretConfig))
+        chmod(secretConfig, 0o644)
+        let readable = try fireAgent(["config", "check", secretConfig])
+        #expect(readable.status == 78, "\(readable.stderr)")
+        #expect(
+            readable.stderr.contains(
+                "telemetry.influx.password: is in this file, and \(secretConfig) is readable or writable by group or others (mode 0644)"),
+            "\(readable.stderr)")
+        chmod(secretConfig, 0o600)
+        #expect(try fireAgent(["config", "check", secretConfig]).status == 0)
+        // A firmware key that others may replace.
+        let vendor = try VendorKeys("ownership")
+        defer { vendor.remove() }
+        try vendor.makeEC("ec")
+        let pub = directory + "/vendor.pub"
+        try FileManager.default.copyItem(atPath: vendor.directory + "/ec.pub", toPath: pub)
+        chmod(pub, 0o666)
+        let firmwareText = document(
+            #"firmware: { manifestURL: "https://u.example/m.json", keys: ["vendor.pub"], deviceType: "gw", versionFile: "/etc/v", install: ["i", "{file}"] }"#
+        )
+        let firmwareProblems = problemsLoading(firmwareText, in: directory)
+        #expect(
+            firmwareProblems.contains { $0.hasPrefix("firmware.keys[0]: \(pub) is writable by group or others (mode 0666)") },
+            "\(firmwareProblems)")
+        chmod(pub, 0o644)
+        #expect(problemsLoading(firmwareText, in: directory).isEmpty)
+        // The agent does not start on a queue directory others can write, nor below one that
+        // others can write without the sticky bit.
+        let queue = directory + "/state/queue"
+        try FileManager.default.createDirectory(atPath: queue, withIntermediateDirectories: true)
+        let agentText = document(#"queue: { directory: "state/queue" },"#)
+        chmod(queue, 0o777)
+        #expect(throws: AgentError.self) { try agentStarting(agentText, in: directory) }
+        do {
+            try agentStarting(agentText, in: directory)
+        } catch {
+            #expect("\(error)".hasPrefix("queue.directory: \(queue) is writable by group or others (mode 0777)"), "\(error)")
+        }
+        chmod(queue, 0o700)
+        chmod(directory + "/state", 0o777)
+        do {
+            try agentStarting(agentText, in: directory)
+            Issue.record("started below a world-writable directory without the sticky bit")
+        } catch {
+            #expect("\(error)".contains("\(directory)/state, above"), "\(error)")
+        }
+        chmod(directory + "/state", 0o1777)
+        try agentStarting(agentText, in: directory)
+    }
+
+    /// The problems `AgentConfig.load` finds in `text`, written to `directory/agent.json5`.
+    func problemsLoading(_ text: String, in directory: String) -> [String] {
+        let path = directory + "/agent.json5"
+        do {
+            try Data(text.utf8).write(to: URL(filePath: path))
+            _ = try AgentConfig.load(path: path)
+            return []
+        } catch let error as ConfigError {
+            return error.problems.map(\.description)
+        } catch {
+            return ["\(error)"]
+        }
+    }
+
+    /// Starts (and closes) an agent on `text`.
+    func agentStarting(_ text: String, in directory: String) throws(AgentError) {
+        let path = directory + "/agent.json5"
+        guard (try? Data(text.utf8).write(to: URL(filePath: path))) != nil, let config = try? AgentConfig.load(path: path) else {
+            throw AgentError(description: "config not written or not valid")
+        }
+        let agent = try Agent(config: config, logger: Logger(label: "test"))
+        agent.close()
+    }
+
     @Test("a client key that group or others can read is refused, as ssh refuses it; 0600 is accepted")
     func privateKeyMode() throws {
         let directory = FileManager.default.temporaryDirectory.appending(path: "tinyfire-config-\(getpid())")
@@ -144,7 +246,7 @@ struct ConfigTests {
         let refused = try fireAgent(["config", "check", config])
         #expect(refused.status == 78)
         #expect(
-            refused.stderr.contains("server.clientKey: \(key) is readable by group or others (mode 0644): run chmod 600 on it"),
+            refused.stderr.contains("server.clientKey: \(key) is readable or writable by group or others (mode 0644): run chmod 600 on it"),
             "\(refused.stderr)")
         chmod(key, 0o600)
         let accepted = try fireAgent(["config", "check", config])
