@@ -437,6 +437,9 @@ public final class AgentDaemon: @unchecked Sendable {
         let statistics = agent.queue.statistics
         let delivery = agent.tracker.snapshot
         status.updatedAt = Date()
+        // The next sync rewrites it; twice its longest interval and 5 s more is the promise.
+        let syncEvery = Double(config.telemetry.syncInterval.totalNanoseconds) / 1e9 * (1 + config.telemetry.jitter)
+        status.nextUpdateBy = status.state == "stopped" ? nil : status.updatedAt.addingTimeInterval(2 * syncEvery + 5)
         status.reachability = reachability == nil ? "not watched" : reachabilityText.withLock { $0 }
         status.queue = AgentStatus.Queue(
             records: statistics.records, bytes: statistics.bytes, oldestAgeSeconds: statistics.oldestAge().map { ($0 * 10).rounded() / 10 },

@@ -75,6 +75,11 @@ public struct AgentStatus: Codable, Sendable, Equatable {
     public var startedAt: Date
     /// When this was written.
     public var updatedAt: Date
+    /// When the daemon will have written this file again at the latest (it rewrites it at
+    /// every sync): past it, what the file says is stale. nil once the daemon stopped.
+    public var nextUpdateBy: Date?
+    /// Set by `fire-agent status`, never by the daemon: why what it shows is stale.
+    public var stale: String?
     /// The config file in use.
     public var configFile: String
     /// When it was loaded (at start or by the last accepted reload).
@@ -160,6 +165,8 @@ public struct AgentStatus: Codable, Sendable, Equatable {
             ("version", .string(version)),
         ]
         if let reloadError { members.append(("reloadError", .string(reloadError))) }
+        if let nextUpdateBy { members.append(("nextUpdateBy", .date(nextUpdateBy))) }
+        if let stale { members.append(("stale", .string(stale))) }
         if let lastSuccessfulDelivery { members.append(("lastSuccessfulDelivery", .date(lastSuccessfulDelivery))) }
         if let lastSync {
             var sync: [(String, StatusJSON)] = [
@@ -227,6 +234,16 @@ public struct AgentStatus: Codable, Sendable, Equatable {
             unlink(temporary)
             throw AgentError(description: "status file \(path): \(String(cString: strerror(errno)))")
         }
+    }
+
+    /// Why this status is stale at `now`, if it is: a live daemon that has not rewritten it by
+    /// `nextUpdateBy`. `fileSystem` says what the status file's file system is like (read-only,
+    /// full), when that explains it. Sans-I/O.
+    public func staleness(now: Date, alive: Bool, fileSystem: String?) -> String? {
+        guard alive, let due = nextUpdateBy, now > due else { return nil }
+        let late = Int(now.timeIntervalSince(due).rounded())
+        let why = fileSystem.map { "the daemon cannot write it: \($0)" } ?? "the daemon did not write it (stuck? see its log)"
+        return "written \(Int(now.timeIntervalSince(updatedAt).rounded())) s ago, due again \(late) s ago: \(why)"
     }
 
     /// Whether the process that wrote this still runs (signal 0 reaches it).

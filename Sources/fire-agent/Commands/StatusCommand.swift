@@ -1,6 +1,11 @@
 import ArgumentParser
 import FireAgentCore
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -12,7 +17,9 @@ struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Show the running daemon's status: last sync and delivery, queue, dead letters, reachability, config.",
-        discussion: "Exit status: 0 when the daemon runs, 69 when it does not (its last status is still shown), 78 for a bad config.")
+        discussion:
+            "Exit status: 0 when the daemon runs, 69 when it does not (its last status is still shown), 75 when it runs but "
+            + "has not rewritten its status when due (what is shown is stale, and why), 78 for a bad config.")
 
     @Option(name: .customLong("config"), help: "The config file naming the status file (default \(AgentConfig.defaultPath)).")
     var config: String?
@@ -43,14 +50,29 @@ struct StatusCommand: ParsableCommand {
             throw ExitCode(ExitStatus.notRunning.rawValue)
         }
         let alive = status.daemonIsAlive
+        var shown = status
+        shown.stale = status.staleness(now: Date(), alive: alive, fileSystem: Self.fileSystemProblem(of: path))
         if json {
-            var shown = status
             if !alive { shown.state = "stopped" }
             print(String(decoding: shown.encoded(), as: UTF8.self))
         } else {
-            print(Self.describe(status, alive: alive, now: Date()))
+            print(Self.describe(shown, alive: alive, now: Date()))
         }
         if !alive { throw ExitCode(ExitStatus.notRunning.rawValue) }
+        // 75 (EX_TEMPFAIL): it runs, but what it last wrote is old; ask again later.
+        if shown.stale != nil { throw ExitCode(ExitStatus.deferred.rawValue) }
+    }
+
+    /// What keeps a file in `path`'s directory from being written, if anything visible:
+    /// a read-only or full file system.
+    static func fileSystemProblem(of path: String) -> String? {
+        let directory = path.contains("/") ? String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) : "."
+        var info = statvfs()
+        guard statvfs(directory.isEmpty ? "/" : directory, &info) == 0 else { return nil }
+        if info.f_flag & UInt(ST_RDONLY) != 0 { return "its file system (\(directory)) is read-only" }
+        if info.f_bavail == 0 { return "its file system (\(directory)) is full" }
+        if info.f_favail == 0 && info.f_files > 0 { return "its file system (\(directory)) has no free inodes" }
+        return nil
     }
 
     /// The status for people.
@@ -61,6 +83,7 @@ struct StatusCommand: ParsableCommand {
         }
         let state = alive ? status.state : "not running (\(status.state == "stopped" ? "stopped" : "gone without stopping"))"
         var lines = ["fire-agent \(status.version): \(state), pid \(status.pid), started \(when(status.startedAt))"]
+        if let stale = status.stale { lines.append("STALE:         what follows is old: \(stale)") }
         var config = "config:        \(status.configFile), loaded \(when(status.configLoadedAt))"
         if let error = status.reloadError { config += "\n               last reload refused: \(error)" }
         lines.append(config)

@@ -409,3 +409,59 @@ final class SilentListener: @unchecked Sendable {
         return poll(&poller, 1, 0) == 1
     }
 }
+
+extension DaemonTests {
+    @Test(
+        "status says when what it shows is stale, and why: the status file's file system read-only, then full; fresh again once it can write"
+    )
+    func staleStatus() async throws {
+        let influx = try InfluxFixture()
+        let directory = try agentScratch("stale")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // The status file on a small tmpfs of the test's own, to remount read-only and to fill.
+        let run = directory + "/run"
+        try FileManager.default.createDirectory(atPath: run, withIntermediateDirectories: true)
+        let mount = which("mount") ?? "/bin/mount"
+        let umount = which("umount") ?? "/bin/umount"
+        _ = try runCommand(mount, ["-t", "tmpfs", "-o", "size=256k", "tmpfs", run])
+        defer { _ = try? runCommand(umount, ["-l", run]) }
+        var text = try String(contentsOfFile: try writeConfig(server: influx.base, in: directory), encoding: .utf8)
+        text = text.replacingOccurrences(of: #"statusFile: "status.json""#, with: #"statusFile: "run/status.json""#)
+        let path = directory + "/agent.json5"
+        try Data(text.utf8).write(to: URL(filePath: path))
+        let agent = try ChildProcess(
+            try fireAgentPath(), ["run", "--config", path], environment: inherited(), stdout: .file(directory + "/log"),
+            stderr: .file(directory + "/log"))
+        defer { agent.stop() }
+        let statusFile = run + "/status.json"
+        func status() -> CLIResult? { try? fireAgent(["status", "--status-file", statusFile]) }
+        #expect(
+            await eventually(within: .seconds(120)) { status().map { $0.status == 0 && !$0.stdoutText.contains("STALE") } ?? false },
+            "\(log(directory))")
+        // Read-only: the daemon cannot rewrite it; once it is due, status says so, exit 75.
+        _ = try runCommand(mount, ["-o", "remount,ro", run])
+        #expect(await eventually(within: .seconds(120)) { status()?.status == 75 }, "never reported stale: \(status()?.stdoutText ?? "")")
+        let readOnly = status()?.stdoutText ?? ""
+        #expect(readOnly.contains("STALE") && readOnly.contains("is read-only"), "\(readOnly)")
+        _ = try runCommand(mount, ["-o", "remount,rw", run])
+        #expect(await eventually(within: .seconds(120)) { status()?.status == 0 }, "stayed stale after the remount: \(log(directory))")
+        // Full: the same, with the reason.
+        let filler = run + "/filler"
+        let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
+        let block = [UInt8](repeating: 0, count: 4096)
+        while block.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+        close(fd)
+        #expect(await eventually(within: .seconds(120)) { status()?.status == 75 }, "never reported stale when full")
+        let full = status()?.stdoutText ?? ""
+        #expect(full.contains("STALE") && full.contains("is full"), "\(full)")
+        unlink(filler)
+        #expect(await eventually(within: .seconds(120)) { status()?.status == 0 }, "stayed stale once there was room")
+        agent.signal(SIGTERM)
+        #expect(agent.wait() == 0, "\(log(directory))")
+    }
+}
+
+extension CLIResult {
+    /// Standard output as text.
+    var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+}
