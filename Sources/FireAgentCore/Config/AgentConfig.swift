@@ -188,6 +188,9 @@ public struct AgentConfig: Sendable {
         public var lowSpeedTime: Duration
         /// Download attempts that may fail with the server reachable before the update fails.
         public var downloadAttempts: Int
+        /// Free space the image must leave on its file system (for the state, the queue and
+        /// the reports): a download that would go below it waits and is tried again. Default 16 MiB.
+        public var stagingReserveBytes: Int64
         /// Backoff between download attempts: first delay, doubling up to `retryMaximum`.
         public var retryInitial: Duration
         /// The longest delay between two download attempts.
@@ -487,6 +490,7 @@ public struct AgentConfig: Sendable {
             reader.problem("lowSpeedBytesPerSecond", "must be below maxBytesPerSecond, or every download is cut as too slow")
         }
         let attempts = reader.integer("downloadAttempts", default: 10, in: 1...1000)
+        let reserve = reader.byteCount("stagingReserveBytes", default: 16 << 20, minimum: 0, maximum: 1 << 30)
         let retryReader = reader.section("retry")
         let retryInitial = retryReader.duration("initial", default: .seconds(10), minimum: .milliseconds(100), maximum: .seconds(3600))
         let retryMaximum = retryReader.duration("maximum", default: .seconds(600), minimum: .seconds(1), maximum: .seconds(86400))
@@ -524,7 +528,8 @@ public struct AgentConfig: Sendable {
             bootIDFile: bootIDFile,
             directory: URL(filePath: directory).standardized.path(percentEncoded: false), pollInterval: pollInterval, jitter: jitter,
             allowDowngrade: allowDowngrade, maxBytesPerSecond: rate, lowSpeedBytesPerSecond: lowSpeed, lowSpeedTime: lowSpeedTime,
-            downloadAttempts: attempts, retryInitial: retryInitial, retryMaximum: retryMaximum, install: program(install),
+            downloadAttempts: attempts, stagingReserveBytes: reserve, retryInitial: retryInitial, retryMaximum: retryMaximum,
+            install: program(install),
             installTimeout: installTimeout, rebootRequired: rebootRequired, rebootExitCode: rebootExitCode, reboot: reboot.map(program),
             commit: commit.map(program), commandTimeout: commandTimeout, statusURL: statusURL)
     }

@@ -112,6 +112,7 @@ extension AgentConfig {
             ("lowSpeedBytesPerSecond", .string(ConfigReader.describeBytes(Int64(firmware.lowSpeedBytesPerSecond)))),
             ("lowSpeedTime", duration(firmware.lowSpeedTime)),
             ("downloadAttempts", .number(Double(firmware.downloadAttempts))),
+            ("stagingReserveBytes", .string(ConfigReader.describeBytes(firmware.stagingReserveBytes))),
             ("retry", .object([("initial", duration(firmware.retryInitial)), ("maximum", duration(firmware.retryMaximum))])),
             ("install", argv(firmware.install)),
             ("installTimeout", duration(firmware.installTimeout)),

@@ -63,6 +63,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// The last tenth of the image logged (the log shows the download every 10 %).
     private let loggedTenth = Mutex(-1)
     private var stateWriteFailed = false
+    /// After a failed state write: when to try again, and how many writes failed in a row.
+    private var stateRetryAt: ContinuousClock.Instant?
+    private var stateWriteFailures = 0
     /// What the last new offer came to (`offered 2.1.0`, `up to date (2.0.0 runs)`, `refused: …`):
     /// the status keeps saying it while polls find nothing new.
     private var lastVerdict: String?
@@ -194,6 +197,15 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 return control.pollNow
             }
             if asked { nextPoll = now }
+            if let at = stateRetryAt, now >= at || asked {
+                stateRetryAt = nil
+                resumeFromDisk()
+                continue
+            }
+            if stateRetryAt != nil, now >= nextPoll {
+                // Nothing acts on a state that is not on disk; polls wait for the write too.
+                nextPoll = clock.now + config.pollInterval
+            }
             if let at = retryAt, now >= at || asked {
                 retryAt = nil
                 perform([.download(fromZero: false)])
@@ -205,7 +217,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 nextPoll = clock.now + config.pollInterval * spread
                 continue
             }
-            let deadline = min(nextPoll, retryAt ?? nextPoll)
+            let deadline = min(nextPoll, retryAt ?? nextPoll, stateRetryAt ?? nextPoll)
             let nanoseconds = max(0, (deadline - clock.now).totalNanoseconds)
             _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
         }
@@ -258,16 +270,51 @@ public final class FirmwareUpdater: @unchecked Sendable {
             try store.save(flow.state)
             if stateWriteFailed { logger.info("firmware state written again") }
             stateWriteFailed = false
+            stateWriteFailures = 0
         } catch {
-            logger.error("firmware state not written: the update waits", metadata: ["reason": "\(error)"])
+            stateWriteFailures += 1
+            let delay = OfflineQueue.Backoff(initial: config.retryInitial, maximum: config.retryMaximum)
+                .delay(afterFailure: stateWriteFailures, random: Double.random(in: 0...1))
+            if !stateWriteFailed {
+                logger.error(
+                    "firmware state not written: the update waits and tries again (logged once until it succeeds)",
+                    metadata: ["reason": "\(error)", "in": "\(ConfigReader.describe(delay))"])
+            }
             stateWriteFailed = true
             retryAt = nil
+            stateRetryAt = clock.now + delay
             return false
         }
         if flow.phase != .installing {
             crashPoints.exit(at: flow.phase.rawValue, "after persisting \(flow.phase.rawValue)", logger: logger)
         }
         return true
+    }
+
+    /// After a failed state write, goes on from the state on disk, as a restart would: the
+    /// step whose state could not be written is done again once it can be.
+    private func resumeFromDisk() {
+        let state: FirmwareState
+        do {
+            state = try store.loadState()
+        } catch {
+            logger.error("firmware state damaged: moved aside, starting afresh", metadata: ["reason": "\(error)"])
+            store.quarantineState()
+            store.discardImage()
+            state = FirmwareState()
+        }
+        // A write that failed for lack of space must find it now: try it first.
+        flow = UpdateFlow(state: state, maximumFailedAttempts: config.downloadAttempts)
+        guard persist() else { return }
+        if let update = flow.state.update, ![.done, .failed, .idle].contains(update.phase) {
+            manifest = source.restore(digest: update.manifestDigest)
+        } else {
+            manifest = nil
+        }
+        perform(flow.resume(version: bootedVersion(), bootID: bootID(), now: Date()))
+        publish()
+        // What the server offered while the state could not be written is asked for again.
+        nextPoll = min(nextPoll, clock.now)
     }
 
     // MARK: - Poll
@@ -362,13 +409,20 @@ public final class FirmwareUpdater: @unchecked Sendable {
             store.discardImage()
             return .downloadFailed(reason: "the partial image cannot be read", permanent: false, serverReached: false)
         }
+        // The image may not take the last `stagingReserveBytes` of its file system: the state,
+        // the queue and the reports need room too. Space can come back: this is tried again.
         var space = statvfs()
         if statvfs(store.directory + "/staging", &space) == 0 {
             let available = Int64(space.f_bavail) * Int64(space.f_frsize)
-            if available < manifest.size - onDisk {
+            let needed = manifest.size - onDisk + config.stagingReserveBytes
+            if available < needed {
+                logger.warning(
+                    "firmware download waits for space",
+                    metadata: ["needed": "\(needed)", "free": "\(available)", "reserve": "firmware.stagingReserveBytes"])
                 return .downloadFailed(
-                    reason: "not enough space in \(store.directory)/staging: \(manifest.size - onDisk) bytes needed, \(available) free",
-                    permanent: true, serverReached: false)
+                    reason: "not enough space in \(store.directory)/staging: \(manifest.size - onDisk) bytes to download "
+                        + "and firmware.stagingReserveBytes (\(config.stagingReserveBytes)) to keep, \(available) free",
+                    permanent: false, serverReached: false)
             }
         }
         loggedTenth.withLock { $0 = manifest.size > 0 ? Int(onDisk * 10 / manifest.size) : 0 }

@@ -352,7 +352,8 @@ public struct UpdateFlow: Sendable {
     private mutating func fail(_ reason: String, now: Date) -> [UpdateEffect] {
         state.update?.reason = reason
         if let digest = state.update?.manifestDigest { remember(digest, in: \.finished) }
-        return enter(.failed, now: now) + [.discardImage]
+        // The image goes first: on a full disk its space is what recording the failure needs.
+        return [.discardImage] + enter(.failed, now: now)
     }
 
     private mutating func remember(_ digest: String, in list: WritableKeyPath<FirmwareState, [String]>) {

@@ -71,7 +71,8 @@ struct UpdateFlowTests {
         _ = flow.handle(.downloadFinished, now: now)
         _ = flow.handle(.verified(nil, bootID: "boot-1"), now: now)
         _ = flow.handle(.installerExited(success: true, rebootRequired: true, detail: ""), now: now)
-        #expect(flow.resume(version: old, bootID: "boot-2", now: now) == [.report, .persist, .discardImage])
+        // The image goes before the failure is recorded: on a full disk its space is needed.
+        #expect(flow.resume(version: old, bootID: "boot-2", now: now) == [.discardImage, .report, .persist])
         #expect(flow.phase == .failed && flow.state.update?.reason?.contains("rolled back: 2.0.0 booted after installing 2.1.0") == true)
         #expect(flow.state.highestAccepted == "2.0.0")
         #expect(flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now) == [])
@@ -107,7 +108,7 @@ struct UpdateFlowTests {
         #expect(flow.handle(.verified(wrong, bootID: nil), now: now) == [.report, .persist, .discardImage, .download(fromZero: true)])
         #expect(flow.phase == .downloading)
         _ = flow.handle(.downloadFinished, now: now)
-        #expect(flow.handle(.verified(wrong, bootID: nil), now: now) == [.report, .persist, .discardImage])
+        #expect(flow.handle(.verified(wrong, bootID: nil), now: now) == [.discardImage, .report, .persist])
         #expect(flow.phase == .failed && flow.state.installerRuns.isEmpty)
     }
 
@@ -127,14 +128,14 @@ struct UpdateFlowTests {
             ])
         #expect(
             flow.handle(.downloadFailed(reason: "reset", permanent: false, serverReached: true), now: now) == [
-                .report, .persist, .discardImage,
+                .discardImage, .report, .persist,
             ])
         #expect(flow.phase == .failed && flow.state.update?.reason == "reset (after 2 failed attempts)")
         var gone = self.flow()
         _ = gone.handle(.offered(digest: "d2", manifest: try manifest("2.2.0"), refusal: nil, running: old), now: now)
         #expect(
             gone.handle(.downloadFailed(reason: "HTTP 404", permanent: true, serverReached: true), now: now) == [
-                .report, .persist, .discardImage,
+                .discardImage, .report, .persist,
             ])
         #expect(gone.phase == .failed)
     }
@@ -145,7 +146,7 @@ struct UpdateFlowTests {
         _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
         let newer = UpdateEvent.offered(digest: "d2", manifest: try manifest("2.2.0"), refusal: nil, running: old)
         #expect(
-            flow.handle(newer, now: now) == [.report, .persist, .discardImage, .report, .persist, .discardImage, .download(fromZero: true)])
+            flow.handle(newer, now: now) == [.discardImage, .report, .persist, .report, .persist, .discardImage, .download(fromZero: true)])
         #expect(flow.phase == .downloading && flow.state.update?.version == "2.2.0" && flow.state.finished == ["d1"])
         // Each report is of the record as it was: the superseded update, then its successor.
         let superseded = flow.takeReport()
