@@ -98,16 +98,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             throw AgentError(description: "firmware.directory: \(problem)")
         }
         store = try FirmwareStore(directory: config.directory)
-        var state: FirmwareState
-        do {
-            state = try store.loadState()
-        } catch {
-            logger.error("firmware state damaged: moved aside, starting afresh", metadata: ["reason": "\(error)"])
-            store.quarantineState()
-            store.discardImage()
-            state = FirmwareState()
-        }
-        flow = UpdateFlow(state: state, maximumFailedAttempts: config.downloadAttempts)
+        flow = UpdateFlow(state: Self.loadState(store, logger: logger), maximumFailedAttempts: config.downloadAttempts)
         var configuration = SessionConfiguration()
         configuration.connectTimeout = agentConfig.server.connectTimeout
         configuration.idleTimeout = agentConfig.server.idleTimeout
@@ -294,17 +285,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// After a failed state write, goes on from the state on disk, as a restart would: the
     /// step whose state could not be written is done again once it can be.
     private func resumeFromDisk() {
-        let state: FirmwareState
-        do {
-            state = try store.loadState()
-        } catch {
-            logger.error("firmware state damaged: moved aside, starting afresh", metadata: ["reason": "\(error)"])
-            store.quarantineState()
-            store.discardImage()
-            state = FirmwareState()
-        }
         // A write that failed for lack of space must find it now: try it first.
-        flow = UpdateFlow(state: state, maximumFailedAttempts: config.downloadAttempts)
+        flow = UpdateFlow(state: Self.loadState(store, logger: logger), maximumFailedAttempts: config.downloadAttempts)
         guard persist() else { return }
         if let update = flow.state.update, ![.done, .failed, .idle].contains(update.phase) {
             manifest = source.restore(digest: update.manifestDigest)
@@ -315,6 +297,18 @@ public final class FirmwareUpdater: @unchecked Sendable {
         publish()
         // What the server offered while the state could not be written is asked for again.
         nextPoll = min(nextPoll, clock.now)
+    }
+
+    /// The state on disk; a damaged one is moved aside (with the staged image) for a fresh start.
+    private static func loadState(_ store: FirmwareStore, logger: Logger) -> FirmwareState {
+        do {
+            return try store.loadState()
+        } catch {
+            logger.error("firmware state damaged: moved aside, starting afresh", metadata: ["reason": "\(error)"])
+            store.quarantineState()
+            store.discardImage()
+            return FirmwareState()
+        }
     }
 
     // MARK: - Poll
