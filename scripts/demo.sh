@@ -166,6 +166,10 @@ chmod +x "$work/board/install.sh" "$work/board/commit.sh"
 # The same agent, reloaded (SIGHUP) with a firmware section.
 sed -i '$d' "$work/fire-agent.json5"
 cat >> "$work/fire-agent.json5" <<CONF
+  // The manifest has an expiry; it is checked only against a clock an NTP client has
+  // synchronized. A build machine may run none: trust the clock above its floor anyway. On a
+  // board with an NTP client, leave clock.requireSync at its default (true).
+  clock: { requireSync: false },
   firmware: {
     manifestURL: "$base/manifest.json",
     keys: ["board/vendor.pub"], deviceType: "demo-gw",

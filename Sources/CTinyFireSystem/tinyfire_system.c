@@ -11,6 +11,8 @@
 #include <string.h>
 #include <stdio.h>
 #include <sys/syscall.h>
+#include <sys/timex.h>
+#include <time.h>
 
 int tinyfire_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
@@ -112,4 +114,30 @@ int tinyfire_renameat_noreplace(int old_dirfd, const char *old_name, int new_dir
 #else
     return (int)syscall(SYS_renameat2, old_dirfd, old_name, new_dirfd, new_name, 1U /* RENAME_NOREPLACE */);
 #endif
+}
+
+long long tinyfire_build_time(void) {
+    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    const char *date = __DATE__; /* "Nov 26 2026" */
+    const char *clock = __TIME__; /* "14:03:23" */
+    if (strlen(date) != 11 || strlen(clock) != 8) return 0;
+    const char *found = strstr(months, (char[4]){date[0], date[1], date[2], 0});
+    if (found == NULL || (found - months) % 3 != 0) return 0;
+    struct tm parts;
+    memset(&parts, 0, sizeof parts);
+    parts.tm_mon = (int)((found - months) / 3);
+    parts.tm_mday = (date[4] == ' ' ? 0 : date[4] - '0') * 10 + (date[5] - '0');
+    parts.tm_year = atoi(date + 7) - 1900;
+    parts.tm_hour = (clock[0] - '0') * 10 + (clock[1] - '0');
+    parts.tm_min = (clock[3] - '0') * 10 + (clock[4] - '0');
+    parts.tm_sec = (clock[6] - '0') * 10 + (clock[7] - '0');
+    time_t seconds = timegm(&parts);
+    return seconds < 0 ? 0 : (long long)seconds;
+}
+
+int tinyfire_clock_unsynchronized(void) {
+    struct timex state;
+    memset(&state, 0, sizeof state); /* modes 0: read only */
+    if (adjtimex(&state) < 0) return -errno;
+    return (state.status & STA_UNSYNC) ? 1 : 0;
 }

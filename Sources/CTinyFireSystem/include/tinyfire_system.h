@@ -60,4 +60,14 @@ int tinyfire_signal_pipe(const int *signals, int count);
 /* renameat2(old_dirfd, old_name, new_dirfd, new_name, RENAME_NOREPLACE): moves a directory entry
  * (never following it) without replacing one already there. 0, or -1 with errno (EEXIST). */
 int tinyfire_renameat_noreplace(int old_dirfd, const char *old_name, int new_dirfd, const char *new_name);
+
+/* When this file was compiled (__DATE__ __TIME__, read as UTC; SOURCE_DATE_EPOCH replaces it in
+ * reproducible builds), in seconds since 1970: the earliest time the running program can be
+ * in. 0 when the compiler gave no date. */
+long long tinyfire_build_time(void);
+
+/* adjtimex(2) read-only: 1 when the kernel reports the clock unsynchronized (STA_UNSYNC, set at
+ * boot and cleared by an NTP client such as systemd-timesyncd or chrony), 0 when synchronized,
+ * -errno when it cannot be asked. */
+int tinyfire_clock_unsynchronized(void);
 #endif

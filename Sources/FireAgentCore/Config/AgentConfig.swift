@@ -156,6 +156,15 @@ public struct AgentConfig: Sendable {
         public var stopTimeout: Duration
     }
 
+    /// How far the wall clock is believed (docs/OPERATIONS.md, "Time").
+    public struct Clock: Sendable {
+        /// Whether a clock the kernel reports unsynchronized (`adjtimex` `STA_UNSYNC`, and no
+        /// systemd-timesyncd flag) is untrusted: decisions that need the date (a manifest's
+        /// expiry, the age of a batch queued before a reboot) then wait. Default true; set it
+        /// false on a board that runs no NTP client and keeps time with a battery-backed RTC.
+        public var requireSync: Bool
+    }
+
     /// Firmware updates (docs/FIRMWARE.md): present when `firmware.manifestURL` is set.
     public struct Firmware: Sendable {
         /// The signed manifest, polled with `If-None-Match`.
@@ -228,6 +237,8 @@ public struct AgentConfig: Sendable {
     public var logging: Logging
     /// Service behaviour.
     public var daemon: Daemon
+    /// The wall clock's trust.
+    public var clock: Clock
     /// Firmware updates; nil when not configured.
     public var firmware: Firmware?
     /// The file this was read from.
@@ -417,6 +428,11 @@ public struct AgentConfig: Sendable {
         let stopTimeout = daemonReader.duration("stopTimeout", default: .seconds(10), minimum: .seconds(1), maximum: .seconds(600))
         daemonReader.finish()
 
+        // clock
+        let clockReader = root.section("clock")
+        let requireSync = clockReader.bool("requireSync", default: true)
+        clockReader.finish()
+
         let firmware =
             root.has("firmware")
             ? readFirmware(root.section("firmware"), file: file, queueDirectory: queueDirectory, problems: problems) : nil
@@ -436,7 +452,7 @@ public struct AgentConfig: Sendable {
                 deadLetterDirectory: URL(filePath: deadLetters).standardized.path(percentEncoded: false), maxRecordAge: maxAge,
                 overflow: overflow, retryInitial: retryInitial, retryMaximum: retryMaximum),
             logging: Logging(level: level, format: format), daemon: Daemon(statusFile: statusFile, stopTimeout: stopTimeout),
-            firmware: firmware, file: file)
+            clock: Clock(requireSync: requireSync), firmware: firmware, file: file)
     }
 
     private static func readFirmware(_ reader: ConfigReader, file: String, queueDirectory: String, problems: ProblemList) -> Firmware? {

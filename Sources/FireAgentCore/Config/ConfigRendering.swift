@@ -87,6 +87,7 @@ extension AgentConfig {
             ),
             ("logging", .object([("level", .string(logging.level.rawValue)), ("format", .string(logging.format))])),
             ("daemon", .object([("statusFile", .string(daemon.statusFile)), ("stopTimeout", duration(daemon.stopTimeout))])),
+            ("clock", .object([("requireSync", .bool(clock.requireSync))])),
         ]
         if let firmware { sections.append(("firmware", Self.render(firmware))) }
         return RenderValue.object(sections).render(indent: "") + "\n"

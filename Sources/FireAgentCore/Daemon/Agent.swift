@@ -61,6 +61,10 @@ public final class Agent: Sendable {
     private let collector: SendableBox<TelemetryCollector>
     /// Points collected and not yet queued (at most one batch: a full one is queued at once).
     private let pending: SendableBox<Batcher>
+    /// What the wall clock can be trusted with.
+    public let clock: WallClock
+    /// Whether the clock was below its floor at the last collection (logged once per spell).
+    private let belowFloor = Atomic<Bool>(false)
 
     /// Opens the agent's queue and session.
     /// - Parameters:
@@ -69,11 +73,15 @@ public final class Agent: Sendable {
     ///   - files: where /proc and /sys are (tests give a fake board).
     ///   - reachability: drives the queue's background delivery (waits while the route to the
     ///     server is down, starts at once when it returns); nil for `sync --once`.
+    ///   - clock: the wall clock's trust; default one with its floor in `<queue.directory>/clock-floor`.
     /// - Throws: `AgentError` when the queue cannot be opened or TLS cannot be set up.
     public init(
-        config: AgentConfig, logger: Logger, files: SystemFiles = SystemFiles(), reachability: NetworkReachabilityManager? = nil
+        config: AgentConfig, logger: Logger, files: SystemFiles = SystemFiles(), reachability: NetworkReachabilityManager? = nil,
+        clock: WallClock? = nil
     ) throws(AgentError) {
         self.config = config
+        let clock = clock ?? WallClock(floorFile: config.queue.directory + "/clock-floor", requireSync: config.clock.requireSync)
+        self.clock = clock
         self.logger = logger
         self.files = files
         // The agent's own state must be changeable by nobody else (docs/OPERATIONS.md).
@@ -118,7 +126,9 @@ public final class Agent: Sendable {
         queueConfiguration.backoff = OfflineQueue.Backoff(initial: config.queue.retryInitial, maximum: config.queue.retryMaximum)
         let maxAge = config.queue.maxRecordAge
         let batchBytes = config.telemetry.batchMaxBytes
-        queueConfiguration.judge = { answer in Self.judge(answer, maxAge: maxAge, batchBytes: batchBytes) }
+        queueConfiguration.judge = { answer in
+            Self.judge(answer, maxAge: maxAge, age: clock.age(of: answer.record), batchBytes: batchBytes)
+        }
         do {
             queue = try OfflineQueue(
                 directory: config.queue.directory, configuration: queueConfiguration, session: session, reachability: reachability,
@@ -196,7 +206,15 @@ public final class Agent: Sendable {
     }
 
     /// The fate of a batch after the server answered.
-    static func judge(_ answer: OfflineQueue.DeliveryResponse, maxAge: Duration, batchBytes: Int) -> OfflineQueue.Disposition {
+    /// - Parameters:
+    ///   - answer: the server's answer.
+    ///   - maxAge: `queue.maxRecordAge`.
+    ///   - age: the batch's age (`WallClock.age(of:)`); nil when it cannot be known, and then
+    ///     a refused batch is kept, never dead-lettered for its age.
+    ///   - batchBytes: `telemetry.batchMaxBytes`.
+    static func judge(_ answer: OfflineQueue.DeliveryResponse, maxAge: Duration, age: Duration?, batchBytes: Int)
+        -> OfflineQueue.Disposition
+    {
         let status = answer.response.status.code
         let message = String(decoding: answer.body, as: UTF8.self).trimmed()
         // The lines matter only to split a batch: decompressed for a 413 alone.
@@ -208,8 +226,7 @@ public final class Agent: Sendable {
         let verdict = UploadVerdict.decide(
             status: status, retryAfter: answer.response.headerFields[HTTPField.Name("Retry-After")!], message: message,
             lines: lines?.count ?? 1)
-        let age = Date().timeIntervalSince(answer.record.enqueuedAt)
-        let tooOld = age > Double(maxAge.components.seconds)
+        let tooOld = age.map { $0 > maxAge } ?? false
         switch verdict {
         case .delivered: return .delivered
         case .split:
@@ -231,7 +248,9 @@ public final class Agent: Sendable {
         case .deadLetter(let reason): return .deadLetter(reason: reason)
         case .retry(let after, let reason):
             // Refused for longer than maxRecordAge: it must not block the queue for ever.
-            if tooOld { return .deadLetter(reason: "\(reason); still refused after \(Int(age)) s (queue.maxRecordAge)") }
+            if tooOld, let age {
+                return .deadLetter(reason: "\(reason); still refused after \(age.components.seconds) s (queue.maxRecordAge)")
+            }
             if let after { return OfflineQueue.Disposition.retryAfter(after) }
             return .retry
         case .holdForCredentials:
@@ -302,6 +321,7 @@ public final class Agent: Sendable {
     /// - Returns: how many points were collected.
     @discardableResult
     public func collect(timestamp: Int64 = Agent.now()) -> Int {
+        guard clockAllowsStamping(at: timestamp) else { return 0 }
         var count = 0
         var batcher = pending.value
         defer { pending.value = batcher }
@@ -337,13 +357,30 @@ public final class Agent: Sendable {
             return true
         }
         _ = enqueue(batcher.flush())
-        if let spool {
+        if let spool, clockAllowsStamping(at: Self.now()) {
             let precision = config.telemetry.precision
             let pass = spool.take(batcher: &batcher, stamp: { LineProtocol.scale(Self.now(), to: precision) }) { enqueue($0) }
             report.spooledLines += pass.queuedLines
             report.rejectedLines += pass.rejectedLines
         }
         if report.rejectedLines > 0 { tracker.rejectedSpool(report.rejectedLines) }
+    }
+
+    /// Whether points may be stamped at `timestamp`: not while the clock is below its floor.
+    /// Collection then waits (those rounds' samples are not taken) and spool files stay where
+    /// they are; logged once per spell.
+    private func clockAllowsStamping(at timestamp: Int64) -> Bool {
+        let now = Date(timeIntervalSince1970: Double(timestamp) / 1_000_000_000)
+        let allowed = clock.mayStamp(now: now)
+        let wasBelow = belowFloor.exchange(!allowed, ordering: .relaxed)
+        if !allowed && !wasBelow {
+            logger.warning(
+                "clock before its floor: collection and spool files wait",
+                metadata: ["clock": "\(AgentLogHandler.timestamp(now))", "floor": "\(AgentLogHandler.timestamp(clock.floor))"])
+        } else if allowed && wasBelow {
+            logger.notice("clock past its floor: collection resumes", metadata: ["clock": "\(AgentLogHandler.timestamp(now))"])
+        }
+        return allowed
     }
 
     /// Queues one batch durably; false (logged) when the queue refused it.

@@ -265,6 +265,9 @@ public final class AgentDaemon: @unchecked Sendable {
         report.collectedPoints = collectedSinceSync
         collectedSinceSync = 0
         agent.queuePending(into: &report)
+        if let problem = agent.clock.remember() {
+            logger.warning("clock floor not saved", metadata: ["reason": "\(problem)"])
+        }
         status.lastSync = AgentStatus.Sync(
             at: Date(), collectedPoints: report.collectedPoints, spooledLines: report.spooledLines, rejectedLines: report.rejectedLines,
             queuedBatches: report.queuedBatches, error: report.failure)
@@ -441,6 +444,8 @@ public final class AgentDaemon: @unchecked Sendable {
         let syncEvery = Double(config.telemetry.syncInterval.totalNanoseconds) / 1e9 * (1 + config.telemetry.jitter)
         status.nextUpdateBy = status.state == "stopped" ? nil : status.updatedAt.addingTimeInterval(2 * syncEvery + 5)
         status.reachability = reachability == nil ? "not watched" : reachabilityText.withLock { $0 }
+        let verdict = agent.clock.verdict()
+        status.clock = verdict.isTrusted ? "trusted" : verdict.reason
         status.queue = AgentStatus.Queue(
             records: statistics.records, bytes: statistics.bytes, oldestAgeSeconds: statistics.oldestAge().map { ($0 * 10).rounded() / 10 },
             delivered: statistics.delivered, dropped: statistics.droppedOldest, rejected: statistics.rejectedNew,

@@ -89,6 +89,9 @@ public struct AgentStatus: Codable, Sendable, Equatable {
     /// What reachability says about the route to the server: `reachable <interface>`,
     /// `not-reachable` or `unknown`.
     public var reachability: String
+    /// `trusted`, or why the wall clock is not (decisions that need the date wait; see
+    /// `ClockVerdict`). Nil in status files of earlier versions.
+    public var clock: String?
     /// The last sync.
     public var lastSync: Sync?
     /// The last delivery attempt's outcome.
@@ -167,6 +170,7 @@ public struct AgentStatus: Codable, Sendable, Equatable {
         if let reloadError { members.append(("reloadError", .string(reloadError))) }
         if let nextUpdateBy { members.append(("nextUpdateBy", .date(nextUpdateBy))) }
         if let stale { members.append(("stale", .string(stale))) }
+        if let clock { members.append(("clock", .string(clock))) }
         if let lastSuccessfulDelivery { members.append(("lastSuccessfulDelivery", .date(lastSuccessfulDelivery))) }
         if let lastSync {
             var sync: [(String, StatusJSON)] = [

@@ -18,8 +18,11 @@ public struct FirmwareRefusal: Error, Sendable, Equatable, CustomStringConvertib
         case badManifest
         /// No signature, or none valid by a configured key.
         case badSignature
-        /// `expires` is past.
+        /// `expires` is past (checked again at every poll: the clock may have been wrong).
         case expired
+        /// The manifest has an `expires`, and the wall clock cannot be trusted to check it
+        /// (`ClockVerdict`): not a refusal of the release, a wait; checked again at every poll.
+        case clockUntrusted
         /// This device's type is not in `compatible`.
         case incompatible
         /// Not newer than the highest version ever accepted (and downgrades are not allowed).
@@ -242,10 +245,16 @@ public enum UpdateDecision {
     ///     the running version at first), nil when none is known.
     ///   - allowDowngrade: the config's explicit permission to install older versions.
     ///   - now: the time.
-    /// - Throws: `FirmwareRefusal` (`.expired`, `.incompatible`, `.notNewer`).
+    ///   - clock: whether `now` can be trusted; an expiry is checked only against a trusted clock.
+    /// - Throws: `FirmwareRefusal` (`.clockUntrusted`, `.expired`, `.incompatible`, `.notNewer`).
     public static func check(
-        _ manifest: FirmwareManifest, deviceType: String, highestAccepted: SemanticVersion?, allowDowngrade: Bool, now: Date
+        _ manifest: FirmwareManifest, deviceType: String, highestAccepted: SemanticVersion?, allowDowngrade: Bool, now: Date,
+        clock: ClockVerdict = .trusted
     ) throws(FirmwareRefusal) {
+        if manifest.expires != nil, !clock.isTrusted {
+            throw FirmwareRefusal(
+                kind: .clockUntrusted, message: "the expiry of the manifest for \(manifest.version) cannot be checked: \(clock.reason)")
+        }
         if let expires = manifest.expires, expires <= now {
             throw FirmwareRefusal(
                 kind: .expired, message: "the manifest for \(manifest.version) expired at \(AgentLogHandler.timestamp(expires))")

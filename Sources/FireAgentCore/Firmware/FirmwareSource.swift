@@ -66,6 +66,9 @@ public protocol FirmwareSource: Sendable {
     func restore(digest: String) -> FirmwareManifest?
     /// Drops what was kept for offers other than `digest` (the one an update follows, if any).
     func forget(except digest: String?)
+    /// Makes the next poll fetch the offer whole again, even when the server says it has not
+    /// changed (a refusal that depends on the moment: an expiry, an untrusted clock).
+    func checkAgain()
     /// Tells the backend where an update stands; durable from the return on (a repeat after
     /// a crash carries the same identity).
     func report(_ report: FirmwareReport)
@@ -133,6 +136,9 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
     /// Removes kept manifests other than `digest`'s.
     /// - Parameter digest: the one an update follows, if any.
     public func forget(except digest: String?) { store.forgetManifests(except: digest) }
+
+    /// Forgets the ETag, so the next poll reads the manifest whole.
+    public func checkAgain() { entityTag = nil }
 
     /// Stops delivering reports and closes their queue.
     public func close() { reports?.close() }

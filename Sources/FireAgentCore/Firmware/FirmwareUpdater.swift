@@ -53,6 +53,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let hasher = ImageHasher()
     private let clock = ContinuousClock()
+    /// Whether the wall clock may judge a manifest's expiry.
+    private let wallClock: WallClock
 
     private var flow: UpdateFlow
     /// The manifest being acted on (verified), its bytes' digest, and its signature.
@@ -85,9 +87,11 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// - Throws: `AgentError` when the directory or the report queue cannot be used.
     public init(
         config: AgentConfig.Firmware, agentConfig: AgentConfig, logger: Logger, reachability: NetworkReachabilityManager?,
-        environment: [String: String], onChange: @escaping @Sendable () -> Void
+        environment: [String: String], wallClock: WallClock? = nil, onChange: @escaping @Sendable () -> Void
     ) throws(AgentError) {
         self.config = config
+        self.wallClock =
+            wallClock ?? WallClock(floorFile: agentConfig.queue.directory + "/clock-floor", requireSync: agentConfig.clock.requireSync)
         self.deviceID = agentConfig.device.id
         self.logger = logger
         self.onChange = onChange
@@ -356,13 +360,21 @@ public final class FirmwareUpdater: @unchecked Sendable {
         do throws(FirmwareRefusal) {
             let parsed = try offer.manifest.get()
             manifest = parsed
+            let now = Date()
             try UpdateDecision.check(
                 parsed, deviceType: config.deviceType, highestAccepted: flow.state.highestAccepted.flatMap(SemanticVersion.init),
-                allowDowngrade: config.allowDowngrade, now: Date())
+                allowDowngrade: config.allowDowngrade, now: now, clock: wallClock.verdict(now: now))
             logger.info(
                 "firmware offered",
                 metadata: ["version": "\(parsed.version)", "signedBy": "\(offer.vouchedBy ?? "")", "notes": "\(parsed.notes ?? "")"])
         } catch {
+            if error.kind == .clockUntrusted {
+                // Nothing is decided: the offer is read whole and judged again at the next poll.
+                logger.warning("firmware waits for a trusted clock", metadata: ["reason": "\(error.message)"])
+                source.checkAgain()
+                return "waiting: \(error.message)"
+            }
+            if error.kind == .expired { source.checkAgain() }
             refusal = error
             logger.warning("firmware manifest refused", metadata: ["reason": "\(error)", "manifest": "\(offer.digest.prefix(16))"])
         }

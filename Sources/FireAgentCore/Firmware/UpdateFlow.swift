@@ -281,10 +281,10 @@ public struct UpdateFlow: Sendable {
             break
         }
         guard !state.finished.contains(digest) else { return [] }
-        if let refusal, refusal.kind == .badSignature {
-            // Not remembered as finished: a signature published after its manifest, or a
-            // server error for it, must not block the release for good. Reported once per
-            // reason; the next poll checks the signature again.
+        if let refusal, refusal.kind == .badSignature || refusal.kind == .expired {
+            // Not remembered as finished: a signature published after its manifest, a server
+            // error for it, or a clock that was wrong for one poll must not block the release
+            // for good. Reported once per reason; the next poll checks again.
             if state.update?.manifestDigest == digest, state.update?.reason == refusal.description { return [] }
             state.update = UpdateRecord(
                 phase: .failed, manifestDigest: digest, version: manifest.map { "\($0.version)" } ?? "", fromVersion: running?.description,

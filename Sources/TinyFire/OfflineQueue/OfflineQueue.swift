@@ -201,8 +201,10 @@ public final class OfflineQueue: Sendable {
         public let sequence: UInt64
         /// The `Idempotency-Key` sent with every attempt.
         public let idempotencyKey: String
-        /// When it was enqueued.
+        /// When it was enqueued, by the wall clock of that moment (which may have been wrong).
         public let enqueuedAt: Date
+        /// When it was enqueued on the boot clock; nil for records of an earlier queue format.
+        public let enqueuedOnBootClock: BootInstant?
         /// The method.
         public let method: HTTPMethod
         /// The URL.
@@ -213,6 +215,14 @@ public final class OfflineQueue: Sendable {
         public let bodyLength: UInt64
         /// Whether the body is kept in a file rather than in the journal.
         public let bodyIsFile: Bool
+
+        /// Time since it was enqueued, measured on the boot clock: true whatever the wall
+        /// clock did meanwhile. Nil when it was enqueued during an earlier boot (or by a
+        /// version that did not record the boot clock): then only the wall clock can tell.
+        public var timeSinceEnqueue: Duration? {
+            guard let enqueuedOnBootClock, let now = BootInstant.now() else { return nil }
+            return now.since(enqueuedOnBootClock)
+        }
     }
 
     /// What the queue holds and has done.
@@ -450,7 +460,8 @@ public final class OfflineQueue: Sendable {
             body = .inline(try Self.readSmallBody(segments, length: bodyLength))
         }
         let payload = OfflineQueueJournal.Payload(
-            method: method.rawValue, url: url.absoluteString, idempotencyKey: idempotencyKey, headers: headers, body: body)
+            method: method.rawValue, url: url.absoluteString, idempotencyKey: idempotencyKey, headers: headers, body: body,
+            enqueuedOnBootClock: BootInstant.now())
         if let problem = OfflineQueueJournal.validate(payload) {
             if case .file = body { throw .invalidRequest(reason: problem) }
             throw .recordTooLarge(bytes: Int64(bodyLength), limit: Int64(OfflineQueueJournal.maxPayloadLength))
@@ -484,7 +495,7 @@ public final class OfflineQueue: Sendable {
         }
         return Record(
             sequence: entry.sequence, idempotencyKey: idempotencyKey, enqueuedAt: Date(timeIntervalSince1970: Double(milliseconds) / 1000),
-            method: method, url: url.absoluteString, headers: urlRequest.headers, bodyLength: bodyLength, bodyIsFile: fileName != nil)
+            enqueuedOnBootClock: payload.enqueuedOnBootClock, method: method, url: url.absoluteString, headers: urlRequest.headers, bodyLength: bodyLength, bodyIsFile: fileName != nil)
     }
 
     /// The header that carries each record's key.
@@ -624,7 +635,7 @@ public final class OfflineQueue: Sendable {
         return Record(
             sequence: entry.sequence, idempotencyKey: payload.idempotencyKey,
             enqueuedAt: Date(timeIntervalSince1970: Double(entry.enqueuedAtMilliseconds) / 1000),
-            method: HTTPMethod(rawValue: payload.method), url: payload.url, headers: headers, bodyLength: payload.body.length,
+            enqueuedOnBootClock: payload.enqueuedOnBootClock, method: HTTPMethod(rawValue: payload.method), url: payload.url, headers: headers, bodyLength: payload.body.length,
             bodyIsFile: isFile)
     }
 
@@ -815,7 +826,8 @@ public final class OfflineQueue: Sendable {
                     let record = Record(
                         sequence: entry.sequence, idempotencyKey: key,
                         enqueuedAt: Date(timeIntervalSince1970: Double(entry.enqueuedAtMilliseconds) / 1000),
-                        method: HTTPMethod(rawValue: payload.method), url: payload.url, headers: sentHeaders,
+                        enqueuedOnBootClock: payload.enqueuedOnBootClock, method: HTTPMethod(rawValue: payload.method), url: payload.url,
+                        headers: sentHeaders,
                         bodyLength: payload.body.length, bodyIsFile: inlineBody == nil && payload.body != .none)
                     disposition = judge(
                         DeliveryResponse(

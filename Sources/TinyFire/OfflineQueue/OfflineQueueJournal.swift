@@ -15,15 +15,18 @@ import CZlib
 /// | 24 | 4 | CRC-32 of the payload |
 /// | 28 | 4 | CRC-32 of bytes 0..<28 |
 ///
-/// The payload holds the request: a version byte (1), then length-prefixed method, URL,
-/// idempotency key, headers and body (inline bytes, or the name and length of a body file).
+/// The payload holds the request: a version byte (2), then length-prefixed method, URL,
+/// idempotency key, headers and body (inline bytes, or the name and length of a body file),
+/// then the enqueue moment on the boot clock: a flag byte (1 when present), the 16-byte boot
+/// id and the milliseconds since boot. Version 1 payloads (without the boot clock) are still
+/// read.
 enum OfflineQueueJournal {
     static let magic: [UInt8] = Array("TFQ1".utf8)
     static let headerLength = 32
     /// The largest payload accepted: 1 MiB (inline bodies are far smaller; see
     /// `OfflineQueue.Configuration.maximumInlineBodyLimit`).
     static let maxPayloadLength = 1 << 20
-    static let payloadVersion: UInt8 = 1
+    static let payloadVersion: UInt8 = 2
 
     /// A decoded record header.
     struct Header: Equatable, Sendable {
@@ -42,10 +45,13 @@ enum OfflineQueueJournal {
         var idempotencyKey: String
         var headers: [(name: String, value: String)]
         var body: Body
+        /// When it was enqueued on the boot clock (nil in version 1 records, or without a boot id).
+        var enqueuedOnBootClock: BootInstant? = nil
 
         static func == (lhs: Payload, rhs: Payload) -> Bool {
             lhs.method == rhs.method && lhs.url == rhs.url && lhs.idempotencyKey == rhs.idempotencyKey
                 && lhs.headers.map { [$0.name, $0.value] } == rhs.headers.map { [$0.name, $0.value] } && lhs.body == rhs.body
+                && lhs.enqueuedOnBootClock == rhs.enqueuedOnBootClock
         }
     }
 
@@ -125,6 +131,13 @@ enum OfflineQueueJournal {
             appendString(name, lengthBytes: 1, to: &body)
             appendInteger(length, bytes: 8, to: &body)
         }
+        if let instant = payload.enqueuedOnBootClock, instant.bootID.count == 16 {
+            body.append(1)
+            body.append(contentsOf: instant.bootID)
+            appendInteger(instant.uptimeMilliseconds, bytes: 8, to: &body)
+        } else {
+            body.append(0)
+        }
         return body
     }
 
@@ -141,7 +154,7 @@ enum OfflineQueueJournal {
         if case .file(let name, _) = payload.body, name.utf8.count > 0xFF { return "the body file name is too long" }
         let size =
             1 + 1 + payload.method.utf8.count + 2 + payload.url.utf8.count + 1 + payload.idempotencyKey.utf8.count + 2
-            + payload.headers.reduce(0) { $0 + 4 + $1.name.utf8.count + $1.value.utf8.count } + payload.body.encodedLength
+            + payload.headers.reduce(0) { $0 + 4 + $1.name.utf8.count + $1.value.utf8.count } + payload.body.encodedLength + 25
         if size > maxPayloadLength { return "the record would be \(size) bytes; the limit is \(maxPayloadLength)" }
         return nil
     }
@@ -182,7 +195,8 @@ enum OfflineQueueJournal {
     /// Decodes a payload (checksum already verified).
     static func decodePayload(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> Payload {
         var reader = Reader(bytes: bytes)
-        guard try reader.integer(1) == UInt64(payloadVersion) else { throw DecodeError(description: "unknown payload version") }
+        let version = try reader.integer(1)
+        guard version == 1 || version == UInt64(payloadVersion) else { throw DecodeError(description: "unknown payload version") }
         let method = try reader.string(lengthBytes: 1)
         let url = try reader.string(lengthBytes: 2)
         let key = try reader.string(lengthBytes: 1)
@@ -205,8 +219,20 @@ enum OfflineQueueJournal {
             body = .file(name: name, length: try reader.integer(8))
         default: throw DecodeError(description: "unknown body kind")
         }
+        var instant: BootInstant?
+        if version >= 2 {
+            switch try reader.integer(1) {
+            case 0: break
+            case 1:
+                let id = try reader.bytes(16)
+                let uptime = try reader.integer(8)
+                guard uptime <= maxStoredNumber else { throw DecodeError(description: "boot clock out of range") }
+                instant = BootInstant(bootID: id, uptimeMilliseconds: uptime)
+            default: throw DecodeError(description: "unknown boot clock flag")
+            }
+        }
         guard reader.offset == bytes.count else { throw DecodeError(description: "trailing bytes after the body") }
-        return Payload(method: method, url: url, idempotencyKey: key, headers: headers, body: body)
+        return Payload(method: method, url: url, idempotencyKey: key, headers: headers, body: body, enqueuedOnBootClock: instant)
     }
 
     // MARK: - Scanning

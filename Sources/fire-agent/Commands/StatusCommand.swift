@@ -88,6 +88,7 @@ struct StatusCommand: ParsableCommand {
         if let error = status.reloadError { config += "\n               last reload refused: \(error)" }
         lines.append(config)
         lines.append("reachability:  \(status.reachability)")
+        if let clock = status.clock { lines.append("clock:         \(clock)") }
         if let sync = status.lastSync {
             var line =
                 "last sync:     \(when(sync.at)): \(sync.queuedBatches) batches queued, \(sync.spooledLines) spool lines "

@@ -164,18 +164,18 @@ struct AgentSyncTests {
     func judge() throws {
         let lines = (0..<4).map { "m x=\($0)i \($0)" }.joined(separator: "\n") + "\n"
         let body = Data(try Gzip.compress(Array(lines.utf8)))
-        func answer(_ status: Int, _ headers: [(String, String)] = [], message: String = "", age: TimeInterval = 0)
+        func answer(_ status: Int, _ headers: [(String, String)] = [], message: String = "", age: TimeInterval = 0, knownAge: Bool = true)
             -> OfflineQueue.Disposition
         {
             var response = HTTPResponse(status: .init(code: status))
             for (name, value) in headers { response.headerFields[HTTPField.Name(name)!] = value }
             let record = OfflineQueue.Record(
-                sequence: 1, idempotencyKey: "k", enqueuedAt: Date().addingTimeInterval(-age), method: .post,
+                sequence: 1, idempotencyKey: "k", enqueuedAt: Date().addingTimeInterval(-age), enqueuedOnBootClock: nil, method: .post,
                 url: "http://127.0.0.1:1/write?db=fleet", headers: ["Content-Encoding": "gzip"], bodyLength: UInt64(body.count),
                 bodyIsFile: false)
             return Agent.judge(
                 OfflineQueue.DeliveryResponse(record: record, response: response, body: Data(message.utf8), failures: 0, requestBody: body),
-                maxAge: .seconds(3600), batchBytes: 1 << 20)
+                maxAge: .seconds(3600), age: knownAge ? .seconds(Int64(age)) : nil, batchBytes: 1 << 20)
         }
         if case .delivered = answer(204) {} else { Issue.record("204") }
         if case .deadLetter(let reason) = answer(400, message: #"{"error":"unable to parse"}"#) {
@@ -202,6 +202,8 @@ struct AgentSyncTests {
         } else {
             Issue.record("a batch refused for longer than maxRecordAge must not block the queue")
         }
+        // An age the clock cannot vouch for (queued in an earlier boot, clock untrusted): kept.
+        if case .retry = answer(503, age: 7200, knownAge: false) {} else { Issue.record("an unknown age must not dead-letter") }
     }
 
     @Test("v2: POST /api/v2/write with org, bucket, precision and Authorization: Token, gzip'd; v1 credentials as Basic")

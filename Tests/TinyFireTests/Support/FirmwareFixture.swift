@@ -216,6 +216,9 @@ struct FakeBoard {
                                          thermal: false, pressure: false, agent: false } },
               queue: { directory: "queue", retry: { initial: "200ms", maximum: "2s" } },
               daemon: { statusFile: "status.json", stopTimeout: "5s" },
+              // Manifests carry an expiry; test machines may run no NTP client (ClockTests
+              // covers the default, requireSync true).
+              clock: { requireSync: false },
               \(firmwareSection(server: server, keys: keys, extra: extra, state: state))
             }
             """

@@ -1,0 +1,152 @@
+import CTinyFireSystem
+import Synchronization
+import TinyFire
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Whether the wall clock can be believed, and if not, why.
+public enum ClockVerdict: Sendable, Equatable {
+    /// At or above the floor, and synchronized (or synchronization is not required).
+    case trusted
+    /// Before the floor: certainly wrong (a board without a real-time clock boots in 1970).
+    case belowFloor(floor: Date)
+    /// Above the floor, but the kernel reports it unsynchronized and `clock.requireSync` is on.
+    case unsynchronized
+
+    /// Whether decisions that need the date may be taken.
+    public var isTrusted: Bool { self == .trusted }
+
+    /// Why the clock is not trusted, in words (empty when it is).
+    public var reason: String {
+        switch self {
+        case .trusted: return ""
+        case .belowFloor(let floor):
+            return "the clock is before \(AgentLogHandler.timestamp(floor)), a time it has already passed (build time or last synchronized time)"
+        case .unsynchronized:
+            return "the kernel reports the clock unsynchronized (no NTP client has set it yet; clock.requireSync false trusts it anyway)"
+        }
+    }
+
+    /// The verdict on a set of facts: sans-I/O.
+    /// - Parameters:
+    ///   - now: the wall clock.
+    ///   - floor: the time floor.
+    ///   - synchronized: whether the kernel (or systemd-timesyncd's flag) says the clock is synchronized.
+    ///   - requireSync: `clock.requireSync`.
+    public static func judge(now: Date, floor: Date, synchronized: Bool, requireSync: Bool) -> ClockVerdict {
+        if now < floor { return .belowFloor(floor: floor) }
+        if requireSync && !synchronized { return .unsynchronized }
+        return .trusted
+    }
+}
+
+/// The agent's view of the wall clock (docs/OPERATIONS.md, "Time"). The wall clock of a board
+/// can be anything: 1970 after a boot without a real-time clock, a year ahead from a bad RTC,
+/// stepped by NTP at any moment. The agent therefore:
+///
+/// - measures ages, backoffs and timers on the boot clock (`CLOCK_BOOTTIME`), never on the wall clock;
+/// - keeps a *floor*, the later of the build time and the last time the kernel reported the
+///   clock synchronized (saved in `<queue.directory>/clock-floor` at most once an hour), and
+///   stamps no point while the clock is below it;
+/// - takes decisions that would be final and that need the date (a manifest's expiry, a
+///   queued batch's age across a reboot) only while the clock is trusted (`ClockVerdict`).
+///
+/// Memory: a few words; the floor file is one short line.
+public final class WallClock: Sendable {
+    /// When this binary was built: the first floor.
+    public static let buildTime = Date(timeIntervalSince1970: Double(tinyfire_build_time()))
+    /// systemd-timesyncd's flag: present while it has synchronized the clock.
+    public static let timesyncdFlag = "/run/systemd/timesync/synchronized"
+    /// How often a trusted, synchronized clock is saved as the floor.
+    static let saveInterval: Duration = .seconds(3600)
+
+    /// `clock.requireSync`.
+    public let requireSync: Bool
+    /// The first floor (the build time unless a test says otherwise).
+    public let buildFloor: Date
+    private let floorFile: String?
+    private let flagFile: String
+    private let saved = Mutex<(floor: Date?, at: ContinuousClock.Instant?)>((nil, nil))
+
+    /// A wall clock.
+    /// - Parameters:
+    ///   - floorFile: where the floor is kept; nil keeps none (the build time alone).
+    ///   - requireSync: whether an unsynchronized clock is untrusted.
+    ///   - buildFloor: the first floor; default the build time.
+    ///   - flagFile: systemd-timesyncd's flag file.
+    public init(floorFile: String?, requireSync: Bool, buildFloor: Date = WallClock.buildTime, flagFile: String = WallClock.timesyncdFlag) {
+        self.floorFile = floorFile
+        self.requireSync = requireSync
+        self.buildFloor = buildFloor
+        self.flagFile = flagFile
+        if let floorFile, let text = SystemFiles().read(floorFile), let seconds = Int64(text.trimmed()), seconds > 0 {
+            saved.withLock { $0.floor = Date(timeIntervalSince1970: Double(seconds)) }
+        }
+    }
+
+    /// The floor: the later of the build floor and the saved one.
+    public var floor: Date { max(buildFloor, saved.withLock { $0.floor } ?? buildFloor) }
+
+    /// Whether the kernel reports the clock synchronized, or systemd-timesyncd's flag is there.
+    public var synchronized: Bool {
+        tinyfire_clock_unsynchronized() == 0 || access(flagFile, F_OK) == 0
+    }
+
+    /// The verdict now.
+    /// - Parameter now: the wall clock; default now.
+    public func verdict(now: Date = Date()) -> ClockVerdict {
+        let floor = self.floor
+        if now < floor { return .belowFloor(floor: floor) }
+        return ClockVerdict.judge(now: now, floor: floor, synchronized: !requireSync || synchronized, requireSync: requireSync)
+    }
+
+    /// Whether points may be stamped now (the clock is at or above the floor).
+    public func mayStamp(now: Date = Date()) -> Bool { now >= floor }
+
+    /// Saves now as the floor when the kernel reports the clock synchronized, at most once an
+    /// hour. A clock that is merely believed (`requireSync` off) never raises the floor: a board
+    /// whose RTC ran a year ahead would otherwise stop stamping points for that year once corrected.
+    /// - Returns: the problem when the file could not be written.
+    @discardableResult
+    public func remember(now: Date = Date()) -> String? {
+        guard let floorFile, now >= floor, synchronized else { return nil }
+        let due = saved.withLock { state in state.at.map { ContinuousClock.now - $0 >= Self.saveInterval } ?? true }
+        guard due else { return nil }
+        let seconds = Int64(now.timeIntervalSince1970)
+        let temporary = floorFile + ".new"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return "\(temporary): \(errnoText(errno))" }
+        let text = Array("\(seconds)\n".utf8)
+        let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        closeDescriptor(fd)
+        guard written == text.count, rename(temporary, floorFile) == 0 else {
+            let problem = "\(floorFile): \(written < 0 ? errnoText(errno) : "short write")"
+            unlink(temporary)
+            return problem
+        }
+        saved.withLock { $0 = (Date(timeIntervalSince1970: Double(seconds)), ContinuousClock.now) }
+        return nil
+    }
+
+    /// A queued record's age: on the boot clock when it was queued during this boot (true
+    /// whatever the wall clock did); by the wall clock when it is from an earlier boot and the
+    /// clock is trusted and was past the build floor when the record was stamped; otherwise
+    /// unknown (nil), and no decision is taken on it.
+    /// - Parameters:
+    ///   - record: the record.
+    ///   - now: the wall clock; default now.
+    public func age(of record: OfflineQueue.Record, now: Date = Date()) -> Duration? {
+        if let elapsed = record.timeSinceEnqueue { return elapsed }
+        guard verdict(now: now).isTrusted, record.enqueuedAt >= buildFloor else { return nil }
+        return .milliseconds(Int64(max(0, now.timeIntervalSince(record.enqueuedAt)) * 1000))
+    }
+}
