@@ -1,4 +1,5 @@
 import ArgumentParser
+import FireAgentCore
 import TinyFire
 
 /// fire-agent: TinyFire's device agent and on-board HTTP debugging tool.
@@ -18,4 +19,24 @@ struct FireAgent: ParsableCommand {
             StatusCommand.self, FirmwareCommand.self,
         ]
     )
+
+    /// Parses the arguments and runs the command. The Swift runtime learns the arguments from
+    /// the C library at start-up; under some `LD_PRELOAD` libraries (libfaketime, which boards'
+    /// test rigs use to move the clock) it learns none, so they are then read from
+    /// `/proc/self/cmdline` rather than running as if none were given.
+    static func main() {
+        if CommandLine.arguments.isEmpty, let arguments = processArguments() {
+            main(Array(arguments.dropFirst()))
+        } else {
+            main(nil)
+        }
+    }
+
+    /// The process's arguments from `/proc/self/cmdline` (NUL-separated), at most 1 MiB.
+    static func processArguments() -> [String]? {
+        guard let text = SystemFiles().read("/proc/self/cmdline", limit: 1 << 20, whole: true), !text.isEmpty else { return nil }
+        var arguments = text.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)
+        if text.last == "\u{0}" { arguments.removeLast() }
+        return arguments
+    }
 }

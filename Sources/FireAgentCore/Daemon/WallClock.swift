@@ -30,7 +30,8 @@ public enum ClockVerdict: Sendable, Equatable {
         switch self {
         case .trusted: return ""
         case .belowFloor(let floor):
-            return "the clock is before \(AgentLogHandler.timestamp(floor)), a time it has already passed (build time or last synchronized time)"
+            return
+                "the clock is before \(AgentLogHandler.timestamp(floor)), a time it has already passed (build time or last synchronized time)"
         case .unsynchronized:
             return "the kernel reports the clock unsynchronized (no NTP client has set it yet; clock.requireSync false trusts it anyway)"
         }
@@ -66,6 +67,8 @@ public final class WallClock: Sendable {
     public static let buildTime = Date(timeIntervalSince1970: Double(tinyfire_build_time()))
     /// systemd-timesyncd's flag: present while it has synchronized the clock.
     public static let timesyncdFlag = "/run/systemd/timesync/synchronized"
+    /// 2026-01-01: no record of this queue format was stamped before it by a right clock.
+    static let formatEpoch = Date(timeIntervalSince1970: 1_767_225_600)
     /// How often a trusted, synchronized clock is saved as the floor.
     static let saveInterval: Duration = .seconds(3600)
 
@@ -138,15 +141,16 @@ public final class WallClock: Sendable {
     }
 
     /// A queued record's age: on the boot clock when it was queued during this boot (true
-    /// whatever the wall clock did); by the wall clock when it is from an earlier boot and the
-    /// clock is trusted and was past the build floor when the record was stamped; otherwise
+    /// whatever the wall clock did); by the wall clock when it is from an earlier boot, the
+    /// clock is trusted now and the record's stamp is not from a clock that was plainly wrong
+    /// (before 2026, when this format did not exist); otherwise
     /// unknown (nil), and no decision is taken on it.
     /// - Parameters:
     ///   - record: the record.
     ///   - now: the wall clock; default now.
     public func age(of record: OfflineQueue.Record, now: Date = Date()) -> Duration? {
         if let elapsed = record.timeSinceEnqueue { return elapsed }
-        guard verdict(now: now).isTrusted, record.enqueuedAt >= buildFloor else { return nil }
+        guard verdict(now: now).isTrusted, record.enqueuedAt >= Self.formatEpoch else { return nil }
         return .milliseconds(Int64(max(0, now.timeIntervalSince(record.enqueuedAt)) * 1000))
     }
 }

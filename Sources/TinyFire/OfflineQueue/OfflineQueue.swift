@@ -495,7 +495,8 @@ public final class OfflineQueue: Sendable {
         }
         return Record(
             sequence: entry.sequence, idempotencyKey: idempotencyKey, enqueuedAt: Date(timeIntervalSince1970: Double(milliseconds) / 1000),
-            enqueuedOnBootClock: payload.enqueuedOnBootClock, method: method, url: url.absoluteString, headers: urlRequest.headers, bodyLength: bodyLength, bodyIsFile: fileName != nil)
+            enqueuedOnBootClock: payload.enqueuedOnBootClock, method: method, url: url.absoluteString, headers: urlRequest.headers,
+            bodyLength: bodyLength, bodyIsFile: fileName != nil)
     }
 
     /// The header that carries each record's key.
@@ -635,7 +636,8 @@ public final class OfflineQueue: Sendable {
         return Record(
             sequence: entry.sequence, idempotencyKey: payload.idempotencyKey,
             enqueuedAt: Date(timeIntervalSince1970: Double(entry.enqueuedAtMilliseconds) / 1000),
-            enqueuedOnBootClock: payload.enqueuedOnBootClock, method: HTTPMethod(rawValue: payload.method), url: payload.url, headers: headers, bodyLength: payload.body.length,
+            enqueuedOnBootClock: payload.enqueuedOnBootClock, method: HTTPMethod(rawValue: payload.method), url: payload.url,
+            headers: headers, bodyLength: payload.body.length,
             bodyIsFile: isFile)
     }
 

@@ -38,7 +38,8 @@ public struct BootInstant: Sendable, Equatable, Hashable {
     /// later); nil across boots.
     public func since(_ earlier: BootInstant) -> Duration? {
         guard bootID == earlier.bootID else { return nil }
-        return .milliseconds(Int64(clamping: uptimeMilliseconds >= earlier.uptimeMilliseconds ? uptimeMilliseconds - earlier.uptimeMilliseconds : 0))
+        return .milliseconds(
+            Int64(clamping: uptimeMilliseconds >= earlier.uptimeMilliseconds ? uptimeMilliseconds - earlier.uptimeMilliseconds : 0))
     }
 
     /// A boot id file's UUID (`8-4-4-4-12` hex digits) as 16 bytes; nil when unreadable or
