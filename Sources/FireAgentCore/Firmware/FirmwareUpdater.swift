@@ -461,6 +461,11 @@ public final class FirmwareUpdater: @unchecked Sendable {
                     reason: "sizeMismatch: the server sends more than the \(manifest.size) bytes signed", permanent: true,
                     serverReached: true)
             }
+            if case .certificateVerificationFailed = transfer.reason, case let verdict = wallClock.verdict(), !verdict.isTrusted {
+                // A certificate "not yet valid" or "expired" to a wrong clock says nothing about
+                // the server: retried without counting against firmware.downloadAttempts.
+                return .downloadFailed(reason: "\(error) (\(verdict.reason))", permanent: false, serverReached: false)
+            }
             return .downloadFailed(reason: "\(error)", permanent: false, serverReached: !transfer.isNetworkUnavailable)
         }
         return .downloadFailed(reason: "\(error)", permanent: false, serverReached: status != nil)

@@ -250,4 +250,46 @@ struct ClockJumpTests {
         let deadLetters = (try? FileManager.default.contentsOfDirectory(atPath: directory + "/dead-letters")) ?? []
         #expect(deadLetters.isEmpty, "\(deadLetters)")
     }
+
+    @Test(
+        "a manifest's expiry waits for a trusted clock: not installed at 1970, refused when the clock is set, installed once a wrong clock is corrected",
+        .enabled(if: FakeClock.usable, "needs libfaketime and a dynamically linked fire-agent"))
+    func manifestExpiry() async throws {
+        let server = try FirmwareServer("clock")
+        defer { server.remove() }
+        try server.vendor.makeEC("ec")
+        let board = try FakeBoard(in: server.vendor.directory + "/board", version: "1.0.0")
+        let image = FirmwareServer.image(size: 64 << 10, seed: 70)
+        try server.publish(version: "2.0.0", image: image, expires: "2020-01-01T00:00:00Z")
+        let config = try board.writeConfig(server: server)
+        let clock = try FakeClock(in: board.directory, "@1970-01-01 00:10:00")
+        let agent = try ChildProcess(
+            try fireAgentPath(), ["run", "--config", config], environment: clock.environment, stdout: .file(board.directory + "/log"),
+            stderr: .file(board.directory + "/log"))
+        defer { agent.stop() }
+        func result() -> String {
+            guard let status = board.status, status.pid == agent.pid else { return "" }
+            return status.firmware?.lastCheckResult ?? ""
+        }
+        func log() -> String { (try? String(contentsOfFile: board.directory + "/log", encoding: .utf8)) ?? "" }
+        // 1970: an expiry of 2020 is "in the future" to this clock; the manifest must wait.
+        #expect(await eventually(within: .seconds(60)) { result().hasPrefix("waiting: ") }, "\(result()) \(log().suffix(2000))")
+        try await Task.sleep(for: .seconds(3))
+        #expect(board.installs.isEmpty, "an expired manifest was installed on a 1970 clock")
+        #expect(board.status?.clock?.contains("before") == true, "\(board.status?.clock ?? "no clock in the status")")
+        // The clock is set: now it is judged, and refused as expired.
+        try clock.set("+0")
+        #expect(await eventually(within: .seconds(60)) { result().contains("expired") }, "\(result()) \(log().suffix(2000))")
+        #expect(board.installs.isEmpty)
+        // A clock a year ahead refuses a good manifest as expired; corrected, the same manifest installs.
+        try clock.set("+365d")
+        let expires = Date().addingTimeInterval(30 * 86400)
+        try server.publish(version: "3.0.0", image: image, expires: AgentLogHandler.timestamp(expires))
+        #expect(await eventually(within: .seconds(60)) { result().contains("expired: the manifest for 3.0.0") }, "\(result())")
+        #expect(board.installs.isEmpty)
+        try clock.set("+0")
+        #expect(
+            await eventually(within: .seconds(60)) { board.installs.contains { $0.hasSuffix(" 3.0.0") } },
+            "an expired refusal was final: \(result()) \(log().suffix(2000))")
+    }
 }
