@@ -124,6 +124,37 @@ struct OfflineQueueDeliveryTests {
                 + "\(queued) queued after recovery, \(delivered.count) delivered, \(lost.count) lost, \(duplicated.count) duplicated")
     }
 
+    @Test("Retry-After: 0 at every refusal is no delay given: the backoff applies, not a busy loop")
+    func retryAfterZero() throws {
+        let attempts = Atomic<Int>(0)
+        let server = try HostileServer { client in
+            while true {
+                let request = client.readRequest()
+                guard request.hasPrefix("POST ") else { return }
+                attempts.add(1, ordering: .relaxed)
+                guard client.send("HTTP/1.1 503 Busy\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n") else { return }
+            }
+        }
+        defer { server.stop() }
+        let directory = try makeTemporaryDirectory("queue-retry-after-zero")
+        var configuration = OfflineQueue.Configuration(backoff: .init(initial: .milliseconds(500), maximum: .milliseconds(500)))
+        configuration.judge = { answer in
+            answer.response.status.code == 503
+                ? .retryAfter(.seconds(Int64(answer.response.headerFields[HTTPField.Name("Retry-After")!] ?? "") ?? 1)) : .delivered
+        }
+        let queue = try OfflineQueue(directory: directory, configuration: configuration)
+        var request = URLRequest(url: URL(string: "\(server.base)/write")!, method: .post)
+        request.httpBody = Data("m x=1\n".utf8)
+        _ = try queue.enqueue(request)
+        queue.startDelivery()
+        Thread.sleep(forTimeInterval: 2)
+        queue.stopDelivery()
+        queue.close()
+        // About one attempt per 500 ms backoff (jitter may shorten a wait); a busy loop makes thousands.
+        let count = attempts.load(ordering: .relaxed)
+        #expect(count >= 2 && count <= 12, "\(count) attempts in 2 s")
+    }
+
     @Test("judge: Retry-After replaces the backoff, 400 is a dead letter with the server's message, 413 is replaced by its halves")
     func judgedDelivery() throws {
         /// What the server saw: path and time of each request.

@@ -58,7 +58,7 @@ public final class OfflineQueue: Sendable {
         /// `discarded`, log the status.
         case discard
         /// Keep it at the head and try again after this delay instead of the backoff (a
-        /// server's `Retry-After`).
+        /// server's `Retry-After`). Zero counts as no delay given: the backoff applies.
         case retryAfter(Duration)
         /// Final: remove it, and keep it with `reason` (the server's message) in
         /// `Configuration.deadLetterDirectory` for a person to look at. Counted in `discarded`.
@@ -740,10 +740,12 @@ public final class OfflineQueue: Sendable {
             case .cancelRetry:
                 delivery.withLock { $0.timerGeneration += 1 }
             case .scheduleRetry(let failure):
-                // A server's Retry-After, when it gave one, replaces the backoff for this wait.
+                // A server's Retry-After, when it gave one, replaces the backoff for this wait;
+                // zero (or a date already past) counts as none, as curl counts it: a server that
+                // says "now" at every refusal must not turn the backoff into a busy loop.
                 let asked = delivery.withLock { state -> Duration? in
                     defer { state.retryAfter = nil }
-                    return state.retryAfter
+                    return state.retryAfter.flatMap { $0 > .zero ? $0 : nil }
                 }
                 let delay = asked ?? configuration.backoff.delay(afterFailure: failure, random: Double.random(in: 0...1))
                 let generation = delivery.withLock {

@@ -184,7 +184,7 @@ struct ClockJumpTests {
               telemetry: { influx: { database: "fleet", precision: "ns" }, spoolDirectory: "spool", syncInterval: "1s", jitter: 0,
                            collectors: { cpu: false, memory: false, load: false, uptime: false, disk: false, network: false,
                                          thermal: false, pressure: false, agent: false } },
-              queue: { directory: "queue", maxRecordAge: "60s", retry: { initial: "200ms", maximum: "1s" } },
+              queue: { directory: "queue", maxRecordAge: "1h", retry: { initial: "200ms", maximum: "1s" } },
               daemon: { statusFile: "status.json" },
             }
             """
@@ -248,7 +248,10 @@ struct ClockJumpTests {
         #expect(stamp >= Int64(WallClock.buildTime.timeIntervalSince1970) * 1_000_000_000, "\(untimed)")
         #expect(status()?.deadLetters == 0)
         let deadLetters = (try? FileManager.default.contentsOfDirectory(atPath: directory + "/dead-letters")) ?? []
-        #expect(deadLetters.isEmpty, "\(deadLetters)")
+        let reasons = deadLetters.filter { $0.hasSuffix(".json") }.map {
+            (try? String(contentsOfFile: directory + "/dead-letters/" + $0, encoding: .utf8)) ?? $0
+        }
+        #expect(deadLetters.isEmpty, "\(reasons)")
     }
 
     @Test(
