@@ -96,19 +96,24 @@ public struct FirmwareStore: Sendable {
         }
     }
 
-    /// Opens and locks the install lock for an installer to inherit.
+    /// Opens and locks the install lock for an installer to inherit: first exclusively (no
+    /// other installer may run), then shared, so that an installer that runs in a unit of its own
+    /// (`etc/fire-agent-firmware@.service`, which takes the same lock shared with
+    /// `flock --shared`) holds it too, and a restarted agent still sees it running after the
+    /// command that started it is gone.
     /// - Returns: the descriptor (the caller closes it once the installer ended), or nil.
     func lockForInstaller() -> Int32? {
         let fd = open(installLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return nil }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0, flock(fd, LOCK_SH | LOCK_NB) == 0 else {
             close(fd)
             return nil
         }
         return fd
     }
 
-    /// Waits while an installer started by an earlier agent still holds the install lock.
+    /// Waits while an installer started by an earlier agent still holds the install lock
+    /// (exclusively or shared).
     /// - Parameter timeout: how long to wait at most.
     /// - Returns: true when no installer holds it (any more).
     func waitForInstaller(timeout: Duration) -> Bool {

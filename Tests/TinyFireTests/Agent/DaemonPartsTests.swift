@@ -230,6 +230,40 @@ struct SystemdUnitTests {
         let level = summary.split(separator: "\n").last { $0.contains("Overall exposure level") }?.split(separator: " ")
             .compactMap { Double($0) }.first
         #expect((level ?? 10) < 3, "\(summary.suffix(300))")
+        // The kernel's "clock synchronized" flag is read with adjtimex: allowed, and not
+        // forbidden again by ProtectClock= (docs/OPERATIONS.md, "Time").
+        #expect(unit.contains("SystemCallFilter=@system-service adjtimex\n") && !unit.contains("ProtectClock=yes"))
+    }
+
+    @Test(
+        "etc/fire-agent-firmware@.service (the privileged firmware steps) passes systemd-analyze verify and holds the install lock shared")
+    func firmwareUnitVerifies() throws {
+        let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let unit = try String(contentsOf: root.appending(path: "etc/fire-agent-firmware@.service"), encoding: .utf8)
+        for line in [
+            "Type=oneshot", "NoNewPrivileges=yes", "PrivateNetwork=yes",
+            "ExecStart=/usr/bin/flock --shared /var/lib/fire-agent/firmware/install.lock /etc/fire-agent/firmware-%i "
+                + "/var/lib/fire-agent/firmware/staging/image.bin",
+        ] {
+            #expect(unit.split(separator: "\n").contains(Substring(line)), "missing \(line)")
+        }
+        let directory = FileManager.default.temporaryDirectory.appending(path: "tinyfire-unit-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Data(unit.utf8).write(to: directory.appending(path: "fire-agent-firmware@.service"))
+        let analyze = try #require(which("systemd-analyze"), "systemd-analyze is missing (scripts/install-deps.sh installs systemd)")
+        for step in ["install", "commit"] {
+            let instance = directory.appending(path: "fire-agent-firmware@\(step).service").path
+            let verify = try runCapturingOutput(analyze, ["verify", instance])
+            #expect(verify.status == 0, "\(step): \(verify.stderr)")
+            let security = try runCapturingOutput(analyze, ["security", "--offline=yes", instance])
+            let summary = String(decoding: security.stdout, as: UTF8.self)
+            let level = summary.split(separator: "\n").last { $0.contains("Overall exposure level") }?.split(separator: " ")
+                .compactMap { Double($0) }.first
+            // Privileged on purpose (it writes boot media), yet not systemd's "UNSAFE" (9+) default.
+            #expect((level ?? 10) < 7, "\(summary.suffix(300))")
+        }
     }
 }
 

@@ -560,6 +560,51 @@ extension FirmwareUpdateTests {
 
 extension FirmwareUpdateTests {
     @Test(
+        "an installer in a unit of its own (flock --shared, as etc/fire-agent-firmware@.service runs it): the agent killed mid-install waits for it after its restart; installed once"
+    )
+    func installerInItsOwnUnit() async throws {
+        let (server, board) = try setUp("unit-install", running: "5.0.0")
+        defer { server.remove() }
+        let image = FirmwareServer.image(size: 256 << 10, seed: 53)
+        try server.publish(version: "5.1.0", image: image)
+        let config = try board.writeConfig(server: server)
+        let lock = board.directory + "/firmware/install.lock"
+        // What `systemctl start fire-agent-firmware@install.service` amounts to: the step runs in
+        // a process systemd starts (no descriptor of the agent's), holding the install lock
+        // shared, and the command waits for it to end.
+        let unit = """
+            import subprocess, sys
+            step = ["flock", "--shared", "\(lock)", "sh", "-c",
+                    'echo started > "\(board.directory)/unit-started"; sleep 4; cp "$1" "\(board.directory)/slot.img" && '
+                    'echo "$2" > "\(board.directory)/slot.version" && echo "install $1 $2" >> "\(board.directory)/calls.log"',
+                    "step", sys.argv[1], sys.argv[2]]
+            sys.exit(subprocess.Popen(step, close_fds=True, start_new_session=True).wait())
+            """
+        try Data(unit.utf8).write(to: URL(filePath: board.directory + "/unit.py"))
+        let python = which("python3") ?? "/usr/bin/python3"
+        try Data("#!/bin/sh\nexec \(python) \"\(board.directory)/unit.py\" \"$1\" \"$2\"\n".utf8).write(
+            to: URL(filePath: board.directory + "/install.sh"))
+        chmod(board.directory + "/install.sh", 0o755)
+        let first = try startAgent(board, config: config)
+        let started = await eventually(within: .seconds(120)) { FileManager.default.fileExists(atPath: board.directory + "/unit-started") }
+        first.signal(SIGKILL)
+        _ = first.wait()
+        #expect(started, "the step never ran: the agent's own lock kept it out \(log(board))")
+        let second = try startAgent(board, config: config)
+        defer { second.stop() }
+        #expect(await reach("installed", version: "5.1.0", board, second), "\(log(board))")
+        #expect(log(board).contains("still runs: waiting for it to end"), "\(log(board))")
+        // It waited: the step had written the slot before the agent judged the install.
+        #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
+        #expect(stopAgent(second) == 0)
+        try board.bootInstalledSlot()
+        let third = try startAgent(board, config: config)
+        defer { third.stop() }
+        #expect(await reach("done", version: "5.1.0", board, third), "\(log(board))")
+        #expect(board.installs.count == 1, "\(board.calls)")
+    }
+
+    @Test(
         "a full disk: a failed state write is retried, below the staging reserve the download waits, and the update goes on by itself once space returns"
     )
     func fullDisk() async throws {
