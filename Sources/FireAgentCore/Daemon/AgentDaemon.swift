@@ -80,6 +80,8 @@ public final class AgentDaemon: @unchecked Sendable {
     private var agent: Agent
     /// Firmware updates, when configured: a thread of their own.
     private var updater: FirmwareUpdater?
+    /// Why the configured firmware updater does not run, and when it is tried again.
+    private var updaterProblem: (reason: String, retryAt: Duration)?
     private var reachability: NetworkReachabilityManager?
     private var schedule: DaemonSchedule
     private var status: AgentStatus
@@ -142,15 +144,35 @@ public final class AgentDaemon: @unchecked Sendable {
             close(wakeWrite)
             throw error
         }
+        startUpdater(config, logger: logger, reachability: reachability)
+    }
+
+    /// Creates the firmware updater when the config has a firmware section. When its directory
+    /// cannot be used (read-only, full, created by someone else), telemetry runs all the same:
+    /// firmware updates are off, the status says why, and the next sync after
+    /// `updaterRetryInterval` tries again.
+    /// - Returns: whether an updater runs (or none is configured).
+    @discardableResult
+    private func startUpdater(_ config: AgentConfig, logger: Logger, reachability: NetworkReachabilityManager?) -> Bool {
         do {
             updater = try makeUpdater(config, logger: logger, reachability: reachability)
+            if updaterProblem != nil { logger.notice("firmware updates on again") }
+            updaterProblem = nil
+            return true
         } catch {
-            agent.close()
-            close(wakeRead)
-            close(wakeWrite)
-            throw error
+            updater = nil
+            if updaterProblem?.reason != error.description {
+                logger.error(
+                    "firmware updates are off; telemetry goes on, and the firmware section is tried again",
+                    metadata: ["reason": "\(error)", "every": "\(ConfigReader.describe(Self.updaterRetryInterval))"])
+            }
+            updaterProblem = (error.description, elapsed() + Self.updaterRetryInterval)
+            return false
         }
     }
+
+    /// How often a firmware section that could not start is tried again.
+    static let updaterRetryInterval: Duration = .seconds(30)
 
     private func makeUpdater(_ config: AgentConfig, logger: Logger, reachability: NetworkReachabilityManager?) throws(AgentError)
         -> FirmwareUpdater?
@@ -261,6 +283,12 @@ public final class AgentDaemon: @unchecked Sendable {
     // MARK: - Jobs
 
     private func sync() {
+        if let problem = updaterProblem, elapsed() >= problem.retryAt,
+            startUpdater(config, logger: logger, reachability: reachability)
+        {
+            updater?.start()
+            statusDirty = true
+        }
         var report = SyncReport()
         report.collectedPoints = collectedSinceSync
         collectedSinceSync = 0
@@ -357,13 +385,8 @@ public final class AgentDaemon: @unchecked Sendable {
                 "firmware section not reloaded: the updater is busy (an install, or a request to the update server); reload again once it ended"
             )
         } else {
-            do {
-                updater = try makeUpdater(fresh, logger: freshLogger, reachability: freshReachability)
-                updater?.start()
-            } catch {
-                updater = nil
-                logger.error("firmware updates are off until the next reload", metadata: ["reason": "\(error)"])
-            }
+            updaterProblem = nil
+            if startUpdater(fresh, logger: freshLogger, reachability: freshReachability) { updater?.start() }
         }
         schedule.reconfigure(
             collectEvery: fresh.telemetry.interval, syncEvery: fresh.telemetry.syncInterval, jitter: fresh.telemetry.jitter, now: elapsed())
@@ -456,7 +479,13 @@ public final class AgentDaemon: @unchecked Sendable {
         status.deadLetters = delivery.deadLetters
         status.rejectedSpoolLines = delivery.rejectedSpoolLines
         status.stoppedCollectors = agent.stoppedCollectors
-        status.firmware = updater?.snapshot
+        if let problem = updaterProblem {
+            var firmware = AgentStatus.Firmware(phase: "unavailable")
+            firmware.reason = problem.reason
+            status.firmware = firmware
+        } else {
+            status.firmware = updater?.snapshot
+        }
         statusDirty = false
         lastStatusWrite = now
         do {

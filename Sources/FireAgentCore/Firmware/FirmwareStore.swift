@@ -32,7 +32,8 @@ public struct FirmwareStore: Sendable {
                 try FileManager.default.createDirectory(
                     atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
-                throw AgentError(description: "firmware.directory \(path): cannot be created: \(error)")
+                let code = ((error as? CocoaError)?.underlying as? POSIXError)?.code.rawValue ?? errno
+                throw AgentError(description: "firmware.directory \(path): cannot be created: \(errnoText(code))")
             }
         }
     }

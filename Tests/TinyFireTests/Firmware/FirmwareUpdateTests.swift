@@ -644,4 +644,48 @@ extension FirmwareUpdateTests {
         #expect(board.installs.count == 1)
         #expect(stopAgent(agent) == 0)
     }
+
+    @Test(
+        "the firmware file system read-only at start: telemetry flows, firmware says unavailable and why, and updates start by themselves once it is writable"
+    )
+    func readOnlyFirmwareDirectory() async throws {
+        let (server, board) = try setUp("readonly", running: "1.0.0")
+        defer { server.remove() }
+        let state = board.directory + "/fwfs"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let mount = which("mount") ?? "/bin/mount"
+        _ = try runCommand(mount, ["-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", state])
+        defer { _ = try? runCommand(which("umount") ?? "/bin/umount", ["-l", state]) }
+        let recorder = try RecordingInflux(directory: board.directory)
+        defer { recorder.stop() }
+        recorder.open()
+        try server.publish(version: "1.0.0", image: FirmwareServer.image(size: 1024, seed: 40))
+        // Read-only from boot on (an fsck that found errors, a failing eMMC the kernel protected).
+        _ = try runCommand(mount, ["-o", "remount,ro", state])
+        let config = try board.writeConfig(server: server, telemetry: "http://127.0.0.1:\(recorder.port)", state: state)
+        let agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        #expect(
+            await eventually { board.status?.pid == agent.pid && board.firmware?.phase == "unavailable" },
+            "the agent did not run without its firmware directory: \(log(board))")
+        #expect(board.firmware?.reason?.contains("Read-only file system") == true, "\(String(describing: board.firmware))")
+        // Telemetry goes on beside the broken firmware section, twice over.
+        for round in 0..<2 {
+            try dropInSpool(
+                (0..<10).map { "ro,round=\(round) seq=\($0)i" }.joined(separator: "\n") + "\n", as: "ro\(round).lp", in: board.directory)
+            #expect(
+                await eventually(within: .seconds(30)) {
+                    ((try? recorder.lines()) ?? []).filter { $0.contains("round=\(round)") }.count == 10
+                }, "telemetry stopped behind the firmware directory: \(log(board).suffix(2000))")
+        }
+        #expect(agent.isRunning)
+        let image = FirmwareServer.image(size: 1 << 20, seed: 41)
+        try server.publish(version: "1.1.0", image: image)
+        #expect(board.installs.isEmpty)
+        _ = try runCommand(mount, ["-o", "remount,rw", state])
+        #expect(await reach("installed", version: "1.1.0", board, agent, within: .seconds(120)), "\(log(board))")
+        #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
+        #expect(board.installs.count == 1)
+        #expect(stopAgent(agent) == 0)
+    }
 }
