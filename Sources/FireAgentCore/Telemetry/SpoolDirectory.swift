@@ -101,27 +101,33 @@ final class SpoolDirectory: Sendable {
             var rejected = RejectedDirectory(spool: directory)
             defer { rejected.release() }
             var progress = readProgress(&state)
-            var names = listNames(directory)
-            if let record = progress {
-                if let index = names.firstIndex(of: record.name) {
-                    names.swapAt(0, index)
-                    names[1...].sort()
-                } else {
+            var waiting = 0
+            var movedBefore = 0
+            // Names are listed in bounded slices (the first `namesPerListing` in name order), so
+            // a writer who makes a million files costs a bounded list, not a million names.
+            for _ in 0..<Self.listingsPerTake {
+                let names = listNames(directory, first: progress?.name)
+                if let record = progress, names.first != record.name {
                     clearProgress(state: &state)
                     progress = nil
                 }
-            }
-            for name in names {
-                var file = FileTake(name: name, directory: directory, owner: self)
-                file.run(resume: progress, batcher: &batcher, stamp: stamp, enqueue: enqueue, rejected: &rejected, state: &state)
-                progress = nil
-                pass.queuedLines += file.queuedLines
-                pass.rejectedLines += file.rejectedLines
-                if file.setAside { pass.setAside += 1 }
-                if file.blocked {
-                    pass.blocked = true
-                    break
+                for name in names {
+                    var file = FileTake(name: name, directory: directory, owner: self)
+                    file.run(resume: progress, batcher: &batcher, stamp: stamp, enqueue: enqueue, rejected: &rejected, state: &state)
+                    progress = nil
+                    pass.queuedLines += file.queuedLines
+                    pass.rejectedLines += file.rejectedLines
+                    if file.setAside { pass.setAside += 1 }
+                    if file.blocked {
+                        pass.blocked = true
+                        break
+                    }
                 }
+                waiting = names.count
+                let moved = pass.queuedLines + pass.rejectedLines + pass.setAside
+                // Drained, blocked, or nothing moved (files that stay, relisted): the next sync.
+                if pass.blocked || names.count < Self.namesPerListing || moved == movedBefore { break }
+                movedBefore = moved
             }
             _ = batcher.flush()
             if rejected.problem != nil, !state.rejectedProblemReported {
@@ -135,7 +141,7 @@ final class SpoolDirectory: Sendable {
                 if pass.blocked {
                     logger.warning(
                         "spool files wait where they are: the queue takes no more (logged once until it does)",
-                        metadata: ["directory": "\(path)", "files": "\(names.count)"])
+                        metadata: ["directory": "\(path)", "files": "\(waiting)\(waiting >= Self.namesPerListing ? " or more" : "")"])
                 } else {
                     logger.info("spool files are taken again: the queue has room", metadata: ["directory": "\(path)"])
                 }
@@ -168,8 +174,15 @@ final class SpoolDirectory: Sendable {
         return fd
     }
 
-    /// The entries to take: not hidden (a writer's file still being written), not `rejected`.
-    private func listNames(_ directory: Int32) -> [String] {
+    /// Names listed at once: at most this many (plus as many again while sorting) are held.
+    static let namesPerListing = 256
+    /// Listings per `take`: up to 16,384 files a sync; the rest at the next.
+    static let listingsPerTake = 64
+
+    /// The entries to take, in name order: not hidden (a writer's file still being written),
+    /// not `rejected`; the first `namesPerListing` of them, after `first` when it is there (the
+    /// file whose progress is recorded). Memory: at most 2 × `namesPerListing` names.
+    private func listNames(_ directory: Int32, first: String?) -> [String] {
         let copy = dup(directory)
         guard copy >= 0, let stream = fdopendir(copy) else {
             if copy >= 0 { close(copy) }
@@ -178,14 +191,26 @@ final class SpoolDirectory: Sendable {
         defer { closedir(stream) }
         rewinddir(stream)
         var names: [String] = []
+        var sawFirst = false
         while let entry = readdir(stream) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
             guard !name.hasPrefix("."), name != Self.rejectedName else { continue }
+            if name == first {
+                sawFirst = true
+                continue
+            }
             names.append(name)
+            if names.count >= 2 * Self.namesPerListing {
+                names.sort()
+                names.removeLast(names.count - Self.namesPerListing)
+            }
         }
-        return names.sorted()
+        names.sort()
+        if names.count > Self.namesPerListing { names.removeLast(names.count - Self.namesPerListing) }
+        if sawFirst, let first { names.insert(first, at: 0) }
+        return names
     }
 
     // MARK: - Progress

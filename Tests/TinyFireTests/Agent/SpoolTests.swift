@@ -414,6 +414,30 @@ struct SpoolBigFileTests {
         #expect(doubled <= 1000, "\(doubled) lines sent twice: more than the one batch (1000 lines) in flight")
         #expect(seen.allSatisfy { $0 <= 2 })
     }
+
+    @Test("a writer's 3,000 files are listed in bounded slices (256 names at a time) and all taken by one sync, each line once")
+    func manyFiles() throws {
+        let directory = try agentScratch("manyfiles")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let recorder = try RecordingInflux(directory: directory)
+        defer { recorder.stop() }
+        recorder.open()
+        let config = try writeConfig(in: directory, server: "http://127.0.0.1:\(recorder.port)")
+        let count = 3000
+        for index in 0..<count {
+            try dropInSpool(
+                "many file=\"f\(index)\",seq=\(index)i \(1_700_000_000_000_000_000 + index)\n", as: "f\(index).lp", in: directory)
+        }
+        let sync = try runCapturingOutput(try fireAgentPath(), ["sync", "--once", "--config", config])
+        #expect(sync.status == 0, "\(sync.stderr.suffix(2000))")
+        let remaining = try FileManager.default.contentsOfDirectory(atPath: directory + "/spool").filter { !$0.hasPrefix(".") }
+        #expect(remaining.filter { $0 != "rejected" }.isEmpty, "\(remaining.count) files left")
+        let seen = try recorder.lines().compactMap { line -> Int? in
+            guard let range = line.range(of: ",seq="), let end = line[range.upperBound...].firstIndex(of: "i") else { return nil }
+            return Int(line[range.upperBound..<end])
+        }
+        #expect(seen.count == count && Set(seen).count == count, "\(seen.count) lines, \(Set(seen).count) distinct")
+    }
 }
 
 /// An InfluxDB stand-in that records every line it is sent (gunzipped) and answers 204, so a
