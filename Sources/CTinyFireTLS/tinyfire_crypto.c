@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mbedtls/ecp.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/rsa.h>
 #include <mbedtls/sha256.h>
@@ -78,6 +79,23 @@ int tinyfire_public_key_kind(const tinyfire_public_key *key) {
 }
 
 size_t tinyfire_public_key_bits(const tinyfire_public_key *key) { return mbedtls_pk_get_bitlen(&key->pk); }
+
+int tinyfire_public_key_nist_curve(const tinyfire_public_key *key) {
+    if (tinyfire_public_key_kind(key) != TINYFIRE_KEY_EC) return 0;
+    const mbedtls_ecp_keypair *ec = mbedtls_pk_ec(key->pk);
+    if (ec == NULL) return -1;
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+    mbedtls_ecp_group_id id = ec->MBEDTLS_PRIVATE(grp).id;
+#else
+    mbedtls_ecp_group_id id = ec->grp.id;
+#endif
+    switch (id) {
+    case MBEDTLS_ECP_DP_SECP256R1: return 256;
+    case MBEDTLS_ECP_DP_SECP384R1: return 384;
+    case MBEDTLS_ECP_DP_SECP521R1: return 521;
+    default: return -1;
+    }
+}
 
 int tinyfire_public_key_verify_sha256(const tinyfire_public_key *key, const unsigned char hash[32],
                                       const unsigned char *signature, size_t signature_length) {

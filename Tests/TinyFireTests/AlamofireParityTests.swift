@@ -31,6 +31,22 @@ struct AlamofireParityTests {
         #expect(empty.isEmpty && empty.startIndex == empty.endIndex)
     }
 
+    @Test("HTTPHeaders.add replaces a field of the same name in place, any case, as Alamofire's does; append repeats one")
+    func headersAddUpdatesInPlace() {
+        var headers: HTTPHeaders = [.accept("application/json"), .contentType("text/plain")]
+        headers.add(name: "ACCEPT", value: "text/html")
+        #expect(headers.map { "\($0.name): \($0.value)" } == ["ACCEPT: text/html", "Content-Type: text/plain"])
+        headers.add(.accept("*/*"))
+        #expect(headers.map { "\($0.name): \($0.value)" } == ["Accept: */*", "Content-Type: text/plain"])
+        headers.add(name: "X-New", value: "1")
+        #expect(headers.count == 3 && headers["x-new"] == "1")
+        // A field sent twice is TinyFire's own `append` (Alamofire's headers never repeat a name).
+        headers.append(name: "X-New", value: "2")
+        #expect(headers.count == 4 && headers.map(\.value).suffix(2) == ["1", "2"])
+        let literal: HTTPHeaders = [HTTPHeader(name: "Accept", value: "a"), HTTPHeader(name: "accept", value: "b")]
+        #expect(literal.map { "\($0.name): \($0.value)" } == ["accept: b"])
+    }
+
     @Test("ClosureEventMonitor(): closures set as properties, before or after the session has it, run on the monitor's queue")
     func closureMonitorProperties() async throws {
         let server = try nginx()

@@ -14,7 +14,7 @@ import TinyFire
 #endif
 
 /// A vendor's public key that may sign firmware manifests (`firmware.keys` in the config):
-/// ECDSA (P-256 or another curve mbedTLS knows) or RSA of at least 2048 bits, read from a PEM or
+/// ECDSA on P-256, P-384 or P-521, or RSA of at least 2048 bits, read from a PEM or
 /// DER public key or from a certificate. Several keys allow rotation: any one valid signature
 /// suffices.
 public final class ManifestKey: @unchecked Sendable, CustomStringConvertible {
@@ -52,6 +52,11 @@ public final class ManifestKey: @unchecked Sendable, CustomStringConvertible {
         guard kind == TINYFIRE_KEY_EC || kind == TINYFIRE_KEY_RSA else {
             tinyfire_public_key_free(key)
             throw ManifestKeyError(path: path, message: "neither an ECDSA nor an RSA key")
+        }
+        guard kind != TINYFIRE_KEY_EC || tinyfire_public_key_nist_curve(key) > 0 else {
+            tinyfire_public_key_free(key)
+            throw ManifestKeyError(
+                path: path, message: "an ECDSA key on a curve other than P-256, P-384 or P-521 (\(bits) bits): not accepted")
         }
         guard kind != TINYFIRE_KEY_RSA || bits >= Self.minimumRSABits else {
             tinyfire_public_key_free(key)

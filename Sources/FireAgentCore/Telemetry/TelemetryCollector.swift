@@ -87,7 +87,7 @@ public final class TelemetryCollector {
                 let mounts = SystemCollectors.realMounts(text)
                 for mount in mounts {
                     guard let fields = SystemCollectors.diskUsage(files.root + mount.path) else { continue }
-                    point("disk", fields, extra: ["path": mount.path, "device": mount.device, "fstype": mount.type])
+                    point("disk", fields, extra: ["path": mount.path, "disk_device": mount.device, "fstype": mount.type])
                 }
                 return true
             }

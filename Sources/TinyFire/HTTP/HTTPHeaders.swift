@@ -46,10 +46,18 @@ public struct HTTPHeaders: Sendable, Hashable, ExpressibleByDictionaryLiteral, E
         for header in headers { add(header) }
     }
 
-    /// Appends a header, keeping earlier ones with the same name.
+    /// Adds a header as Alamofire does: the first field with the same name (any case) is
+    /// replaced in place, name and value; otherwise the header is appended.
     /// - Parameter header: the header.
     public mutating func add(_ header: HTTPHeader) {
         add(name: header.name, value: header.value)
+    }
+
+    /// Appends a header, keeping earlier ones with the same name (a field sent more than once).
+    /// Not in Alamofire, whose `add` never repeats a name.
+    /// - Parameter header: the header.
+    public mutating func append(_ header: HTTPHeader) {
+        append(name: header.name, value: header.value)
     }
 
     /// Replaces every field with the header's name by the header, or appends it.
@@ -70,11 +78,27 @@ public struct HTTPHeaders: Sendable, Hashable, ExpressibleByDictionaryLiteral, E
         for (name, value) in dictionary { add(name: name, value: value) }
     }
 
-    /// Appends a field, keeping any earlier one with the same name. An invalid name is ignored.
+    /// Adds a field as Alamofire does: the first field with the same name (any case) is replaced
+    /// in place, name and value (`add(name: "ACCEPT", …)` on headers holding `Accept` leaves one
+    /// field, spelled `ACCEPT`); otherwise the field is appended. An invalid name is ignored.
     /// - Parameters:
     ///   - name: the field name.
     ///   - value: the field value.
     public mutating func add(name: String, value: String) {
+        guard let fieldName = HTTPField.Name(name) else { return }
+        if let index = fields.firstIndex(where: { $0.name == fieldName }) {
+            fields[index] = HTTPField(name: fieldName, value: value)
+        } else {
+            fields.append(HTTPField(name: fieldName, value: value))
+        }
+    }
+
+    /// Appends a field, keeping any earlier one with the same name (a field sent more than
+    /// once, as curl's repeated `-H` sends it). An invalid name is ignored.
+    /// - Parameters:
+    ///   - name: the field name.
+    ///   - value: the field value.
+    public mutating func append(name: String, value: String) {
         guard let fieldName = HTTPField.Name(name) else { return }
         fields.append(HTTPField(name: fieldName, value: value))
     }

@@ -630,7 +630,7 @@ public final class OfflineQueue: Sendable {
 
     static func record(_ entry: OfflineQueueStore.Entry, payload: OfflineQueueJournal.Payload) -> Record {
         var headers = HTTPHeaders()
-        for header in payload.headers { headers.add(name: header.name, value: header.value) }
+        for header in payload.headers { headers.append(name: header.name, value: header.value) }
         var isFile = false
         if case .file = payload.body { isFile = true }
         return Record(
@@ -804,7 +804,7 @@ public final class OfflineQueue: Sendable {
             return
         }
         var headers = HTTPHeaders()
-        for header in payload.headers { headers.add(name: header.name, value: header.value) }
+        for header in payload.headers { headers.append(name: header.name, value: header.value) }
         if headers.value(for: Self.idempotencyKeyHeader) == nil {
             headers.add(name: Self.idempotencyKeyHeader, value: "\"\(payload.idempotencyKey)\"")
         }

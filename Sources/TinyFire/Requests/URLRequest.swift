@@ -69,7 +69,7 @@ public struct URLRequest: Sendable, Equatable, CustomStringConvertible {
     ///   - value: the value.
     ///   - field: the field name.
     public mutating func addValue(_ value: String, forHTTPHeaderField field: String) {
-        headers.add(name: field, value: value)
+        headers.append(name: field, value: value)
     }
 
     /// The first value of a header field.

@@ -159,7 +159,7 @@ struct QueueCommand: ParsableCommand {
                     printError("fire-agent: invalid header \(line.debugDescription): expected 'Name: value'")
                     throw ExitCode(ExitStatus.malformedURL.rawValue)
                 }
-                headers.add(name: trimmed(line[..<colon]), value: trimmed(line[line.index(after: colon)...]))
+                headers.append(name: trimmed(line[..<colon]), value: trimmed(line[line.index(after: colon)...]))
             }
             let bodyFile = data.flatMap { $0.hasPrefix("@") ? String($0.dropFirst()) : nil }
             let inline = data.flatMap { $0.hasPrefix("@") ? nil : $0 }

@@ -148,7 +148,7 @@ struct RequestCommand: ParsableCommand {
             guard HTTPField.Name(name) != nil else {
                 return fail(.malformedURL, "invalid header name \(name.debugDescription)")
             }
-            headers.add(name: name, value: value)
+            headers.append(name: name, value: value)
         }
 
         var body: Data?

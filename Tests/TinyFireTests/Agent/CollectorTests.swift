@@ -85,6 +85,10 @@ struct CollectorTests {
         #expect(first.contains { $0.measurement == "mem" } && first.contains { $0.measurement == "system" })
         #expect(second.contains { $0.measurement == "cpu" })
         #expect(second.contains { $0.measurement == "disk" && $0.tags["path"] == "/" } || second.contains { $0.measurement == "disk" })
+        // The board's `device` tag is every point's, disk points included: the mount's device
+        // is `disk_device`, so two boards' disks are two series.
+        #expect(second.allSatisfy { $0.tags["device"] == "ci" }, "\(second.filter { $0.tags["device"] != "ci" }.map(\.tags))")
+        #expect(second.filter { $0.measurement == "disk" }.allSatisfy { $0.tags["disk_device"]?.isEmpty == false })
         for point in second { #expect(LineProtocol.encode(point, precision: .ns).map { LineProtocol.problem(in: $0[...]) } == .some(nil)) }
     }
 

@@ -145,10 +145,21 @@ struct ManifestSignatureTests {
             #expect(try ManifestSignature.verify(signature, of: manifest, keys: [key]) === key, "\(file)")
         }
         try vendor.makeRSA("small", bits: 1024)
+        // ECDSA on curves other than P-256/384/521: P-192 and secp256k1 (as many bits as P-256).
+        for curve in ["prime192v1", "secp256k1"] {
+            try vendor.run(["ecparam", "-name", curve, "-genkey", "-noout", "-out", "\(curve).key"])
+            try vendor.run(["ec", "-in", "\(curve).key", "-pubout", "-out", "\(curve).pub"])
+        }
+        for curve in ["secp384r1", "secp521r1"] {
+            try vendor.run(["ecparam", "-name", curve, "-genkey", "-noout", "-out", "\(curve).key"])
+            try vendor.run(["ec", "-in", "\(curve).key", "-pubout", "-out", "\(curve).pub"])
+            #expect(try vendor.key("\(curve).pub").algorithm == "ECDSA")
+        }
         try vendor.write(Array("not a key\n".utf8), "garbage.pub")
         try vendor.write([UInt8](repeating: 0x41, count: ManifestKey.maximumFileBytes + 1), "huge.pub")
         for (file, words) in [
             ("small.pub", "1024 bits"), ("garbage.pub", "not a public key"), ("missing.pub", "No such file"), ("huge.pub", "larger than"),
+            ("prime192v1.pub", "P-256, P-384 or P-521"), ("secp256k1.pub", "P-256, P-384 or P-521"),
         ] {
             let error = #expect(throws: ManifestKeyError.self, "\(file)") { try vendor.key(file) }
             #expect(error?.description.contains(file) == true && error?.description.contains(words) == true, "\(String(describing: error))")
