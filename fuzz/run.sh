@@ -19,7 +19,7 @@ http=(Sources/TinyFire/HTTP/ResponseParser.swift Sources/TinyFire/HTTP/ResponseH
 swiftc "${flags[@]}" -module-name TinyFireFuzz "${http[@]}" fuzz/ResponseParserFuzz.swift -o "$out/response-parser-fuzz"
 swiftc "${flags[@]}" -module-name TinyFireRangeFuzz "${http[@]}" Sources/TinyFire/HTTP/ContentRange.swift \
     fuzz/ContentRangeFuzz.swift -o "$out/content-range-fuzz"
-swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFire/OfflineQueue/OfflineQueueJournal.swift \
+swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFire/OfflineQueue/OfflineQueueJournal.swift Sources/TinyFire/Support/BootInstant.swift \
     fuzz/QueueJournalFuzz.swift -o "$out/queue-journal-fuzz"
 # The response parser gets half the time, the queue reader and Content-Range a quarter each.
 # Seeds are committed in fuzz/corpus*; new interesting inputs go to untracked work corpora.
