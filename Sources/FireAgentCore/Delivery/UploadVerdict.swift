@@ -31,8 +31,13 @@ public enum UploadVerdict: Sendable, Equatable {
     public static func decide(status: Int, retryAfter: String?, message: String, now: Date = Date(), lines: Int) -> UploadVerdict {
         let detail = message.isEmpty ? "HTTP \(status)" : "HTTP \(status): \(message)"
         switch status {
-        case 200..<300:
+        case 204:
+            // What InfluxDB 1.x and 2.x, VictoriaMetrics and Telegraf's listener answer a write.
             return .delivered
+        case 200..<300:
+            // Any other success is not the write API's: a captive portal's page, a proxy's
+            // answer. The batch stays queued.
+            return .retry(after: nil, reason: "\(detail) (not InfluxDB's 204: a captive portal or a proxy answered?)")
         case 413:
             return lines > 1 ? .split : .deadLetter(reason: "\(detail) (a single line larger than the server accepts)")
         case 429, 503:

@@ -819,6 +819,15 @@ public final class OfflineQueue: Sendable {
         case .file(let name, _):
             request = session.upload(URL(filePath: store.bodyPath(name)), with: urlRequest)
         }
+        // Only the addressed server's own answer counts: a redirect is followed only when it keeps
+        // the method and the origin (307/308 on the same scheme, host and port). Anything else
+        // (a captive portal's 302 to its login page) is the answer judged: not a delivery.
+        request.redirect(
+            using: Redirector.modify { _, next, response in
+                let code = response.status.code
+                guard code == 307 || code == 308, let target = next.url, Self.sameOrigin(target, url) else { return nil }
+                return next
+            })
         let key = payload.idempotencyKey
         let sentHeaders = headers
         request.response(queue: deliveryQueue) { [self] response in
@@ -855,9 +864,9 @@ public final class OfflineQueue: Sendable {
                     completion(.removed)
                     return
                 case .retry:
-                    fail("\(payload.method) \(payload.url) answered \(status)")
+                    fail(Self.refusal(payload, status: status, response: response))
                 case .retryAfter(let delay):
-                    fail("\(payload.method) \(payload.url) answered \(status); retry after \(delay)", after: delay)
+                    fail(Self.refusal(payload, status: status, response: response) + "; retry after \(delay)", after: delay)
                 case .deadLetter(let reason):
                     keepDeadLetter(entry: entry, payload: payload, status: status, reason: reason)
                     store.removeHead(sequence: entry.sequence, reason: .discarded)
@@ -895,6 +904,34 @@ public final class OfflineQueue: Sendable {
             emit(.failed(sequence: entry.sequence, idempotencyKey: payload.idempotencyKey, reason: reason, failures: failures))
             completion(.failed)
         }
+    }
+
+    /// Whether two URLs have the same origin: scheme, host (any case) and port (the scheme's
+    /// default when absent).
+    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        func origin(_ url: URL) -> (String, String, Int)? {
+            guard let scheme = url.scheme?.lowercased(), let host = url.host()?.lowercased() else { return nil }
+            return (scheme, host, url.port ?? (scheme == "https" ? 443 : 80))
+        }
+        guard let left = origin(a), let right = origin(b) else { return false }
+        return left == right
+    }
+
+    /// Why an answer did not deliver a record, in words: a redirect names where it pointed, a
+    /// 2xx that was not accepted shows the start of its body (escaped).
+    static func refusal(_ payload: OfflineQueueJournal.Payload, status: Int, response: DataResponse<Data?, TinyFireError>) -> String {
+        var reason = "\(payload.method) \(payload.url) answered \(status)"
+        if (300..<400).contains(status) {
+            let location = response.response?.headerFields[.location] ?? "nowhere"
+            reason += ", redirected to \(location): a captive portal or a wrong URL?"
+        } else if (200..<300).contains(status) {
+            let start = (response.data ?? Data()).prefix(80)
+            let text = String(decoding: start, as: UTF8.self).unicodeScalars.map {
+                $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F ? String($0) : $0.escaped(asASCII: true)
+            }.joined()
+            reason += " but it was not accepted as delivered" + (start.isEmpty ? "" : ": \"\(text)\"") + " (a captive portal or a proxy?)"
+        }
+        return reason
     }
 
     /// Sends every queued record now, in order, regardless of reachability and backoff,

@@ -40,10 +40,17 @@ struct DeliveryDecisionTests {
         #expect(long.lines.isEmpty && long.rejected.first?.reason.contains("longer than a batch") == true)
     }
 
-    @Test("the server's answer decides: 2xx done, 429/503 honour Retry-After, 413 splits, 400 dead-letters, 401/403 hold")
+    @Test(
+        "the server's answer decides: 204 done (other 2xx and 3xx kept), 429/503 honour Retry-After, 413 splits, 400 dead-letters, 401/403 hold"
+    )
     func verdicts() {
         let now = Date(timeIntervalSince1970: 784_111_777)  // Sun, 06 Nov 1994 08:49:37 GMT
         #expect(UploadVerdict.decide(status: 204, retryAfter: nil, message: "", lines: 10) == .delivered)
+        // Only InfluxDB's 204 is a delivery: a captive portal's 200 page or its 302 is not.
+        #expect(
+            UploadVerdict.decide(status: 200, retryAfter: nil, message: "<html>Welcome</html>", lines: 10)
+                == .retry(after: nil, reason: "HTTP 200: <html>Welcome</html> (not InfluxDB's 204: a captive portal or a proxy answered?)"))
+        #expect(UploadVerdict.decide(status: 302, retryAfter: nil, message: "", lines: 10) == .retry(after: nil, reason: "HTTP 302"))
         #expect(
             UploadVerdict.decide(status: 429, retryAfter: "7", message: "slow down", lines: 10)
                 == .retry(after: .seconds(7), reason: "HTTP 429: slow down"))
