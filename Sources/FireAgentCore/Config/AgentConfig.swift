@@ -195,6 +195,8 @@ public struct AgentConfig: Sendable {
         public var lowSpeedBytesPerSecond: Int
         /// The window of `lowSpeedBytesPerSecond`.
         public var lowSpeedTime: Duration
+        /// The manifest and its signature must each arrive whole within this; default 20 s.
+        public var manifestTimeout: Duration
         /// Download attempts that may fail with the server reachable before the update fails.
         public var downloadAttempts: Int
         /// Free space the image must leave on its file system (for the state, the queue and
@@ -502,6 +504,7 @@ public struct AgentConfig: Sendable {
         let rate = reader.has("maxBytesPerSecond") ? Int(reader.byteCount("maxBytesPerSecond", default: 0, minimum: 1024)) : nil
         let lowSpeed = Int(reader.byteCount("lowSpeedBytesPerSecond", default: 100, minimum: 1))
         let lowSpeedTime = reader.duration("lowSpeedTime", default: .seconds(60), minimum: .seconds(1))
+        let manifestTimeout = reader.duration("manifestTimeout", default: .seconds(20), minimum: .seconds(1), maximum: .seconds(600))
         if let rate, lowSpeed >= rate {
             reader.problem("lowSpeedBytesPerSecond", "must be below maxBytesPerSecond, or every download is cut as too slow")
         }
@@ -544,6 +547,7 @@ public struct AgentConfig: Sendable {
             bootIDFile: bootIDFile,
             directory: URL(filePath: directory).standardized.path(percentEncoded: false), pollInterval: pollInterval, jitter: jitter,
             allowDowngrade: allowDowngrade, maxBytesPerSecond: rate, lowSpeedBytesPerSecond: lowSpeed, lowSpeedTime: lowSpeedTime,
+            manifestTimeout: manifestTimeout,
             downloadAttempts: attempts, stagingReserveBytes: reserve, retryInitial: retryInitial, retryMaximum: retryMaximum,
             install: program(install),
             installTimeout: installTimeout, rebootRequired: rebootRequired, rebootExitCode: rebootExitCode, reboot: reboot.map(program),

@@ -112,6 +112,7 @@ extension AgentConfig {
             ("maxBytesPerSecond", firmware.maxBytesPerSecond.map { .string(ConfigReader.describeBytes(Int64($0))) }),
             ("lowSpeedBytesPerSecond", .string(ConfigReader.describeBytes(Int64(firmware.lowSpeedBytesPerSecond)))),
             ("lowSpeedTime", duration(firmware.lowSpeedTime)),
+            ("manifestTimeout", duration(firmware.manifestTimeout)),
             ("downloadAttempts", .number(Double(firmware.downloadAttempts))),
             ("stagingReserveBytes", .string(ConfigReader.describeBytes(firmware.stagingReserveBytes))),
             ("retry", .object([("initial", duration(firmware.retryInitial)), ("maximum", duration(firmware.retryMaximum))])),

@@ -156,8 +156,9 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
         }
         if status == 304 { return .unchanged }
         guard (200..<300).contains(status), case .success(let data) = response.result else {
-            return status == 404 || status == 410
-                ? .nothing("no manifest at \(config.manifestURL) (HTTP \(status))") : .unreachable("HTTP \(status) for the manifest")
+            if status == 404 || status == 410 { return .nothing("no manifest at \(config.manifestURL) (HTTP \(status))") }
+            if (200..<300).contains(status), let error = response.error { return .unreachable("the manifest: \(Self.why(error))") }
+            return .unreachable("HTTP \(status) for the manifest")
         }
         let bytes = [UInt8](data)
         let digest = hex(SHA256Hasher.digest(of: bytes))
@@ -240,10 +241,21 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
     }
 
     /// The body of a GET (bounded by the session's in-memory limit), blocking this thread.
+    /// A failed manifest or signature fetch in words: too large, or too slow.
+    static func why(_ error: TinyFireError) -> String {
+        let text = "\(error)"
+        if text.contains("in-memory limit") { return "larger than \(FirmwareManifest.maximumBytes / 1024) KiB (\(text))" }
+        return text
+    }
+
+    /// GETs `url` whole within `firmware.manifestTimeout`, at most 64 KiB (the session's
+    /// in-memory limit; a larger `Content-Length` is refused before the body).
     private func fetch(_ url: URL, headers: HTTPHeaders) -> DataResponse<Data, TinyFireError> {
         let box = SendableBox<DataResponse<Data, TinyFireError>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        session.request(url, headers: headers).responseData(queue: .global(), emptyResponseCodes: [204, 304]) { response in
+        var request = URLRequest(url: url, method: .get, headers: headers)
+        request.timeoutInterval = Double(config.manifestTimeout.components.seconds)
+        session.request(request).responseData(queue: .global(), emptyResponseCodes: [204, 304]) { response in
             box.value = response
             done.signal()
         }

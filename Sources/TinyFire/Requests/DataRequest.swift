@@ -23,7 +23,12 @@ public class DataRequest: Request, @unchecked Sendable {
     }
 
     override func makeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
-        MemorySink(limit: session.configuration.maxInMemoryBodyBytes, expectedLength: expectedLength)
+        let limit = session.configuration.maxInMemoryBodyBytes
+        // A Content-Length (of an unencoded body) above the limit is refused before its first
+        // byte, as curl's --max-filesize: a slow server cannot hold the request until the body
+        // has crept past the limit.
+        if let expectedLength, expectedLength > UInt64(limit) { throw .limitExceeded(limit: limit) }
+        return MemorySink(limit: limit, expectedLength: expectedLength)
     }
 
     override func appendValidator(_ validator: @escaping @Sendable (URLRequest?, HTTPResponse, Data?) -> TinyFireError?) {

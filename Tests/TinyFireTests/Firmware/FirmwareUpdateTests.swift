@@ -1,6 +1,7 @@
 import FireAgentCore
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 /// fire-agent run with a firmware section, against nginx serving images and signed manifests,
@@ -687,5 +688,43 @@ extension FirmwareUpdateTests {
         #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
         #expect(board.installs.count == 1)
         #expect(stopAgent(agent) == 0)
+    }
+
+    @Test(
+        "a dripping manifest server: a Content-Length above 64 KiB is refused before the body, a slow small one is cut at manifestTimeout; both say why"
+    )
+    func drippingManifest() async throws {
+        let (server, board) = try setUp("drip", running: "1.0.0")
+        defer { server.remove() }
+        // Announces `length` bytes and sends one every 100 ms.
+        let length = Mutex(100_000)
+        let drip = try HostileServer { client in
+            let head = client.readRequest()
+            guard head.hasPrefix("GET ") else { return }
+            let announced = length.withLock { $0 }
+            guard client.send("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(announced)\r\n\r\n") else { return }
+            for _ in 0..<announced {
+                guard client.send("{") else { return }
+                usleep(100_000)
+            }
+        }
+        defer { drip.stop() }
+        let config = try board.writeConfig(server: server, extra: #"manifestTimeout: "3s","#)
+        let text = try String(contentsOfFile: config, encoding: .utf8)
+            .replacingOccurrences(
+                of: #"manifestURL: "\#(server.base)/manifest.json""#, with: #"manifestURL: "\#(drip.base)/manifest.json""#)
+        try text.write(toFile: config, atomically: true, encoding: .utf8)
+        let agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        func result() -> String { board.status.flatMap { $0.pid == agent.pid ? $0.firmware?.lastCheckResult : nil } ?? "" }
+        // The low-speed cut (60 s) used to end these polls; each must end within seconds.
+        #expect(
+            await eventually(within: .seconds(15)) { result().contains("larger than 64 KiB") }, "\(result()) \(log(board).suffix(1500))")
+        length.withLock { $0 = 1000 }
+        #expect(
+            await eventually(within: .seconds(20)) { result().contains("the manifest: ") && !result().contains("larger than") },
+            "\(result()) \(log(board).suffix(1500))")
+        #expect(!result().contains("HTTP 200"), "\(result())")
+        #expect(board.installs.isEmpty)
     }
 }
