@@ -469,7 +469,9 @@ struct InterceptorTests {
         let tag = { (value: String) in
             Adapter { request, _, completion in
                 var request = request
-                request.headers.add(name: "X-Order", value: value)
+                // `add` replaces a field of the same name (as Alamofire's does): extend it.
+                let order = request.headers["X-Order"].map { $0 + "," + value } ?? value
+                request.headers.update(name: "X-Order", value: order)
                 completion(.success(request))
             }
         }

@@ -187,17 +187,32 @@ struct LifetimeTests {
         #expect(bits & (1 << (UInt64(SIGPIPE) - 1)) != 0, "SIGPIPE not blocked on the I/O thread: \(line)")
     }
 
-    @Test("a Content-Length beyond Int64.max with a progress handler is a truncated body, not a trap")
+    @Test(
+        "a Content-Length beyond Int64.max with a progress handler: no trap; in memory it is refused before the body, to a file it is a truncated body"
+    )
     func hugeContentLengthWithProgress() async throws {
         let server = try HostileServer { client in
-            client.readRequest()
-            client.send("HTTP/1.1 200 OK\r\nContent-Length: 9999999999999999999\r\n\r\nsome bytes")
+            while true {
+                guard !client.readRequest().isEmpty else { return }
+                guard client.send("HTTP/1.1 200 OK\r\nContent-Length: 9999999999999999999\r\n\r\nsome bytes") else { return }
+                return
+            }
         }
         let seen = Mutex<[TransferProgress]>([])
+        // In memory: above maxInMemoryBodyBytes, refused at the head.
         let request = Session().request(server.base).downloadProgress { progress in seen.withLock { $0.append(progress) } }
         let response = await request.serializingData().response
-        guard case .invalidResponse(.truncatedBody(let expected, let received)) = response.error?.transferError?.reason else {
+        guard case .bodyLimitExceeded = response.error?.transferError?.reason else {
             Issue.record("got \(String(describing: response.error))")
+            return
+        }
+        // To a file: the body is taken, and ends short of the (absurd) length.
+        let destination = try makeTemporaryDirectory("huge-length") + "/body"
+        let download = Session().download(server.base, to: { _, _ in (URL(filePath: destination), []) })
+            .downloadProgress { progress in seen.withLock { $0.append(progress) } }
+        let downloaded = await download.serializingDownloadedFileURL().response
+        guard case .invalidResponse(.truncatedBody(let expected, let received)) = downloaded.error?.transferError?.reason else {
+            Issue.record("got \(String(describing: downloaded.error))")
             return
         }
         #expect(expected == 9_999_999_999_999_999_999 && received == 10)
