@@ -121,7 +121,9 @@ long long tinyfire_build_time(void) {
     const char *date = __DATE__; /* "Nov 26 2026" */
     const char *clock = __TIME__; /* "14:03:23" */
     if (strlen(date) != 11 || strlen(clock) != 8) return 0;
-    const char *found = strstr(months, (char[4]){date[0], date[1], date[2], 0});
+    /* A named array, not a compound literal: some C libraries define strstr as a macro. */
+    const char month[4] = {date[0], date[1], date[2], 0};
+    const char *found = strstr(months, month);
     if (found == NULL || (found - months) % 3 != 0) return 0;
     struct tm parts;
     memset(&parts, 0, sizeof parts);
