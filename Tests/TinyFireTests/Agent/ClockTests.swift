@@ -127,7 +127,14 @@ struct ClockUnitTests {
         }
         #expect(decode(encoded) == payload)
         // Version 1, byte for byte as earlier releases wrote it: no boot-clock part.
-        var old: [UInt8] = [1, 4] + Array("POST".utf8) + [13, 0] + Array("http://h/path".utf8) + [2] + Array("k2".utf8) + [0, 0, 0]
+        // Built piece by piece: one long `+` chain takes some compilers too long to type-check.
+        var old: [UInt8] = [1, 4]
+        old.append(contentsOf: Array("POST".utf8))
+        old.append(contentsOf: [13, 0] as [UInt8])
+        old.append(contentsOf: Array("http://h/path".utf8))
+        old.append(2)
+        old.append(contentsOf: Array("k2".utf8))
+        old.append(contentsOf: [0, 0, 0] as [UInt8])
         let v1 = try #require(decode(old))
         #expect(v1.url == "http://h/path" && v1.idempotencyKey == "k2" && v1.enqueuedOnBootClock == nil)
         // A version 1 record with trailing bytes is still damage.
