@@ -179,7 +179,8 @@ public final class AgentDaemon: @unchecked Sendable {
     {
         guard let firmware = config.firmware else { return nil }
         return try FirmwareUpdater(
-            config: firmware, agentConfig: config, logger: logger, reachability: reachability, environment: options.environment
+            config: firmware, agentConfig: config, logger: logger, reachability: reachability, environment: options.environment,
+            wallClock: agent.clock
         ) { [weak self] in self?.post(.changed) }
     }
 

@@ -107,9 +107,7 @@ public final class WallClock: Sendable {
     /// The verdict now.
     /// - Parameter now: the wall clock; default now.
     public func verdict(now: Date = Date()) -> ClockVerdict {
-        let floor = self.floor
-        if now < floor { return .belowFloor(floor: floor) }
-        return ClockVerdict.judge(now: now, floor: floor, synchronized: !requireSync || synchronized, requireSync: requireSync)
+        ClockVerdict.judge(now: now, floor: floor, synchronized: !requireSync || synchronized, requireSync: requireSync)
     }
 
     /// Whether points may be stamped now (the clock is at or above the floor).
