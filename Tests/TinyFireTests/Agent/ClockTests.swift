@@ -8,9 +8,18 @@ import Testing
 /// such as the release build cross/test.sh runs under qemu): the wall clock follows a file the
 /// test rewrites; the monotonic and boot clocks stay real.
 struct FakeClock {
-    static let library = [
-        "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
-    ].first { FileManager.default.fileExists(atPath: $0) }
+    /// The library for this process's own architecture: under qemu-aarch64 the host's x86_64 file
+    /// is visible too, and preloading it into an aarch64 agent is silently ignored by ld.so.
+    static let library: String? = {
+        #if arch(x86_64)
+            let path = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+        #elseif arch(arm64)
+            let path = "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1"
+        #else
+            let path = ""
+        #endif
+        return FileManager.default.fileExists(atPath: path) ? path : nil
+    }()
 
     /// Whether `path` is a dynamically linked ELF (has a program interpreter).
     static func isDynamic(_ path: String) -> Bool {
