@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (response parser with gzip/deflate decoding, the offline queue's
-# journal and cursor reader, Content-Range parsing) and runs them
+# journal and cursor reader, Content-Range parsing, the manifest's strict JSON reader) and runs them
 # for a bounded total time. Usage: fuzz/run.sh [SECONDS]   (default 60)
 # Crashing inputs land in fuzz/crashes/; turn each into a regression test in
 # Tests/TinyFireTests/FuzzRegressionTests.swift (fuzz/regressions/ holds them as files).
@@ -12,7 +12,7 @@ seconds="${1:-60}"
 out=.build-fuzz
 work="${FUZZ_WORK:-fuzz}"
 crashes="$work/crashes"
-mkdir -p "$out" "$crashes" "$work/corpus-work" "$work/corpus-work-queue" "$work/corpus-work-range"
+mkdir -p "$out" "$crashes" "$work/corpus-work" "$work/corpus-work-queue" "$work/corpus-work-range" "$work/corpus-work-manifest"
 flags=(-sanitize=fuzzer,address -parse-as-library -O -g -I Sources/CZlib -lz)
 http=(Sources/TinyFire/HTTP/ResponseParser.swift Sources/TinyFire/HTTP/ResponseHead.swift
     Sources/TinyFire/HTTP/HTTPParseError.swift Sources/TinyFire/HTTP/ContentDecoder.swift Sources/TinyFire/Support/Quoting.swift)
@@ -21,12 +21,16 @@ swiftc "${flags[@]}" -module-name TinyFireRangeFuzz "${http[@]}" Sources/TinyFir
     fuzz/ContentRangeFuzz.swift -o "$out/content-range-fuzz"
 swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFire/OfflineQueue/OfflineQueueJournal.swift Sources/TinyFire/Support/BootInstant.swift \
     fuzz/QueueJournalFuzz.swift -o "$out/queue-journal-fuzz"
-# The response parser gets half the time, the queue reader and Content-Range a quarter each.
+swiftc "${flags[@]}" -module-name TinyFireManifestFuzz Sources/FireAgentCore/Firmware/StrictJSON.swift \
+    fuzz/ManifestJSONFuzz.swift -o "$out/manifest-json-fuzz"
+# The response parser gets half the time, the queue reader, Content-Range and the manifest reader a
+# sixth each.
 # Seeds are committed in fuzz/corpus*; new interesting inputs go to untracked work corpora.
 run() {
     "$out/$1" "$2" "$3" -max_total_time="$4" -max_len=8192 -rss_limit_mb=2048 \
         -artifact_prefix="$crashes/" -print_final_stats=1 2>&1 | tail -n 12
 }
 run response-parser-fuzz "$work/corpus-work" fuzz/corpus $(( (seconds + 1) / 2 ))
-run queue-journal-fuzz "$work/corpus-work-queue" fuzz/corpus-queue $(( (seconds + 3) / 4 ))
-run content-range-fuzz "$work/corpus-work-range" fuzz/corpus-range $(( (seconds + 3) / 4 ))
+run queue-journal-fuzz "$work/corpus-work-queue" fuzz/corpus-queue $(( (seconds + 5) / 6 ))
+run content-range-fuzz "$work/corpus-work-range" fuzz/corpus-range $(( (seconds + 5) / 6 ))
+run manifest-json-fuzz "$work/corpus-work-manifest" fuzz/corpus-manifest $(( (seconds + 5) / 6 ))

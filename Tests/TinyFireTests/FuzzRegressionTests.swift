@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import FireAgentCore
 @testable import TinyFire
 
 /// Replays the fuzzer's seed corpus and every saved crashing input (fuzz/regressions) through
@@ -23,10 +24,22 @@ struct FuzzRegressionTests {
     static let inputs = files(in: ["fuzz/corpus", "fuzz/regressions"])
     static let queueInputs = files(in: ["fuzz/corpus-queue", "fuzz/regressions-queue"])
     static let rangeInputs = files(in: ["fuzz/corpus-range", "fuzz/regressions-range"])
+    static let manifestInputs = files(in: ["fuzz/corpus-manifest", "fuzz/regressions-manifest"])
+
+    @Test("every saved manifest JSON input is read or refused with a position, never a trap", arguments: manifestInputs)
+    func replayManifest(path: String) throws {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        do {
+            _ = try StrictJSON.parse(bytes)
+            #expect(!path.hasSuffix("dup.json"), "a key given twice, once escaped, was accepted")
+        } catch {
+            #expect(error.line >= 1 && error.column >= 1 && !error.reason.isEmpty)
+        }
+    }
 
     @Test("the saved inputs exist")
     func inputsExist() {
-        #expect(Self.inputs.count >= 8 && Self.queueInputs.count >= 4 && Self.rangeInputs.count >= 6)
+        #expect(Self.inputs.count >= 8 && Self.queueInputs.count >= 4 && Self.rangeInputs.count >= 6 && Self.manifestInputs.count >= 3)
     }
 
     @Test("every saved journal or cursor input is read without a trap, numbers under the ceiling", arguments: queueInputs)

@@ -60,7 +60,9 @@ public struct FirmwareRefusal: Error, Sendable, Equatable, CustomStringConvertib
 /// ```
 ///
 /// `image` is absolute or relative to the manifest's URL. Unknown fields are ignored (a newer
-/// vendor tool may add some); a field given twice is refused (two readers could disagree on it).
+/// vendor tool may add some). The document is read as strict RFC 8259 JSON (`StrictJSON`): no
+/// JSON5, a field given twice is refused even when one spelling is escaped, and `size` must be
+/// written as a whole number — nothing two readers could read differently.
 public struct FirmwareManifest: Sendable, Equatable {
     /// The largest manifest read; a longer document is refused.
     public static let maximumBytes = 64 * 1024
@@ -88,11 +90,11 @@ public struct FirmwareManifest: Sendable, Equatable {
     public static func parse(_ bytes: [UInt8], from url: URL) throws(FirmwareRefusal) -> FirmwareManifest {
         func refuse(_ message: String) -> FirmwareRefusal { FirmwareRefusal(kind: .badManifest, message: message) }
         guard bytes.count <= maximumBytes else { throw refuse("\(bytes.count) bytes, more than \(maximumBytes)") }
-        let root: JSONValue
+        let root: StrictJSON
         do {
-            root = try JSONValue.parse(Data(bytes), file: "manifest")
+            root = try StrictJSON.parse(bytes)
         } catch {
-            throw refuse(error.problems.first?.reason ?? "not JSON")
+            throw refuse("not JSON (RFC 8259): \(error)")
         }
         guard case .object(let fields) = root else { throw refuse("the document must be a JSON object") }
         func string(_ key: String) throws(FirmwareRefusal) -> String {
@@ -114,9 +116,15 @@ public struct FirmwareManifest: Sendable, Equatable {
         guard let image = URL(string: imageText, relativeTo: url)?.absoluteURL,
             let scheme = image.scheme?.lowercased(), ["http", "https"].contains(scheme), image.host() != nil
         else { throw refuse("image \"\(imageText)\" is not an http(s) URL, absolute or relative to \(url.absoluteString)") }
-        guard case .number(let sizeValue)? = fields["size"] else { throw refuse("size must be a number of bytes") }
-        guard sizeValue >= 1, sizeValue <= 9_007_199_254_740_992, sizeValue.rounded() == sizeValue else {
-            throw refuse("size \(sizeValue) is not a whole number of bytes above 0")
+        let size: Int64
+        switch fields["size"] {
+        case .integer(let value)?:
+            guard value >= 1 else { throw refuse("size \(value) is not a whole number of bytes above 0") }
+            size = value
+        case .number(let value)?:
+            throw refuse("size \(value) is not a whole number of bytes above 0 (written without fraction or exponent)")
+        default:
+            throw refuse("size must be a number of bytes")
         }
         let hashText = try string("sha256").lowercased()
         guard let sha256 = Self.hexBytes(hashText), sha256.count == 32 else { throw refuse("sha256 must be 64 hexadecimal digits") }
@@ -133,7 +141,7 @@ public struct FirmwareManifest: Sendable, Equatable {
             notes = text
         }
         return FirmwareManifest(
-            version: version, compatible: compatible, image: image, size: Int64(sizeValue), sha256: sha256, expires: expires, notes: notes)
+            version: version, compatible: compatible, image: image, size: size, sha256: sha256, expires: expires, notes: notes)
     }
 
     /// `sha256` in lowercase hexadecimal.

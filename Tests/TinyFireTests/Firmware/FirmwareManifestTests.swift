@@ -55,7 +55,7 @@ struct FirmwareManifestTests {
             (good.replacingOccurrences(of: "2.1.0\",", with: "two\","), "version \"two\" is not a version"),
             (good.replacingOccurrences(of: #"["acme-gw-1", "acme-gw-2"]"#, with: "[]"), "compatible must be a non-empty array"),
             (good.replacingOccurrences(of: "images/gw-2.1.0.img", with: "ftp://x/y"), "is not an http(s) URL"),
-            (good.replacingOccurrences(of: "73400320", with: "-5"), "size -5.0 is not a whole number"),
+            (good.replacingOccurrences(of: "73400320", with: "-5"), "size -5 is not a whole number"),
             (good.replacingOccurrences(of: "73400320", with: "1.5"), "is not a whole number"),
             (good.replacingOccurrences(of: "73400320", with: "\"big\""), "size must be a number"),
             (good.replacingOccurrences(of: "9F86D0", with: "XX86D0"), "sha256 must be 64 hexadecimal digits"),
@@ -76,6 +76,118 @@ struct FirmwareManifestTests {
             try FirmwareManifest.parse(huge, from: base)
         }
         #expect(throws: FirmwareRefusal.self) { try FirmwareManifest.parse(Array("[1]".utf8), from: base) }
+    }
+
+    /// Manifests each reader could read differently, or that are JSON5 rather than JSON.
+    static let looseManifests: [(name: String, text: String, expected: String)] = [
+        ("escaped duplicate", #"{ "version": "1.0.0", "versio\u006e": "99.0.0" }"#, #"the key "version" appears twice"#),
+        ("escaped duplicate, both escaped", #"{ "v\u0065rsion": "1.0.0", "ve\u0072sion": "99.0.0" }"#, "appears twice"),
+        ("comment", "{ // vendor\n \"version\": \"1.0.0\" }", "a comment"),
+        ("trailing comma", #"{ "version": "1.0.0", }"#, "a trailing comma"),
+        ("trailing comma in an array", #"{ "compatible": ["a",] }"#, "a trailing comma"),
+        ("unquoted key", #"{ version: "1.0.0" }"#, "expected a key in double quotes"),
+        ("single quotes", #"{ "version": '1.0.0' }"#, "single-quoted"),
+        ("hexadecimal size", #"{ "size": 0x10 }"#, "in a number"),
+        ("plus sign", #"{ "size": +16 }"#, "unexpected '+'"),
+        ("leading zero", #"{ "size": 016 }"#, "leading zero"),
+        ("NaN", #"{ "size": NaN }"#, "unexpected 'N'"),
+        ("Infinity", #"{ "size": -Infinity }"#, "a digit after '-'"),
+        ("lone surrogate", #"{ "notes": "\ud800" }"#, "lone high surrogate"),
+        ("lone low surrogate", #"{ "notes": "\udc00x" }"#, "lone low surrogate"),
+        ("raw control character", "{ \"notes\": \"a\tb\" }", "control character"),
+        ("unknown escape", #"{ "notes": "\x41" }"#, "unknown escape"),
+        ("byte order mark", "\u{FEFF}{ \"version\": \"1.0.0\" }", "byte order mark"),
+        ("text after", #"{ "version": "1.0.0" } {}"#, "text after the document"),
+        ("huge integer", #"{ "size": 99999999999999999999 }"#, "outside -2^63"),
+        ("deep", String(repeating: "[", count: 40) + String(repeating: "]", count: 40), "nested more than 32"),
+    ]
+
+    @Test(
+        "strict RFC 8259: JSON5, duplicates after unescaping, lone surrogates, a BOM and non-integer sizes are refused; Python's json reads every accepted manifest the same"
+    )
+    func strictJSON() throws {
+        // Whole manifests, valid but for one thing, so that nothing else refuses them.
+        let whole = [
+            ("a whole manifest with an escaped duplicate", "{" + good + #", "versio\u006e": "99.0.0" }"#, "appears twice"),
+            ("a whole manifest with a comment", "{ /* signed */ " + good + " }", "a comment"),
+            ("a whole manifest with a trailing comma", "{" + good + ", }", "a trailing comma"),
+        ]
+        for (name, text, expected) in Self.looseManifests + whole {
+            do {
+                _ = try FirmwareManifest.parse(Array(text.utf8), from: base)
+                Issue.record("\(name) accepted: \(text)")
+            } catch {
+                #expect(error.kind == .badManifest && error.message.contains(expected), "\(name): \(error)")
+            }
+        }
+        // Not UTF-8: a raw surrogate's encoding, a truncated sequence.
+        for bytes in [[0xED, 0xA0, 0x80], [0xC3]] as [[UInt8]] {
+            let document = Array(#"{ "notes": ""#.utf8) + bytes + Array(#"" }"#.utf8)
+            #expect(throws: FirmwareRefusal.self) { try FirmwareManifest.parse(document, from: base) }
+        }
+        for size in ["1e3", "1.0", "73400320.0", "7.34e7"] {
+            do {
+                _ = try FirmwareManifest.parse(manifest(good.replacingOccurrences(of: "73400320", with: size)), from: base)
+                Issue.record("size \(size) accepted")
+            } catch {
+                #expect(error.message.contains("without fraction or exponent"), "\(size): \(error)")
+            }
+        }
+        // What is accepted is read as Python's json reads it: escapes, surrogate pairs, nesting.
+        let accepted = [
+            manifest(good),
+            manifest(
+                good.replacingOccurrences(of: #""notes": "fixes""#, with: #""notes": "caf\u00e9 \ud83d\ude00 \"q\" \\ \/ \b\f\n\r\t""#)),
+            manifest(good.replacingOccurrences(of: #""version": "2.1.0""#, with: #""vers\u0069on": "2.1.0""#)),
+            Array(("\r\n\t " + "{" + good + "}" + " \n").utf8),
+        ]
+        let directory = try makeTemporaryDirectory("strict-json")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let script = """
+            import json, sys
+            for path in sys.argv[1:]:
+                m = json.loads(open(path, "rb").read())
+                print(json.dumps([m["version"], m["size"], m["notes"], m["compatible"]]))
+            """
+        try script.write(toFile: directory + "/read.py", atomically: true, encoding: .utf8)
+        var paths: [String] = []
+        var ours: [String] = []
+        for (index, document) in accepted.enumerated() {
+            let parsed = try FirmwareManifest.parse(document, from: base)
+            paths.append(directory + "/m\(index).json")
+            try Data(document).write(to: URL(filePath: paths[index]))
+            ours.append("\(parsed.version)|\(parsed.size)|\(parsed.notes ?? "")|\(parsed.compatible)")
+        }
+        let python = try #require(which("python3"))
+        let result = try runCapturingOutput(python, [directory + "/read.py"] + paths)
+        #expect(result.status == 0, "\(result.stderr)")
+        let theirs = String(decoding: result.stdout, as: UTF8.self).split(separator: "\n").map { line -> String in
+            guard let data = line.data(using: .utf8),
+                let fields = try? JSONDecoder().decode(PythonReading.self, from: data)
+            else { return "unreadable: \(line)" }
+            return
+                "\(SemanticVersion(fields.version).map { "\($0)" } ?? fields.version)|\(fields.size)|\(fields.notes)|\(fields.compatible)"
+        }
+        #expect(theirs == ours)
+        // Nesting up to the limit is read.
+        let nested = #"{ "nested": "# + String(repeating: "[", count: 30) + String(repeating: "]", count: 30) + ", " + good + " }"
+        #expect(throws: Never.self) { try FirmwareManifest.parse(Array(nested.utf8), from: base) }
+    }
+
+    /// One line of read.py's output: `[version, size, notes, compatible]`.
+    struct PythonReading: Decodable {
+        let version: String
+        let size: Int64
+        let notes: String
+        let compatible: [String]
+
+        init(from decoder: any Decoder) throws {
+            var container = try decoder.unkeyedContainer()
+            version = try container.decode(String.self)
+            size = try container.decode(Int64.self)
+            notes = try container.decode(String.self)
+            compatible = try container.decode([String].self)
+        }
     }
 
     @Test("RFC 3339 times: Z, offsets, fractions; impossible dates refused")
