@@ -160,8 +160,16 @@ public struct FirmwareStore: Sendable {
 extension FirmwareState {
     /// The state as the JSON `state.json` holds.
     var json: StatusJSON {
+        let entries = history.map { entry -> StatusJSON in
+            .object([("digest", .string(entry.digest)), ("version", .string(entry.version)), ("installerRan", .bool(entry.installerRan))])
+        }
+        // `finished` and `installerRuns` are what agents before `history` read (32 each): an
+        // agent rolled back to one keeps the newest of what it knew.
+        let legacyFinished = (refused + history.map(\.digest)).suffix(32)
+        let legacyRuns = history.filter(\.installerRan).map(\.digest).suffix(32)
         var members: [(String, StatusJSON)] = [
-            ("finished", .array(finished.map(StatusJSON.string))), ("installerRuns", .array(installerRuns.map(StatusJSON.string))),
+            ("history", .array(entries)), ("refused", .array(refused.map(StatusJSON.string))),
+            ("finished", .array(legacyFinished.map(StatusJSON.string))), ("installerRuns", .array(legacyRuns.map(StatusJSON.string))),
             ("highestAccepted", highestAccepted.map(StatusJSON.string) ?? .null),
         ]
         if let update {
@@ -194,8 +202,24 @@ extension FirmwareState {
             return out
         }
         self.init()
-        finished = try strings(root["finished"], "finished")
-        installerRuns = try strings(root["installerRuns"], "installerRuns")
+        if let value = root["history"] {
+            guard case .array(let items) = value else { throw fail("history is not an array") }
+            for item in items {
+                guard case .object(let entry) = item, case .string(let digest)? = entry["digest"],
+                    case .string(let version)? = entry["version"], case .bool(let ran)? = entry["installerRan"]
+                else { throw fail("history holds an entry without digest, version and installerRan") }
+                history.append(HistoryEntry(digest: digest, version: version, installerRan: ran))
+            }
+            refused = try strings(root["refused"], "refused")
+        } else {
+            // Written by an agent before `history`: what it remembered stays remembered, with
+            // versions unknown (never dropped), refusals included.
+            let finished = try strings(root["finished"], "finished")
+            let runs = try strings(root["installerRuns"], "installerRuns")
+            for digest in finished + runs where !history.contains(where: { $0.digest == digest }) {
+                history.append(HistoryEntry(digest: digest, version: "", installerRan: runs.contains(digest)))
+            }
+        }
         if case .string(let text)? = root["highestAccepted"] { highestAccepted = text }
         guard let value = root["update"] else { return }
         guard case .object(let record) = value else { throw fail("update is not an object") }

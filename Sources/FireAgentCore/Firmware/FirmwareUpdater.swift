@@ -102,7 +102,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
             throw AgentError(description: "firmware.directory: \(problem)")
         }
         store = try FirmwareStore(directory: config.directory)
-        flow = UpdateFlow(state: Self.loadState(store, logger: logger), maximumFailedAttempts: config.downloadAttempts)
+        flow = UpdateFlow(
+            state: Self.loadState(store, logger: logger), maximumFailedAttempts: config.downloadAttempts,
+            allowDowngrade: config.allowDowngrade)
         var configuration = SessionConfiguration()
         configuration.connectTimeout = agentConfig.server.connectTimeout
         configuration.idleTimeout = agentConfig.server.idleTimeout
@@ -173,7 +175,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         logger.info(
             "firmware updates on",
             metadata: ["manifest": "\(config.manifestURL)", "pollInterval": "\(ConfigReader.describe(config.pollInterval))"])
-        if let update = flow.state.update, ![.done, .failed, .idle].contains(update.phase) {
+        if let update = flow.state.update, !update.phase.isTerminal {
             manifest = source.restore(digest: update.manifestDigest)
         }
         if flow.phase == .installing, !store.waitForInstaller(timeout: .milliseconds(0)) {
@@ -207,15 +209,20 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 continue
             }
             if now >= nextPoll {
-                poll()
-                let spread = 1 + config.jitter * Double.random(in: -1...1)
-                nextPoll = clock.now + config.pollInterval * spread
+                pollAndSchedule()
                 continue
             }
             let deadline = min(nextPoll, retryAt ?? nextPoll, stateRetryAt ?? nextPoll)
             let nanoseconds = max(0, (deadline - clock.now).totalNanoseconds)
             _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
         }
+    }
+
+    /// Polls now; the next poll comes a poll interval (with jitter) later.
+    private func pollAndSchedule() {
+        poll()
+        let spread = 1 + config.jitter * Double.random(in: -1...1)
+        nextPoll = clock.now + config.pollInterval * spread
     }
 
     /// Feeds `event` and carries out what follows.
@@ -237,6 +244,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
             case .persist:
                 guard persist() else { return }  // not on disk: nothing may act on it
             case .download(let fromZero): outcome = download(fromZero: fromZero)
+            case .pollFirst:
+                pollAndSchedule()
+                outcome = .polled
             case .retryDownload(let attempt):
                 let delay = OfflineQueue.Backoff(initial: config.retryInitial, maximum: config.retryMaximum)
                     .delay(afterFailure: max(1, attempt), random: Double.random(in: 0...1))
@@ -250,7 +260,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             case .discardImage:
                 store.discardImage()
                 hasher.reset()
-                if [.done, .failed].contains(flow.phase) { source.forget(except: nil) }
+                if flow.phase.isTerminal { source.forget(except: nil) }
             }
             publish()
             if let outcome {
@@ -290,9 +300,11 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// step whose state could not be written is done again once it can be.
     private func resumeFromDisk() {
         // A write that failed for lack of space must find it now: try it first.
-        flow = UpdateFlow(state: Self.loadState(store, logger: logger), maximumFailedAttempts: config.downloadAttempts)
+        flow = UpdateFlow(
+            state: Self.loadState(store, logger: logger), maximumFailedAttempts: config.downloadAttempts,
+            allowDowngrade: config.allowDowngrade)
         guard persist() else { return }
-        if let update = flow.state.update, ![.done, .failed, .idle].contains(update.phase) {
+        if let update = flow.state.update, !update.phase.isTerminal {
             manifest = source.restore(digest: update.manifestDigest)
         } else {
             manifest = nil
@@ -319,10 +331,10 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     private func poll() {
         if flow.phase == .installed { feed(.booted(version: bootedVersion(), bootID: bootID())) }
-        // Known: acted on, or under way. A failed offer not in `finished` (a bad signature) is
-        // checked again.
+        // Known: acted on, refused, or under way. A failed offer not remembered (a bad signature,
+        // an expiry) is checked again.
         let answer = source.poll { [flow] digest in
-            flow.state.finished.contains(digest) || (flow.state.update?.manifestDigest == digest && flow.phase != .failed)
+            flow.state.remembers(digest) || (flow.state.update?.manifestDigest == digest && !flow.phase.isTerminal)
         }
         var result: String
         switch answer {
@@ -364,6 +376,14 @@ public final class FirmwareUpdater: @unchecked Sendable {
             try UpdateDecision.check(
                 parsed, deviceType: config.deviceType, highestAccepted: flow.state.highestAccepted.flatMap(SemanticVersion.init),
                 allowDowngrade: config.allowDowngrade, now: now, clock: wallClock.verdict(now: now))
+            if let current = flow.state.update, [.downloading, .verifying].contains(current.phase),
+                let version = SemanticVersion(current.version), parsed.version <= version
+            {
+                // Only a higher version supersedes an update under way (a replayed older signed
+                // manifest must not displace a newer release); judged afresh once it ended.
+                throw FirmwareRefusal(
+                    kind: .notNewer, message: "\(parsed.version) is not above \(version), the update under way: left alone")
+            }
             logger.info(
                 "firmware offered",
                 metadata: ["version": "\(parsed.version)", "signedBy": "\(offer.vouchedBy ?? "")", "notes": "\(parsed.notes ?? "")"])
@@ -380,7 +400,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         }
         if refusal == nil { self.manifest = manifest }
         feed(.offered(digest: offer.digest, manifest: manifest, refusal: refusal, running: running))
-        let current = flow.state.update.flatMap { [.done, .failed].contains($0.phase) ? nil : $0.manifestDigest }
+        let current = flow.state.update.flatMap { $0.phase.isTerminal ? nil : $0.manifestDigest }
         source.forget(except: current)
         if let refusal, refusal.kind == .notNewer, let manifest, manifest.version == running {
             return "up to date (\(manifest.version) runs)"
@@ -440,7 +460,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             manifest.image, method: .get, headers: ["Accept-Encoding": "identity"], body: nil,
             target: .destination({ _, _ in (partial, [.removePreviousFile]) }), acceptableStatusCodes: 200..<300,
             includeResponseHead: false, resumingFrom: resume, partialPolicy: .inPlace, resumeRecord: store.resumeRecordPath,
-            bodyObserver: hasher, maximumFileSize: UInt64(manifest.size))
+            bodyObserver: hasher, maximumFileSize: UInt64(manifest.size), stopWhenResourceChanged: true)
         let size = manifest.size
         request.downloadProgress { [weak self] progress in self?.progressed(Int64(progress.completedUnitCount), of: size) }
         control.withLock { $0.request = request }
@@ -456,6 +476,10 @@ public final class FirmwareUpdater: @unchecked Sendable {
             return .downloadFailed(reason: "the image \(manifest.image) is refused (HTTP \(status))", permanent: true, serverReached: true)
         }
         if case .sessionTaskFailed(let transfer) = error {
+            if case .resourceChanged(let message) = transfer.reason {
+                logger.notice("firmware image changed on the server: the manifest is polled first", metadata: ["reason": "\(message)"])
+                return .imageChanged(reason: message)
+            }
             if case .fileSizeExceeded = transfer.reason {
                 return .downloadFailed(
                     reason: "sizeMismatch: the server sends more than the \(manifest.size) bytes signed", permanent: true,

@@ -10,6 +10,8 @@
 /// idle → downloading → verifying → installing → installed → confirming → done
 ///            ↓            ↓            ↓            ↓            ↓
 ///          failed       failed       failed       failed       failed
+///            ↓            ↓
+///        superseded   superseded
 /// ```
 ///
 /// `installed` waits for the booted version to be the new one (after a reboot, or at once for
@@ -32,6 +34,30 @@ public enum UpdatePhase: String, Sendable, CaseIterable {
     case done
     /// Given up, with a reason.
     case failed
+    /// Replaced mid-way by a manifest of a higher version: not a failure of its release (only
+    /// ever reported; the successor's record is what the state keeps).
+    case superseded
+
+    /// No update under way: idle, or ended (done, failed, superseded).
+    public var isTerminal: Bool { [.idle, .done, .failed, .superseded].contains(self) }
+}
+
+/// A manifest the flow acted on: it reached the installer, `done` or `failed` after it was
+/// accepted. Never acted on again.
+public struct HistoryEntry: Sendable, Equatable {
+    /// SHA-256 (hex) of the manifest's bytes.
+    public var digest: String
+    /// Its version ("" when unknown: an entry from a state file written before versions were kept).
+    public var version: String
+    /// The installer was started for it.
+    public var installerRan: Bool
+
+    /// An entry.
+    public init(digest: String, version: String, installerRan: Bool) {
+        self.digest = digest
+        self.version = version
+        self.installerRan = installerRan
+    }
 }
 
 /// One update: the manifest it follows and where it stands (persisted in the state file).
@@ -77,21 +103,40 @@ public struct FirmwareState: Sendable, Equatable {
     /// The highest version ever committed on this device (the rollback floor), with the
     /// running version as a floor too.
     public var highestAccepted: String?
-    /// Manifest digests that reached `done` or `failed`, or were refused: never acted on again
-    /// (the newest `historyLimit`).
-    public var finished: [String]
-    /// Manifest digests the installer was started for (the newest `historyLimit`).
-    public var installerRuns: [String]
+    /// Manifests acted on (the installer ran, or the update reached `done` or `failed`): never
+    /// acted on again, whatever the server answers later. No answer evicts one: past
+    /// `historyLimit` entries only those the rollback floor refuses anyway (a version not above
+    /// `highestAccepted`, with downgrades off) are dropped, oldest first; when none can be, new
+    /// offers are refused (`historyFull`) until an operator clears the state. Memory: at most
+    /// `historyLimit` entries (about 120 bytes each in `state.json`).
+    public var history: [HistoryEntry]
+    /// Digests of manifests refused before anything was done (a bad manifest, another device
+    /// type, not newer): remembered only so that each is reported once; the newest
+    /// `refusalLimit`. Forgetting one costs a second report, never an install: the same checks
+    /// refuse it again.
+    public var refused: [String]
 
-    /// Digests remembered.
-    public static let historyLimit = 32
+    /// Entries of `history` kept.
+    public static let historyLimit = 512
+    /// Entries of `refused` kept.
+    public static let refusalLimit = 64
 
     /// Nothing yet.
     public init() {
         update = nil
         highestAccepted = nil
-        finished = []
-        installerRuns = []
+        history = []
+        refused = []
+    }
+
+    /// Whether the manifest `digest` was acted on or refused already.
+    public func remembers(_ digest: String) -> Bool {
+        refused.contains(digest) || history.contains { $0.digest == digest }
+    }
+
+    /// Whether the installer was started for `digest`.
+    public func installerRan(_ digest: String) -> Bool {
+        history.contains { $0.digest == digest && $0.installerRan }
     }
 }
 
@@ -101,6 +146,11 @@ public enum UpdateEvent: Sendable, Equatable {
     case offered(digest: String, manifest: FirmwareManifest?, refusal: FirmwareRefusal?, running: SemanticVersion?)
     /// The image is complete in the staging directory.
     case downloadFinished
+    /// A resumed download found that the server's image is another file than the partial one
+    /// (If-Range answered with the whole of a new version): nothing of it was kept.
+    case imageChanged(reason: String)
+    /// The poll asked for with `.pollFirst` ended (whatever it found; offers were fed first).
+    case polled
     /// The download failed: for good (404, 410, the image larger than signed, no space), or
     /// for now (`permanent` false: retried with backoff, bounded when the server was
     /// reachable).
@@ -129,6 +179,8 @@ public enum UpdateEffect: Sendable, Equatable {
     case persist
     /// Fetch the image: from zero, or continuing the staged partial file.
     case download(fromZero: Bool)
+    /// Poll the manifest now, feed what it offers, then feed `.polled`.
+    case pollFirst
     /// Fetch again after the backoff for failed attempt `attempt`.
     case retryDownload(attempt: Int)
     /// Compare the staged image with the manifest.
@@ -161,14 +213,22 @@ public struct UpdateFlow: Sendable {
     /// The commit command was asked for and has not answered (in memory: after a restart the
     /// next sync asks again; committing twice is harmless, `rauc status mark-good` is).
     private var commitPending = false
+    /// What to do once the poll asked for with `.pollFirst` ended (`.polled`), unless an offer
+    /// superseded the update meanwhile. In memory: a restart polls first again.
+    private var afterPoll: UpdateEffect?
+    /// Downgrades are allowed (`firmware.allowDowngrade`): then the rollback floor refuses
+    /// nothing, and no history entry may be dropped.
+    public let allowDowngrade: Bool
 
     /// A flow over `state`.
     /// - Parameters:
     ///   - state: as read from disk.
     ///   - maximumFailedAttempts: download attempts that may fail with the server reachable.
-    public init(state: FirmwareState, maximumFailedAttempts: Int) {
+    ///   - allowDowngrade: `firmware.allowDowngrade`.
+    public init(state: FirmwareState, maximumFailedAttempts: Int, allowDowngrade: Bool = false) {
         self.state = state
         self.maximumFailedAttempts = maximumFailedAttempts
+        self.allowDowngrade = allowDowngrade
     }
 
     /// The record a `.report` effect reports, in the order the effects were made.
@@ -189,7 +249,11 @@ public struct UpdateFlow: Sendable {
     public mutating func resume(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
         raiseFloor(to: version)
         switch phase {
-        case .downloading: return [.download(fromZero: false)]
+        case .downloading:
+            // A release published while the agent was down supersedes before a byte of the old
+            // image is fetched again.
+            afterPoll = .download(fromZero: false)
+            return [.pollFirst]
         case .verifying: return [.verify]
         case .installing: return handle(.booted(version: version, bootID: bootID), now: now)
         case .installed:
@@ -197,7 +261,7 @@ public struct UpdateFlow: Sendable {
             // Still the old version in the boot the install ran in: the reboot the install
             // asked for did not happen (the agent stopped first). Asked for again.
             return effects.isEmpty ? [.reboot] : effects
-        case .idle, .confirming, .done, .failed: return []
+        case .idle, .confirming, .done, .failed, .superseded: return []
         }
     }
 
@@ -213,6 +277,21 @@ public struct UpdateFlow: Sendable {
         case .downloadFinished:
             guard phase == .downloading else { return [] }
             return enter(.verifying, now: now) + [.verify]
+        case .imageChanged(let reason):
+            // The partial image is of another file than the server's now: most likely a new
+            // release. Its manifest is polled before anything is downloaded; if the same
+            // manifest still stands, the image is fetched from zero, once.
+            guard phase == .downloading, var update = state.update else { return [] }
+            guard update.freshDownloads < 1 else { return fail("\(reason), and the manifest still names it", now: now) }
+            update.freshDownloads += 1
+            update.reason = "\(reason); polling the manifest before downloading again"
+            state.update = update
+            afterPoll = .download(fromZero: true)
+            return [.persist, .pollFirst]
+        case .polled:
+            guard let next = afterPoll else { return [] }
+            afterPoll = nil
+            return phase == .downloading ? [next] : []
         case .downloadFailed(let reason, let permanent, let serverReached):
             guard phase == .downloading, var update = state.update else { return [] }
             if permanent { return fail(reason, now: now) }
@@ -233,7 +312,7 @@ public struct UpdateFlow: Sendable {
                 state.update = update
                 return enter(.downloading, now: now) + [.discardImage, .download(fromZero: true)]
             }
-            if state.installerRuns.contains(update.manifestDigest) {
+            if state.installerRan(update.manifestDigest) {
                 // Cannot happen through these events; if the file says so, it is the truth.
                 update.reason = "the installer already ran for this manifest; not run again"
                 state.update = update
@@ -242,7 +321,7 @@ public struct UpdateFlow: Sendable {
             update.bootID = bootID
             update.reason = nil
             state.update = update
-            remember(update.manifestDigest, in: \.installerRuns)
+            remember(update, installerRan: true)
             return enter(.installing, now: now) + [.install]
         case .installerExited(let success, let rebootRequired, let detail):
             guard phase == .installing else { return [] }
@@ -259,7 +338,7 @@ public struct UpdateFlow: Sendable {
             commitPending = false
             guard success else { return fail("the commit command failed: \(detail)", now: now) }
             if let version = SemanticVersion(update.version) { raiseFloor(to: version) }
-            remember(update.manifestDigest, in: \.finished)
+            remember(update, installerRan: false)
             return enter(.done, now: now) + [.discardImage]
         }
     }
@@ -272,15 +351,23 @@ public struct UpdateFlow: Sendable {
         case .installing, .installed, .confirming:
             return []  // an install under way is seen through first
         case .downloading, .verifying:
-            guard state.update?.manifestDigest != digest else { return [] }
-            guard refusal == nil else { return [] }  // a bad offer does not stop a good update
-            var effects = fail("superseded by a newer manifest (\(manifest.map { "\($0.version)" } ?? "?"))", now: now)
+            guard let current = state.update, current.manifestDigest != digest else { return [] }
+            guard refusal == nil, let manifest else { return [] }  // a bad offer does not stop a good update
+            // Forward only: an older or equal version (a replayed signed manifest) leaves the
+            // update alone, and is not remembered: judged afresh once this update ended.
+            if let version = SemanticVersion(current.version), manifest.version <= version { return [] }
+            guard !state.remembers(digest), historyHasRoom else { return [] }
+            afterPoll = nil
+            // Not a failure of the superseded release: not remembered, reported as superseded.
+            state.update?.reason = "superseded by a newer manifest (\(manifest.version))"
+            var effects: [UpdateEffect] = [.discardImage] + enter(.superseded, now: now)
+            effects.removeAll { $0 == .persist }  // the successor's record is what gets written
             effects += offer(digest: digest, manifest: manifest, refusal: refusal, running: running, now: now)
             return effects
-        case .idle, .done, .failed:
+        case .idle, .done, .failed, .superseded:
             break
         }
-        guard !state.finished.contains(digest) else { return [] }
+        guard !state.remembers(digest) else { return [] }
         if let refusal, refusal.kind == .badSignature || refusal.kind == .expired {
             // Not remembered as finished: a signature published after its manifest, a server
             // error for it, or a clock that was wrong for one poll must not block the release
@@ -295,17 +382,28 @@ public struct UpdateFlow: Sendable {
         if let refusal {
             // The manifest of what already runs is no news: remembered, not reported.
             if refusal.kind == .notNewer, let manifest, let running, manifest.version == running {
-                remember(digest, in: \.finished)
+                rememberRefusal(digest)
                 return [.persist]
             }
             state.update = UpdateRecord(
                 phase: .failed, manifestDigest: digest, version: manifest.map { "\($0.version)" } ?? "", fromVersion: running?.description,
                 size: manifest?.size ?? 0, since: now)
             state.update?.reason = refusal.description
-            remember(digest, in: \.finished)
+            rememberRefusal(digest)
             return reporting() + [.persist]
         }
         guard let manifest else { return [] }
+        guard historyHasRoom else {
+            // Only reachable when `historyLimit` releases above the rollback floor have failed.
+            if state.update?.manifestDigest == digest { return [] }
+            state.update = UpdateRecord(
+                phase: .failed, manifestDigest: digest, version: manifest.version.description, fromVersion: running?.description,
+                size: manifest.size, since: now)
+            state.update?.reason =
+                "historyFull: \(FirmwareState.historyLimit) releases above the committed version failed; "
+                + "nothing new is installed until the firmware state is cleared"
+            return reporting() + [.persist]
+        }
         state.update = UpdateRecord(
             phase: .downloading, manifestDigest: digest, version: manifest.version.description, fromVersion: running?.description,
             size: manifest.size, since: now)
@@ -351,17 +449,42 @@ public struct UpdateFlow: Sendable {
 
     private mutating func fail(_ reason: String, now: Date) -> [UpdateEffect] {
         state.update?.reason = reason
-        if let digest = state.update?.manifestDigest { remember(digest, in: \.finished) }
+        if let update = state.update { remember(update, installerRan: false) }
         // The image goes first: on a full disk its space is what recording the failure needs.
         return [.discardImage] + enter(.failed, now: now)
     }
 
-    private mutating func remember(_ digest: String, in list: WritableKeyPath<FirmwareState, [String]>) {
-        guard !state[keyPath: list].contains(digest) else { return }
-        state[keyPath: list].append(digest)
-        if state[keyPath: list].count > FirmwareState.historyLimit {
-            state[keyPath: list].removeFirst(state[keyPath: list].count - FirmwareState.historyLimit)
+    /// Adds `update`'s manifest to the history (or marks that its installer ran). Past the
+    /// limit, drops the oldest entry the rollback floor refuses anyway.
+    private mutating func remember(_ update: UpdateRecord, installerRan: Bool) {
+        if let index = state.history.firstIndex(where: { $0.digest == update.manifestDigest }) {
+            if installerRan { state.history[index].installerRan = true }
+            return
         }
+        state.history.append(HistoryEntry(digest: update.manifestDigest, version: update.version, installerRan: installerRan))
+        while state.history.count > FirmwareState.historyLimit, let index = state.history.firstIndex(where: coveredByFloor) {
+            state.history.remove(at: index)
+        }
+    }
+
+    /// Whether the floor refuses `entry`'s manifest whatever the history says.
+    private func coveredByFloor(_ entry: HistoryEntry) -> Bool {
+        guard !allowDowngrade, let version = SemanticVersion(entry.version),
+            let floor = state.highestAccepted.flatMap(SemanticVersion.init)
+        else { return false }
+        return version <= floor
+    }
+
+    /// A new update can be remembered when it ends without dropping an entry that protects.
+    private var historyHasRoom: Bool {
+        state.history.count < FirmwareState.historyLimit || state.history.contains(where: coveredByFloor)
+    }
+
+    /// Remembers a refused manifest so that it is reported once (the newest `refusalLimit`).
+    private mutating func rememberRefusal(_ digest: String) {
+        guard !state.refused.contains(digest) else { return }
+        state.refused.append(digest)
+        if state.refused.count > FirmwareState.refusalLimit { state.refused.removeFirst(state.refused.count - FirmwareState.refusalLimit) }
     }
 
     /// `highestAccepted` only grows.

@@ -40,6 +40,8 @@ enum SinkError: Error {
     case writeFailed(path: String, message: String)
     /// A resumed download's response cannot continue the partial file.
     case resumeRejected(String)
+    /// A resumed download's resource changed, and the request asked to stop then.
+    case resourceChanged(String)
 }
 
 /// Receives a response body as it is decoded. Loop-confined; `write` must not block for long.

@@ -642,6 +642,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             case .fileSizeExceeded(let limit): return .fileSizeExceeded(limit: limit)
             case .writeFailed(let path, let message): return .fileWriteFailed(path: path, message: message)
             case .resumeRejected(let message): return .resumeRejected(message: message)
+            case .resourceChanged(let message): return .resourceChanged(message: message)
             }
         case let error as ContentDecodingError:
             return .contentDecodingFailed(error)

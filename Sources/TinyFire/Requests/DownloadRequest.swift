@@ -81,6 +81,10 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     private let bodyObserver: (any DownloadBodyObserver)?
     /// The file may not grow past this many bytes (curl's `--max-filesize`); nil: no limit.
     private let maximumFileSize: UInt64?
+    /// A resumed attempt whose response is the whole of another version of the resource (a
+    /// 200 with validators other than the partial file's) fails with `resourceChanged`
+    /// instead of replacing the partial file. False: replaced (curl's and the library's way).
+    private let stopWhenResourceChanged: Bool
 
     /// The partial file an attempt continues, and what the server said about the resource.
     struct PartialFile: Sendable {
@@ -112,8 +116,10 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, target: Target,
         acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false, upload: UploadRequest.Uploadable? = nil,
         resumingFrom resumeData: DownloadResumeData? = nil, partialPolicy: PartialPolicy = .keepForResume,
-        resumeRecord: String? = nil, bodyObserver: (any DownloadBodyObserver)? = nil, maximumFileSize: UInt64? = nil
+        resumeRecord: String? = nil, bodyObserver: (any DownloadBodyObserver)? = nil, maximumFileSize: UInt64? = nil,
+        stopWhenResourceChanged: Bool = false
     ) {
+        self.stopWhenResourceChanged = stopWhenResourceChanged
         self.bodyObserver = bodyObserver
         self.maximumFileSize = maximumFileSize
         self.sentBody = upload.map { UploadBody($0) }
@@ -262,6 +268,9 @@ public final class DownloadRequest: Request, @unchecked Sendable {
                 case .replace:
                     // The server ignored Range, or If-Range found the resource changed: the
                     // whole body comes again and replaces the partial file.
+                    if stopWhenResourceChanged, let change = Self.change(from: partial, to: response) {
+                        throw .resourceChanged(change)
+                    }
                     placement = .restart(path: partial.path)
                 case .restart(let fromZero, let reason):
                     // A complete file asks again for its last byte, knowing its length now.
@@ -372,6 +381,21 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             total = length
         }
         return (tag, response.headerFields[.lastModified], total)
+    }
+
+    /// How `response` (a 200 to a resumed request) shows that the resource is not the one the
+    /// partial file holds, or nil when its validators match (the server ignored Range).
+    static func change(from partial: PartialFile, to response: HTTPResponse) -> String? {
+        let fields = response.headerFields
+        if let old = partial.entityTag {
+            let new = fields[.eTag]
+            guard new != old else { return nil }
+            return "the resource changed on the server (ETag \(old) → \(new ?? "none")); If-Range answered 200 with all of it"
+        }
+        guard let old = partial.lastModified else { return nil }
+        let new = fields[.lastModified]
+        guard new != old else { return nil }
+        return "the resource changed on the server (Last-Modified \(old) → \(new ?? "none")); If-Range answered 200 with all of it"
     }
 
     override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {

@@ -490,7 +490,7 @@ public final class Session: Sendable {
         target: DownloadRequest.Target, acceptableStatusCodes: Range<Int>?, includeResponseHead: Bool,
         interceptor: (any RequestInterceptor)? = nil, resumingFrom resumeData: DownloadResumeData? = nil,
         partialPolicy: DownloadRequest.PartialPolicy = .discard, resumeRecord: String? = nil,
-        bodyObserver: (any DownloadBodyObserver)? = nil, maximumFileSize: UInt64? = nil
+        bodyObserver: (any DownloadBodyObserver)? = nil, maximumFileSize: UInt64? = nil, stopWhenResourceChanged: Bool = false
     ) -> DownloadRequest {
         DownloadRequest(
             session: self,
@@ -498,7 +498,8 @@ public final class Session: Sendable {
                 url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
             interceptor: interceptor, target: target, acceptableStatusCodes: acceptableStatusCodes,
             includeResponseHead: includeResponseHead, upload: upload, resumingFrom: resumeData, partialPolicy: partialPolicy,
-            resumeRecord: resumeRecord, bodyObserver: bodyObserver, maximumFileSize: maximumFileSize)
+            resumeRecord: resumeRecord, bodyObserver: bodyObserver, maximumFileSize: maximumFileSize,
+            stopWhenResourceChanged: stopWhenResourceChanged)
     }
 
     // MARK: - All requests

@@ -347,6 +347,10 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
         /// that starts elsewhere, a 416 for a resource that shrank); TinyFire restarts from
         /// zero once before reporting this.
         case resumeRejected(message: String)
+        /// A resumed download asked to stop when the resource changed (the agent's firmware
+        /// download) got the whole of another version of it: If-Range answered 200 with other
+        /// validators. Nothing of that body was written; the partial file is left as it was.
+        case resourceChanged(message: String)
     }
 
     /// The request method.
@@ -440,6 +444,8 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
             return "certificate of \(host) not trusted: \(reasons.joined(separator: "; "))"
         case .resumeRejected(let message):
             return "cannot resume the download: \(message)"
+        case .resourceChanged(let message):
+            return "the download was not resumed: \(message)"
         }
     }
 }
@@ -473,6 +479,9 @@ public enum TransferFailureKind: Sendable, Hashable, CaseIterable {
     case redirectFailed
     /// The body could not be written to its destination.
     case fileWriteFailed
+    /// A resumed download's resource changed on the server (not retryable: the same request
+    /// gets the same answer; what to fetch instead is the caller's decision).
+    case resourceChanged
     /// The upload's file could not be read (not retryable).
     case requestBodyUnreadable
     /// The TLS handshake or a record failed (`secureConnectionFailed`).
@@ -502,6 +511,7 @@ extension TransferError {
         case .tooManyRedirects, .insecureRedirect, .invalidRedirect, .redirectBodyTooLarge: return .redirectFailed
         case .fileWriteFailed: return .fileWriteFailed
         case .resumeRejected: return .invalidResponse
+        case .resourceChanged: return .resourceChanged
         case .tlsFailed: return .tlsFailed
         case .certificateVerificationFailed: return .certificateUntrusted
         case .requestBodyReadFailed: return .requestBodyUnreadable

@@ -89,7 +89,7 @@ enum ExitStatus: Int32 {
             case .tlsFailed: self = .sslConnectError
             case .requestBodyReadFailed: self = .readError
             case .certificateVerificationFailed: self = .peerFailedVerification
-            case .resumeRejected: self = .badDownloadResume
+            case .resumeRejected, .resourceChanged: self = .badDownloadResume
             }
         }
     }

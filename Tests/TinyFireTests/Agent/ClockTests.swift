@@ -172,12 +172,12 @@ struct ClockUnitTests {
         #expect(check(Date(timeIntervalSince1970: 600), .belowFloor(floor: floor)) == .clockUntrusted)
         #expect(check(Date(), .unsynchronized) == .clockUntrusted)
         #expect(check(Date(), .trusted) == .expired)
-        // The flow keeps an expired offer out of `finished`: the next poll looks again.
+        // The flow does not remember an expired offer: the next poll looks again.
         var flow = UpdateFlow(state: FirmwareState(), maximumFailedAttempts: 3)
         _ = flow.handle(
             .offered(digest: "d1", manifest: manifest, refusal: FirmwareRefusal(kind: .expired, message: "expired"), running: nil),
             now: Date())
-        #expect(!flow.state.finished.contains("d1") && flow.phase == .failed)
+        #expect(!flow.state.remembers("d1") && flow.phase == .failed)
         let effects = flow.handle(.offered(digest: "d1", manifest: manifest, refusal: nil, running: nil), now: Date())
         #expect(flow.phase == .downloading, "\(effects)")
     }

@@ -31,7 +31,7 @@ struct UpdateFlowTests {
         #expect(flow.handle(offer, now: now) == [], "the same manifest again changes nothing")
         #expect(flow.handle(.downloadFinished, now: now) == [.report, .persist, .verify])
         #expect(flow.handle(.verified(nil, bootID: "boot-1"), now: now) == [.report, .persist, .install])
-        #expect(flow.state.installerRuns == ["d1"])
+        #expect(flow.state.installerRan("d1") && flow.state.history == [HistoryEntry(digest: "d1", version: "2.1.0", installerRan: true)])
         #expect(
             flow.handle(.installerExited(success: true, rebootRequired: true, detail: "exit 0"), now: now) == [.report, .persist, .reboot])
         #expect(flow.phase == .installed)
@@ -47,7 +47,7 @@ struct UpdateFlowTests {
         #expect(flow.phase == .confirming)
         #expect(flow.handle(.synced, now: now) == [.commit])
         #expect(flow.handle(.commitExited(success: true, detail: "exit 0"), now: now) == [.report, .persist, .discardImage])
-        #expect(flow.phase == .done && flow.state.highestAccepted == "2.1.0" && flow.state.finished == ["d1"])
+        #expect(flow.phase == .done && flow.state.highestAccepted == "2.1.0" && flow.state.history.map(\.digest) == ["d1"])
         // Served again, the done manifest is not acted on.
         #expect(flow.handle(offer, now: now) == [])
     }
@@ -109,7 +109,7 @@ struct UpdateFlowTests {
         #expect(flow.phase == .downloading)
         _ = flow.handle(.downloadFinished, now: now)
         #expect(flow.handle(.verified(wrong, bootID: nil), now: now) == [.discardImage, .report, .persist])
-        #expect(flow.phase == .failed && flow.state.installerRuns.isEmpty)
+        #expect(flow.phase == .failed && !flow.state.installerRan("d1") && flow.state.remembers("d1"))
     }
 
     @Test("failed attempts count only when the server was reached; permanent failures (404, 410) end at once")
@@ -140,19 +140,19 @@ struct UpdateFlowTests {
         #expect(gone.phase == .failed)
     }
 
-    @Test("a newer manifest during the download supersedes it; during the install it waits")
+    @Test("a newer manifest during the download supersedes it (not a failure of its release); during the install it waits")
     func supersede() throws {
         var flow = flow()
         _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
         let newer = UpdateEvent.offered(digest: "d2", manifest: try manifest("2.2.0"), refusal: nil, running: old)
-        #expect(
-            flow.handle(newer, now: now) == [.discardImage, .report, .persist, .report, .persist, .discardImage, .download(fromZero: true)])
-        #expect(flow.phase == .downloading && flow.state.update?.version == "2.2.0" && flow.state.finished == ["d1"])
+        #expect(flow.handle(newer, now: now) == [.discardImage, .report, .report, .persist, .discardImage, .download(fromZero: true)])
+        #expect(flow.phase == .downloading && flow.state.update?.version == "2.2.0")
+        #expect(flow.state.history.isEmpty && !flow.state.remembers("d1"), "a superseded release is not remembered as acted on")
         // Each report is of the record as it was: the superseded update, then its successor.
         let superseded = flow.takeReport()
         #expect(superseded?.phase == .downloading && superseded?.version == "2.1.0", "the first offer's own report")
         let failed = flow.takeReport()
-        #expect(failed?.phase == .failed && failed?.version == "2.1.0" && failed?.reason == "superseded by a newer manifest (2.2.0)")
+        #expect(failed?.phase == .superseded && failed?.version == "2.1.0" && failed?.reason == "superseded by a newer manifest (2.2.0)")
         let successor = flow.takeReport()
         #expect(successor?.phase == .downloading && successor?.version == "2.2.0")
         #expect(flow.takeReport() == nil)
@@ -160,6 +160,131 @@ struct UpdateFlowTests {
         _ = flow.handle(.verified(nil, bootID: "b"), now: now)
         #expect(flow.handle(.offered(digest: "d3", manifest: try manifest("2.3.0"), refusal: nil, running: old), now: now) == [])
         #expect(flow.phase == .installing)
+    }
+
+    @Test("forward only: an older or equal signed manifest during the download leaves it alone and is not remembered")
+    func supersedeForwardOnly() throws {
+        var flow = flow()
+        _ = flow.handle(.offered(digest: "d3", manifest: try manifest("3.0.0"), refusal: nil, running: old), now: now)
+        _ = flow.takeReport()
+        for (digest, version) in [("d2", "2.5.0"), ("d3b", "3.0.0"), ("d1", "2.0.1")] {
+            #expect(flow.handle(.offered(digest: digest, manifest: try manifest(version), refusal: nil, running: old), now: now) == [])
+            #expect(flow.phase == .downloading && flow.state.update?.manifestDigest == "d3", "\(version) displaced 3.0.0")
+            #expect(!flow.state.remembers(digest))
+        }
+        #expect(flow.takeReport() == nil)
+        _ = flow.handle(.downloadFinished, now: now)
+        #expect(flow.handle(.offered(digest: "d2", manifest: try manifest("2.5.0"), refusal: nil, running: old), now: now) == [])
+        #expect(flow.phase == .verifying && flow.state.update?.manifestDigest == "d3")
+        // 3.0.0 fails: 2.5.0 is judged afresh (not a failed release), 3.0.0 never again.
+        _ = flow.handle(.verified(FirmwareRefusal(kind: .hashMismatch, message: "x"), bootID: nil), now: now)
+        _ = flow.handle(.downloadFinished, now: now)
+        _ = flow.handle(.verified(FirmwareRefusal(kind: .hashMismatch, message: "x"), bootID: nil), now: now)
+        #expect(flow.phase == .failed)
+        #expect(flow.handle(.offered(digest: "d3", manifest: try manifest("3.0.0"), refusal: nil, running: old), now: now) == [])
+        #expect(
+            flow.handle(.offered(digest: "d2", manifest: try manifest("2.5.0"), refusal: nil, running: old), now: now)
+                == [.report, .persist, .discardImage, .download(fromZero: true)])
+    }
+
+    @Test("history no server can evict: 40 refused manifests, then a failed and a rolled-back release replayed: never acted on")
+    func historyCannotBeEvicted() throws {
+        var flow = flow()
+        // A release that fails to download, and one that is installed and rolled back.
+        _ = flow.handle(.offered(digest: "failed", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        _ = flow.handle(.downloadFailed(reason: "HTTP 404", permanent: true, serverReached: true), now: now)
+        _ = flow.handle(.offered(digest: "rolled", manifest: try manifest("2.2.0"), refusal: nil, running: old), now: now)
+        _ = flow.handle(.downloadFinished, now: now)
+        _ = flow.handle(.verified(nil, bootID: "b1"), now: now)
+        _ = flow.handle(.installerExited(success: true, rebootRequired: true, detail: ""), now: now)
+        _ = flow.handle(.booted(version: old, bootID: "b2"), now: now)
+        #expect(flow.phase == .failed && flow.state.update?.reason?.contains("rolled back") == true)
+        // Refusals of every kind that is remembered, far past any limit.
+        let kinds: [FirmwareRefusal.Kind] = [.badManifest, .incompatible, .notNewer]
+        for index in 0..<(FirmwareState.refusalLimit + 40) {
+            let refusal = FirmwareRefusal(kind: kinds[index % 3], message: "x")
+            _ = flow.handle(.offered(digest: "r\(index)", manifest: try manifest("1.\(index).0"), refusal: refusal, running: old), now: now)
+        }
+        #expect(flow.state.refused.count == FirmwareState.refusalLimit)
+        for (digest, version) in [("failed", "2.1.0"), ("rolled", "2.2.0")] {
+            #expect(flow.handle(.offered(digest: digest, manifest: try manifest(version), refusal: nil, running: old), now: now) == [])
+        }
+        // Through the state file too.
+        let restored = try FirmwareState(json: JSONValue.parse(Data(flow.state.json.text.utf8), file: "state.json"))
+        #expect(restored == flow.state)
+        var restarted = UpdateFlow(state: restored, maximumFailedAttempts: 3)
+        #expect(restarted.handle(.offered(digest: "rolled", manifest: try manifest("2.2.0"), refusal: nil, running: old), now: now) == [])
+    }
+
+    @Test("the history's bound: past it only entries the rollback floor refuses anyway go; when none can, new releases are refused")
+    func historyBound() throws {
+        var flow = flow()
+        _ = flow.resume(version: old, bootID: "b", now: now)
+        // Releases that fail, all above the floor (2.0.0): none may be forgotten.
+        for index in 0..<FirmwareState.historyLimit {
+            _ = flow.handle(.offered(digest: "f\(index)", manifest: try manifest("3.\(index).0"), refusal: nil, running: old), now: now)
+            _ = flow.handle(.downloadFailed(reason: "HTTP 410", permanent: true, serverReached: true), now: now)
+        }
+        #expect(flow.state.history.count == FirmwareState.historyLimit)
+        #expect(
+            flow.handle(.offered(digest: "next", manifest: try manifest("9.0.0"), refusal: nil, running: old), now: now) == [
+                .report, .persist,
+            ])
+        #expect(flow.phase == .failed && flow.state.update?.reason?.hasPrefix("historyFull:") == true)
+        #expect(flow.state.history.first?.digest == "f0", "nothing was dropped")
+        for index in [0, 17, FirmwareState.historyLimit - 1] {
+            #expect(
+                flow.handle(.offered(digest: "f\(index)", manifest: try manifest("3.\(index).0"), refusal: nil, running: old), now: now)
+                    == [])
+        }
+        // Once a higher version is committed, older entries are covered by the floor: they may go.
+        var state = flow.state
+        state.highestAccepted = "3.5.0"
+        var raised = UpdateFlow(state: state, maximumFailedAttempts: 3)
+        #expect(
+            raised.handle(.offered(digest: "next", manifest: try manifest("9.0.0"), refusal: nil, running: old), now: now).last
+                == .download(fromZero: true))
+        _ = raised.handle(.downloadFailed(reason: "HTTP 410", permanent: true, serverReached: true), now: now)
+        #expect(raised.state.history.count == FirmwareState.historyLimit && raised.state.history.last?.digest == "next")
+        #expect(raised.state.history.first?.digest == "f1", "the oldest covered entry (3.0.0 <= 3.5.0) went")
+        // With downgrades allowed the floor refuses nothing: nothing may go.
+        var downgrades = UpdateFlow(state: state, maximumFailedAttempts: 3, allowDowngrade: true)
+        _ = downgrades.handle(.offered(digest: "next", manifest: try manifest("9.0.0"), refusal: nil, running: old), now: now)
+        #expect(downgrades.phase == .failed && downgrades.state.update?.reason?.hasPrefix("historyFull:") == true)
+    }
+
+    @Test("after a restart mid-download the manifest is polled before a byte is fetched; a changed image polls too")
+    func pollBeforeResuming() throws {
+        var flow = flow()
+        _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        var restarted = UpdateFlow(state: flow.state, maximumFailedAttempts: 3)
+        #expect(restarted.resume(version: old, bootID: "b", now: now) == [.pollFirst])
+        // The same manifest stands: the download continues.
+        var same = restarted
+        #expect(same.handle(.polled, now: now) == [.download(fromZero: false)])
+        #expect(same.handle(.polled, now: now) == [], "once")
+        // A newer release was published meanwhile: it supersedes; the old download does not resume.
+        _ = restarted.handle(.offered(digest: "d2", manifest: try manifest("2.2.0"), refusal: nil, running: old), now: now)
+        #expect(restarted.state.update?.manifestDigest == "d2")
+        #expect(restarted.handle(.polled, now: now) == [])
+        // If-Range answered 200 with another file: poll, then (same manifest) once from zero.
+        #expect(restarted.handle(.imageChanged(reason: "ETag a → b"), now: now) == [.persist, .pollFirst])
+        #expect(restarted.handle(.polled, now: now) == [.download(fromZero: true)])
+        #expect(restarted.handle(.imageChanged(reason: "ETag b → c"), now: now) == [.discardImage, .report, .persist])
+        #expect(restarted.phase == .failed && restarted.state.update?.reason?.contains("the manifest still names it") == true)
+    }
+
+    @Test("a state file of an agent before `history` is read with all it remembered; its legacy lists are still written")
+    func legacyState() throws {
+        let old = #"{"finished": ["a", "b"], "installerRuns": ["b"], "highestAccepted": "2.0.0"}"#
+        let state = try FirmwareState(json: JSONValue.parse(Data(old.utf8), file: "state.json"))
+        #expect(
+            state.history == [
+                HistoryEntry(digest: "a", version: "", installerRan: false), HistoryEntry(digest: "b", version: "", installerRan: true),
+            ])
+        #expect(state.installerRan("b") && state.remembers("a"))
+        let text = state.json.text
+        #expect(text.contains(#""finished""#) && text.contains(#""installerRuns""#))
     }
 
     @Test("a crash while the installer runs: not run again; the booted version decides")
@@ -214,7 +339,8 @@ struct UpdateFlowTests {
                     case 5:
                         event = .installerExited(
                             success: Int.random(in: 0..<4, using: &random) > 0, rebootRequired: Bool.random(using: &random), detail: "")
-                    case 6: event = .synced
+                    case 6:
+                        event = Bool.random(using: &random) ? .synced : (Bool.random(using: &random) ? .polled : .imageChanged(reason: "x"))
                     case 7: event = .commitExited(success: Bool.random(using: &random), detail: "")
                     case 8:
                         // A reboot, into the new version or not.
