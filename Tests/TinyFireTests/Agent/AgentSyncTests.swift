@@ -51,6 +51,37 @@ struct AgentSyncTests {
         #expect(try influx.count("app", field: "requests") == 2)
     }
 
+    @Test("disk points of two boards are two series in influxd: the board's device tag, the mount's device in disk_device")
+    func diskSeriesPerBoard() throws {
+        let influx = try InfluxFixture()
+        let directory = try agentScratch("disk-series")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for board in ["board-a", "board-b"] {
+            let home = directory + "/" + board
+            try FileManager.default.createDirectory(atPath: home + "/spool", withIntermediateDirectories: true)
+            let text = """
+                {
+                  device: { id: "\(board)" },
+                  server: { url: "\(influx.base)", connectTimeout: "2s", requestTimeout: "10s" },
+                  telemetry: { influx: { database: "fleet", precision: "ns" }, spoolDirectory: "spool",
+                               collectors: { cpu: false, memory: false, load: false, uptime: false, disk: true, network: false,
+                                             thermal: false, pressure: false, agent: false } },
+                  queue: { directory: "queue" },
+                }
+                """
+            try Data(text.utf8).write(to: URL(filePath: home + "/agent.json5"))
+            let agent = try Agent(config: try AgentConfig.load(path: home + "/agent.json5"), logger: Logger(label: "test"))
+            defer { agent.close() }
+            let report = agent.syncOnce()
+            #expect(report.failure == nil && report.remaining == 0, "\(report)")
+        }
+        let keys = try influx.rows(#"SHOW SERIES FROM "disk" WHERE "path" = '/'"#).compactMap { $0.first as? String }
+        #expect(keys.count == 2, "one series per board: \(keys)")
+        for board in ["board-a", "board-b"] {
+            #expect(keys.contains { $0.contains("device=\(board)") && $0.contains("disk_device=") }, "\(board): \(keys)")
+        }
+    }
+
     @Test("an outage: batches wait in the queue while influxd is down, and every point arrives exactly once after it returns")
     func outage() throws {
         let influx = try InfluxFixture()
