@@ -51,7 +51,7 @@ one() {
     /usr/bin/time -f "%e %U %S" -o "$work/time.txt" "$@" >/dev/null
     after="$(worker_cpu)"
     read -r elapsed user sys < "$work/time.txt"
-    echo "$elapsed $(echo "$user + $sys" | bc) $(echo "($after - $before) / $ticks" | bc -l)"
+    awk -v e="$elapsed" -v u="$user" -v s="$sys" -v a="$after" -v b="$before" -v t="$ticks" 'BEGIN { print e, u + s, (a - b) / t }'
 }
 
 url="http://127.0.0.1:$port/put"
