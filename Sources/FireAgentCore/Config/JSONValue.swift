@@ -174,8 +174,8 @@ struct JSON5Locator {
                 while let next = current, Self.isIdentifierByte(next) { advance() }
                 guard index > keyStart else { throw failure("expected a key") }
             }
-            var key = String(decoding: bytes[keyStart..<index], as: UTF8.self)
-            if key.first == "\"" || key.first == "'" { key = String(key.dropFirst().dropLast()) }
+            // Compared as the decoder reads them: `"i\u0064"` and `id` are one key.
+            let key = Self.unescapedKey(bytes[keyStart..<index])
             guard keys.insert(key).inserted else {
                 throw Failure(message: keyFailure.message.replacing(": ", with: "") + ": the key \"\(key)\" appears twice in this object")
             }
@@ -234,6 +234,63 @@ struct JSON5Locator {
             advance()
         }
         throw open
+    }
+
+    /// A key as text: quotes removed, JSON5 escapes (`\uXXXX` with surrogate pairs, `\xHH`,
+    /// `\n` and the other single-letter ones, a backslash before a line break) replaced.
+    static func unescapedKey(_ raw: ArraySlice<UInt8>) -> String {
+        var body = raw
+        if let first = body.first, first == UInt8(ascii: "\"") || first == UInt8(ascii: "'"), body.count >= 2 {
+            body = body.dropFirst().dropLast()
+        }
+        var scalars = String.UnicodeScalarView()
+        var bytes = Array(body)[...]
+        func hex(_ count: Int) -> UInt32? {
+            guard bytes.count >= count, let value = UInt32(String(decoding: bytes.prefix(count), as: UTF8.self), radix: 16) else {
+                return nil
+            }
+            bytes = bytes.dropFirst(count)
+            return value
+        }
+        var run: [UInt8] = []
+        func flush() {
+            scalars.append(contentsOf: String(decoding: run, as: UTF8.self).unicodeScalars)
+            run.removeAll()
+        }
+        while let byte = bytes.popFirst() {
+            guard byte == UInt8(ascii: "\\"), let escape = bytes.popFirst() else {
+                run.append(byte)
+                continue
+            }
+            flush()
+            switch escape {
+            case UInt8(ascii: "n"): scalars.append("\n")
+            case UInt8(ascii: "t"): scalars.append("\t")
+            case UInt8(ascii: "r"): scalars.append("\r")
+            case UInt8(ascii: "b"): scalars.append("\u{08}")
+            case UInt8(ascii: "f"): scalars.append("\u{0C}")
+            case UInt8(ascii: "v"): scalars.append("\u{0B}")
+            case UInt8(ascii: "0"): scalars.append("\u{00}")
+            case 0x0A: break
+            case UInt8(ascii: "x"):
+                if let value = hex(2), let scalar = Unicode.Scalar(value) { scalars.append(scalar) }
+            case UInt8(ascii: "u"):
+                guard var value = hex(4) else { break }
+                if (0xD800...0xDBFF).contains(value), bytes.starts(with: [UInt8(ascii: "\\"), UInt8(ascii: "u")]) {
+                    let saved = bytes
+                    bytes = bytes.dropFirst(2)
+                    if let low = hex(4), (0xDC00...0xDFFF).contains(low) {
+                        value = 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00)
+                    } else {
+                        bytes = saved
+                    }
+                }
+                scalars.append(Unicode.Scalar(value) ?? "\u{FFFD}")
+            default: run.append(escape)
+            }
+        }
+        flush()
+        return String(scalars)
     }
 
     private static func isWordByte(_ byte: UInt8) -> Bool {

@@ -79,6 +79,8 @@ struct ConfigTests {
             (document("queue: { maxRecords: 2.5 }"), "queue.maxRecords: must be a whole number, not a fraction"),
             ("{ device: 7, server: { url: 'https://x' }, telemetry: { influx: { database: 'd' } } }", "device: must be an object"),
             (document("server: {}"), #"line 1, column 123: the key "server" appears twice in this object"#),
+            (document(#""s\u0065rver": {}"#), #"line 1, column 123: the key "server" appears twice in this object"#),
+            (document(#"'\x73erver': {}"#), #"line 1, column 123: the key "server" appears twice in this object"#),
             (
                 "{ server: { url: 'https://x' }, telemetry: { influx: { database: 'd' }, interval: 0 } }",
                 "telemetry.interval: 0 is out of range 1s…"
