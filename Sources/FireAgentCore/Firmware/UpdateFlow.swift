@@ -359,11 +359,12 @@ public struct UpdateFlow: Sendable {
             guard !state.remembers(digest), historyHasRoom else { return [] }
             afterPoll = nil
             // Not a failure of the superseded release: not remembered, reported as superseded.
+            // Reported, not persisted: the successor's record is what gets written.
             state.update?.reason = "superseded by a newer manifest (\(manifest.version))"
-            var effects: [UpdateEffect] = [.discardImage] + enter(.superseded, now: now)
-            effects.removeAll { $0 == .persist }  // the successor's record is what gets written
-            effects += offer(digest: digest, manifest: manifest, refusal: refusal, running: running, now: now)
-            return effects
+            state.update?.phase = .superseded
+            state.update?.since = now
+            return [.discardImage] + reporting()
+                + offer(digest: digest, manifest: manifest, refusal: refusal, running: running, now: now)
         case .idle, .done, .failed, .superseded:
             break
         }
