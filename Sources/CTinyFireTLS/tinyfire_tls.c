@@ -38,6 +38,10 @@ struct tinyfire_tls_config {
 struct tinyfire_tls {
     mbedtls_ssl_context ssl;
     int fd;
+    /* Over another stream instead of a socket (TLS inside a proxy's TLS): its callbacks. */
+    void *stream;
+    tinyfire_tls_send_fn stream_send;
+    tinyfire_tls_recv_fn stream_recv;
     /* A saved session was offered. */
     int offered;
     /* The peer's chain was verified in this handshake (a resumed one verifies nothing). */
@@ -68,6 +72,26 @@ static int recv_callback(void *context, unsigned char *buffer, size_t length) {
     if (n >= 0) return (int)n;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return MBEDTLS_ERR_SSL_WANT_READ;
     if (errno == ECONNRESET) return MBEDTLS_ERR_NET_CONN_RESET;
+    return MBEDTLS_ERR_NET_RECV_FAILED;
+}
+
+/* The stream callbacks answer bytes, 0 for the end of the stream, TINYFIRE_TLS_WANT_READ or
+ * TINYFIRE_TLS_WANT_WRITE, or another negative value for a failure. */
+static int stream_send_callback(void *context, const unsigned char *buffer, size_t length) {
+    struct tinyfire_tls *tls = context;
+    int n = tls->stream_send(tls->stream, buffer, length);
+    if (n >= 0) return n;
+    if (n == TINYFIRE_TLS_WANT_READ) return MBEDTLS_ERR_SSL_WANT_READ;
+    if (n == TINYFIRE_TLS_WANT_WRITE) return MBEDTLS_ERR_SSL_WANT_WRITE;
+    return MBEDTLS_ERR_NET_SEND_FAILED;
+}
+
+static int stream_recv_callback(void *context, unsigned char *buffer, size_t length) {
+    struct tinyfire_tls *tls = context;
+    int n = tls->stream_recv(tls->stream, buffer, length);
+    if (n >= 0) return n;
+    if (n == TINYFIRE_TLS_WANT_READ) return MBEDTLS_ERR_SSL_WANT_READ;
+    if (n == TINYFIRE_TLS_WANT_WRITE) return MBEDTLS_ERR_SSL_WANT_WRITE;
     return MBEDTLS_ERR_NET_RECV_FAILED;
 }
 
@@ -206,6 +230,17 @@ tinyfire_tls *tinyfire_tls_new(tinyfire_tls_config *config, int fd, const char *
     mbedtls_ssl_set_bio(&tls->ssl, tls, send_callback, recv_callback, NULL);
     mbedtls_ssl_set_verify(&tls->ssl, verify_callback, tls);
     *error = 0;
+    return tls;
+}
+
+tinyfire_tls *tinyfire_tls_new_over_stream(tinyfire_tls_config *config, void *stream, tinyfire_tls_send_fn send_fn,
+                                          tinyfire_tls_recv_fn recv_fn, const char *server_name, int *error) {
+    tinyfire_tls *tls = tinyfire_tls_new(config, -1, server_name, error);
+    if (!tls) return NULL;
+    tls->stream = stream;
+    tls->stream_send = send_fn;
+    tls->stream_recv = recv_fn;
+    mbedtls_ssl_set_bio(&tls->ssl, tls, stream_send_callback, stream_recv_callback, NULL);
     return tls;
 }
 

@@ -32,6 +32,14 @@ int tinyfire_tls_config_set_own_cert(tinyfire_tls_config *config, const char *ce
 /* One TLS client over a connected, non-blocking socket. server_name: SNI and the name the
  * certificate must match (NULL: no SNI, no name check by mbedTLS). */
 tinyfire_tls *tinyfire_tls_new(tinyfire_tls_config *config, int fd, const char *server_name, int *error);
+/* Bytes for a TLS client that runs over another stream (the origin's TLS inside a proxy's):
+ * each returns bytes moved, 0 for the end of the stream, TINYFIRE_TLS_WANT_READ or
+ * TINYFIRE_TLS_WANT_WRITE, or another negative value for a failure. */
+typedef int (*tinyfire_tls_send_fn)(void *stream, const unsigned char *buffer, size_t length);
+typedef int (*tinyfire_tls_recv_fn)(void *stream, unsigned char *buffer, size_t length);
+/* One TLS client over `stream`'s callbacks instead of a socket. */
+tinyfire_tls *tinyfire_tls_new_over_stream(tinyfire_tls_config *config, void *stream, tinyfire_tls_send_fn send_fn,
+                                          tinyfire_tls_recv_fn recv_fn, const char *server_name, int *error);
 void tinyfire_tls_free(tinyfire_tls *tls);
 /* Offer a saved session for resumption (before the handshake). */
 int tinyfire_tls_set_session(tinyfire_tls *tls, const tinyfire_tls_session *session);

@@ -23,14 +23,18 @@ final class ConnectionPool {
     }
 
     private let loop: EventLoop
+    /// Builds the connections this pool hands out.
+    let factory: ConnectionFactory
     private var ledger: PoolLedger<ObjectIdentifier, ObjectIdentifier>
     private var connections: [ObjectIdentifier: HTTPConnection] = [:]
     private var waiters: [ObjectIdentifier: ConnectionPoolWaiter] = [:]
     private var pruneTimer: TimerHandle?
 
-    init(loop: EventLoop, maxConnectionsPerHost: Int, idleTimeout: Duration) {
+    init(loop: EventLoop, factory: ConnectionFactory, maxConnectionsPerHost: Int, idleTimeout: Duration) {
         self.loop = loop
+        self.factory = factory
         ledger = PoolLedger(maxPerOrigin: maxConnectionsPerHost, idleTimeout: idleTimeout)
+        factory.pool = self
     }
 
     /// Number of idle connections (for tests and metrics).

@@ -23,10 +23,6 @@ final class Engine: @unchecked Sendable {
     /// The I/O loop, nil when it could not start.
     var loop: EventLoop? { try? loopResult.get() }
     private var pool: ConnectionPool?
-    /// Loaded on the first https request (loop work).
-    private var tlsContextResult: Result<TLSContext, TinyFireError>?
-    /// The last TLS session per origin, offered on reconnect (loop work).
-    private var tlsSessions: [PoolKey: TLSSession] = [:]
     /// Live transfers by owner, loop-confined.
     private var active: [ObjectIdentifier: Transfer] = [:]
 
@@ -41,7 +37,8 @@ final class Engine: @unchecked Sendable {
             let loop = try EventLoop(name: "tinyfire-io")
             loopResult = .success(loop)
             pool = ConnectionPool(
-                loop: loop, maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+                loop: loop, factory: ConnectionFactory(loop: loop, configuration: configuration),
+                maxConnectionsPerHost: configuration.maxConnectionsPerHost,
                 idleTimeout: configuration.idleConnectionTimeout)
         } catch {
             loopResult = .failure(error)
@@ -75,28 +72,6 @@ final class Engine: @unchecked Sendable {
         loop.execute { [self] in
             active[ObjectIdentifier(owner)]?.cancel(with: .explicitlyCancelled)
         }
-    }
-
-    /// The session's TLS context, loaded once (loop work).
-    func tlsContext() throws(TinyFireError) -> TLSContext {
-        if let tlsContextResult { return try tlsContextResult.get() }
-        let result: Result<TLSContext, TinyFireError>
-        do throws(TinyFireError) {
-            result = .success(try TLSContext(configuration.tls))
-        } catch {
-            result = .failure(error)
-        }
-        tlsContextResult = result
-        return try result.get()
-    }
-
-    func tlsSession(for key: PoolKey) -> TLSSession? {
-        configuration.tls.sessionResumption ? tlsSessions[key] : nil
-    }
-
-    func storeTLSSession(_ session: TLSSession, for key: PoolKey) {
-        guard configuration.tls.sessionResumption else { return }
-        tlsSessions[key] = session
     }
 
     /// Pauses `owner`'s transfer (from any thread).

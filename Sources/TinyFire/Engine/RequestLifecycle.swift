@@ -31,6 +31,8 @@ struct RequestLifecycle: Sendable {
         case connecting
         /// TLS handshake (and trust evaluation) on the new connection.
         case tlsHandshake
+        /// CONNECT through the proxy.
+        case openingTunnel
         /// Writing the request.
         case sending
         /// Request written, no response head yet.
@@ -125,6 +127,7 @@ struct RequestLifecycle: Sendable {
         case .waitingForConnection: return .waitingForConnection
         case .connecting: return .connecting
         case .tlsHandshake: return .tlsHandshake
+        case .openingTunnel: return .openingTunnel
         case .sending: return .sendingRequest
         case .awaitingResponse: return .awaitingResponse
         case .receiving, .finished: return .receivingBody
@@ -152,6 +155,7 @@ struct RequestLifecycle: Sendable {
     mutating func connecting() { state = .connecting }
     /// TCP connected; the TLS handshake runs.
     mutating func handshaking() { state = .tlsHandshake }
+    mutating func openingTunnel() { state = .openingTunnel }
     /// An exchange starts on a connection (reused or new): the request is being written.
     mutating func exchangeStarted() { state = .sending }
 

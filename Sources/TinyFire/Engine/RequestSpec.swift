@@ -23,6 +23,8 @@ struct RequestSpec: Sendable {
     var bodySource: RequestBodySource?
     /// Overrides the session's total timeout for this request.
     var totalTimeout: Duration?
+    /// Overrides the session's proxy settings for this request.
+    var proxy: ProxySettings?
 
     /// Bytes of request body; nil for a stream (unknown until it ends).
     var bodyLength: UInt64? {
@@ -68,11 +70,13 @@ struct RequestSpec: Sendable {
         self.init(
             url: url, method: request.method ?? .get, headers: request.headers, body: request.httpBody,
             totalTimeout: request.timeoutInterval.flatMap(Duration.timeInterval))
+        proxy = request.proxy
     }
 
     var urlRequest: URLRequest {
         var request = URLRequest(url: url, method: method, headers: headers)
         request.httpBody = body
+        request.proxy = proxy
         return request
     }
 }

@@ -18,7 +18,7 @@ import Synchronization
 /// arms one timer. What to do at each event is decided by `RequestLifecycle` (redirects, the
 /// stale-connection retry, the phase) and `TransferDeadlines` (every timeout and the receive
 /// rate); this class only carries the decisions out. Loop-confined.
-final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sendable {
+final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuildDelegate, @unchecked Sendable {
     private let owner: TransferOwner
     private let engine: Engine
     private let loop: EventLoop
@@ -33,12 +33,19 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     /// byte moved).
     private var timer: TimerHandle?
     private var timerDeadline: Instant?
-    private var resolveGeneration: UInt64 = 0
 
+    /// The current hop's origin, route and pool key.
+    private var target: RequestTarget?
     private var key = PoolKey(scheme: "http", host: "", port: 80)
     private var holdsReservedSlot = false
-    private var connector: Connector?
+    private var build: ConnectionBuild?
     private var connection: HTTPConnection?
+    /// The proxy's credentials go with the next connection or request: preemptively, or in
+    /// answer to its 407 (once).
+    private var sendsProxyCredentials = false
+    private var answeredProxyChallenge = false
+    /// The last failure was on the way to the proxy or at it.
+    private var failedAtProxy = false
 
     /// The current hop's request head, as bytes and as sent.
     private var head: [UInt8] = []
@@ -151,29 +158,27 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     /// Builds the request head for the current hop.
     private func prepareHead() throws(TinyFireError) {
         let url = spec.url
-        let text = url.absoluteString
-        guard let scheme = url.scheme?.lowercased() else { throw .invalidURL(url: text, reason: "no scheme") }
-        guard scheme == "http" || scheme == "https" else {
-            throw .invalidURL(url: text, reason: "unsupported scheme \(quoted(scheme))")
-        }
-        guard var host = url.host(percentEncoded: true), !host.isEmpty else {
-            throw .invalidURL(url: text, reason: "no host")
-        }
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        let defaultPort = scheme == "https" ? 443 : 80
-        let port = url.port ?? defaultPort
-        guard (1...65535).contains(port) else { throw .invalidURL(url: text, reason: "port \(port) out of range") }
-        key = PoolKey(scheme: scheme, host: host, port: port)
-
-        var path = url.path(percentEncoded: true)
-        if path.isEmpty { path = "/" }
-        if let query = url.query(percentEncoded: true) { path += "?" + query }
-        let hostForHeader = host.contains(":") ? "[\(host)]" : host
-        let authority = port == defaultPort ? hostForHeader : "\(hostForHeader):\(port)"
+        let target = try RequestTarget(
+            scheme: url.scheme, host: url.host(percentEncoded: true), port: url.port, path: url.path(percentEncoded: true),
+            query: url.query(percentEncoded: true), url: url.absoluteString, proxies: spec.proxy ?? configuration.proxy)
+        self.target = target
+        key = target.poolKey
+        if target.proxy?.sendsCredentialsPreemptively ?? false { sendsProxyCredentials = true }
 
         var options = RequestHeadOptions()
         options.stripsCredentials = !spec.sendsCredentials
         options.dropsDefaultAcceptEncoding = !configuration.automaticDecompression
+        if case .forward(let proxy) = target.route {
+            // The proxy reads this head: its credentials go in it, the caller's own
+            // Proxy-Authorization only when none are configured.
+            if let credentials = proxy.credentials {
+                options.dropsProxyAuthorization = true
+                if sendsProxyCredentials { options.proxyAuthorization = credentials.basicAuthorization }
+            }
+        } else {
+            // An origin never sees a Proxy-Authorization field.
+            options.dropsProxyAuthorization = true
+        }
         let framing: RequestBodyFraming
         if spec.hasBody {
             framing = spec.bodyLength.map { .contentLength($0) } ?? .chunked
@@ -190,7 +195,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         expectContinue = options.expectsContinue
         do {
             try RequestHeadSerializer.serialize(
-                method: spec.method.rawValue, target: path, authority: authority, fields: spec.headers.fields,
+                method: spec.method.rawValue, target: target.requestTarget, authority: target.authority, fields: spec.headers.fields,
                 defaults: engine.defaultHeaderLines, options: options, framing: framing, limit: configuration.maxHeaderBlockBytes,
                 into: &head)
         } catch {
@@ -202,8 +207,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             }
         }
         request = SentRequestHead(
-            method: spec.method, scheme: scheme, authority: authority, path: path, fields: spec.headers.fields,
-            defaults: configuration.headers.fields, options: options)
+            method: spec.method, scheme: target.scheme, authority: target.authority, path: target.originForm,
+            fields: spec.headers.fields, defaults: configuration.headers.fields, options: options)
     }
 
     private func acquireConnection(forceNew: Bool) {
@@ -216,7 +221,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             use(connection)
         case .connect:
             holdsReservedSlot = true
-            resolve()
+            guard let target else { return }
+            build = pool.factory.build(target, key: key, sendsProxyCredentials: sendsProxyCredentials, delegate: self)
         case .wait:
             armTimer()
         }
@@ -227,139 +233,62 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         acquireConnection(forceNew: lifecycle.needsFreshConnection)
     }
 
-    private func resolve() {
-        lifecycle.resolving()
+    // MARK: - Building the connection
+
+    func connectionBuild(entered stage: ConnectionBuildStage) {
         let now = Instant.now()
-        clock.enter(.connecting, now: now)
+        switch stage {
+        case .resolving:
+            lifecycle.resolving()
+            clock.enter(.connecting, now: now)
+        case .connecting:
+            lifecycle.connecting()
+        case .proxyHandshake, .handshake:
+            lifecycle.handshaking()
+            clock.enter(.handshaking, now: now)
+        case .tunnel:
+            // The CONNECT exchange counts as connecting (curl's connect timeout covers it).
+            lifecycle.openingTunnel()
+            clock.enter(.connecting, now: now)
+        }
         armTimer()
-        resolveGeneration += 1
-        let generation = resolveGeneration
-        let host = key.host
-        let port = key.port
-        // getaddrinfo cannot be interrupted and may answer long after this transfer ended (its
-        // connect timeout): the answer holds the transfer weakly, so a finished request and its
-        // Session are released at once, and only the loop (whose descriptors stay open until
-        // it is released) waits for the answer.
-        let weakSelf = WeakLoopReference(self)
-        let loop = self.loop
-        DNSResolver.resolve(host: host, port: port) { result in
-            loop.execute { weakSelf.value?.resolved(result, generation: generation, started: now) }
-        }
     }
 
-    /// The resolver answered (loop thread); ignored unless this transfer still waits for it.
-    private func resolved(_ result: Result<[SocketAddress], DNSResolver.ResolutionError>, generation: UInt64, started: Instant) {
-        guard !finished, generation == resolveGeneration, case .resolving = lifecycle.state else { return }
-        metrics.nameLookup = Instant.now().since(started)
-        switch result {
-        case .failure(let error):
-            fail(.nameResolutionFailed(message: error.message), codes: [error.status])
-        case .success(let addresses):
-            connect(to: addresses)
-        }
-    }
-
-    private func connect(to addresses: [SocketAddress]) {
-        lifecycle.connecting()
-        guard !addresses.isEmpty else {
-            fail(.nameResolutionFailed(message: "no IPv4 or IPv6 address"))
-            return
-        }
-        let connectStart = Instant.now()
-        let connector = Connector(loop: loop, addresses: addresses)
-        self.connector = connector
-        connector.start { [self] result in
-            self.connector = nil
-            switch result {
-            case .failure(let failure):
-                fail(.connectFailed(attempts: failure.attempts), codes: failure.codes)
-            case .success(let connected):
-                metrics.connect = Instant.now().since(connectStart)
-                do throws(TinyFireError) {
-                    let connection = try HTTPConnection(
-                        key: key, fd: connected.fd, remoteAddress: connected.address, loop: loop,
-                        readBufferSize: configuration.readBufferSize)
-                    holdsReservedSlot = false
-                    pool.didOpen(connection)
-                    if key.scheme == "https" {
-                        startTLS(on: connection)
-                    } else {
-                        use(connection)
-                    }
-                } catch {
-                    finish(.failure(error))
-                }
-            }
-        }
-    }
-
-    /// Runs the TLS handshake on a new connection, checks the name for IP hosts, saves the
-    /// session, then starts the exchange.
-    private func startTLS(on connection: HTTPConnection) {
-        lifecycle.handshaking()
-        let stream: TLSStream
-        do throws(TinyFireError) {
-            let context = try engine.tlsContext()
-            let host = key.host
-            let isAddress = IPAddressBytes.parse(host) != nil
-            stream = try TLSStream(context: context, fd: connection.fd, serverName: isAddress ? nil : host)
-        } catch {
-            connection.abort()
-            finish(.failure(error))
-            return
-        }
-        let offered = engine.tlsSession(for: key)
-        if let offered { stream.offer(offered) }
+    func connectionBuild(opened connection: HTTPConnection, nameLookup: Duration, connect: Duration) {
+        holdsReservedSlot = false
         self.connection = connection
-        let started = Instant.now()
-        clock.enter(.handshaking, now: started)
-        armTimer()
-        connection.startTLS(stream) { [self] result in
-            switch result {
-            case .failed(let reason):
-                connection.abort()
-                self.connection = nil
-                fail(reason)
-            case .done:
-                metrics.tlsHandshake = Instant.now().since(started)
-                var details = stream.details
-                // A resumed handshake received no certificate: it is judged on what the full
-                // handshake it continues presented and verified, by the same evaluators.
-                let trust: ServerTrust
-                if details.resumed, let offered {
-                    trust = offered.trust
-                    details.peerCertificates = trust.presentedCertificates.map(\.der)
-                    details.verifiedPath = trust.certificates.map(\.der)
-                } else {
-                    trust = serverTrust(of: stream, details: details)
-                }
-                evaluateTrust(trust) { [self] trusted in
-                    guard trusted else {
-                        connection.abort()
-                        self.connection = nil
-                        return
-                    }
-                    metrics.tls = details
-                    if !details.resumed, let session = TLSSession(trust: trust), stream.saveSession(into: session) {
-                        engine.storeTLSSession(session, for: key)
-                    }
-                    use(connection)
-                }
-            }
-        }
+        metrics.nameLookup = nameLookup
+        metrics.connect = connect
     }
 
-    /// What a full handshake presented and what mbedTLS verified of it.
-    private func serverTrust(of stream: TLSStream, details: TLSDetails) -> ServerTrust {
-        let context = stream.context
-        // mbedTLS checks DNS names only: an address is checked against the certificate's
-        // iPAddress entries (never against a DNS name spelling it).
-        return ServerTrust(
-            certificates: details.verifiedPath.map(Certificate.init(der:)),
-            presentedCertificates: details.peerCertificates.map(Certificate.init(der:)), host: key.host,
-            verificationFlags: stream.verificationFlags,
-            leafHasHostIPAddress: IPAddressBytes.parse(key.host).map { stream.peerHasIPAddress($0) },
-            anchors: { context.anchorCertificates })
+    func connectionBuild(evaluate trust: ServerTrust, completion: @escaping (Bool) -> Void) {
+        evaluateTrust(trust, completion: completion)
+    }
+
+    func connectionBuild(finished result: Result<HTTPConnection, ConnectionBuildFailure>, tls: TLSDetails?, handshake: Duration?) {
+        build = nil
+        switch result {
+        case .success(let connection):
+            if let handshake { metrics.tlsHandshake = handshake }
+            metrics.tls = tls
+            use(connection)
+        case .failure(let failure):
+            connection = nil
+            if let error = failure.configurationError {
+                finish(.failure(error))
+                return
+            }
+            if failure.unansweredChallenge && !answeredProxyChallenge {
+                // The proxy asked for the configured credentials: answer once, on a fresh
+                // connection (curl does the same).
+                answeredProxyChallenge = true
+                sendsProxyCredentials = true
+                acquireConnection(forceNew: true)
+                return
+            }
+            failedAtProxy = failure.atProxy
+            fail(failure.reason, codes: failure.codes)
+        }
     }
 
     /// Judges a finished handshake: the session's evaluator for the host, or default
@@ -370,7 +299,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     /// `completion` runs on the loop with the verdict, unless the transfer ended meanwhile; on
     /// a refusal the transfer has already failed.
     private func evaluateTrust(_ trust: ServerTrust, completion: @escaping (Bool) -> Void) {
-        let host = key.host
+        let host = trust.host
         let evaluator: (any ServerTrustEvaluating)?
         do {
             evaluator = try engine.serverTrustManager?.serverTrustEvaluator(forHost: host)
@@ -477,6 +406,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     /// Stops draining a redirect's body (too long to keep the connection): the connection
     /// closes and the redirect is followed on another.
     private struct DrainAbort: Error {}
+    /// A proxy's 407 to a request in absolute form, with credentials configured but not sent:
+    /// the hop starts again with them, on a fresh connection.
+    private struct ProxyChallenge: Error {}
 
     func exchangeDidReceiveHead(_ head: ResponseHead) throws {
         var fields = HTTPFields()
@@ -486,6 +418,18 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         }
         let status = HTTPResponse.Status(code: head.status, reasonPhrase: head.reason)
         response = HTTPResponse(status: status, headerFields: fields)
+        if head.status == 407, case .forward(let proxy) = target?.route {
+            // The proxy, not the origin, answered: credentials it asks for are sent once, on
+            // the same hop; otherwise this ends the request with an error that names it.
+            let challenge = head.firstValue("Proxy-Authenticate") ?? ""
+            if !sendsProxyCredentials, proxy.credentials != nil, challenge.lowercased().hasPrefix("basic"),
+                spec.bodySource?.isReplayable ?? true
+            {
+                throw ProxyChallenge()
+            }
+            failedAtProxy = true
+            throw Abort(reason: .proxyAuthenticationRequired(challenge: challenge))
+        }
         let location = RedirectPolicy.redirectStatuses.contains(head.status) ? head.firstValue("Location") : nil
         let action = lifecycle.headReceived(status: head.status, location: location)
         switch action {
@@ -620,6 +564,13 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
             perform(lifecycle.drainAborted())
             return
         }
+        if case .delegate(let error) = failure.kind, error is ProxyChallenge, !answeredProxyChallenge {
+            answeredProxyChallenge = true
+            sendsProxyCredentials = true
+            response = nil
+            startHop()
+            return
+        }
         let reason: TransferError.Reason
         switch failure.kind {
         case .io(let code): reason = .connectionError(code: code, message: errnoMessage(code))
@@ -727,9 +678,11 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
     }
 
     private func fail(_ reason: TransferError.Reason, codes: [Int32] = []) {
-        let error = TransferError(
-            method: spec.method.rawValue, url: spec.url.absoluteString, host: key.host, phase: lifecycle.phase,
+        var error = TransferError(
+            method: spec.method.rawValue, url: spec.url.absoluteString, host: target?.host ?? key.host, phase: lifecycle.phase,
             reason: reason, bytesSent: hopBytesSent, bytesReceived: hopBytesReceived, systemCodes: codes)
+        error.proxy = target?.proxy?.displayURL
+        error.failedAtProxy = failedAtProxy
         finish(.failure(.sessionTaskFailed(error)))
     }
 
@@ -739,8 +692,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, @unchecked Sen
         if let timer { loop.cancel(timer) }
         timer = nil
         timerDeadline = nil
-        connector?.cancel()
-        connector = nil
+        build?.cancel()
+        build = nil
         connection?.abort()
         connection = nil
         if holdsReservedSlot {

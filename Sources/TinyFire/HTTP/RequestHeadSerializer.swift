@@ -27,10 +27,17 @@ struct RequestHeadOptions: Sendable, Equatable {
     var dropsDefaultAcceptEncoding = false
     /// `Expect: 100-continue` is added.
     var expectsContinue = false
+    /// The caller's `Proxy-Authorization` is not sent: the head goes to an origin, or to a
+    /// proxy whose configured credentials replace it.
+    var dropsProxyAuthorization = false
+    /// `Proxy-Authorization` with this value is added (a request in absolute form to a proxy
+    /// with credentials).
+    var proxyAuthorization: String?
 
     /// Whether a credential field stays home.
     func dropsCredential(_ name: HTTPField.Name) -> Bool {
-        stripsCredentials && (name == .authorization || name == .cookie || name == .proxyAuthorization)
+        if name == .proxyAuthorization { return stripsCredentials || dropsProxyAuthorization }
+        return stripsCredentials && (name == .authorization || name == .cookie)
     }
 
     /// Whether a session default goes out beside the request's own `fields`: the request does
@@ -81,7 +88,9 @@ enum RequestHeadSerializer {
         for field in fields where !isDropped(field.name, options) {
             append(field, to: &buffer)
         }
-        if !options.stripsCredentials && (fields.isEmpty || !defaults.fields.contains(where: { fields.contains($0.name) })) {
+        if !options.stripsCredentials && !(options.dropsProxyAuthorization && defaults.hasProxyAuthorization)
+            && (fields.isEmpty || !defaults.fields.contains(where: { fields.contains($0.name) }))
+        {
             // The usual case: every default goes out as the session wrote it once.
             buffer.append(contentsOf: defaults.lines)
         } else {
@@ -89,6 +98,7 @@ enum RequestHeadSerializer {
                 append(field, to: &buffer)
             }
         }
+        if let value = options.proxyAuthorization { append(name: "Proxy-Authorization", value: value, to: &buffer) }
         if options.expectsContinue { append(name: "Expect", value: "100-continue", to: &buffer) }
         switch framing {
         case .none: break
@@ -130,6 +140,8 @@ struct DefaultHeaderLines: Sendable {
     let fields: HTTPFields
     /// The lines of every default that is sent.
     let lines: [UInt8]
+    /// A default `Proxy-Authorization` is among them (dropped when the head goes to an origin).
+    let hasProxyAuthorization: Bool
 
     /// - Parameters:
     ///   - fields: the session's default fields.
@@ -143,6 +155,7 @@ struct DefaultHeaderLines: Sendable {
             RequestHeadSerializer.append(field, to: &bytes)
         }
         lines = bytes
+        hasProxyAuthorization = fields.contains(.proxyAuthorization)
     }
 }
 

@@ -22,6 +22,9 @@ public struct URLRequest: Sendable, Equatable, CustomStringConvertible {
     /// When set, the whole request (redirects included) fails after this many seconds; it
     /// overrides the session's `totalTimeout` for this request.
     public var timeoutInterval: TimeInterval?
+    /// The proxy settings for this request alone (nil: the session's `proxy`). `.direct`
+    /// sends it without a proxy whatever the session says.
+    public var proxy: ProxySettings?
 
     /// Creates a request.
     /// - Parameters:

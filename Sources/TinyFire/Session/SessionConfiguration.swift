@@ -48,6 +48,11 @@ public struct SessionConfiguration: Sendable {
     /// Trust anchors, revocation lists, client identity and handshake limits for https.
     /// Default: the system CA bundle, no client certificate.
     public var tls: TLSConfiguration
+    /// Which proxy each URL goes through (URLSession's `connectionProxyDictionary`). Default
+    /// `.direct`: no proxy, and no environment variable is read; `.environment()` reads
+    /// `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy` as curl does. A request's own
+    /// `URLRequest.proxy` overrides it.
+    public var proxy: ProxySettings
 
     /// 30 seconds.
     public static let defaultConnectTimeout: Duration = .seconds(30)
@@ -84,7 +89,8 @@ public struct SessionConfiguration: Sendable {
         automaticDecompression: Bool = true,
         headers: HTTPHeaders = .default,
         expectContinueThreshold: Int? = SessionConfiguration.defaultExpectContinueThreshold,
-        tls: TLSConfiguration = TLSConfiguration()
+        tls: TLSConfiguration = TLSConfiguration(),
+        proxy: ProxySettings = .direct
     ) {
         self.connectTimeout = connectTimeout
         self.idleTimeout = idleTimeout
@@ -102,6 +108,7 @@ public struct SessionConfiguration: Sendable {
         self.headers = headers
         self.expectContinueThreshold = expectContinueThreshold
         self.tls = tls
+        self.proxy = proxy
     }
 }
 

@@ -44,6 +44,8 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
     case serverTrustEvaluationFailed(reason: ServerTrustFailureReason)
     /// The TLS configuration cannot be used (a CA, CRL, certificate or key file failed to load).
     case invalidTLSConfiguration(reason: String)
+    /// A proxy URL or setting is malformed (its text, password masked, and the problem).
+    case invalidProxy(reason: String)
     /// A multipart form could not be encoded (a part unreadable, the spill file unwritable).
     case multipartEncodingFailed(reason: MultipartEncodingFailureReason)
     /// A download could not be resumed as asked (resume data unreadable, partial file gone).
@@ -163,6 +165,7 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case .resourceExhausted(let what): return "out of resources: \(what)"
         case .sessionTaskFailed(let error): return error.description
         case .invalidTLSConfiguration(let reason): return "invalid TLS configuration: \(reason)"
+        case .invalidProxy(let reason): return "invalid proxy: \(reason)"
         case .multipartEncodingFailed(let reason): return "multipart encoding failed: \(reason.message)"
         case .downloadResumeFailed(.invalidResumeData(let problem)): return "cannot resume the download: \(problem)"
         case .serverTrustEvaluationFailed(.noRequiredEvaluator(let host)):
@@ -288,6 +291,8 @@ public enum TransferPhase: String, Sendable {
     case awaitingResponse = "waiting for the response"
     /// Head received, reading the body.
     case receivingBody = "receiving the body"
+    /// Asking the proxy for a tunnel to the origin (CONNECT).
+    case openingTunnel = "opening the tunnel through the proxy"
 }
 
 /// Which timeout fired.
@@ -351,6 +356,16 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
         /// download) got the whole of another version of it: If-Range answered 200 with other
         /// validators. Nothing of that body was written; the partial file is left as it was.
         case resourceChanged(message: String)
+        /// The proxy answered 407 Proxy Authentication Required: no credentials were
+        /// configured, they were refused, or the proxy asked again after they were sent once.
+        /// Its `Proxy-Authenticate` challenge (empty when it sent none).
+        case proxyAuthenticationRequired(challenge: String)
+        /// The proxy refused the CONNECT request with this status (403 for a port it does not
+        /// tunnel, 502 when it cannot reach the origin, a 3xx it has no business sending).
+        case proxyTunnelRefused(status: Int, reasonPhrase: String)
+        /// The tunnel could not be opened: the proxy closed the connection, answered with
+        /// something that is not HTTP, or sent bytes after its answer.
+        case proxyTunnelFailed(message: String)
     }
 
     /// The request method.
@@ -367,6 +382,12 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
     public var bytesSent: UInt64
     /// Response bytes read on the failing hop (wire bytes, head included).
     public var bytesReceived: UInt64
+    /// The proxy the hop went through, as `scheme://host:port` (never its credentials); nil
+    /// when it went direct.
+    public var proxy: String?
+    /// Whether the failure was on the way to the proxy or at it (resolving or connecting to
+    /// it, its TLS, its answer to CONNECT), rather than at the origin.
+    public var failedAtProxy = false
     /// getaddrinfo's status for `.nameResolutionFailed`, each address's errno for
     /// `.connectFailed`; empty otherwise.
     var systemCodes: [Int32] = []
@@ -401,8 +422,10 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
     private var unescapedReasonDescription: String {
         switch reason {
         case .nameResolutionFailed(let message):
+            if failedAtProxy, let proxy { return "cannot resolve the proxy \(proxy): \(message)" }
             return "cannot resolve host \(quoted(host)): \(message)"
         case .connectFailed(let attempts):
+            if failedAtProxy, let proxy { return "cannot connect to the proxy \(proxy): " + attempts.joined(separator: "; ") }
             return "cannot connect to \(host): " + attempts.joined(separator: "; ")
         case .timedOut(let kind, let limit):
             let what: String
@@ -437,15 +460,24 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
         case .redirectBodyTooLarge(let limit):
             return "redirect response body exceeds \(limit) bytes while the redirect handler was deciding"
         case .tlsFailed(_, let message):
+            if failedAtProxy, let proxy { return "TLS with the proxy \(proxy) failed: \(message)" }
             return "TLS with \(host) failed: \(message)"
         case .requestBodyReadFailed(let message):
             return "cannot send the request body: \(message)"
         case .certificateVerificationFailed(let reasons):
+            if failedAtProxy, let proxy { return "certificate of the proxy \(proxy) not trusted: \(reasons.joined(separator: "; "))" }
             return "certificate of \(host) not trusted: \(reasons.joined(separator: "; "))"
         case .resumeRejected(let message):
             return "cannot resume the download: \(message)"
         case .resourceChanged(let message):
             return "the download was not resumed: \(message)"
+        case .proxyAuthenticationRequired(let challenge):
+            let asked = challenge.isEmpty ? "" : " (it asks for \(quoted(challenge)))"
+            return "the proxy \(proxy ?? "?") requires authentication: 407\(asked)"
+        case .proxyTunnelRefused(let status, let phrase):
+            return "the proxy \(proxy ?? "?") refused the tunnel to \(host): \(status) \(phrase)"
+        case .proxyTunnelFailed(let message):
+            return "no tunnel through the proxy \(proxy ?? "?") to \(host): \(message)"
         }
     }
 }
@@ -488,6 +520,9 @@ public enum TransferFailureKind: Sendable, Hashable, CaseIterable {
     case tlsFailed
     /// The server's certificate was not trusted (not retryable).
     case certificateUntrusted
+    /// The proxy refused the request: authentication, or a CONNECT it would not open (not
+    /// retryable by default: the same request gets the same answer).
+    case proxyRefused
 }
 
 extension TransferError {
@@ -515,6 +550,8 @@ extension TransferError {
         case .tlsFailed: return .tlsFailed
         case .certificateVerificationFailed: return .certificateUntrusted
         case .requestBodyReadFailed: return .requestBodyUnreadable
+        case .proxyAuthenticationRequired, .proxyTunnelRefused: return .proxyRefused
+        case .proxyTunnelFailed: return .connectionLost
         }
     }
 }

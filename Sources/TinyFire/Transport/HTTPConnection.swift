@@ -26,10 +26,50 @@ protocol HTTPExchangeDelegate: AnyObject {
     func exchangeDidFail(_ failure: ExchangeFailure)
 }
 
-/// How a TLS handshake ended.
-enum TLSHandshakeOutcome {
+/// How far a connection step (a TLS handshake, a CONNECT) got.
+enum ConnectionStepProgress {
+    /// Finished: the next step, or the exchange, can run.
     case done
+    /// Waiting for the socket to be readable.
+    case wantRead
+    /// Waiting for the socket to be writable.
+    case wantWrite
+    /// Failed, for this reason.
     case failed(TransferError.Reason)
+}
+
+/// Something a connection runs on its stream before HTTP exchanges can: a TLS handshake, a
+/// CONNECT through a proxy. The connection calls `advance()` when the socket is ready, until
+/// it is done or failed.
+protocol ConnectionStep: AnyObject {
+    /// Moves the step on as far as the stream allows.
+    func advance() -> ConnectionStepProgress
+}
+
+/// A TLS handshake on a stream.
+final class TLSHandshakeStep: ConnectionStep {
+    let tls: TLSStream
+
+    init(_ tls: TLSStream) {
+        self.tls = tls
+    }
+
+    func advance() -> ConnectionStepProgress {
+        switch tls.handshake() {
+        case .done: return .done
+        case .wantRead: return .wantRead
+        case .wantWrite: return .wantWrite
+        case .failed(let code):
+            // mbedTLS 3.x answers 0xFFFFFFFF ("not verified yet") when the handshake died
+            // before any certificate arrived (a server that does not speak TLS): that is a TLS
+            // failure, not an untrusted certificate.
+            let flags = tls.verificationFlags
+            if flags != 0 && flags != UInt32.max {
+                return .failed(.certificateVerificationFailed(reasons: tlsVerificationReasons(flags)))
+            }
+            return .failed(.tlsFailed(code: code, message: tlsErrorMessage(code)))
+        }
+    }
 }
 
 /// Why an exchange ended without a complete response.
@@ -59,8 +99,16 @@ struct PoolKey: Hashable, Sendable, CustomStringConvertible {
     var scheme: String
     var host: String
     var port: Int
+    /// The proxy the connection runs through (nil: direct). Requests in absolute form to a
+    /// proxy are keyed by the proxy alone (empty host).
+    var proxy: ProxyKey? = nil
 
-    var description: String { "\(scheme)://\(host):\(port)" }
+    /// `scheme://host:port [via proxy]`, without credentials.
+    var description: String {
+        guard let proxy else { return "\(scheme)://\(host):\(port)" }
+        if host.isEmpty { return "via \(proxy.displayURL)" }
+        return "\(scheme)://\(host):\(port) via \(proxy.displayURL)"
+    }
 }
 
 /// One HTTP/1.1 connection over a non-blocking socket: writes a request head and body, feeds
@@ -106,10 +154,13 @@ final class HTTPConnection: EventLoopHandler {
     private var watchingWrite = false
     /// Reading is paused (a suspended request): no read interest, no reads.
     private var readingPaused = false
-    /// The TLS stream of an https connection; bytes go through it instead of the socket.
-    private(set) var tls: TLSStream?
-    /// Set while the TLS handshake runs; called once with its outcome.
-    private var handshakeCompletion: ((TLSHandshakeOutcome) -> Void)?
+    /// The top of the connection's layers (the socket, TLS over it, …): every byte of the
+    /// exchange goes through it.
+    private(set) var stream: any ByteStream
+    /// The step running before exchanges can (a TLS handshake, a CONNECT), and who hears how
+    /// it ended.
+    private var step: ConnectionStep?
+    private var stepCompletion: ((ConnectionStepProgress) -> Void)?
     /// A read continuation is scheduled (TLS data already decrypted inside mbedTLS).
     private var readScheduled = false
     /// The final head's persistence decision.
@@ -124,6 +175,7 @@ final class HTTPConnection: EventLoopHandler {
         self.fd = fd
         self.remoteAddress = remoteAddress
         self.remoteAddressDescription = remoteAddress.description
+        self.stream = SocketStream(fd: fd)
         self.loop = loop
         self.readBuffer = .allocate(byteCount: readBufferSize, alignment: 16)
         do {
@@ -210,41 +262,39 @@ final class HTTPConnection: EventLoopHandler {
         state = .idle(since: now)
     }
 
-    /// Runs the TLS handshake over this connection, then calls `completion` once (loop thread).
-    func startTLS(_ stream: TLSStream, completion: @escaping (TLSHandshakeOutcome) -> Void) {
-        tls = stream
-        handshakeCompletion = completion
-        continueHandshake()
+    /// Puts a layer on top of the stream (TLS over what is there); from now on every byte
+    /// goes through it.
+    func push(_ layer: any ByteStream) {
+        stream = layer
     }
 
-    private func continueHandshake() {
-        guard let tls, let completion = handshakeCompletion else { return }
-        switch tls.handshake() {
-        case .done:
-            handshakeCompletion = nil
-            setWatchingWrite(false)
-            completion(.done)
+    /// Runs a step (a TLS handshake, a CONNECT) on this connection, then calls `completion`
+    /// once, on the loop, with `.done` or `.failed`.
+    func run(_ step: ConnectionStep, completion: @escaping (ConnectionStepProgress) -> Void) {
+        self.step = step
+        stepCompletion = completion
+        continueStep()
+    }
+
+    private func continueStep() {
+        guard let step, let completion = stepCompletion else { return }
+        let progress = step.advance()
+        switch progress {
         case .wantRead:
             setWatchingWrite(false)
         case .wantWrite:
             setWatchingWrite(true)
-        case .failed(let code):
-            handshakeCompletion = nil
-            // mbedTLS 3.x answers 0xFFFFFFFF ("not verified yet") when the handshake died
-            // before any certificate arrived (a server that does not speak TLS): that is a TLS
-            // failure, not an untrusted certificate.
-            let flags = tls.verificationFlags
-            if flags != 0 && flags != UInt32.max {
-                completion(.failed(.certificateVerificationFailed(reasons: tlsVerificationReasons(flags))))
-            } else {
-                completion(.failed(.tlsFailed(code: code, message: tlsErrorMessage(code))))
-            }
+        case .done, .failed:
+            self.step = nil
+            stepCompletion = nil
+            setWatchingWrite(false)
+            completion(progress)
         }
     }
 
     func close() {
         if case .closed = state { return }
-        if case .idle = state { tls?.closeNotify() }
+        if case .idle = state { stream.shutdown() }
         state = .closed
         if let continueTimer { loop.cancel(continueTimer) }
         continueTimer = nil
@@ -270,8 +320,8 @@ final class HTTPConnection: EventLoopHandler {
             // bytes nobody asked for): either way it cannot be reused.
             close()
         case .active:
-            if handshakeCompletion != nil {
-                continueHandshake()
+            if step != nil {
+                continueStep()
                 return
             }
             if delegate == nil {
@@ -306,13 +356,13 @@ final class HTTPConnection: EventLoopHandler {
         while sending {
             let headCount = outHead.count
             if written < headCount {
-                // The head, with an in-memory body in the same sendmsg when nothing has to wait.
-                let withBody = !expectContinue && producer == nil && tls == nil
+                // The head, with an in-memory body in the same sendmsg when nothing has to wait
+                // (a TLS layer writes the head alone).
+                let withBody = !expectContinue && producer == nil
                 let result = outHead.withUnsafeBytes { headBytes in
                     outBody.withUnsafeBytes { bodyBytes in
                         let first = UnsafeRawBufferPointer(rebasing: headBytes[written...])
-                        if let tls { return tls.write(first) }
-                        return Socket.write(fd, first, withBody ? UnsafeRawBufferPointer(bodyBytes) : empty)
+                        return stream.write(first, withBody ? UnsafeRawBufferPointer(bodyBytes) : empty)
                     }
                 }
                 guard handle(result) else { return }
@@ -329,7 +379,7 @@ final class HTTPConnection: EventLoopHandler {
             } else if awaitingContinue {
                 return
             } else if let producer {
-                switch producer.write(to: fd, tls: tls) {
+                switch producer.write(to: stream) {
                 case .wrote(let n):
                     guard handle(.bytes(n)) else { return }
                 case .wouldBlock:
@@ -351,7 +401,7 @@ final class HTTPConnection: EventLoopHandler {
                 let offset = written - headCount
                 let result = outBody.withUnsafeBytes { bytes in
                     let chunk = UnsafeRawBufferPointer(rebasing: bytes[offset...])
-                    return tls?.write(chunk) ?? Socket.write(fd, chunk, empty)
+                    return stream.write(chunk, empty)
                 }
                 guard handle(result) else { return }
             }
@@ -371,7 +421,7 @@ final class HTTPConnection: EventLoopHandler {
             return false
         case .endOfFile:
             return false
-        case .failed(let code) where tls != nil:
+        case .failed(let code) where stream.failuresAreTLSCodes:
             sending = false
             setWatchingWrite(false)
             fail(.tls(code))
@@ -448,15 +498,16 @@ final class HTTPConnection: EventLoopHandler {
         // means it is drained, which saves the EAGAIN round trip.
         // TLS hands out at most one record per read and may hold decrypted bytes the socket
         // no longer signals, so it reads until mbedTLS would block.
-        let rounds = tls == nil ? 8 : 64
+        let buffered = stream.holdsBufferedInput
+        let rounds = buffered ? 64 : 8
         for _ in 0..<rounds {
             guard case .active = state, delegate != nil, !readingPaused else { return }
-            let result = tls.map { $0.read(into: readBuffer) } ?? Socket.read(fd, into: readBuffer)
+            let result = stream.read(into: readBuffer)
             switch result {
             case .bytes(let n):
                 delegate?.exchangeDidReceive(bytes: n)
                 process(UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]))
-                if tls == nil && n < readBuffer.count { return }
+                if !buffered && n < readBuffer.count { return }
             case .wouldBlock:
                 if let writeError { fail(.io(writeError)) }
                 return
@@ -468,12 +519,12 @@ final class HTTPConnection: EventLoopHandler {
                 endOfInput()
                 return
             case .failed(let code):
-                fail(tls == nil ? .io(code) : .tls(code))
+                fail(stream.failuresAreTLSCodes ? .tls(code) : .io(code))
                 return
             }
         }
         // Out of rounds with data still inside mbedTLS: continue after other work.
-        if tls != nil, !readScheduled {
+        if buffered, !readScheduled {
             readScheduled = true
             _ = loop.schedule(at: .now()) { [weak self] in
                 self?.readScheduled = false
@@ -534,7 +585,7 @@ final class HTTPConnection: EventLoopHandler {
 
     private func endOfInput() {
         do {
-            let event = try parser.inputEnded(authenticated: !(tls?.closedWithoutNotify ?? false))
+            let event = try parser.inputEnded(authenticated: !stream.endedWithoutCloseNotify)
             if case .end(let trailers) = event {
                 complete(trailers: trailers, leftover: 0, peerClosed: true)
             }

@@ -96,18 +96,12 @@ enum BodyWriteResult: Equatable {
 
 /// Sends a request body that is not a single `Data`, for one exchange. Loop-confined.
 protocol BodyProducer: AnyObject {
-    /// Writes some of the body to `fd`, or through `tls` when set.
-    func write(to fd: Int32, tls: TLSStream?) -> BodyWriteResult
+    /// Writes some of the body to the connection's top stream.
+    func write(to stream: any ByteStream) -> BodyWriteResult
     /// The exchange ended (sent, failed or aborted): release files and buffers.
     func close()
     /// Body bytes sent so far, without framing (what upload progress counts).
     var payloadSent: UInt64 { get }
-}
-
-/// Writes `bytes` to the socket or through TLS.
-private func send(_ bytes: UnsafeRawBufferPointer, fd: Int32, tls: TLSStream?) -> IOResult {
-    if let tls { return tls.write(bytes) }
-    return Socket.write(fd, bytes, UnsafeRawBufferPointer(start: nil, count: 0))
 }
 
 /// Sends segments in order: memory pieces straight from their `Data`, file pieces with
@@ -138,7 +132,7 @@ final class SegmentBodyProducer: BodyProducer {
         buffer = nil
     }
 
-    func write(to socket: Int32, tls: TLSStream?) -> BodyWriteResult {
+    func write(to stream: any ByteStream) -> BodyWriteResult {
         while index < segments.count {
             let segment = segments[index]
             if sent == segment.length {
@@ -150,14 +144,14 @@ final class SegmentBodyProducer: BodyProducer {
             let result: IOResult
             switch segment {
             case .bytes(let data):
-                result = data.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[Int(sent)...]), fd: socket, tls: tls) }
+                result = data.withUnsafeBytes { stream.write(UnsafeRawBufferPointer(rebasing: $0[Int(sent)...])) }
             case .file(let path, let offset, let length, _):
                 if fd < 0 {
                     fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
                     guard fd >= 0 else { return .sourceFailed("cannot open \(path): \(errnoMessage(errno))") }
                 }
                 let remaining = length - sent
-                if tls == nil && start == end {
+                if let socket = stream.plainDescriptor, start == end {
                     // Plain HTTP: the kernel copies file pages straight to the socket.
                     var position = Int64(offset + sent)
                     let n = tinyfire_sendfile(socket, fd, &position, UInt(min(remaining, 1 << 20)))
@@ -176,7 +170,7 @@ final class SegmentBodyProducer: BodyProducer {
                         return .sourceFailed(problem)
                     }
                     guard let buffer else { return .sourceFailed("no buffer") }
-                    result = send(UnsafeRawBufferPointer(rebasing: buffer[start..<end]), fd: socket, tls: tls)
+                    result = stream.write(UnsafeRawBufferPointer(rebasing: buffer[start..<end]))
                     if case .bytes(let n) = result { start += n }
                 }
             }
@@ -384,10 +378,10 @@ final class StreamBodyProducer: BodyProducer, @unchecked Sendable {
         }
     }
 
-    func write(to fd: Int32, tls: TLSStream?) -> BodyWriteResult {
+    func write(to stream: any ByteStream) -> BodyWriteResult {
         while true {
             if let chunk = current {
-                let result = send(UnsafeRawBufferPointer(rebasing: chunk.storage[chunk.range]), fd: fd, tls: tls)
+                let result = stream.write(UnsafeRawBufferPointer(rebasing: chunk.storage[chunk.range]))
                 switch result {
                 case .bytes(let n):
                     payloadSent += UInt64(chunk.payload(inFirst: n))
@@ -423,7 +417,7 @@ final class StreamBodyProducer: BodyProducer, @unchecked Sendable {
             case .end:
                 guard terminatorSent < Self.terminator.count else { return .done }
                 let result = Self.terminator.withUnsafeBytes {
-                    send(UnsafeRawBufferPointer(rebasing: $0[terminatorSent...]), fd: fd, tls: tls)
+                    stream.write(UnsafeRawBufferPointer(rebasing: $0[terminatorSent...]))
                 }
                 switch result {
                 case .bytes(let n):

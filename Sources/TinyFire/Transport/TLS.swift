@@ -122,21 +122,69 @@ final class TLSSession: @unchecked Sendable {
     }
 }
 
-/// One TLS client stream over a connected non-blocking socket. Loop-confined.
-final class TLSStream {
+/// The layer below a TLS stream that is not a socket, handed to mbedTLS's callbacks.
+private final class LowerStream {
+    let stream: any ByteStream
+    init(_ stream: any ByteStream) { self.stream = stream }
+}
+
+/// mbedTLS's send callback over a `LowerStream`.
+private let sendToLowerStream: tinyfire_tls_send_fn = { context, buffer, length in
+    guard let context, let buffer else { return -1 }
+    let lower = Unmanaged<LowerStream>.fromOpaque(context).takeUnretainedValue().stream
+    switch lower.write(UnsafeRawBufferPointer(start: buffer, count: min(length, Int(Int32.max)))) {
+    case .bytes(let n): return Int32(n)
+    case .wouldBlock: return TINYFIRE_TLS_WANT_WRITE
+    case .endOfFile, .failed: return -1
+    }
+}
+
+/// mbedTLS's receive callback over a `LowerStream`.
+private let receiveFromLowerStream: tinyfire_tls_recv_fn = { context, buffer, length in
+    guard let context, let buffer else { return -1 }
+    let lower = Unmanaged<LowerStream>.fromOpaque(context).takeUnretainedValue().stream
+    switch lower.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: min(length, Int(Int32.max)))) {
+    case .bytes(let n): return Int32(n)
+    case .wouldBlock: return TINYFIRE_TLS_WANT_READ
+    case .endOfFile: return 0
+    case .failed: return -1
+    }
+}
+
+/// One TLS client stream over a lower layer: a connected non-blocking socket (mbedTLS reads
+/// and writes it directly) or any other `ByteStream` (the origin's TLS inside an HTTPS
+/// proxy's). Loop-confined.
+final class TLSStream: ByteStream {
     private let pointer: OpaquePointer
     let context: TLSContext
+    /// The layer below when it is not the socket (kept alive for mbedTLS's callbacks).
+    private let lower: LowerStream?
     /// The peer closed the TCP connection without a TLS close_notify (what truncation looks
     /// like): the end of a close-delimited body cannot be trusted.
     private(set) var closedWithoutNotify = false
 
-    init(context: TLSContext, fd: Int32, serverName: String?) throws(TinyFireError) {
+    /// - Parameters:
+    ///   - context: the configuration and trust anchors.
+    ///   - lower: the layer the records go over.
+    ///   - serverName: SNI and the name mbedTLS checks (nil for an IP address).
+    init(context: TLSContext, over lower: any ByteStream, serverName: String?) throws(TinyFireError) {
         self.context = context
         var error: Int32 = 0
-        guard let pointer = tinyfire_tls_new(context.pointer, fd, serverName, &error) else {
+        let created: OpaquePointer?
+        if let socket = lower as? SocketStream {
+            self.lower = nil
+            created = tinyfire_tls_new(context.pointer, socket.fd, serverName, &error)
+        } else {
+            let box = LowerStream(lower)
+            self.lower = box
+            created = tinyfire_tls_new_over_stream(
+                context.pointer, Unmanaged.passUnretained(box).toOpaque(), sendToLowerStream, receiveFromLowerStream, serverName,
+                &error)
+        }
+        guard let created else {
             throw .invalidTLSConfiguration(reason: "mbedTLS connection setup failed: \(tlsErrorMessage(error))")
         }
-        self.pointer = pointer
+        self.pointer = created
     }
 
     deinit {
@@ -166,7 +214,7 @@ final class TLSStream {
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return .bytes(0) }
-        let result = tinyfire_tls_read(pointer, base.assumingMemoryBound(to: UInt8.self), buffer.count)
+        let result = tinyfire_tls_read(pointer, base.assumingMemoryBound(to: UInt8.self), min(buffer.count, Int(Int32.max)))
         switch result {
         case TINYFIRE_TLS_CLOSED: return .endOfFile
         case TINYFIRE_TLS_EOF:
@@ -178,9 +226,10 @@ final class TLSStream {
         }
     }
 
-    func write(_ bytes: UnsafeRawBufferPointer) -> IOResult {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return .bytes(0) }
-        let result = tinyfire_tls_write(pointer, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+    /// Writes from `first` only (TLS takes one buffer at a time).
+    func write(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> IOResult {
+        guard let base = first.baseAddress, first.count > 0 else { return .bytes(0) }
+        let result = tinyfire_tls_write(pointer, base.assumingMemoryBound(to: UInt8.self), first.count)
         switch result {
         case TINYFIRE_TLS_WANT_READ, TINYFIRE_TLS_WANT_WRITE: return .wouldBlock
         case let n where n > 0: return .bytes(Int(n))
@@ -209,7 +258,13 @@ final class TLSStream {
         tinyfire_tls_peer_has_ip_address(pointer, address, address.count) != 0
     }
 
-    func closeNotify() {
+    var plainDescriptor: Int32? { nil }
+    var holdsBufferedInput: Bool { true }
+    var endedWithoutCloseNotify: Bool { closedWithoutNotify }
+    var failuresAreTLSCodes: Bool { true }
+
+    /// Sends close_notify (best effort: an idle connection about to close).
+    func shutdown() {
         _ = tinyfire_tls_close_notify(pointer)
     }
 }

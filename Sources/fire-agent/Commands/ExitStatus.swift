@@ -10,6 +10,8 @@ enum ExitStatus: Int32 {
     case unsupportedProtocol = 1
     /// The URL or the request could not be used.
     case malformedURL = 3
+    /// The proxy's name did not resolve, or the proxy URL is malformed.
+    case couldNotResolveProxy = 5
     /// The host name did not resolve.
     case couldNotResolveHost = 6
     /// No address accepted the connection.
@@ -70,12 +72,13 @@ enum ExitStatus: Int32 {
             self = .internalError
         case .serverTrustEvaluationFailed: self = .peerFailedVerification
         case .invalidTLSConfiguration: self = .sslCertificateProblem
+        case .invalidProxy: self = .couldNotResolveProxy
         case .responseValidationFailed: self = .httpError
         case .multipartEncodingFailed: self = .readError
         case .downloadResumeFailed: self = .badDownloadResume
         case .sessionTaskFailed(let transfer):
             switch transfer.reason {
-            case .nameResolutionFailed: self = .couldNotResolveHost
+            case .nameResolutionFailed: self = transfer.failedAtProxy ? .couldNotResolveProxy : .couldNotResolveHost
             case .connectFailed: self = .couldNotConnect
             case .timedOut, .lowSpeed: self = .timedOut
             case .connectionError: self = .receiveError
@@ -90,6 +93,8 @@ enum ExitStatus: Int32 {
             case .requestBodyReadFailed: self = .readError
             case .certificateVerificationFailed: self = .peerFailedVerification
             case .resumeRejected, .resourceChanged: self = .badDownloadResume
+            // curl 7.88: "CONNECT tunnel failed, response 407" and the rest are receive errors.
+            case .proxyAuthenticationRequired, .proxyTunnelRefused, .proxyTunnelFailed: self = .receiveError
             }
         }
     }

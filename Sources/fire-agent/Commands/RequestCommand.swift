@@ -101,6 +101,7 @@ struct RequestCommand: ParsableCommand {
     var deferTo: String?
 
     @OptionGroup var tlsOptions: TLSOptions
+    @OptionGroup var proxyOptions: ProxyOptions
 
     func run() throws {
         signal(SIGPIPE, SIG_IGN)
@@ -134,6 +135,11 @@ struct RequestCommand: ParsableCommand {
         switch tlsOptions.apply(to: &configuration) {
         case .success(let manager): trustManager = manager
         case .failure(let error): return fail(.sslCertificateProblem, error.description)
+        }
+        do {
+            configuration.proxy = try proxyOptions.settings()
+        } catch {
+            return fail(.couldNotResolveProxy, error.description)
         }
         configuration.headers.update(
             name: "User-Agent", value: "fire-agent/\(HTTPHeaders.tinyFireVersion) TinyFire/\(HTTPHeaders.tinyFireVersion)")
@@ -464,6 +470,79 @@ struct TLSOptions: ParsableArguments {
         } catch {
             return .failure(error)
         }
+    }
+}
+
+/// Proxy options, by curl's names and rules.
+struct ProxyOptions: ParsableArguments {
+    @Option(
+        name: [.customShort("x"), .customLong("proxy")],
+        help: "Use this proxy: [http|https://][USER:PASSWORD@]HOST[:PORT] (default port 1080; '' disables the environment's).")
+    var proxy: String?
+
+    @Option(name: [.customShort("U"), .customLong("proxy-user")], help: "USER:PASSWORD for the proxy's Basic authentication.")
+    var proxyUser: String?
+
+    @Option(name: .customLong("noproxy"), help: "Hosts that go direct, comma-separated ('*': all; overrides no_proxy).")
+    var noProxy: String?
+
+    @Option(name: .customLong("proxy-cacert"), help: "Trust the CA certificates in FILE for an https:// proxy's own certificate.")
+    var proxyCACertificate: String?
+
+    @Flag(name: [.customShort("p"), .customLong("proxytunnel")], help: "Tunnel http:// URLs through the proxy with CONNECT too.")
+    var proxyTunnel = false
+
+    /// The proxy settings: `-x`, else the environment (`http_proxy`, `https_proxy`,
+    /// `all_proxy`, `no_proxy`, as curl reads them); then `--noproxy`, `-U`, `--proxy-cacert`
+    /// and `-p` applied on top.
+    /// - Parameter lookup: reads an environment variable.
+    /// - Throws: `TinyFireError.invalidProxy` naming the option or variable that is malformed.
+    func settings(environment lookup: (String) -> String? = ProxySettings.processEnvironment) throws(TinyFireError)
+        -> ProxySettings
+    {
+        var settings: ProxySettings
+        if let proxy {
+            if proxy.isEmpty {
+                settings = .direct
+            } else {
+                do {
+                    settings = ProxySettings(all: try Proxy(url: proxy))
+                } catch {
+                    throw .invalidProxy(reason: "-x: \(error.proxyReasonText)")
+                }
+            }
+            // curl keeps honouring no_proxy with -x.
+            let environmentList = lookup("no_proxy").flatMap { $0.isEmpty ? nil : $0 } ?? lookup("NO_PROXY")
+            if let environmentList, !environmentList.isEmpty { settings.noProxy = NoProxyList(parsing: environmentList) }
+        } else {
+            settings = try ProxySettings.environment(lookup)
+        }
+        if let noProxy { settings.noProxy = NoProxyList(parsing: noProxy) }
+        var credentials: ProxyCredentials?
+        if let proxyUser {
+            let colon = proxyUser.firstIndex(of: ":")
+            credentials = ProxyCredentials(
+                user: String(proxyUser[..<(colon ?? proxyUser.endIndex)]),
+                password: colon.map { String(proxyUser[proxyUser.index(after: $0)...]) } ?? "")
+        }
+        func adjust(_ proxy: Proxy?) -> Proxy? {
+            guard var proxy else { return nil }
+            if let credentials { proxy.credentials = credentials }
+            if let proxyCACertificate { proxy.tls.caCertificateFiles = [proxyCACertificate] }
+            if proxyTunnel { proxy.tunnelsHTTP = true }
+            return proxy
+        }
+        settings.http = adjust(settings.http)
+        settings.https = adjust(settings.https)
+        return settings
+    }
+}
+
+extension TinyFireError {
+    /// The reason of an `.invalidProxy` alone, else the whole description.
+    var proxyReasonText: String {
+        if case .invalidProxy(let reason) = self { return reason }
+        return description
     }
 }
 

@@ -1,0 +1,107 @@
+/// Opens a tunnel through an HTTP proxy: sends `CONNECT host:port HTTP/1.1` on the stream and
+/// reads the proxy's answer. A 2xx answer makes the stream a byte pipe to the origin; anything
+/// else ends the step with a reason that names the status. Nothing is read past the answer's
+/// head: bytes after a 2xx head, before the client has spoken through the tunnel, are refused
+/// (no origin speaks first in TLS or HTTP).
+///
+/// Memory: the CONNECT request (a few hundred bytes), a 4 KiB read buffer, and the parser's head
+/// buffer (bounded by `maxHeadBytes`). Loop-confined.
+final class ProxyTunnelStep: ConnectionStep {
+    /// The bytes of a read the answer's head did not use.
+    static let readBufferSize = 4096
+
+    private let stream: any ByteStream
+    private let request: [UInt8]
+    private var written = 0
+    private var parser: ResponseParser
+    private var buffer = [UInt8](repeating: 0, count: ProxyTunnelStep.readBufferSize)
+    /// The proxy's answer, once its head arrived.
+    private(set) var answer: ResponseHead?
+    /// Whether the request carried `Proxy-Authorization`.
+    let sentCredentials: Bool
+
+    /// - Parameters:
+    ///   - stream: the connection's stream to the proxy (plain, or TLS to an https proxy).
+    ///   - authority: `host:port` of the origin (`[v6]:port` for IPv6).
+    ///   - authorization: the `Proxy-Authorization` value, when credentials go with it.
+    ///   - userAgent: the session's `User-Agent`, sent as curl does.
+    ///   - maxHeadBytes: the largest answer head accepted.
+    init(stream: any ByteStream, authority: String, authorization: String?, userAgent: String?, maxHeadBytes: Int) {
+        self.stream = stream
+        var text = "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n"
+        if let userAgent { text += "User-Agent: \(userAgent)\r\n" }
+        if let authorization { text += "Proxy-Authorization: \(authorization)\r\n" }
+        text += "Proxy-Connection: Keep-Alive\r\n\r\n"
+        request = Array(text.utf8)
+        sentCredentials = authorization != nil
+        parser = ResponseParser(isHeadRequest: true, limits: ResponseParser.Limits(maxHeaderBlockBytes: maxHeadBytes))
+    }
+
+    func advance() -> ConnectionStepProgress {
+        while written < request.count {
+            let result = request.withUnsafeBytes { stream.write(UnsafeRawBufferPointer(rebasing: $0[written...])) }
+            switch result {
+            case .bytes(let n): written += n
+            case .wouldBlock: return .wantWrite
+            case .endOfFile:
+                return .failed(.proxyTunnelFailed(message: "the proxy closed the connection before the CONNECT request was sent"))
+            case .failed(let code): return .failed(.proxyTunnelFailed(message: "cannot send the CONNECT request: \(failureText(code))"))
+            }
+        }
+        while true {
+            let result = buffer.withUnsafeMutableBytes { stream.read(into: $0) }
+            switch result {
+            case .wouldBlock:
+                return .wantRead
+            case .endOfFile:
+                return .failed(.proxyTunnelFailed(message: "the proxy closed the connection without answering the CONNECT request"))
+            case .failed(let code):
+                return .failed(.proxyTunnelFailed(message: "the connection to the proxy failed: \(failureText(code))"))
+            case .bytes(let n):
+                if let progress = take(n) { return progress }
+            }
+        }
+    }
+
+    /// Feeds `count` read bytes to the parser; nil while the head is not complete.
+    private func take(_ count: Int) -> ConnectionStepProgress? {
+        var offset = 0
+        while offset < count {
+            let parsed: (consumed: Int, event: ResponseParser.Event)
+            do {
+                parsed = try buffer.withUnsafeBytes { try parser.parse(UnsafeRawBufferPointer(rebasing: $0[offset..<count])) }
+            } catch {
+                return .failed(.proxyTunnelFailed(message: "the proxy's answer to CONNECT is not HTTP: \(error)"))
+            }
+            offset += parsed.consumed
+            switch parsed.event {
+            case .needMore, .informational, .body, .end:
+                continue
+            case .head(let head):
+                answer = head
+                return verdict(on: head, leftover: count - offset)
+            }
+        }
+        return nil
+    }
+
+    private func verdict(on head: ResponseHead, leftover: Int) -> ConnectionStepProgress {
+        switch head.status {
+        case 200..<300:
+            guard leftover == 0 else {
+                return .failed(
+                    .proxyTunnelFailed(
+                        message: "the proxy sent \(leftover) bytes after its \(head.status) answer to CONNECT, before the tunnel was used"))
+            }
+            return .done
+        case 407:
+            return .failed(.proxyAuthenticationRequired(challenge: head.firstValue("Proxy-Authenticate") ?? ""))
+        default:
+            return .failed(.proxyTunnelRefused(status: head.status, reasonPhrase: head.reason))
+        }
+    }
+
+    private func failureText(_ code: Int32) -> String {
+        stream.failuresAreTLSCodes ? tlsErrorMessage(code) : errnoMessage(code)
+    }
+}
