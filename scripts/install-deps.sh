@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what TinyFire's build, tests and demo need on Debian 12, only where missing:
 # zlib headers, nginx, curl, GNU time (benchmarks) and iproute2 (namespaces) from apt; httpbin and
-# gunicorn from PyPI; influxd (InfluxDB 1.x), systemd-analyze and libfaketime for the agent.
+# gunicorn from PyPI; influxd (InfluxDB 1.x), systemd-analyze and libfaketime for the agent; squid
+# and tinyproxy for the proxy tests.
 set -euo pipefail
 need_apt=()
 [ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
@@ -18,6 +19,10 @@ command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 # libfaketime moves the wall clock of a dynamically linked agent in the clock tests.
 [ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || [ -f /usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1 ] \
     || need_apt+=(faketime)
+# Real proxies for the proxy tests: squid built with OpenSSL (https_port, ssl-bump as the MITM),
+# tinyproxy.
+command -v squid >/dev/null 2>&1 || [ -x /usr/sbin/squid ] || need_apt+=(squid-openssl)
+command -v tinyproxy >/dev/null 2>&1 || [ -x /usr/bin/tinyproxy ] || need_apt+=(tinyproxy)
 # ip(8) builds the network namespaces of the reachability and offline-queue tests.
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -19,6 +19,9 @@ final class ProxyTunnelStep: ConnectionStep {
     private(set) var answer: ResponseHead?
     /// Whether the request carried `Proxy-Authorization`.
     let sentCredentials: Bool
+    /// The answer's first bytes (after any empty lines), until they show whether it is HTTP.
+    private var start: [UInt8] = []
+    private static let httpPrefix = Array("HTTP/".utf8)
 
     /// - Parameters:
     ///   - stream: the connection's stream to the proxy (plain, or TLS to an https proxy).
@@ -58,9 +61,22 @@ final class ProxyTunnelStep: ConnectionStep {
             case .failed(let code):
                 return .failed(.proxyTunnelFailed(message: "the connection to the proxy failed: \(failureText(code))"))
             case .bytes(let n):
-                if let progress = take(n) { return progress }
+                if let progress = checkStart(n) ?? take(n) { return progress }
             }
         }
+    }
+
+    /// Fails at once when the answer does not start with `HTTP/` (a port that speaks something
+    /// else), rather than waiting for a head that never comes.
+    private func checkStart(_ count: Int) -> ConnectionStepProgress? {
+        guard start.count < Self.httpPrefix.count else { return nil }
+        for byte in buffer[0..<count] where !(start.isEmpty && (byte == 0x0D || byte == 0x0A)) {
+            start.append(byte)
+            if start.count == Self.httpPrefix.count { break }
+        }
+        guard !Self.httpPrefix.starts(with: start) else { return nil }
+        let shown = String(decoding: buffer[0..<min(count, 64)], as: UTF8.self).escapingControlCharacters()
+        return .failed(.proxyTunnelFailed(message: "the proxy's answer to CONNECT is not HTTP: \(quoted(shown))"))
     }
 
     /// Feeds `count` read bytes to the parser; nil while the head is not complete.
