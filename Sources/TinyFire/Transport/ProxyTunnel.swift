@@ -57,6 +57,9 @@ final class ProxyTunnelStep: ConnectionStep {
             case .wouldBlock:
                 return .wantRead
             case .endOfFile:
+                if parser.hasReceivedBytes {
+                    return .failed(.proxyTunnelFailed(message: "the proxy closed the connection in the middle of its answer to CONNECT"))
+                }
                 return .failed(.proxyTunnelFailed(message: "the proxy closed the connection without answering the CONNECT request"))
             case .failed(let code):
                 return .failed(.proxyTunnelFailed(message: "the connection to the proxy failed: \(failureText(code))"))
@@ -87,7 +90,7 @@ final class ProxyTunnelStep: ConnectionStep {
             do {
                 parsed = try buffer.withUnsafeBytes { try parser.parse(UnsafeRawBufferPointer(rebasing: $0[offset..<count])) }
             } catch {
-                return .failed(.proxyTunnelFailed(message: "the proxy's answer to CONNECT is not HTTP: \(error)"))
+                return .failed(.proxyTunnelFailed(message: "the proxy's answer to CONNECT is invalid: \(error)"))
             }
             offset += parsed.consumed
             switch parsed.event {
