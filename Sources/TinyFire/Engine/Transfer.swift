@@ -358,6 +358,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         metrics.requestSent = nil
         metrics.reusedConnection = connection.isReused
         metrics.remoteAddress = connection.remoteAddressDescription
+        metrics.proxy = target?.proxy?.displayURL
+        if case .tunnel = target?.route { metrics.tunnelled = true } else { metrics.tunnelled = false }
         clock.enter(.exchanging, now: .now())
         armTimer()
         connection.start(

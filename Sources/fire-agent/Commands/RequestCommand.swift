@@ -306,6 +306,7 @@ struct RequestCommand: ParsableCommand {
             return "\(micros / 1000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction) ms"
         }
         var text = "* remote \(metrics.remoteAddress ?? "-")\(metrics.reusedConnection ? " (reused connection)" : "")"
+        if let proxy = metrics.proxy { text += "\n* via proxy \(proxy)\(metrics.tunnelled ? ", CONNECT tunnel" : ", absolute form")" }
         if let tls = metrics.tls {
             text +=
                 "\n* TLS \(tls.version), \(tls.cipherSuite), session \(tls.resumed ? "resumed" : "new"), handshake \(ms(metrics.tlsHandshake))"

@@ -177,7 +177,8 @@ struct ProxySettingsTests {
         alice.credentials = ProxyCredentials(user: "alice", password: "1")
         var bob = proxy
         bob.credentials = ProxyCredentials(user: "bob", password: "2")
-        #expect(try target("https", "o", nil, ProxySettings(all: alice)).poolKey != target("https", "o", nil, ProxySettings(all: bob)).poolKey)
+        #expect(
+            try target("https", "o", nil, ProxySettings(all: alice)).poolKey != target("https", "o", nil, ProxySettings(all: bob)).poolKey)
         #expect(!tunnel.poolKey.description.contains("alice") && tunnel.poolKey.description.contains("via http://proxy:3128"))
         // Only http and https.
         #expect(throws: TinyFireError.self) { try target("ftp", "h", nil, .direct) }
@@ -254,7 +255,10 @@ struct ProxySettingsTests {
         "CONNECT answers that are not a tunnel",
         arguments: [
             ("HTTP/1.1 200 OK\r\n\r\nEXTRA", "bytes after its 200"),
-            ("HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"r\"\r\nContent-Length: 5\r\n\r\nnope!", "407"),
+            (
+                "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"r\"\r\nContent-Length: 5\r\n\r\nnope!",
+                "407"
+            ),
             ("HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", "403"),
             ("HTTP/1.1 301 Moved\r\nLocation: http://x/\r\n\r\n", "301"),
             ("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 502 Bad Gateway\r\n\r\n", "502"),
