@@ -1,3 +1,5 @@
+import TinyFire
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -65,4 +67,13 @@ func errnoText(_ code: Int32) -> String {
 /// `close(2)`, for types whose own `close` method hides it.
 func closeDescriptor(_ fd: Int32) {
     _ = close(fd)
+}
+
+extension TinyFireError {
+    /// The reason of an `.invalidProxy` alone (the proxy URL, password masked, and the problem),
+    /// else the whole description.
+    public var proxyReasonText: String {
+        if case .invalidProxy(let reason) = self { return reason }
+        return description
+    }
 }

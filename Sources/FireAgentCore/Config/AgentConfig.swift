@@ -68,6 +68,27 @@ public struct AgentConfig: Sendable {
         case s
     }
 
+    /// How the agent reaches servers: the proxy for telemetry, manifests, images and reports.
+    public struct Network: Sendable {
+        /// Which proxy each request goes through.
+        public var proxy: ProxySettings
+        /// The proxy came from `network.proxy` (true) or, with the key absent, from the
+        /// environment (`https_proxy`, `http_proxy`, `all_proxy`, `no_proxy`, as curl reads them).
+        public var proxyFromConfig: Bool
+        /// `network.proxy` as written (nil when absent; "" for no proxy).
+        public var proxyURL: String?
+        /// `network.noProxy` as written (nil when absent).
+        public var noProxy: [String]?
+        /// `network.proxyCAFile`, resolved.
+        public var proxyCAFile: String?
+
+        /// The host a request to `url` connects to: its proxy's, or its own.
+        public func routeHost(for url: URL) -> String? {
+            guard let host = url.host() else { return nil }
+            return proxy.proxy(forScheme: url.scheme ?? "", host: host)?.host ?? host
+        }
+    }
+
     /// Which built-in collectors run.
     public struct Collectors: Sendable, Equatable {
         /// CPU time per state, from /proc/stat deltas.
@@ -243,6 +264,8 @@ public struct AgentConfig: Sendable {
     public var clock: Clock
     /// Firmware updates; nil when not configured.
     public var firmware: Firmware?
+    /// The proxy.
+    public var network: Network
     /// The file this was read from.
     public var file: String
 
@@ -274,11 +297,16 @@ public struct AgentConfig: Sendable {
     ///   - file: its name, for messages and relative paths.
     ///   - machineIDPath: where the default device id comes from.
     /// - Throws: `ConfigError` listing every problem.
-    public static func parse(_ data: Data, file: String, machineIDPath: String = "/etc/machine-id") throws(ConfigError) -> AgentConfig {
+    ///   - environment: reads an environment variable (the proxy variables when `network.proxy`
+    ///     is absent); default the process's.
+    public static func parse(
+        _ data: Data, file: String, machineIDPath: String = "/etc/machine-id",
+        environment: (String) -> String? = ProxySettings.processEnvironment
+    ) throws(ConfigError) -> AgentConfig {
         let root = try JSONValue.parse(data, file: file)
         let problems = ProblemList()
         let reader = ConfigReader.document(root, problems: problems)
-        let config = read(reader, file: file, machineIDPath: machineIDPath, problems: problems)
+        let config = read(reader, file: file, machineIDPath: machineIDPath, environment: environment, problems: problems)
         reader.finish()
         guard problems.problems.isEmpty, let config else {
             throw ConfigError(file: file, problems: problems.problems)
@@ -286,7 +314,9 @@ public struct AgentConfig: Sendable {
         return config
     }
 
-    private static func read(_ root: ConfigReader, file: String, machineIDPath: String, problems: ProblemList) -> AgentConfig? {
+    private static func read(
+        _ root: ConfigReader, file: String, machineIDPath: String, environment: (String) -> String?, problems: ProblemList
+    ) -> AgentConfig? {
         // device
         let deviceReader = root.section("device")
         var deviceID = deviceReader.string("id")
@@ -439,7 +469,9 @@ public struct AgentConfig: Sendable {
             root.has("firmware")
             ? readFirmware(root.section("firmware"), file: file, queueDirectory: queueDirectory, problems: problems) : nil
 
-        guard let deviceID, let url, let api else { return nil }
+        let network = readNetwork(root.section("network"), file: file, environment: environment, problems: problems)
+
+        guard let deviceID, let url, let api, let network else { return nil }
         return AgentConfig(
             device: Device(id: deviceID, labels: labels),
             server: Server(
@@ -454,7 +486,57 @@ public struct AgentConfig: Sendable {
                 deadLetterDirectory: URL(filePath: deadLetters).standardized.path(percentEncoded: false), maxRecordAge: maxAge,
                 overflow: overflow, retryInitial: retryInitial, retryMaximum: retryMaximum),
             logging: Logging(level: level, format: format), daemon: Daemon(statusFile: statusFile, stopTimeout: stopTimeout),
-            clock: Clock(requireSync: requireSync), firmware: firmware, file: file)
+            clock: Clock(requireSync: requireSync), firmware: firmware, network: network, file: file)
+    }
+
+    /// `network`: `proxy` (a proxy URL, "" for none; absent: the environment's), `noProxy` (hosts
+    /// that go direct), `proxyCAFile` (the CA of an https:// proxy's own certificate).
+    private static func readNetwork(
+        _ reader: ConfigReader, file: String, environment: (String) -> String?, problems: ProblemList
+    ) -> Network? {
+        defer { reader.finish() }
+        let proxyURL = reader.string("proxy", nonEmpty: false)
+        // null is the same as absent (what `config show` prints for it).
+        let setsNoProxy = reader.hasValue("noProxy")
+        let noProxyEntries = reader.stringArray("noProxy")
+        let noProxyList = setsNoProxy ? noProxyEntries : nil
+        let caFile = reader.string("proxyCAFile").map { resolve($0, relativeTo: file) }
+        var settings = ProxySettings.direct
+        if let proxyURL {
+            if !proxyURL.isEmpty {
+                do {
+                    settings = ProxySettings(all: try Proxy(url: proxyURL))
+                } catch {
+                    reader.problem("proxy", error.proxyReasonText)
+                    return nil
+                }
+            }
+        } else {
+            do {
+                settings = try ProxySettings.environment(environment)
+            } catch {
+                reader.problem("proxy", "is not set, and the environment's proxy is malformed: \(error.proxyReasonText)")
+                return nil
+            }
+        }
+        if let noProxyList {
+            let list = NoProxyList(noProxyList)
+            for (index, entry) in noProxyList.enumerated() where list.invalidEntries.contains(entry) {
+                problems.add(
+                    "network.noProxy[\(index)]", "\"\(entry)\" is not a host name, an IP address, a CIDR range (10.0.0.0/8) or \"*\"")
+            }
+            settings.noProxy = list
+        }
+        if let caFile {
+            checkReadable(caFile, path: "network.proxyCAFile", problems: problems)
+            let proxies = [settings.http, settings.https].compactMap { $0 }
+            if !proxies.contains(where: { $0.scheme == .https }) {
+                reader.problem("proxyCAFile", "is for an https:// proxy, and no https:// proxy is used")
+            }
+            settings.http?.tls.caCertificateFiles = [caFile]
+            settings.https?.tls.caCertificateFiles = [caFile]
+        }
+        return Network(proxy: settings, proxyFromConfig: proxyURL != nil, proxyURL: proxyURL, noProxy: noProxyList, proxyCAFile: caFile)
     }
 
     private static func readFirmware(_ reader: ConfigReader, file: String, queueDirectory: String, problems: ProblemList) -> Firmware? {

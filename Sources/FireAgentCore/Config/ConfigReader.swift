@@ -78,6 +78,13 @@ final class ConfigReader {
     /// Whether the document sets `key`.
     func has(_ key: String) -> Bool { values[key] != nil }
 
+    /// Whether the document sets `key` to something other than null.
+    func hasValue(_ key: String) -> Bool {
+        guard let value = values[key] else { return false }
+        if case .null = value { return false }
+        return true
+    }
+
     /// A nested object (an empty one when absent).
     func section(_ key: String) -> ConfigReader {
         let value = take(key)

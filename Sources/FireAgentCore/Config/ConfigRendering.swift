@@ -1,3 +1,5 @@
+import TinyFire
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -71,6 +73,15 @@ extension AgentConfig {
                         ])
                     ),
                     ("influx", .object(influx)),
+                ])
+            ),
+            (
+                "network",
+                .object([
+                    // null: taken from the environment (https_proxy, http_proxy, no_proxy).
+                    ("proxy", network.proxyURL.map { url in .string(maskingSecrets ? Proxy.masked(url) : url) } ?? .null),
+                    ("noProxy", network.noProxy.map { .array($0.map(RenderValue.string)) } ?? .null),
+                    ("proxyCAFile", text(network.proxyCAFile)),
                 ])
             ),
             (

@@ -103,6 +103,7 @@ public final class Agent: Sendable {
         if let caFile = config.server.caFile { configuration.tls.caCertificateFiles = [caFile] }
         configuration.tls.clientCertificateFile = config.server.clientCertificate
         configuration.tls.clientKeyFile = config.server.clientKey
+        configuration.proxy = config.network.proxy
         var trust: ServerTrustManager?
         if !config.server.pins.isEmpty, let host = config.server.url.host() {
             do {

@@ -428,7 +428,9 @@ public final class AgentDaemon: @unchecked Sendable {
     private static func watch(_ config: AgentConfig, namespace: String?, logger: Logger) -> NetworkReachabilityManager? {
         do {
             return try NetworkReachabilityManager(
-                host: namespace == nil ? config.server.url.host() : nil, networkNamespace: namespace, logger: logger)
+                // Through a proxy, the route that matters is the one to the proxy.
+                host: namespace == nil ? config.network.routeHost(for: config.server.url) : nil, networkNamespace: namespace,
+                logger: logger)
         } catch {
             logger.notice("reachability is not watched (deliveries retry on their backoff alone)", metadata: ["reason": "\(error)"])
             return nil

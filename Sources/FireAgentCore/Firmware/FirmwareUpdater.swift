@@ -114,6 +114,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         if let caFile = agentConfig.server.caFile { configuration.tls.caCertificateFiles = [caFile] }
         configuration.tls.clientCertificateFile = agentConfig.server.clientCertificate
         configuration.tls.clientKeyFile = agentConfig.server.clientKey
+        configuration.proxy = agentConfig.network.proxy
         var trust: ServerTrustManager?
         if !agentConfig.server.pins.isEmpty, let host = agentConfig.server.url.host() {
             // The fleet server's pins hold wherever it serves firmware too; other hosts (a

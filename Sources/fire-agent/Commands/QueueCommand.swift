@@ -78,6 +78,7 @@ struct QueueCommand: ParsableCommand {
 
         @OptionGroup var location: Location
         @OptionGroup var tlsOptions: TLSOptions
+        @OptionGroup var proxyOptions: ProxyOptions
         @Option(name: .customLong("timeout"), help: "Time allowed per request, in seconds (default 60).")
         var timeout: Double = 60
         @Option(name: .customLong("discard-status"), help: "Statuses that remove a record without success (e.g. 400,422).")
@@ -96,6 +97,12 @@ struct QueueCommand: ParsableCommand {
             case .failure(let error):
                 printError("fire-agent: \(error)")
                 throw ExitCode(ExitStatus.sslCertificateProblem.rawValue)
+            }
+            do {
+                configuration.proxy = try proxyOptions.settings()
+            } catch {
+                printError("fire-agent: \(error)")
+                throw ExitCode(ExitStatus.couldNotResolveProxy.rawValue)
             }
             var queueConfiguration = OfflineQueue.Configuration()
             if let discardStatus {

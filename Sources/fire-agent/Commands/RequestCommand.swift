@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import HTTPTypes
 import Synchronization
+import FireAgentCore
 import TinyFire
 
 #if canImport(Glibc)
@@ -229,7 +230,10 @@ struct RequestCommand: ParsableCommand {
         var interceptors: [any RequestInterceptor] = []
         if let waitForNetwork {
             do {
-                let monitor = try NetworkReachabilityManager(host: URL(string: url)?.host())
+                // Through a proxy, the route that matters is the one to the proxy.
+                let target = URL(string: url)
+                let host = target?.host().map { configuration.proxy.proxy(forScheme: target?.scheme ?? "", host: $0)?.host ?? $0 }
+                let monitor = try NetworkReachabilityManager(host: host)
                 interceptors.append(OfflineRetrier(monitor: monitor, maximumWait: .timeInterval(waitForNetwork) ?? .zero))
             } catch {
                 return fail(.internalError, "--wait-for-network: \(error)")
@@ -536,14 +540,6 @@ struct ProxyOptions: ParsableArguments {
         settings.http = adjust(settings.http)
         settings.https = adjust(settings.https)
         return settings
-    }
-}
-
-extension TinyFireError {
-    /// The reason of an `.invalidProxy` alone, else the whole description.
-    var proxyReasonText: String {
-        if case .invalidProxy(let reason) = self { return reason }
-        return description
     }
 }
 

@@ -15,7 +15,7 @@ struct ConfigTests {
 
     func problems(_ text: String) -> [String] {
         do {
-            _ = try AgentConfig.parse(Data(text.utf8), file: "test.json5", machineIDPath: "/nonexistent")
+            _ = try AgentConfig.parse(Data(text.utf8), file: "test.json5", machineIDPath: "/nonexistent", environment: { _ in nil })
             return []
         } catch {
             return error.problems.map(\.description)
@@ -113,6 +113,55 @@ struct ConfigTests {
         let many = problems(#"{ sever: {}, server: { url: "gopher://x" }, telemetry: { interval: -1, influx: {} } }"#)
         #expect(many.count >= 4, "\(many)")
         #expect(problems(document()).isEmpty)
+    }
+
+    @Test("network: the proxy from the file or the environment; each bad value named by its key path, the password masked")
+    func network() throws {
+        let cases: [(String, String)] = [
+            (document("network: { proxy: 'socks5://fleet:hunter2@gw:1080' }"), "network.proxy: socks5://fleet:***@gw:1080: SOCKS"),
+            (document("network: { proxy: 'http://fleet:hunter2@gw:99999' }"), "network.proxy: http://fleet:***@gw:99999: port"),
+            (document("network: { proxy: 3128 }"), "network.proxy: must be a string, not a number"),
+            (document("network: { proxy: 'http://gw:3128', noProxy: ['ok.example', '10.0.0.0/40'] }"), "network.noProxy[1]: \"10.0.0.0/40\""),
+            (document("network: { proxy: 'http://gw:3128', noProxy: 'a,b' }"), "network.noProxy: must be an array"),
+            (document("network: { proxy: 'http://gw:3128', proxyCAFile: '/nonexistent/ca.pem' }"), "network.proxyCAFile:"),
+            (document("network: { proxy: 'http://gw:3128', proxyCAFile: '/etc/hostname' }"), "network.proxyCAFile: is for an https:// proxy"),
+            (document("network: { proxi: 'http://gw:3128' }"), #"network.proxi: unknown key; did you mean "proxy"?"#),
+        ]
+        for (text, expected) in cases {
+            let found = problems(text)
+            #expect(found.contains { $0.hasPrefix(expected) }, "expected \(expected)\n in \(found)\n for \(text)")
+            #expect(!found.joined().contains("hunter2"))
+        }
+        func parse(_ text: String, _ variables: [String: String]) throws -> AgentConfig {
+            try AgentConfig.parse(Data(text.utf8), file: "test.json5", machineIDPath: "/nonexistent", environment: { variables[$0] })
+        }
+        // Absent: the environment, as curl reads it.
+        let fromEnvironment = try parse(document(), ["https_proxy": "http://gw:3128", "no_proxy": "10.0.0.0/8"])
+        #expect(!fromEnvironment.network.proxyFromConfig && fromEnvironment.network.proxy.https?.displayURL == "http://gw:3128")
+        #expect(fromEnvironment.network.proxy.noProxy.matches(host: "10.1.1.1"))
+        #expect(fromEnvironment.network.routeHost(for: URL(string: "https://fleet.example:8086")!) == "gw")
+        #expect(problems(document()).isEmpty)
+        do {
+            _ = try parse(document(), ["https_proxy": "http://[::1"])
+            Issue.record("a malformed https_proxy was accepted")
+        } catch let error as ConfigError {
+            let found = error.problems.map(\.description)
+            #expect(found.contains { $0.hasPrefix("network.proxy: is not set, and the environment's proxy is malformed: https_proxy") })
+        }
+        // The file wins; "" means no proxy whatever the environment says.
+        let fromFile = try parse(
+            document("network: { proxy: 'http://fleet:s3cret%40x@gw:3128', noProxy: ['.corp.example', '::1'] }"),
+            ["https_proxy": "http://other:1"])
+        #expect(fromFile.network.proxyFromConfig && fromFile.network.proxy.https?.credentials?.password == "s3cret@x")
+        #expect(fromFile.network.proxy.proxy(forScheme: "https", host: "db.corp.example") == nil)
+        let none = try parse(document("network: { proxy: '' }"), ["https_proxy": "http://other:1"])
+        #expect(none.network.proxy == .direct)
+        // show masks the password and round-trips with --show-secrets.
+        let shown = fromFile.rendered()
+        #expect(shown.contains("http://fleet:***@gw:3128") && !shown.contains("s3cret"))
+        let again = try parse(fromFile.rendered(maskingSecrets: false), [:])
+        #expect(again.network.proxy == fromFile.network.proxy)
+        #expect(try parse(fromEnvironment.rendered(maskingSecrets: false), [:]).network.proxy == .direct)
     }
 
     @Test("syntax errors say line and column; JSON5 comments, trailing commas and unquoted keys are fine")
