@@ -51,6 +51,28 @@ struct AgentSyncTests {
         #expect(try influx.count("app", field: "requests") == 2)
     }
 
+    @Test("sync --once through the environment's proxy (what EnvironmentFile= gives the unit): via squid; a dead proxy queues, loses nothing")
+    func syncThroughEnvironmentProxy() throws {
+        let proxy = try proxies()
+        let influx = try InfluxFixture()
+        let directory = try agentScratch("sync-proxy")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        _ = try config(influx, in: directory)
+        let path = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
+        try dropInSpool("proxied,unit=a requests=1i\n", as: "a.lp", in: directory)
+        // A proxy that is not there: the points wait in the queue (sync exits non-zero).
+        let dead = path.merging(["http_proxy": "http://127.0.0.1:\(freePort())"]) { $1 }
+        let failed = try fireAgent(["sync", "--once", "--config", directory + "/agent.json5"], environment: dead)
+        #expect(failed.status != 0 && failed.stderr.contains("proxy"), "\(failed.stderr)")
+        #expect(try influx.count("proxied", field: "requests") == 0)
+        // Through squid (HTTP_PROXY, which curl ignores, points at the dead one).
+        let open = path.merging(["http_proxy": "http://127.0.0.1:\(proxy.openPort)", "HTTP_PROXY": "http://127.0.0.1:1"]) { $1 }
+        let sent = try fireAgent(["sync", "--once", "--config", directory + "/agent.json5"], environment: open)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(try influx.count("proxied", field: "requests") == 1)
+        #expect(!proxy.squidLines(containing: "POST \(influx.base)/write").isEmpty)
+    }
+
     @Test("disk points of two boards are two series in influxd: the board's device tag, the mount's device in disk_device")
     func diskSeriesPerBoard() throws {
         let influx = try InfluxFixture()

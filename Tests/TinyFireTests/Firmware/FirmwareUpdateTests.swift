@@ -119,6 +119,45 @@ struct FirmwareUpdateTests {
 }
 
 extension FirmwareUpdateTests {
+    @Test("a whole update through squid with Basic authentication: manifest, image, reports and telemetry to influxd via the proxy")
+    func updateThroughProxy() async throws {
+        let proxy = try proxies()
+        let (server, board) = try setUp("proxied", running: "2.0.0")
+        defer { server.remove() }
+        let image = FirmwareServer.image(size: 2 << 20, seed: 11)
+        try server.publish(version: "2.1.0", image: image)
+        let influx = try InfluxFixture()
+        let url = "http://\(ProxyFixture.encodedCredentials)@127.0.0.1:\(proxy.authPort)"
+        let config = try board.writeConfig(server: server, telemetry: influx.base, topLevel: "network: { proxy: \"\(url)\" },")
+        // The environment says otherwise (a dead proxy): the config wins.
+        let dead = ["http_proxy": "http://127.0.0.1:\(freePort())", "https_proxy": "http://127.0.0.1:1"]
+        var agent = try startAgent(board, config: config, environment: dead)
+        defer { agent.stop() }
+        #expect(await reach("installed", version: "2.1.0", board, agent), "never installed: \(log(board))")
+        #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
+        #expect(stopAgent(agent) == 0)
+        try board.bootInstalledSlot()
+        agent = try startAgent(board, config: config, environment: dead)
+        #expect(await reach("done", version: "2.1.0", board, agent), "never done: \(log(board))")
+        #expect(
+            await eventually(within: .seconds(60)) {
+                server.statusEvents().compactMap { $0["state"] as? String }.last == "done"
+            }, "events: \(server.statusEvents())")
+        #expect(
+            await eventually(within: .seconds(60)) {
+                ((try? influx.count("fire_agent_update", field: "state")) ?? 0) >= 6
+            }, "no telemetry through the proxy")
+        #expect(stopAgent(agent) == 0)
+        // Everything went through squid, authenticated; the log never holds the password.
+        let manifest = proxy.squidLines(containing: "\(server.base)/manifest.json")
+        let images = proxy.squidLines(containing: "\(server.base)/image.bin")
+        let writes = proxy.squidLines(containing: "\(influx.base)/write")
+        #expect(!manifest.isEmpty && manifest.allSatisfy { $0.contains(" fleet ") }, "\(manifest)")
+        #expect(!images.isEmpty && images.allSatisfy { $0.contains(" fleet ") }, "\(images)")
+        #expect(!writes.isEmpty && writes.allSatisfy { $0.contains(" fleet ") }, "\(writes)")
+        #expect(!log(board).contains("s3cret"))
+    }
+
     @Test("every refusal is reported with its reason and the installer never runs; a 404 image is asked for once")
     func refusals() async throws {
         let (server, board) = try setUp("refusals", running: "2.0.0")

@@ -204,8 +204,10 @@ struct FakeBoard {
 
     /// A whole agent config: telemetry to `telemetry` (default the server's `/ingest/`, which
     /// takes and drops it), the firmware section.
+    /// `topLevel` is spliced into the document's top level (`network: { … },`).
     func writeConfig(
-        server: FirmwareServer, keys: [String] = ["ec.pub"], extra: String = "", telemetry: String? = nil, state: String? = nil
+        server: FirmwareServer, keys: [String] = ["ec.pub"], extra: String = "", telemetry: String? = nil, state: String? = nil,
+        topLevel: String = ""
     ) throws -> String {
         let text = """
             {
@@ -219,6 +221,7 @@ struct FakeBoard {
               // Manifests carry an expiry; test machines may run no NTP client (ClockTests
               // covers the default, requireSync true).
               clock: { requireSync: false },
+              \(topLevel)
               \(firmwareSection(server: server, keys: keys, extra: extra, state: state))
             }
             """
