@@ -44,7 +44,6 @@ let package = Package(
             dependencies: [
                 "TinyFire",
                 "CTinyFireSystem",
-                "CTinyFireTLS",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ],

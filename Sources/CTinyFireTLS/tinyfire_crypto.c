@@ -97,6 +97,12 @@ int tinyfire_public_key_nist_curve(const tinyfire_public_key *key) {
     }
 }
 
+int tinyfire_internal_pk_spki_sha256(mbedtls_pk_context *pk, unsigned char digest[32]);
+
+int tinyfire_public_key_spki_sha256(const tinyfire_public_key *key, unsigned char digest[32]) {
+    return tinyfire_internal_pk_spki_sha256((mbedtls_pk_context *)&key->pk, digest);
+}
+
 int tinyfire_public_key_verify_sha256(const tinyfire_public_key *key, const unsigned char hash[32],
                                       const unsigned char *signature, size_t signature_length) {
     mbedtls_pk_context *pk = (mbedtls_pk_context *)&key->pk;

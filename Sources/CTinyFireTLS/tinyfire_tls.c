@@ -337,6 +337,11 @@ static int sha256(const unsigned char *input, size_t length, unsigned char diges
 #endif
 }
 
+static int pk_spki_sha256(mbedtls_pk_context *pk, unsigned char digest[32]);
+/* Shared with tinyfire_crypto.c (not in a public header). */
+int tinyfire_internal_pk_spki_sha256(mbedtls_pk_context *pk, unsigned char digest[32]);
+int tinyfire_internal_pk_spki_sha256(mbedtls_pk_context *pk, unsigned char digest[32]) { return pk_spki_sha256(pk, digest); }
+
 static int pk_spki_sha256(mbedtls_pk_context *pk, unsigned char digest[32]) {
     unsigned char buffer[2048];
     /* mbedtls_pk_write_pubkey_der writes at the end of the buffer. */

@@ -25,6 +25,8 @@ size_t tinyfire_public_key_bits(const tinyfire_public_key *key);
 /* For an ECDSA key: 256, 384 or 521 when its curve is NIST P-256, P-384 or P-521; -1 for any
  * other curve (P-192, P-224, secp256k1, Brainpool, …); 0 when the key is not an EC key. */
 int tinyfire_public_key_nist_curve(const tinyfire_public_key *key);
+/* SHA-256 of the key's SubjectPublicKeyInfo DER (what sha256// pins and fingerprints hash). */
+int tinyfire_public_key_spki_sha256(const tinyfire_public_key *key, unsigned char digest[32]);
 /* 0 when `signature` is a valid signature by `key` of the SHA-256 digest `hash`, as
  * `openssl dgst -sha256 -sign` makes it: DER ECDSA for an EC key; for an RSA key PKCS#1 v1.5,
  * or PSS with MGF1-SHA-256 and any salt length. */

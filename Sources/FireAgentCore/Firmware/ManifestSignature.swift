@@ -1,4 +1,3 @@
-import CTinyFireTLS
 import TinyFire
 
 #if canImport(Glibc)
@@ -31,7 +30,7 @@ public final class ManifestKey: @unchecked Sendable, CustomStringConvertible {
     public let algorithm: String
     /// The key's size in bits.
     public let bits: Int
-    private let key: OpaquePointer
+    private let key: PublicKey
 
     /// Reads the key at `path`.
     /// - Parameter path: a PEM or DER public key or certificate.
@@ -43,35 +42,28 @@ public final class ManifestKey: @unchecked Sendable, CustomStringConvertible {
                 stat(path, &info) != 0 ? String(cString: strerror(errno)) : "unreadable or larger than \(Self.maximumFileBytes) bytes"
             throw ManifestKeyError(path: path, message: "cannot be read: \(problem)")
         }
-        var code: Int32 = 0
-        guard let key = bytes.withUnsafeBufferPointer({ tinyfire_public_key_new($0.baseAddress, $0.count, &code) }) else {
-            throw ManifestKeyError(path: path, message: "not a public key or certificate: \(tlsErrorText(code))")
+        let key: PublicKey
+        do {
+            key = try PublicKey(bytes: bytes)
+        } catch {
+            throw ManifestKeyError(path: path, message: "\(error)")
         }
-        let kind = tinyfire_public_key_kind(key)
-        let bits = tinyfire_public_key_bits(key)
-        guard kind == TINYFIRE_KEY_EC || kind == TINYFIRE_KEY_RSA else {
-            tinyfire_public_key_free(key)
+        guard key.algorithm == .ecdsa || key.algorithm == .rsa else {
             throw ManifestKeyError(path: path, message: "neither an ECDSA nor an RSA key")
         }
-        guard kind != TINYFIRE_KEY_EC || tinyfire_public_key_nist_curve(key) > 0 else {
-            tinyfire_public_key_free(key)
+        guard key.algorithm != .ecdsa || key.nistCurve != nil else {
             throw ManifestKeyError(
-                path: path, message: "an ECDSA key on a curve other than P-256, P-384 or P-521 (\(bits) bits): not accepted")
+                path: path, message: "an ECDSA key on a curve other than P-256, P-384 or P-521 (\(key.bits) bits): not accepted")
         }
-        guard kind != TINYFIRE_KEY_RSA || bits >= Self.minimumRSABits else {
-            tinyfire_public_key_free(key)
-            throw ManifestKeyError(path: path, message: "an RSA key of \(bits) bits; at least \(Self.minimumRSABits) are required")
+        guard key.algorithm != .rsa || key.bits >= Self.minimumRSABits else {
+            throw ManifestKeyError(path: path, message: "an RSA key of \(key.bits) bits; at least \(Self.minimumRSABits) are required")
         }
-        var digest = [UInt8](repeating: 0, count: 32)
-        if tinyfire_pk_file_spki_sha256(path, &digest) != 0 { digest = [] }
         self.key = key
         self.path = path
-        self.bits = Int(bits)
-        self.algorithm = kind == TINYFIRE_KEY_EC ? "ECDSA" : "RSA"
-        self.fingerprint = "sha256//" + Data(digest).base64EncodedString()
+        self.bits = key.bits
+        self.algorithm = key.algorithm.rawValue
+        self.fingerprint = "sha256//" + Data(key.spkiSHA256).base64EncodedString()
     }
-
-    deinit { tinyfire_public_key_free(key) }
 
     /// `RSA 3072 bits sha256//… (path)`.
     public var description: String { "\(algorithm) \(bits) bits \(fingerprint) (\(path))" }
@@ -82,10 +74,7 @@ public final class ManifestKey: @unchecked Sendable, CustomStringConvertible {
     ///   - digest: 32 bytes.
     /// - Returns: true when valid.
     public func verifies(_ signature: [UInt8], ofDigest digest: [UInt8]) -> Bool {
-        guard digest.count == 32, !signature.isEmpty else { return false }
-        return digest.withUnsafeBufferPointer { hash in
-            signature.withUnsafeBufferPointer { tinyfire_public_key_verify_sha256(key, hash.baseAddress, $0.baseAddress, $0.count) == 0 }
-        }
+        key.verifies(signature, ofSHA256: digest)
     }
 }
 
@@ -138,44 +127,10 @@ public enum ManifestSignature {
     }
 }
 
-/// Incremental SHA-256 (mbedTLS's), for images hashed as they are written.
-public final class SHA256Hasher: @unchecked Sendable {
-    private let context: OpaquePointer
-    /// Bytes hashed since the last reset.
-    public private(set) var count: UInt64 = 0
+/// Incremental SHA-256, for images hashed as they are written: TinyFire's `SHA256`.
+public typealias SHA256Hasher = SHA256
 
-    /// A fresh hasher.
-    public init() {
-        // Allocation of a few hundred bytes: failure here is the process being out of memory.
-        guard let context = tinyfire_sha256_new() else { preconditionFailure("tinyfire_sha256_new: out of memory") }
-        self.context = context
-    }
-
-    deinit { tinyfire_sha256_free(context) }
-
-    /// Starts over.
-    public func reset() {
-        _ = tinyfire_sha256_reset(context)
-        count = 0
-    }
-
-    /// Adds bytes.
-    /// - Parameter bytes: the next bytes.
-    public func update(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        _ = tinyfire_sha256_update(context, base.assumingMemoryBound(to: UInt8.self), bytes.count)
-        count += UInt64(bytes.count)
-    }
-
-    /// The digest of everything since the last reset; the hasher starts over afterwards.
-    /// - Returns: 32 bytes.
-    public func finish() -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: 32)
-        _ = tinyfire_sha256_finish(context, &digest)
-        reset()
-        return digest
-    }
-
+extension SHA256 {
     /// Adds a file's bytes, read through one 256 KiB buffer.
     /// - Parameters:
     ///   - path: the file.
@@ -199,20 +154,4 @@ public final class SHA256Hasher: @unchecked Sendable {
         }
         return total
     }
-
-    /// The digest of `bytes`.
-    /// - Parameter bytes: the bytes.
-    /// - Returns: 32 bytes.
-    public static func digest(of bytes: [UInt8]) -> [UInt8] {
-        let hasher = SHA256Hasher()
-        bytes.withUnsafeBytes { hasher.update($0) }
-        return hasher.finish()
-    }
-}
-
-/// mbedTLS's text for an error code.
-func tlsErrorText(_ code: Int32) -> String {
-    var buffer = [CChar](repeating: 0, count: 200)
-    tinyfire_tls_strerror(code, &buffer, buffer.count)
-    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

@@ -1,4 +1,3 @@
-import CTinyFireTLS
 import Logging
 
 #if canImport(FoundationEssentials)
@@ -23,30 +22,19 @@ public struct Certificate: Sendable, Hashable {
     /// - Returns: the certificates, in file order.
     /// - Throws: `TinyFireError.invalidTLSConfiguration` naming the file and mbedTLS's reason.
     public static func load(contentsOf path: String) throws(TinyFireError) -> [Certificate] {
-        final class Collector { var items: [Certificate] = [] }
-        let collector = Collector()
-        let result = withExtendedLifetime(collector) {
-            tinyfire_x509_read_file(path, Unmanaged.passUnretained(collector).toOpaque()) { context, der, length in
-                guard let context, let der else { return }
-                Unmanaged<Collector>.fromOpaque(context).takeUnretainedValue().items.append(
-                    Certificate(der: Data(bytes: der, count: length)))
-            }
+        let items: [[UInt8]]
+        switch X509.readCertificates(file: path) {
+        case .success(let read): items = read
+        case .failure(let error): throw .invalidTLSConfiguration(reason: "cannot read certificates from \(path): \(error)")
         }
-        guard result == 0 else {
-            throw .invalidTLSConfiguration(reason: "cannot read certificates from \(path): \(tlsErrorMessage(result))")
-        }
-        guard !collector.items.isEmpty else { throw .invalidTLSConfiguration(reason: "no certificate in \(path)") }
-        return collector.items
+        guard !items.isEmpty else { throw .invalidTLSConfiguration(reason: "no certificate in \(path)") }
+        return items.map { Certificate(der: Data($0)) }
     }
 
     /// The SHA-256 of the SubjectPublicKeyInfo, the value curl's `sha256//` pins hold; nil when
     /// the DER does not parse.
     public var publicKeySHA256: Data? {
-        var digest = [UInt8](repeating: 0, count: 32)
-        let result = der.withUnsafeBytes {
-            tinyfire_x509_spki_sha256($0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count, &digest)
-        }
-        return result == 0 ? Data(digest) : nil
+        der.withUnsafeBytes { X509.spkiSHA256(certificate: $0) }.map { Data($0) }
     }
 
     /// `sha256//BASE64` of the public key (curl's `--pinnedpubkey` form).
@@ -54,13 +42,7 @@ public struct Certificate: Sendable, Hashable {
 
     /// Subject and issuer distinguished names.
     public var names: (subject: String, issuer: String) {
-        var subject = [CChar](repeating: 0, count: 512)
-        var issuer = [CChar](repeating: 0, count: 512)
-        _ = der.withUnsafeBytes {
-            tinyfire_x509_names(
-                $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count, &subject, subject.count, &issuer, issuer.count)
-        }
-        return (cText(subject), cText(issuer))
+        der.withUnsafeBytes { X509.names(certificate: $0) }
     }
 }
 
@@ -123,15 +105,14 @@ public struct ServerTrust: Sendable {
     func failures(anchoredAt pins: [Certificate], leafIsPinned: Bool, validateHost: Bool) -> [String] {
         guard !pins.isEmpty, !presentedCertificates.isEmpty else { return ["no pinned certificate is in the chain"] }
         let isAddress = leafHasHostIPAddress != nil
-        var flags: UInt32 = 0
-        let result = withDERArrays(presentedCertificates) { chain, chainLengths in
-            withDERArrays(pins) { roots, rootLengths in
-                tinyfire_x509_verify(
-                    chain, chainLengths, Int32(presentedCertificates.count), roots, rootLengths, Int32(pins.count), nil,
-                    validateHost && !isAddress ? host : nil, &flags, nil)
-            }
+        var flags: UInt32
+        switch X509.verify(
+            chain: presentedCertificates.map { Array($0.der) }, anchors: pins.map { Array($0.der) }, crlFile: nil,
+            host: validateHost && !isAddress ? host : nil)
+        {
+        case .success(let verification): flags = verification.flags
+        case .failure(let error): return ["the chain does not parse: \(error)"]
         }
-        guard result == 0 else { return ["the chain does not parse: \(tlsErrorMessage(result))"] }
         if leafIsPinned { flags &= ~Self.notTrusted }
         return tlsVerificationReasons(flags) + ipAddressFailure(validateHost: validateHost)
     }
@@ -217,22 +198,17 @@ public struct RevocationTrustEvaluator: ServerTrustEvaluating {
         let anchors = trust.anchors()
         var covered = false
         for file in crlFiles {
-            var flags: UInt32 = 0
-            var leafIssuerHasCRL: Int32 = 0
-            let result = withDERArrays(path) { chain, chainLengths in
-                withDERArrays(anchors) { roots, rootLengths in
-                    tinyfire_x509_verify(
-                        chain, chainLengths, Int32(path.count), roots, rootLengths, Int32(anchors.count), file, nil, &flags,
-                        &leafIssuerHasCRL)
-                }
+            let verification: X509.Verification
+            switch X509.verify(chain: path.map { Array($0.der) }, anchors: anchors.map { Array($0.der) }, crlFile: file, host: nil) {
+            case .success(let result): verification = result
+            case .failure(let error): throw failure(["cannot read CRL \(file): \(error)"])
             }
-            guard result == 0 else { throw failure(["cannot read CRL \(file): \(tlsErrorMessage(result))"]) }
             let revoked: UInt32 = 0x02
-            let problems = flags & (revoked | ServerTrust.unusableCRL)
+            let problems = verification.flags & (revoked | ServerTrust.unusableCRL)
             if problems != 0 {
                 throw failure(tlsVerificationReasons(problems).map { "\($0) (CRL \(file))" })
             }
-            covered = covered || leafIssuerHasCRL != 0
+            covered = covered || verification.leafIssuerHasCRL
         }
         guard covered else {
             let files = crlFiles.isEmpty ? "no CRL file is configured" : "none in \(crlFiles.joined(separator: ", "))"
@@ -358,12 +334,10 @@ public struct PublicKeysTrustEvaluator: ServerTrustEvaluating {
     public init(keyFiles: [String], performDefaultValidation: Bool = true, validateHost: Bool = true) throws(TinyFireError) {
         var keys: [Data] = []
         for file in keyFiles {
-            var digest = [UInt8](repeating: 0, count: 32)
-            let result = tinyfire_pk_file_spki_sha256(file, &digest)
-            guard result == 0 else {
-                throw .invalidTLSConfiguration(reason: "cannot read a public key from \(file): \(tlsErrorMessage(result))")
+            switch X509.spkiSHA256(file: file) {
+            case .success(let digest): keys.append(Data(digest))
+            case .failure(let error): throw .invalidTLSConfiguration(reason: "cannot read a public key from \(file): \(error)")
             }
-            keys.append(Data(digest))
         }
         self.init(keys: keys, performDefaultValidation: performDefaultValidation, validateHost: validateHost)
     }
@@ -472,23 +446,5 @@ open class ServerTrustManager: @unchecked Sendable {
             throw TinyFireError.serverTrustEvaluationFailed(reason: .noRequiredEvaluator(host: host))
         }
         return nil
-    }
-}
-
-/// Calls `body` with C arrays of pointers and lengths for `certificates`' DER.
-private func withDERArrays<R>(
-    _ certificates: [Certificate], _ body: (UnsafePointer<UnsafePointer<UInt8>?>, UnsafePointer<Int>) -> R
-) -> R {
-    let copies = certificates.map { Array($0.der) }
-    let buffers = copies.map { bytes -> UnsafeMutablePointer<UInt8> in
-        let pointer = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, bytes.count))
-        pointer.initialize(from: bytes, count: bytes.count)
-        return pointer
-    }
-    defer { for buffer in buffers { buffer.deallocate() } }
-    let pointers: [UnsafePointer<UInt8>?] = buffers.map { UnsafePointer($0) }
-    let lengths = copies.map(\.count)
-    return pointers.withUnsafeBufferPointer { p in
-        lengths.withUnsafeBufferPointer { l in body(p.baseAddress!, l.baseAddress!) }
     }
 }

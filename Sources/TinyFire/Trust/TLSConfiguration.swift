@@ -1,5 +1,3 @@
-import CTinyFireTLS
-
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -54,7 +52,7 @@ public struct TLSConfiguration: Sendable, Equatable {
     }
 
     /// The mbedTLS version linked in, e.g. `2.28.3`.
-    public static var libraryVersion: String { String(cString: tinyfire_tls_library_version()) }
+    public static var libraryVersion: String { X509.libraryVersion }
 }
 
 /// What a finished handshake negotiated, for metrics and `-v`.
