@@ -1,8 +1,8 @@
 import ArgumentParser
 import Dispatch
+import FireAgentCore
 import HTTPTypes
 import Synchronization
-import FireAgentCore
 import TinyFire
 
 #if canImport(Glibc)

@@ -51,7 +51,8 @@ struct AgentSyncTests {
         #expect(try influx.count("app", field: "requests") == 2)
     }
 
-    @Test("sync --once through the environment's proxy (what EnvironmentFile= gives the unit): via squid; a dead proxy queues, loses nothing")
+    @Test(
+        "sync --once through the environment's proxy (what EnvironmentFile= gives the unit): via squid; a dead proxy queues, loses nothing")
     func syncThroughEnvironmentProxy() throws {
         let proxy = try proxies()
         let influx = try InfluxFixture()

@@ -121,10 +121,16 @@ struct ConfigTests {
             (document("network: { proxy: 'socks5://fleet:hunter2@gw:1080' }"), "network.proxy: socks5://fleet:***@gw:1080: SOCKS"),
             (document("network: { proxy: 'http://fleet:hunter2@gw:99999' }"), "network.proxy: http://fleet:***@gw:99999: port"),
             (document("network: { proxy: 3128 }"), "network.proxy: must be a string, not a number"),
-            (document("network: { proxy: 'http://gw:3128', noProxy: ['ok.example', '10.0.0.0/40'] }"), "network.noProxy[1]: \"10.0.0.0/40\""),
+            (
+                document("network: { proxy: 'http://gw:3128', noProxy: ['ok.example', '10.0.0.0/40'] }"),
+                "network.noProxy[1]: \"10.0.0.0/40\""
+            ),
             (document("network: { proxy: 'http://gw:3128', noProxy: 'a,b' }"), "network.noProxy: must be an array"),
             (document("network: { proxy: 'http://gw:3128', proxyCAFile: '/nonexistent/ca.pem' }"), "network.proxyCAFile:"),
-            (document("network: { proxy: 'http://gw:3128', proxyCAFile: '/etc/hostname' }"), "network.proxyCAFile: is for an https:// proxy"),
+            (
+                document("network: { proxy: 'http://gw:3128', proxyCAFile: '/etc/hostname' }"),
+                "network.proxyCAFile: is for an https:// proxy"
+            ),
             (document("network: { proxi: 'http://gw:3128' }"), #"network.proxi: unknown key; did you mean "proxy"?"#),
         ]
         for (text, expected) in cases {
