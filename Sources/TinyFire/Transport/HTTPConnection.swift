@@ -145,12 +145,14 @@ final class HTTPConnection: EventLoopHandler {
     /// A body from files or a stream instead of `outBody`.
     private var producer: BodyProducer?
     private var bodyLength = 0
-    /// Sent `Expect: 100-continue`: the body waits for 100, a final response, or a second.
-    private var expectContinue = false
-    private var awaitingContinue = false
+    /// The exchange's state: what is sent, what has arrived, what to do next.
+    private var exchange = HTTPExchange()
+    /// An in-memory body goes out in the same write as the head (nothing waits for a 100).
+    private var bodyWithHead = false
+    /// Ends the wait for 100 Continue.
     private var continueTimer: TimerHandle?
+    /// Bytes of the head and body written so far.
     private var written = 0
-    private var sending = false
     private var watchingWrite = false
     /// Reading is paused (a suspended request): no read interest, no reads.
     private var readingPaused = false
@@ -163,10 +165,6 @@ final class HTTPConnection: EventLoopHandler {
     private var stepCompletion: ((ConnectionStepProgress) -> Void)?
     /// A read continuation is scheduled (TLS data already decrypted inside mbedTLS).
     private var readScheduled = false
-    /// The final head's persistence decision.
-    private var responseKeepAlive = false
-    /// The request body was not fully sent (the server answered early).
-    private var requestCutShort = false
     /// The peer reset the connection before its first exchange started.
     private var brokenBeforeExchange = false
 
@@ -219,8 +217,6 @@ final class HTTPConnection: EventLoopHandler {
         outBody = body
         bodyLength = body.count
         producer = nil
-        self.expectContinue = expectContinue
-        awaitingContinue = false
         written = 0
         switch bodySource {
         case .none:
@@ -241,9 +237,8 @@ final class HTTPConnection: EventLoopHandler {
             readingPaused = false
             updateInterest()
         }
-        sending = true
-        responseKeepAlive = false
-        requestCutShort = false
+        bodyWithHead = !expectContinue && producer == nil
+        perform(exchange.start(hasBody: producer != nil || bodyLength > 0, expectsContinue: expectContinue))
         if brokenBeforeExchange {
             fail(.io(ECONNRESET))
             return
@@ -335,7 +330,7 @@ final class HTTPConnection: EventLoopHandler {
                 }
                 return
             }
-            if sending && events & EpollBits.writable != 0 {
+            if exchange.wantsToWrite && events & EpollBits.writable != 0 {
                 writeRequest()
             }
             guard case .active = state, delegate != nil else { return }
@@ -353,31 +348,18 @@ final class HTTPConnection: EventLoopHandler {
 
     private func writeRequest() {
         let empty = UnsafeRawBufferPointer(start: nil, count: 0)
-        while sending {
+        while exchange.wantsToWrite {
             let headCount = outHead.count
             if written < headCount {
                 // The head, with an in-memory body in the same sendmsg when nothing has to wait
                 // (a TLS layer writes the head alone).
-                let withBody = !expectContinue && producer == nil
                 let result = outHead.withUnsafeBytes { headBytes in
                     outBody.withUnsafeBytes { bodyBytes in
                         let first = UnsafeRawBufferPointer(rebasing: headBytes[written...])
-                        return stream.write(first, withBody ? UnsafeRawBufferPointer(bodyBytes) : empty)
+                        return stream.write(first, bodyWithHead ? UnsafeRawBufferPointer(bodyBytes) : empty)
                     }
                 }
                 guard handle(result) else { return }
-                if written == headCount && expectContinue && (producer != nil || bodyLength > 0) {
-                    expectContinue = false
-                    awaitingContinue = true
-                    setWatchingWrite(false)
-                    continueTimer = loop.schedule(at: .now() + Self.expectContinueWait) { [weak self] in
-                        self?.continueTimer = nil
-                        self?.stopAwaitingContinue()
-                    }
-                    return
-                }
-            } else if awaitingContinue {
-                return
             } else if let producer {
                 switch producer.write(to: stream) {
                 case .wrote(let n):
@@ -388,11 +370,11 @@ final class HTTPConnection: EventLoopHandler {
                     setWatchingWrite(false)
                     return
                 case .done:
-                    finishSending()
+                    perform(exchange.bodyWritten())
                 case .failed(let code):
                     guard handle(.failed(code)) else { return }
                 case .sourceFailed(let message):
-                    sending = false
+                    exchange.fail()
                     setWatchingWrite(false)
                     fail(.bodySource(message))
                     return
@@ -414,7 +396,8 @@ final class HTTPConnection: EventLoopHandler {
         case .bytes(let n):
             written += n
             delegate?.exchangeDidSend(bytes: n)
-            if producer == nil && written == outHead.count + bodyLength { finishSending() }
+            if written >= outHead.count && written - n < outHead.count { perform(exchange.headWritten()) }
+            if producer == nil && written == outHead.count + bodyLength { perform(exchange.bodyWritten()) }
             return true
         case .wouldBlock:
             setWatchingWrite(true)
@@ -422,27 +405,61 @@ final class HTTPConnection: EventLoopHandler {
         case .endOfFile:
             return false
         case .failed(let code) where stream.failuresAreTLSCodes:
-            sending = false
+            exchange.fail()
             setWatchingWrite(false)
             fail(.tls(code))
             return false
         case .failed(let code):
-            // The server may have answered and closed (413, 401): read what it said
-            // before reporting the write error.
-            sending = false
-            setWatchingWrite(false)
-            readResponse(writeError: code)
+            perform(exchange.writeFailed(code))
             return false
         }
     }
 
-    /// The whole request is out.
-    private func finishSending() {
-        sending = false
-        outBody = Data()
-        endBody()
-        setWatchingWrite(false)
-        delegate?.exchangeDidSendRequest()
+    /// Carries out what the exchange decided.
+    private func perform(_ action: HTTPExchange.Action) {
+        switch action {
+        case .none, .write, .complete:
+            // .write: the caller writes; .complete is carried out by `complete`.
+            break
+        case .holdBodyForContinue:
+            setWatchingWrite(false)
+            continueTimer = loop.schedule(at: .now() + Self.expectContinueWait) { [weak self] in
+                guard let self else { return }
+                continueTimer = nil
+                resumeBody(exchange.continueWaitEnded())
+            }
+        case .writeBody:
+            cancelContinueTimer()
+        case .requestSent:
+            outBody = Data()
+            endBody()
+            setWatchingWrite(false)
+            delegate?.exchangeDidSendRequest()
+        case .stopSending:
+            // An early final response (413, 401…) ends the upload; the connection cannot be
+            // reused since the body was cut short.
+            outHead = []
+            outBody = Data()
+            endBody()
+            cancelContinueTimer()
+            setWatchingWrite(false)
+        case .readThenFail(let code):
+            setWatchingWrite(false)
+            readResponse(writeError: code)
+        }
+    }
+
+    private func cancelContinueTimer() {
+        if let continueTimer { loop.cancel(continueTimer) }
+        continueTimer = nil
+    }
+
+    /// A 100 Continue arrived, or the wait ran out: the body goes out.
+    private func resumeBody(_ action: HTTPExchange.Action) {
+        guard action == .writeBody else { return }
+        perform(action)
+        guard case .active = state else { return }
+        writeRequest()
     }
 
     /// Releases the body's producer (its files and buffers).
@@ -456,17 +473,7 @@ final class HTTPConnection: EventLoopHandler {
 
     /// A stream's next chunk is ready.
     private func bodyBecameReady() {
-        guard case .active = state, sending, !awaitingContinue else { return }
-        writeRequest()
-    }
-
-    /// A 100 Continue arrived, or the wait ran out: send the body.
-    private func stopAwaitingContinue() {
-        guard awaitingContinue else { return }
-        awaitingContinue = false
-        if let continueTimer { loop.cancel(continueTimer) }
-        continueTimer = nil
-        guard case .active = state, sending else { return }
+        guard case .active = state, exchange.wantsToWrite else { return }
         writeRequest()
     }
 
@@ -552,22 +559,9 @@ final class HTTPConnection: EventLoopHandler {
                     return
                 case .informational(let head):
                     delegate.exchangeDidReceiveInformational(head)
-                    if head.status == 100 { stopAwaitingContinue() }
+                    resumeBody(exchange.informationalReceived(status: head.status))
                 case .head(let head):
-                    if sending {
-                        // An early final response (413, 401…) ends the upload; the
-                        // connection cannot be reused since the body was cut short.
-                        sending = false
-                        outHead = []
-                        outBody = Data()
-                        endBody()
-                        awaitingContinue = false
-                        if let continueTimer { loop.cancel(continueTimer) }
-                        continueTimer = nil
-                        setWatchingWrite(false)
-                        requestCutShort = true
-                    }
-                    responseKeepAlive = head.keepAlive
+                    perform(exchange.finalHeadReceived(keepAlive: head.keepAlive))
                     try delegate.exchangeDidReceiveHead(head)
                 case .body(let range):
                     try delegate.exchangeDidReceiveBody(
@@ -597,9 +591,9 @@ final class HTTPConnection: EventLoopHandler {
     private func complete(trailers: [RawHeaderField], leftover: Int, peerClosed: Bool = false) {
         guard let delegate else { return }
         self.delegate = nil
-        let reusable = !peerClosed && leftover == 0 && !requestCutShort && !sending && responseKeepAlive
+        let action = exchange.responseEnded(bytesFollowed: leftover > 0, peerClosed: peerClosed)
         completedExchanges += 1
-        if reusable {
+        if action == .complete(reusable: true) {
             pool?.release(self)
         } else {
             close()
@@ -611,6 +605,7 @@ final class HTTPConnection: EventLoopHandler {
         guard let delegate else { return }
         let failure = ExchangeFailure(
             kind: kind, receivedResponseBytes: parser.hasReceivedBytes, connectionWasReused: isReused)
+        exchange.fail()
         self.delegate = nil
         close()
         delegate.exchangeDidFail(failure)
