@@ -18,7 +18,8 @@ import TinyFire
 //                                        seconds=S per_second=R p50_us=… p99_us=… max_us=…".
 //   tinyfire-bench replay DIR             sends every record queued in DIR (flush), in order;
 //                                        prints "delivered=N seconds=S per_second=R".
-// TINYFIRE_CACERT names a CA file to trust for https URLs.
+// TINYFIRE_CACERT names a CA file to trust for https URLs; TINYFIRE_PROXY a proxy URL for
+// keepalive (curl's -x syntax).
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -67,7 +68,16 @@ struct TinyFireBench {
             exit(64)
         }
         let url = arguments[2]
-        let session = Session(configuration: SessionConfiguration(tls: tls))
+        var configuration = SessionConfiguration(tls: tls)
+        if let proxy = ProcessInfo.processInfo.environment["TINYFIRE_PROXY"] {
+            do {
+                configuration.proxy = ProxySettings(all: try Proxy(url: proxy))
+            } catch {
+                print("TINYFIRE_PROXY: \(error)")
+                exit(64)
+            }
+        }
+        let session = Session(configuration: configuration)
         // Warm-up: open the connection.
         guard await session.request(url).serializingData().response.error == nil else {
             print("warm-up request failed")

@@ -85,7 +85,7 @@ public struct AgentConfig: Sendable {
         /// The host a request to `url` connects to: its proxy's, or its own.
         public func routeHost(for url: URL) -> String? {
             guard let host = url.host() else { return nil }
-            return proxy.proxy(forScheme: url.scheme ?? "", host: host)?.host ?? host
+            return proxy.routeHost(forScheme: url.scheme ?? "", host: host)
         }
     }
 

@@ -31,7 +31,8 @@ struct ConnectionBuildFailure: Error {
 protocol ConnectionBuildDelegate: AnyObject {
     /// The build entered `stage` (the transfer's phase and clock follow it).
     func connectionBuild(entered stage: ConnectionBuildStage)
-    /// A TCP connection opened and took the reserved pool slot; the rest of the build runs on it.
+    /// A TCP connection opened: it takes the reserved pool slot (the delegate tells the pool);
+    /// the rest of the build runs on it.
     func connectionBuild(opened connection: HTTPConnection, nameLookup: Duration, connect: Duration)
     /// The origin's handshake finished: judge `trust`, then call `completion(true)` to go on.
     /// On a refusal the delegate fails the transfer itself and calls `completion(false)`.
@@ -58,8 +59,6 @@ final class ConnectionFactory {
     private var originContextResult: Result<TLSContext, TinyFireError>?
     private var proxyContexts: [(TLSConfiguration, Result<TLSContext, TinyFireError>)] = []
     private var tlsSessions: [PoolKey: TLSSession] = [:]
-    /// Told when a connection opens (set by the pool that owns this factory).
-    weak var pool: ConnectionPool?
 
     init(loop: EventLoop, configuration: SessionConfiguration) {
         self.loop = loop
@@ -210,7 +209,6 @@ final class ConnectionBuild {
                     return
                 }
                 self.connection = connection
-                factory.pool?.didOpen(connection)
                 delegate?.connectionBuild(opened: connection, nameLookup: nameLookup, connect: Instant.now().since(started))
                 guard delegate != nil else { return }
                 proxyHandshake(on: connection)

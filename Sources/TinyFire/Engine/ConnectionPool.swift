@@ -34,7 +34,6 @@ final class ConnectionPool {
         self.loop = loop
         self.factory = factory
         ledger = PoolLedger(maxPerOrigin: maxConnectionsPerHost, idleTimeout: idleTimeout)
-        factory.pool = self
     }
 
     /// Number of idle connections (for tests and metrics).

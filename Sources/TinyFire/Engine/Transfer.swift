@@ -256,6 +256,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
 
     func connectionBuild(opened connection: HTTPConnection, nameLookup: Duration, connect: Duration) {
         holdsReservedSlot = false
+        pool.didOpen(connection)
         self.connection = connection
         metrics.nameLookup = nameLookup
         metrics.connect = connect

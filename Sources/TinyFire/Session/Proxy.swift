@@ -394,6 +394,13 @@ public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
         return proxy
     }
 
+    /// The host a request to `scheme://host` connects to: its proxy's, or `host` itself. The
+    /// route that matters for reachability (`NetworkReachabilityManager(host:)`) and for the
+    /// offline queue's wait for the network.
+    public func routeHost(forScheme scheme: String, host: String) -> String {
+        proxy(forScheme: scheme, host: host)?.host ?? host
+    }
+
     /// Settings from the environment, by curl's rules:
     /// - `http_proxy` for `http://` URLs (lowercase only: `HTTP_PROXY` is ignored, since a CGI
     ///   program gets a client's `Proxy:` header under that name);

@@ -232,7 +232,7 @@ struct RequestCommand: ParsableCommand {
             do {
                 // Through a proxy, the route that matters is the one to the proxy.
                 let target = URL(string: url)
-                let host = target?.host().map { configuration.proxy.proxy(forScheme: target?.scheme ?? "", host: $0)?.host ?? $0 }
+                let host = target?.host().map { configuration.proxy.routeHost(forScheme: target?.scheme ?? "", host: $0) }
                 let monitor = try NetworkReachabilityManager(host: host)
                 interceptors.append(OfflineRetrier(monitor: monitor, maximumWait: .timeInterval(waitForNetwork) ?? .zero))
             } catch {

@@ -45,20 +45,19 @@ final class ProxyFixture: Sendable {
 
     /// Lines of the origin's log that contain `token`, waiting up to 5 s for `expected`.
     func originLines(containing token: String, expected: Int = 1) -> [String] {
-        var lines: [String] = []
-        _ = waitUntil(within: .seconds(5)) {
-            let text = (try? String(contentsOfFile: originLog, encoding: .utf8)) ?? ""
-            lines = text.split(separator: "\n").map(String.init).filter { $0.contains(token) }
-            return lines.count >= expected
-        }
-        return lines
+        lines(of: originLog, containing: token, expected: expected)
     }
 
-    /// Lines of squid's access log that contain `token`, waiting up to 5 s for `expected`.
+    /// Lines of squid's access log that contain `token`, waiting up to 5 s for `expected` (squid
+    /// logs a request when it ends, a CONNECT when its tunnel closes).
     func squidLines(containing token: String, expected: Int = 1) -> [String] {
+        lines(of: squidLog, containing: token, expected: expected)
+    }
+
+    private func lines(of file: String, containing token: String, expected: Int) -> [String] {
         var lines: [String] = []
         _ = waitUntil(within: .seconds(5)) {
-            let text = (try? String(contentsOfFile: squidLog, encoding: .utf8)) ?? ""
+            let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
             lines = text.split(separator: "\n").map(String.init).filter { $0.contains(token) }
             return lines.count >= expected
         }
