@@ -6,6 +6,8 @@
 # with N URLs) and Debian's curl (OpenSSL), over plain HTTP and HTTPS to one local nginx.
 # Rounds interleave the clients so they share the background load; medians are reported.
 #   bench/keepalive.sh [ROUNDS] [N]       (default 5 rounds of 10,000 requests)
+#   TINYFIRE_OLD_BENCH=PATH               also time an older tinyfire-bench binary in the same
+#                                         rounds ("TinyFire (old)"), for before/after figures
 #   bench/keepalive.sh --callgrind        instructions per request (marginal cost between a
 #                                         1,000- and a 3,000-request run), TinyFire and curl+mbedTLS
 # Results: bench/results/keepalive.md (or keepalive-callgrind.md).
@@ -99,11 +101,20 @@ timed() { /usr/bin/time -f "%e %U %S" -o "$work/time.txt" "$@" >/dev/null; cat "
 
 for scheme in http https; do
     url="$http_url"; [ "$scheme" = https ] && url="$https_url"
-    for _ in $(seq "$rounds"); do
-        # The bench makes one warm-up request before its COUNT: n requests in all, as curl.
-        echo "tinyfire $(timed "$bin/tinyfire-bench" keepalive "$url" $((n - 1)))"
-        echo "curl-mbedtls $(timed "$curl_mbedtls" -s --cacert "$work/ca.pem" -K "$work/$scheme-urls.txt")"
-        echo "curl $(timed curl -s --cacert "$work/ca.pem" -K "$work/$scheme-urls.txt")"
+    clients=(tinyfire curl-mbedtls curl)
+    [ -n "${TINYFIRE_OLD_BENCH:-}" ] && clients+=(tinyfire-old)
+    for round in $(seq "$rounds"); do
+        # The order rotates round by round, so no client always runs after the same one.
+        shift_by=$((round % ${#clients[@]}))
+        for client in "${clients[@]:$shift_by}" "${clients[@]:0:$shift_by}"; do
+            case "$client" in
+                # The bench makes one warm-up request before its COUNT: n requests in all, as curl.
+                tinyfire) echo "tinyfire $(timed "$bin/tinyfire-bench" keepalive "$url" $((n - 1)))" ;;
+                tinyfire-old) echo "tinyfire-old $(timed "$TINYFIRE_OLD_BENCH" keepalive "$url" $((n - 1)))" ;;
+                curl-mbedtls) echo "curl-mbedtls $(timed "$curl_mbedtls" -s --cacert "$work/ca.pem" -K "$work/$scheme-urls.txt")" ;;
+                curl) echo "curl $(timed curl -s --cacert "$work/ca.pem" -K "$work/$scheme-urls.txt")" ;;
+            esac
+        done
     done > "$work/$scheme.txt"
 done
 
@@ -120,7 +131,10 @@ for scheme in ("http", "https"):
         rows.setdefault(client, []).append((float(e), float(u) + float(s)))
     med = {c: (statistics.median(e for e, _ in r), statistics.median(cpu for _, cpu in r)) for c, r in rows.items()}
     tf = med["tinyfire"][0]
-    for client, label in (("tinyfire", "TinyFire"), ("curl-mbedtls", "curl + mbedTLS"), ("curl", "curl (OpenSSL)")):
+    for client, label in (("tinyfire", "TinyFire"), ("tinyfire-old", "TinyFire (old)"), ("curl-mbedtls", "curl + mbedTLS"),
+                          ("curl", "curl (OpenSSL)")):
+        if client not in med:
+            continue
         e, cpu = med[client]
         ratio = "" if client == "tinyfire" else f"{e / tf:.2f}"
         print(f"| {scheme.upper()} | {label} | {n / e:,.0f} | {cpu:.2f} | {ratio} |")

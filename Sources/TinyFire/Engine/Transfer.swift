@@ -168,12 +168,13 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         var options = RequestHeadOptions()
         options.stripsCredentials = !spec.sendsCredentials
         options.dropsDefaultAcceptEncoding = !configuration.automaticDecompression
+        var proxyAuthorization: String?
         if case .forward(let proxy) = target.route {
             // The proxy reads this head: its credentials go in it, the caller's own
             // Proxy-Authorization only when none are configured.
             if let credentials = proxy.credentials {
                 options.dropsProxyAuthorization = true
-                if sendsProxyCredentials { options.proxyAuthorization = credentials.basicAuthorization }
+                if sendsProxyCredentials { proxyAuthorization = credentials.basicAuthorization }
             }
         } else {
             // An origin never sees a Proxy-Authorization field.
@@ -196,7 +197,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         do {
             try RequestHeadSerializer.serialize(
                 method: spec.method.rawValue, target: target.requestTarget, authority: target.authority, fields: spec.headers.fields,
-                defaults: engine.defaultHeaderLines, options: options, framing: framing, limit: configuration.maxHeaderBlockBytes,
+                defaults: engine.defaultHeaderLines, options: options, proxyAuthorization: proxyAuthorization, framing: framing,
+                limit: configuration.maxHeaderBlockBytes,
                 into: &head)
         } catch {
             switch error {
@@ -359,8 +361,6 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         metrics.requestSent = nil
         metrics.reusedConnection = connection.isReused
         metrics.remoteAddress = connection.remoteAddressDescription
-        metrics.proxy = target?.proxy?.displayURL
-        if case .tunnel = target?.route { metrics.tunnelled = true } else { metrics.tunnelled = false }
         clock.enter(.exchanging, now: .now())
         armTimer()
         connection.start(
@@ -417,7 +417,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         var fields = HTTPFields()
         fields.reserveCapacity(head.fields.count)
         for field in head.fields {
-            if let name = HTTPField.Name(field.name) { fields.append(HTTPField(name: name, value: field.value)) }
+            if let name = Self.fieldName(field.name) { fields.append(HTTPField(name: name, value: field.value)) }
         }
         let status = HTTPResponse.Status(code: head.status, reasonPhrase: head.reason)
         response = HTTPResponse(status: status, headerFields: fields)
@@ -445,6 +445,29 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             perform(action)
         default:
             perform(action)
+        }
+    }
+
+    /// A response field's name as swift-http-types' type. The names servers send on nearly
+    /// every response, spelled as they usually are, map to the library's constants (a compare of
+    /// a short string each) instead of being validated and lowercased again; any other spelling
+    /// goes through `HTTPField.Name(_:)`, which checks it is a token.
+    static func fieldName(_ raw: String) -> HTTPField.Name? {
+        switch raw {
+        case "Content-Type": return .contentType
+        case "Content-Length": return .contentLength
+        case "Date": return .date
+        case "Server": return .server
+        case "Connection": return .connection
+        case "ETag": return .eTag
+        case "Last-Modified": return .lastModified
+        case "Accept-Ranges": return .acceptRanges
+        case "Cache-Control": return .cacheControl
+        case "Location": return .location
+        case "Vary": return .vary
+        case "Transfer-Encoding": return .transferEncoding
+        case "Content-Encoding": return .contentEncoding
+        default: return HTTPField.Name(raw)
         }
     }
 

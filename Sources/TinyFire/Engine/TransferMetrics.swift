@@ -7,13 +7,8 @@ public struct TransferMetrics: Sendable {
     /// Whether a stale kept-alive connection forced one automatic retry.
     public var retriedOnStaleConnection = false
     /// The peer address of the final hop (`127.0.0.1:8080`, `[::1]:443`): the proxy's when it
-    /// went through one.
+    /// went through one (`ProxySettings.proxy(forScheme:host:)` says which).
     public var remoteAddress: String?
-    /// The proxy the final hop went through (`scheme://host:port`, never its credentials), and
-    /// whether through a CONNECT tunnel; nil when it went direct.
-    public var proxy: String?
-    /// The final hop went through a CONNECT tunnel (false: direct, or in absolute form).
-    public var tunnelled = false
     /// DNS time of the final hop, when it resolved.
     public var nameLookup: Duration?
     /// TCP connect time of the final hop, when it connected.

@@ -30,9 +30,6 @@ struct RequestHeadOptions: Sendable, Equatable {
     /// The caller's `Proxy-Authorization` is not sent: the head goes to an origin, or to a
     /// proxy whose configured credentials replace it.
     var dropsProxyAuthorization = false
-    /// `Proxy-Authorization` with this value is added (a request in absolute form to a proxy
-    /// with credentials).
-    var proxyAuthorization: String?
 
     /// Whether a credential field stays home.
     func dropsCredential(_ name: HTTPField.Name) -> Bool {
@@ -69,9 +66,12 @@ enum RequestHeadSerializer {
     ///   - buffer: receives the bytes (cleared first, capacity kept).
     /// - Throws: `RequestHeadError` for a method, target or field that would corrupt the
     ///   message (CR, LF, NUL) or a head above `limit`.
+    /// - Parameter proxyAuthorization: a `Proxy-Authorization` value to add (a request in
+    ///   absolute form to a proxy with credentials); kept out of `options`, so the head the app
+    ///   sees (`SentRequestHead`) never holds it.
     static func serialize(
         method: String, target: String, authority: String, fields: HTTPFields, defaults: DefaultHeaderLines, options: RequestHeadOptions,
-        framing: RequestBodyFraming, limit: Int, into buffer: inout [UInt8]
+        proxyAuthorization: String? = nil, framing: RequestBodyFraming, limit: Int, into buffer: inout [UInt8]
     ) throws(RequestHeadError) {
         buffer.removeAll(keepingCapacity: true)
         buffer.reserveCapacity(512)
@@ -98,7 +98,7 @@ enum RequestHeadSerializer {
                 append(field, to: &buffer)
             }
         }
-        if let value = options.proxyAuthorization { append(name: "Proxy-Authorization", value: value, to: &buffer) }
+        if let proxyAuthorization { append(name: "Proxy-Authorization", value: proxyAuthorization, to: &buffer) }
         if options.expectsContinue { append(name: "Expect", value: "100-continue", to: &buffer) }
         switch framing {
         case .none: break

@@ -49,26 +49,76 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
         case https
     }
 
+    /// The fields, behind one reference: a request carries its proxy settings in every copy of
+    /// its `URLRequest` and spec, so the value stays one pointer wide (copy on write).
+    private struct Fields: Sendable, Equatable {
+        var scheme: Scheme
+        var host: String
+        var port: Int
+        var credentials: ProxyCredentials?
+        var tunnelsHTTP: Bool
+        var sendsCredentialsPreemptively: Bool
+        var tls: TLSConfiguration
+    }
+
+    private final class Storage: Sendable {
+        let fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var storage: Storage
+
+    private var fields: Fields {
+        get { storage.fields }
+        set { storage = Storage(newValue) }
+    }
+
     /// How the client talks to the proxy.
-    public var scheme: Scheme
+    public var scheme: Scheme {
+        get { fields.scheme }
+        set { fields.scheme = newValue }
+    }
     /// The proxy's host name or IP address (an IPv6 address without brackets).
-    public var host: String
+    public var host: String {
+        get { fields.host }
+        set { fields.host = newValue }
+    }
     /// The proxy's port.
-    public var port: Int
+    public var port: Int {
+        get { fields.port }
+        set { fields.port = newValue }
+    }
     /// Basic credentials for the proxy, sent in `Proxy-Authorization` to the proxy only: in the
     /// CONNECT request of a tunnel, or in the head of a request sent in absolute form. Never to
     /// an origin, and masked wherever the proxy is printed.
-    public var credentials: ProxyCredentials?
+    public var credentials: ProxyCredentials? {
+        get { fields.credentials }
+        set { fields.credentials = newValue }
+    }
     /// Whether `http://` URLs also go through a CONNECT tunnel instead of being sent in absolute
     /// form (curl's `--proxytunnel`). Default false.
-    public var tunnelsHTTP: Bool
+    public var tunnelsHTTP: Bool {
+        get { fields.tunnelsHTTP }
+        set { fields.tunnelsHTTP = newValue }
+    }
     /// Whether the credentials go with the first request (curl's behaviour with `-U`, one round
     /// trip less) or only in answer to a 407 with a Basic challenge (answered once). Default true.
-    public var sendsCredentialsPreemptively: Bool
+    public var sendsCredentialsPreemptively: Bool {
+        get { fields.sendsCredentialsPreemptively }
+        set { fields.sendsCredentialsPreemptively = newValue }
+    }
     /// The trust for an `https` proxy's own certificate; the origin's is the session's. Only
     /// its CA files, CA directories, CRLs and handshake timeout are used. Default: the system
     /// CA bundle.
-    public var tls: TLSConfiguration
+    public var tls: TLSConfiguration {
+        get { fields.tls }
+        set { fields.tls = newValue }
+    }
+
+    /// Equal when every field is.
+    public static func == (lhs: Proxy, rhs: Proxy) -> Bool {
+        lhs.storage === rhs.storage || lhs.fields == rhs.fields
+    }
 
     /// The default port of a proxy URL without one: curl's 1080 for http, 443 for https.
     public static func defaultPort(for scheme: Scheme) -> Int { scheme == .https ? 443 : 1080 }
@@ -85,13 +135,10 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
         scheme: Scheme = .http, host: String, port: Int? = nil, credentials: ProxyCredentials? = nil,
         tunnelsHTTP: Bool = false, sendsCredentialsPreemptively: Bool = true, tls: TLSConfiguration = TLSConfiguration()
     ) {
-        self.scheme = scheme
-        self.host = host
-        self.port = port ?? Proxy.defaultPort(for: scheme)
-        self.credentials = credentials
-        self.tunnelsHTTP = tunnelsHTTP
-        self.sendsCredentialsPreemptively = sendsCredentialsPreemptively
-        self.tls = tls
+        storage = Storage(
+            Fields(
+                scheme: scheme, host: host, port: port ?? Proxy.defaultPort(for: scheme), credentials: credentials,
+                tunnelsHTTP: tunnelsHTTP, sendsCredentialsPreemptively: sendsCredentialsPreemptively, tls: tls))
     }
 
     /// Parses a proxy URL as curl takes it: `[scheme://][user[:password]@]host[:port][/]`.
@@ -356,12 +403,49 @@ public struct NoProxyList: Sendable, Equatable, CustomStringConvertible {
 /// The default is `.direct`: a session reads no environment variable unless asked with
 /// `.environment()`. fire-agent's `request` and the agent ask for it.
 public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
+    /// The fields, behind one reference (copy on write): every copy of a `URLRequest` and a
+    /// `SessionConfiguration` carries these settings, one pointer wide.
+    private struct Fields: Sendable, Equatable {
+        var http: Proxy?
+        var https: Proxy?
+        var noProxy: NoProxyList
+    }
+
+    private final class Storage: Sendable {
+        let fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var storage: Storage
+
+    private var fields: Fields {
+        get { storage.fields }
+        set { storage = Storage(newValue) }
+    }
+
     /// The proxy for `http://` URLs; nil: direct.
-    public var http: Proxy?
+    public var http: Proxy? {
+        get { fields.http }
+        set { fields.http = newValue }
+    }
     /// The proxy for `https://` URLs; nil: direct.
-    public var https: Proxy?
+    public var https: Proxy? {
+        get { fields.https }
+        set { fields.https = newValue }
+    }
     /// Hosts that go direct whatever the scheme.
-    public var noProxy: NoProxyList
+    public var noProxy: NoProxyList {
+        get { fields.noProxy }
+        set { fields.noProxy = newValue }
+    }
+
+    /// Whether no proxy is set at all (the common case, answered without looking further).
+    public var isDirect: Bool { storage.fields.http == nil && storage.fields.https == nil }
+
+    /// Equal when every field is.
+    public static func == (lhs: ProxySettings, rhs: ProxySettings) -> Bool {
+        lhs.storage === rhs.storage || lhs.fields == rhs.fields
+    }
 
     /// No proxy.
     public static let direct = ProxySettings()
@@ -372,9 +456,7 @@ public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
     ///   - https: proxy for `https://` URLs.
     ///   - noProxy: hosts that go direct; default none.
     public init(http: Proxy? = nil, https: Proxy? = nil, noProxy: NoProxyList = .none) {
-        self.http = http
-        self.https = https
-        self.noProxy = noProxy
+        storage = Storage(Fields(http: http, https: https, noProxy: noProxy))
     }
 
     /// One proxy for every URL (curl's `-x`).
@@ -384,6 +466,7 @@ public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
 
     /// The proxy a request to `scheme://host` goes through, nil for direct.
     public func proxy(forScheme scheme: String, host: String) -> Proxy? {
+        guard !isDirect else { return nil }
         let proxy: Proxy?
         switch scheme.lowercased() {
         case "http": proxy = http

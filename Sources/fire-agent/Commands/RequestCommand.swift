@@ -281,7 +281,7 @@ struct RequestCommand: ParsableCommand {
         }
         let response = request.waitForResponse()
         display?.finish()
-        if verbose, let metrics = response.metrics { printError(describe(metrics)) }
+        if verbose, let metrics = response.metrics { printError(describe(metrics, proxies: configuration.proxy)) }
         switch response.result {
         case .success:
             return .success
@@ -301,7 +301,8 @@ struct RequestCommand: ParsableCommand {
         }
     }
 
-    private func describe(_ metrics: TransferMetrics) -> String {
+    /// `-v`'s summary; `proxies` says which proxy the final hop went through and how.
+    private func describe(_ metrics: TransferMetrics, proxies: ProxySettings) -> String {
         func ms(_ duration: Duration?) -> String {
             guard let duration else { return "-" }
             let (s, a) = duration.components
@@ -310,7 +311,11 @@ struct RequestCommand: ParsableCommand {
             return "\(micros / 1000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction) ms"
         }
         var text = "* remote \(metrics.remoteAddress ?? "-")\(metrics.reusedConnection ? " (reused connection)" : "")"
-        if let proxy = metrics.proxy { text += "\n* via proxy \(proxy)\(metrics.tunnelled ? ", CONNECT tunnel" : ", absolute form")" }
+        if let last = URL(string: metrics.redirects.last ?? url), let scheme = last.scheme?.lowercased(), let host = last.host(),
+            let proxy = proxies.proxy(forScheme: scheme, host: host)
+        {
+            text += "\n* via proxy \(proxy.displayURL)\(scheme == "https" || proxy.tunnelsHTTP ? ", CONNECT tunnel" : ", absolute form")"
+        }
         if let tls = metrics.tls {
             text +=
                 "\n* TLS \(tls.version), \(tls.cipherSuite), session \(tls.resumed ? "resumed" : "new"), handshake \(ms(metrics.tlsHandshake))"
