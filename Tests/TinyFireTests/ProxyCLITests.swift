@@ -7,11 +7,9 @@ import Testing
 /// exit codes, checked against squid's and the origin's logs.
 @Suite("fire-agent request through proxies", .serialized)
 struct ProxyCLITests {
-    /// An environment with only PATH and `extra` (no proxy variable of the runner's).
+    /// This process's environment without its proxy variables, plus `extra`.
     func environment(_ extra: [String: String] = [:]) -> [String: String] {
-        var base = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
-        for (name, value) in extra { base[name] = value }
-        return base
+        environmentWithoutProxies(extra)
     }
 
     func token(_ name: String) -> String { "/hello.txt?cli-\(name)-\(UInt32.random(in: 0...UInt32.max))" }

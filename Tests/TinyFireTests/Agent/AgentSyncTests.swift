@@ -59,15 +59,14 @@ struct AgentSyncTests {
         let directory = try agentScratch("sync-proxy")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         _ = try config(influx, in: directory)
-        let path = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
         try dropInSpool("proxied,unit=a requests=1i\n", as: "a.lp", in: directory)
         // A proxy that is not there: the points wait in the queue (sync exits non-zero).
-        let dead = path.merging(["http_proxy": "http://127.0.0.1:\(freePort())"]) { $1 }
+        let dead = environmentWithoutProxies(["http_proxy": "http://127.0.0.1:\(freePort())"])
         let failed = try fireAgent(["sync", "--once", "--config", directory + "/agent.json5"], environment: dead)
         #expect(failed.status != 0 && failed.stderr.contains("proxy"), "\(failed.stderr)")
         #expect(try influx.count("proxied", field: "requests") == 0)
         // Through squid (HTTP_PROXY, which curl ignores, points at the dead one).
-        let open = path.merging(["http_proxy": "http://127.0.0.1:\(proxy.openPort)", "HTTP_PROXY": "http://127.0.0.1:1"]) { $1 }
+        let open = environmentWithoutProxies(["http_proxy": "http://127.0.0.1:\(proxy.openPort)", "HTTP_PROXY": "http://127.0.0.1:1"])
         let sent = try fireAgent(["sync", "--once", "--config", directory + "/agent.json5"], environment: open)
         #expect(sent.status == 0, "\(sent.stderr)")
         #expect(try influx.count("proxied", field: "requests") == 1)

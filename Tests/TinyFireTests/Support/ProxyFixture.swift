@@ -224,3 +224,15 @@ final class ProxyFixture: Sendable {
 }
 
 func proxies() throws -> ProxyFixture { try ProxyFixture.shared.get() }
+
+/// This process's environment without any proxy variable (the runner's own must not steer the
+/// test), plus `extra`. The rest is kept: under qemu it says where the target's loader is
+/// (QEMU_LD_PREFIX).
+func environmentWithoutProxies(_ extra: [String: String] = [:]) -> [String: String] {
+    var environment = ProcessInfo.processInfo.environment
+    for name in ["http_proxy", "https_proxy", "all_proxy", "no_proxy"] {
+        environment[name] = nil
+        environment[name.uppercased()] = nil
+    }
+    return environment.merging(extra) { $1 }
+}
