@@ -61,16 +61,11 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
         var tls: TLSConfiguration
     }
 
-    private final class Storage: Sendable {
-        let fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var storage: Storage
+    private var storage: ImmutableBox<Fields>
 
     private var fields: Fields {
-        get { storage.fields }
-        set { storage = Storage(newValue) }
+        get { storage.value }
+        set { storage = ImmutableBox(newValue) }
     }
 
     /// How the client talks to the proxy.
@@ -135,7 +130,7 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
         scheme: Scheme = .http, host: String, port: Int? = nil, credentials: ProxyCredentials? = nil,
         tunnelsHTTP: Bool = false, sendsCredentialsPreemptively: Bool = true, tls: TLSConfiguration = TLSConfiguration()
     ) {
-        storage = Storage(
+        storage = ImmutableBox(
             Fields(
                 scheme: scheme, host: host, port: port ?? Proxy.defaultPort(for: scheme), credentials: credentials,
                 tunnelsHTTP: tunnelsHTTP, sendsCredentialsPreemptively: sendsCredentialsPreemptively, tls: tls))
@@ -411,16 +406,11 @@ public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
         var noProxy: NoProxyList
     }
 
-    private final class Storage: Sendable {
-        let fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var storage: Storage
+    private var storage: ImmutableBox<Fields>
 
     private var fields: Fields {
-        get { storage.fields }
-        set { storage = Storage(newValue) }
+        get { storage.value }
+        set { storage = ImmutableBox(newValue) }
     }
 
     /// The proxy for `http://` URLs; nil: direct.
@@ -440,7 +430,7 @@ public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Whether no proxy is set at all (the common case, answered without looking further).
-    public var isDirect: Bool { storage.fields.http == nil && storage.fields.https == nil }
+    public var isDirect: Bool { storage.value.http == nil && storage.value.https == nil }
 
     /// Equal when every field is.
     public static func == (lhs: ProxySettings, rhs: ProxySettings) -> Bool {
@@ -456,7 +446,7 @@ public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
     ///   - https: proxy for `https://` URLs.
     ///   - noProxy: hosts that go direct; default none.
     public init(http: Proxy? = nil, https: Proxy? = nil, noProxy: NoProxyList = .none) {
-        storage = Storage(Fields(http: http, https: https, noProxy: noProxy))
+        storage = ImmutableBox(Fields(http: http, https: https, noProxy: noProxy))
     }
 
     /// One proxy for every URL (curl's `-x`).
@@ -563,4 +553,11 @@ enum Base64 {
         }
         return String(decoding: out, as: UTF8.self)
     }
+}
+
+/// A value behind one immutable reference: a struct that holds one stays a pointer wide, and a
+/// change makes a new box (copy on write without uniqueness checks).
+final class ImmutableBox<Value: Sendable>: Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }
