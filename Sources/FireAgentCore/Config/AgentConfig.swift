@@ -246,6 +246,30 @@ public struct AgentConfig: Sendable {
         public var commandTimeout: Duration
         /// Where status events are POSTed (through the firmware report queue); nil: none.
         public var statusURL: URL?
+        /// Runs once the new version is booted, before the commit; nil: none (the commit
+        /// waits for a sync only).
+        public var healthCheck: HealthCheck?
+        /// The rollback command (argv, e.g. `["rauc", "status", "mark-bad", "booted"]`), run at
+        /// most once when the new version fails its health check or its confirmation deadline;
+        /// the reboot command runs after it. nil: such an update fails uncommitted.
+        public var rollback: [String]?
+        /// The new version must pass its health check and sync with the server within this
+        /// much boot time (wall-clock jumps do not move it), or it is rolled back; nil: no
+        /// deadline.
+        public var confirmTimeout: Duration?
+    }
+
+    /// `firmware.healthCheck`: is the new version healthy (the application runs, its service
+    /// answers)? Exit 0 within `timeout` passes.
+    public struct HealthCheck: Sendable, Equatable {
+        /// The command (argv, no shell); `{version}` is replaced by the new version.
+        public var command: [String]
+        /// Each attempt is killed after this long (a failed attempt). Default 60 s.
+        public var timeout: Duration
+        /// Attempts before the new version is rolled back. Default 3.
+        public var attempts: Int
+        /// The pause between two attempts. Default 30 s.
+        public var interval: Duration
     }
 
     /// Who this device is.
@@ -615,6 +639,33 @@ public struct AgentConfig: Sendable {
         }
         let commandTimeout = reader.duration("commandTimeout", default: .seconds(120), minimum: .seconds(1))
         let statusURL = httpURL("statusURL", reader.string("statusURL"))
+        var healthCheck: HealthCheck?
+        if reader.has("healthCheck") {
+            let health = reader.section("healthCheck")
+            let command = health.stringArray("command")
+            if !health.has("command") {
+                health.problem("command", "is required: the check as an argv list, e.g. [\"systemctl\", \"is-active\", \"app\"]")
+            } else if command.isEmpty {
+                health.problem("command", "must name a program")
+            }
+            let timeout = health.duration("timeout", default: .seconds(60), minimum: .milliseconds(100))
+            let attempts = health.integer("attempts", default: 3, in: 1...100)
+            let interval = health.duration("interval", default: .seconds(30), minimum: .milliseconds(100))
+            health.finish()
+            if !command.isEmpty { healthCheck = HealthCheck(command: command, timeout: timeout, attempts: attempts, interval: interval) }
+        }
+        let rollback = reader.has("rollback") ? reader.stringArray("rollback") : nil
+        if rollback?.isEmpty == true { reader.problem("rollback", "must name a program (or leave the key out)") }
+        let confirmTimeout =
+            reader.has("confirmTimeout") ? reader.duration("confirmTimeout", default: .seconds(3600), minimum: .seconds(1)) : nil
+        if let confirmTimeout, let healthCheck,
+            confirmTimeout < (healthCheck.timeout + healthCheck.interval) * (healthCheck.attempts - 1) + healthCheck.timeout
+        {
+            reader.problem(
+                "confirmTimeout",
+                "is shorter than the health check's attempts can take (\(healthCheck.attempts) × timeout \(ConfigReader.describe(healthCheck.timeout)) and the intervals between them)"
+            )
+        }
         // A program given with a relative path is relative to the config file, as every path
         // in it is; a bare name is looked up in PATH.
         func program(_ argv: [String]) -> [String] {
@@ -633,7 +684,11 @@ public struct AgentConfig: Sendable {
             downloadAttempts: attempts, stagingReserveBytes: reserve, retryInitial: retryInitial, retryMaximum: retryMaximum,
             install: program(install),
             installTimeout: installTimeout, rebootRequired: rebootRequired, rebootExitCode: rebootExitCode, reboot: reboot.map(program),
-            commit: commit.map(program), commandTimeout: commandTimeout, statusURL: statusURL)
+            commit: commit.map(program), commandTimeout: commandTimeout, statusURL: statusURL,
+            healthCheck: healthCheck.map {
+                HealthCheck(command: program($0.command), timeout: $0.timeout, attempts: $0.attempts, interval: $0.interval)
+            },
+            rollback: rollback.map(program), confirmTimeout: confirmTimeout)
     }
 
     /// A path relative to the config file's directory.

@@ -135,6 +135,17 @@ extension AgentConfig {
             ("commit", firmware.commit.map(argv)),
             ("commandTimeout", duration(firmware.commandTimeout)),
             ("statusURL", firmware.statusURL.map { .string($0.absoluteString) }),
+            (
+                "healthCheck",
+                firmware.healthCheck.map {
+                    .object([
+                        ("command", argv($0.command)), ("timeout", duration($0.timeout)), ("attempts", .number(Double($0.attempts))),
+                        ("interval", duration($0.interval)),
+                    ])
+                }
+            ),
+            ("rollback", firmware.rollback.map(argv)),
+            ("confirmTimeout", firmware.confirmTimeout.map(duration)),
         ]
         entries.removeAll { $0.1 == nil }
         return .object(entries.compactMap { key, value in value.map { (key, $0) } })

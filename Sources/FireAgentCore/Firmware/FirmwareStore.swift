@@ -182,6 +182,20 @@ extension FirmwareState {
             if let value = update.fromVersion { record.append(("fromVersion", .string(value))) }
             if let value = update.bootID { record.append(("bootID", .string(value))) }
             if let value = update.reason { record.append(("reason", .string(value))) }
+            if update.phase == .confirming || update.phase == .rollingBack {
+                record.append(("healthy", .bool(update.healthy)))
+                record.append(("healthAttempts", .integer(Int64(update.healthAttempts))))
+                record.append(("confirmElapsedMilliseconds", .integer(update.confirmElapsedMilliseconds)))
+                if let mark = update.confirmMark {
+                    record.append(
+                        (
+                            "confirmMark",
+                            .object([("bootID", .string(mark.bootID)), ("uptimeMilliseconds", .integer(mark.uptimeMilliseconds))])
+                        ))
+                }
+                record.append(("rollbackRan", .bool(update.rollbackRan)))
+                if let value = update.rollbackBootID { record.append(("rollbackBootID", .string(value))) }
+            }
             members.append(("update", .object(record)))
         }
         return .object(members)
@@ -241,6 +255,22 @@ extension FirmwareState {
         if case .string(let value)? = record["fromVersion"] { update.fromVersion = value }
         if case .string(let value)? = record["bootID"] { update.bootID = value }
         if case .string(let value)? = record["reason"] { update.reason = value }
+        func integer(_ key: String) -> Int64 {
+            guard case .number(let value)? = record[key], value.isFinite else { return 0 }
+            return Int64(exactly: value.rounded()) ?? 0
+        }
+        // Written by agents with a health gate; an older agent's `confirming` has none of them
+        // and is confirmed as it would have been (a check configured since runs now).
+        if case .bool(let value)? = record["healthy"] { update.healthy = value }
+        update.healthAttempts = Int(clamping: integer("healthAttempts"))
+        update.confirmElapsedMilliseconds = max(0, integer("confirmElapsedMilliseconds"))
+        if case .object(let mark)? = record["confirmMark"], case .string(let boot)? = mark["bootID"],
+            case .number(let uptime)? = mark["uptimeMilliseconds"], uptime.isFinite
+        {
+            update.confirmMark = ConfirmMark(bootID: boot, uptimeMilliseconds: Int64(exactly: uptime.rounded()) ?? 0)
+        }
+        if case .bool(let value)? = record["rollbackRan"] { update.rollbackRan = value }
+        if case .string(let value)? = record["rollbackBootID"] { update.rollbackBootID = value }
         self.update = update
     }
 }

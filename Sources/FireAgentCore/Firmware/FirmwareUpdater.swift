@@ -61,6 +61,10 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private var manifest: FirmwareManifest?
     private var nextPoll: ContinuousClock.Instant
     private var retryAt: ContinuousClock.Instant?
+    /// When the next health-check attempt runs.
+    private var healthRetryAt: ContinuousClock.Instant?
+    /// When the confirmation deadline passes (accounted again then).
+    private var confirmDeadline: ContinuousClock.Instant?
     private var lastProgressReport = ContinuousClock.now
     /// The last tenth of the image logged (the log shows the download every 10 %).
     private let loggedTenth = Mutex(-1)
@@ -102,9 +106,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             throw AgentError(description: "firmware.directory: \(problem)")
         }
         store = try FirmwareStore(directory: config.directory)
-        flow = UpdateFlow(
-            state: Self.loadState(store, logger: logger), maximumFailedAttempts: config.downloadAttempts,
-            allowDowngrade: config.allowDowngrade)
+        flow = Self.makeFlow(state: Self.loadState(store, logger: logger), config: config)
         var configuration = SessionConfiguration()
         configuration.connectTimeout = agentConfig.server.connectTimeout
         configuration.idleTimeout = agentConfig.server.idleTimeout
@@ -209,11 +211,21 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 perform([.download(fromZero: false)])
                 continue
             }
+            if let at = confirmDeadline, now >= at {
+                confirmDeadline = nil
+                perform(confirmTick())
+                continue
+            }
+            if let at = healthRetryAt, now >= at {
+                healthRetryAt = nil
+                perform([.healthCheck])
+                continue
+            }
             if now >= nextPoll {
                 pollAndSchedule()
                 continue
             }
-            let deadline = min(nextPoll, retryAt ?? nextPoll, stateRetryAt ?? nextPoll)
+            let deadline = [retryAt, stateRetryAt, healthRetryAt, confirmDeadline].compactMap { $0 }.reduce(nextPoll, min)
             let nanoseconds = max(0, (deadline - clock.now).totalNanoseconds)
             _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
         }
@@ -262,6 +274,27 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 store.discardImage()
                 hasher.reset()
                 if flow.phase.isTerminal { source.forget(except: nil) }
+            case .healthCheck:
+                // The time spent so far counts first: a deadline passed ends it before a check.
+                work = confirmTick()[...] + work
+                guard flow.awaitsHealthCheck else { break }
+                outcome = healthCheck()
+            case .retryHealthCheck:
+                guard let check = config.healthCheck else { break }
+                healthRetryAt = clock.now + check.interval
+                logger.info("firmware health check will run again", metadata: ["in": "\(ConfigReader.describe(check.interval))"])
+            case .rollback:
+                guard flow.rollbackStarts() else { break }
+                guard persist() else { return }  // started only once that is on disk
+                outcome = rollback()
+            }
+            if flow.phase == .confirming, flow.state.update?.confirmMark == nil {
+                // Confirmation time counts from here.
+                work = confirmTick()[...] + work
+            }
+            if flow.phase != .confirming {
+                confirmDeadline = nil
+                healthRetryAt = nil
             }
             publish()
             if let outcome {
@@ -292,7 +325,13 @@ public final class FirmwareUpdater: @unchecked Sendable {
             return false
         }
         if flow.phase != .installing {
-            crashPoints.exit(at: flow.phase.rawValue, "after persisting \(flow.phase.rawValue)", logger: logger)
+            let step =
+                switch flow.phase {
+                case .confirming where config.healthCheck != nil && flow.state.update?.healthy == true: "healthy"
+                case .rollingBack where flow.state.update?.rollbackRan == true: "rollback-started"
+                default: flow.phase.rawValue
+                }
+            crashPoints.exit(at: step, "after persisting \(step)", logger: logger)
         }
         return true
     }
@@ -301,9 +340,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// step whose state could not be written is done again once it can be.
     private func resumeFromDisk() {
         // A write that failed for lack of space must find it now: try it first.
-        flow = UpdateFlow(
-            state: Self.loadState(store, logger: logger), maximumFailedAttempts: config.downloadAttempts,
-            allowDowngrade: config.allowDowngrade)
+        flow = Self.makeFlow(state: Self.loadState(store, logger: logger), config: config)
         guard persist() else { return }
         if let update = flow.state.update, !update.phase.isTerminal {
             manifest = source.restore(digest: update.manifestDigest)
@@ -314,6 +351,15 @@ public final class FirmwareUpdater: @unchecked Sendable {
         publish()
         // What the server offered while the state could not be written is asked for again.
         nextPoll = min(nextPoll, clock.now)
+    }
+
+    /// The flow over `state`, with the config's policies.
+    private static func makeFlow(state: FirmwareState, config: AgentConfig.Firmware) -> UpdateFlow {
+        UpdateFlow(
+            state: state, maximumFailedAttempts: config.downloadAttempts, allowDowngrade: config.allowDowngrade,
+            confirmation: ConfirmPolicy(
+                healthCheck: config.healthCheck != nil, healthAttempts: config.healthCheck?.attempts ?? 1, rollback: config.rollback != nil,
+                timeout: config.confirmTimeout))
     }
 
     /// The state on disk; a damaged one is moved aside (with the staged image) for a fresh start.
@@ -331,7 +377,10 @@ public final class FirmwareUpdater: @unchecked Sendable {
     // MARK: - Poll
 
     private func poll() {
-        if flow.phase == .installed { feed(.booted(version: bootedVersion(), bootID: bootID())) }
+        if flow.phase == .installed || flow.phase == .confirming || flow.phase == .rollingBack {
+            feed(.booted(version: bootedVersion(), bootID: bootID()))
+        }
+        if flow.phase == .confirming { perform(confirmTick()) }
         // Known: acted on, refused, or under way. A failed offer not remembered (a bad signature,
         // an expiry) is checked again.
         let answer = source.poll { [flow] digest in
@@ -362,6 +411,23 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     private func synced() {
         if flow.phase == .confirming { feed(.synced) }
+    }
+
+    /// Accounts the confirmation time (boot time, across reboots of the new version) and sets
+    /// the wake-up for the deadline.
+    /// - Returns: what the flow asks for (a persist, or the rollback when the deadline passed).
+    private func confirmTick() -> [UpdateEffect] {
+        guard flow.phase == .confirming else { return [] }
+        let effects = flow.handle(.confirmClock(bootID: bootID(), uptime: Self.bootTime()), now: Date())
+        confirmDeadline = flow.confirmRemaining.map { clock.now + $0 }
+        return effects
+    }
+
+    /// `CLOCK_BOOTTIME`: time since boot, suspend included, never moved by the wall clock.
+    static func bootTime() -> Duration {
+        var now = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &now)
+        return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
     }
 
     /// An offer not seen before: checked against this device and offered to the flow.
@@ -588,11 +654,12 @@ public final class FirmwareUpdater: @unchecked Sendable {
     }
 
     private func reboot() {
+        let into = flow.phase == .rollingBack ? "the old version" : "the new version"
         guard let argv = config.reboot else {
-            logger.info("firmware installed: waiting for a reboot into the new version")
+            logger.info("firmware \(flow.phase.rawValue): waiting for a reboot into \(into)")
             return
         }
-        logger.info("firmware installed: rebooting", metadata: ["command": "\(argv.joined(separator: " "))"])
+        logger.info("firmware \(flow.phase.rawValue): rebooting into \(into)", metadata: ["command": "\(argv.joined(separator: " "))"])
         do {
             log(try CommandRunner.run(argv, timeout: config.commandTimeout), of: "reboot command")
         } catch {
@@ -610,6 +677,45 @@ public final class FirmwareUpdater: @unchecked Sendable {
         } catch {
             return .commitExited(success: false, detail: error.description)
         }
+    }
+
+    /// One attempt of the health check.
+    private func healthCheck() -> UpdateEvent {
+        guard let check = config.healthCheck else { return .healthChecked(passed: true, detail: "no health check configured") }
+        let version = flow.state.update?.version ?? ""
+        let argv = CommandRunner.expand(check.command, file: store.imagePath, version: version)
+        logger.info(
+            "firmware health check starts",
+            metadata: ["command": "\(argv.joined(separator: " "))", "attempt": "\((flow.state.update?.healthAttempts ?? 0) + 1)"])
+        do {
+            let result = try CommandRunner.run(argv, timeout: check.timeout) { [crashPoints, logger] in
+                crashPoints.exit(at: "health-check", "while the health check runs", logger: logger)
+            }
+            log(result, of: "health check")
+            return .healthChecked(passed: result.succeeded, detail: describe(result))
+        } catch {
+            logger.error("firmware health check cannot run", metadata: ["reason": "\(error)"])
+            return .healthChecked(passed: false, detail: error.description)
+        }
+    }
+
+    /// The rollback command, once (`rollbackStarts()` is on disk already).
+    private func rollback() -> UpdateEvent {
+        guard let argv = config.rollback else { return .rollbackExited(success: false, detail: "no rollback command") }
+        let expanded = CommandRunner.expand(argv, file: store.imagePath, version: flow.state.update?.version ?? "")
+        logger.warning("firmware rollback starts", metadata: ["command": "\(expanded.joined(separator: " "))"])
+        let event: UpdateEvent
+        do {
+            let result = try CommandRunner.run(expanded, timeout: config.commandTimeout) { [crashPoints, logger] in
+                crashPoints.exit(at: "rollback-running", "while the rollback command runs", logger: logger)
+            }
+            log(result, of: "rollback command")
+            event = .rollbackExited(success: result.succeeded, detail: describe(result))
+        } catch {
+            event = .rollbackExited(success: false, detail: error.description)
+        }
+        crashPoints.exit(at: "rollback-exited", "after the rollback command, before recording its outcome", logger: logger)
+        return event
     }
 
     private func log(_ result: CommandResult, of name: String) {

@@ -8,15 +8,18 @@
 ///
 /// ```
 /// idle → downloading → verifying → installing → installed → confirming → done
-///            ↓            ↓            ↓            ↓            ↓
-///          failed       failed       failed       failed       failed
+///            ↓            ↓            ↓            ↓            ↓  ↘
+///          failed       failed       failed       failed       failed  rollingBack → failed
 ///            ↓            ↓
 ///        superseded   superseded
 /// ```
 ///
 /// `installed` waits for the booted version to be the new one (after a reboot, or at once for
-/// an installer that needs none); `confirming` waits for a successful sync with the server
-/// before the commit command runs.
+/// an installer that needs none); `confirming` runs the health check (`firmware.healthCheck`)
+/// and waits for a successful sync with the server before the commit command runs; a check
+/// that fails its attempts, or a confirmation that does not end within `firmware.confirmTimeout`,
+/// goes to `rollingBack`: the rollback command runs (at most once), then the reboot command,
+/// and the next boot shows the old version (`failed`, "rolled back: …").
 public enum UpdatePhase: String, Sendable, CaseIterable {
     /// No update under way.
     case idle
@@ -30,6 +33,9 @@ public enum UpdatePhase: String, Sendable, CaseIterable {
     case installed
     /// The new version runs; waiting for a successful sync before committing it.
     case confirming
+    /// The new version failed its health check or its confirmation deadline: the rollback
+    /// command runs, then the reboot into the old version.
+    case rollingBack
     /// Committed.
     case done
     /// Given up, with a reason.
@@ -82,6 +88,19 @@ public struct UpdateRecord: Sendable, Equatable {
     public var failedAttempts: Int
     /// When the phase was entered.
     public var since: Date
+    /// Health-check attempts that failed since the new version runs.
+    public var healthAttempts: Int = 0
+    /// The health check passed (or none is configured) in `confirming`.
+    public var healthy: Bool = false
+    /// Time spent confirming, accounted in boot time (`CLOCK_BOOTTIME`, which wall-clock
+    /// jumps do not move) across the boots of the new version, in milliseconds.
+    public var confirmElapsedMilliseconds: Int64 = 0
+    /// The boot, and its boot time in milliseconds, of the last confirmation accounting.
+    public var confirmMark: ConfirmMark?
+    /// The rollback command was started (it runs at most once per update).
+    public var rollbackRan: Bool = false
+    /// The boot the rollback command ran in (a different one later means the reboot happened).
+    public var rollbackBootID: String?
 
     /// A record in `phase` for `digest`.
     public init(phase: UpdatePhase, manifestDigest: String, version: String, fromVersion: String?, size: Int64, since: Date) {
@@ -140,6 +159,42 @@ public struct FirmwareState: Sendable, Equatable {
     }
 }
 
+/// Where the confirmation time was last accounted: a boot and its boot time.
+public struct ConfirmMark: Sendable, Equatable {
+    /// The boot ID.
+    public var bootID: String
+    /// `CLOCK_BOOTTIME` then, in milliseconds.
+    public var uptimeMilliseconds: Int64
+
+    /// A mark.
+    public init(bootID: String, uptimeMilliseconds: Int64) {
+        self.bootID = bootID
+        self.uptimeMilliseconds = uptimeMilliseconds
+    }
+}
+
+/// How a new version is confirmed before its commit (`firmware.healthCheck`,
+/// `firmware.rollback`, `firmware.confirmTimeout`).
+public struct ConfirmPolicy: Sendable, Equatable {
+    /// A health check is configured: it must pass before the commit.
+    public var healthCheck: Bool
+    /// Attempts the check gets before the new version is rolled back.
+    public var healthAttempts: Int
+    /// A rollback command is configured.
+    public var rollback: Bool
+    /// Confirmation (check passed and a sync) must end within this, or the new version is
+    /// rolled back; nil: no deadline.
+    public var timeout: Duration?
+
+    /// A policy; the default is today's: commit after a sync, no check, no deadline.
+    public init(healthCheck: Bool = false, healthAttempts: Int = 1, rollback: Bool = false, timeout: Duration? = nil) {
+        self.healthCheck = healthCheck
+        self.healthAttempts = max(1, healthAttempts)
+        self.rollback = rollback
+        self.timeout = timeout
+    }
+}
+
 /// What happened, fed to `UpdateFlow`.
 public enum UpdateEvent: Sendable, Equatable {
     /// The server offers a manifest: read and checked (`refusal` nil) or refused.
@@ -167,6 +222,13 @@ public enum UpdateEvent: Sendable, Equatable {
     case synced
     /// The commit command ended.
     case commitExited(success: Bool, detail: String)
+    /// The health check ended (an attempt); `detail` is its result and the end of its output.
+    case healthChecked(passed: Bool, detail: String)
+    /// The boot time now, while confirming: accounts the confirmation time and checks the
+    /// deadline.
+    case confirmClock(bootID: String?, uptime: Duration)
+    /// The rollback command ended.
+    case rollbackExited(success: Bool, detail: String)
 }
 
 /// What the flow asks its host to do, in order: report before persisting (a report repeated
@@ -195,6 +257,13 @@ public enum UpdateEffect: Sendable, Equatable {
     case commit
     /// Remove the staged image and its resume record.
     case discardImage
+    /// Run the health check (one attempt).
+    case healthCheck
+    /// Run the health check again after `firmware.healthCheck.interval` (failed attempt
+    /// `attempt`).
+    case retryHealthCheck(attempt: Int)
+    /// Run the rollback command (once per update, ever).
+    case rollback
 }
 
 /// The firmware update as a state machine: sans-I/O, fed `UpdateEvent`s, answering with
@@ -219,16 +288,38 @@ public struct UpdateFlow: Sendable {
     /// Downgrades are allowed (`firmware.allowDowngrade`): then the rollback floor refuses
     /// nothing, and no history entry may be dropped.
     public let allowDowngrade: Bool
+    /// How a new version is confirmed.
+    public let confirmation: ConfirmPolicy
+    /// A sync with the server succeeded since the new version runs (in memory: after a restart
+    /// the next poll syncs again).
+    private var synced = false
+    /// This boot's ID, as the last event that carried one said.
+    private var bootID: String?
 
     /// A flow over `state`.
     /// - Parameters:
     ///   - state: as read from disk.
     ///   - maximumFailedAttempts: download attempts that may fail with the server reachable.
     ///   - allowDowngrade: `firmware.allowDowngrade`.
-    public init(state: FirmwareState, maximumFailedAttempts: Int, allowDowngrade: Bool = false) {
+    ///   - confirmation: the health check, rollback and deadline of the confirmation.
+    public init(
+        state: FirmwareState, maximumFailedAttempts: Int, allowDowngrade: Bool = false, confirmation: ConfirmPolicy = ConfirmPolicy()
+    ) {
         self.state = state
         self.maximumFailedAttempts = maximumFailedAttempts
         self.allowDowngrade = allowDowngrade
+        self.confirmation = confirmation
+    }
+
+    /// Confirmation time left before the deadline (nil: none, or not confirming).
+    public var confirmRemaining: Duration? {
+        guard phase == .confirming, let timeout = confirmation.timeout, let update = state.update else { return nil }
+        return max(.zero, timeout - .milliseconds(update.confirmElapsedMilliseconds))
+    }
+
+    /// The health check still has to pass before the commit.
+    public var awaitsHealthCheck: Bool {
+        phase == .confirming && confirmation.healthCheck && state.update?.healthy == false
     }
 
     /// The record a `.report` effect reports, in the order the effects were made.
@@ -247,7 +338,8 @@ public struct UpdateFlow: Sendable {
     ///   - now: the time.
     /// - Returns: the effects.
     public mutating func resume(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
-        raiseFloor(to: version)
+        raiseFloor(running: version)
+        if let bootID { self.bootID = bootID }
         switch phase {
         case .downloading:
             // A release published while the agent was down supersedes before a byte of the old
@@ -261,7 +353,13 @@ public struct UpdateFlow: Sendable {
             // Still the old version in the boot the install ran in: the reboot the install
             // asked for did not happen (the agent stopped first). Asked for again.
             return effects.isEmpty ? [.reboot] : effects
-        case .idle, .confirming, .done, .failed, .superseded: return []
+        case .confirming:
+            let effects = handle(.booted(version: version, bootID: bootID), now: now)
+            if !effects.isEmpty { return effects }
+            return awaitsHealthCheck ? [.healthCheck] : []
+        case .rollingBack:
+            return handle(.booted(version: version, bootID: bootID), now: now)
+        case .idle, .done, .failed, .superseded: return []
         }
     }
 
@@ -328,11 +426,52 @@ public struct UpdateFlow: Sendable {
             guard success else { return fail("the installer failed: \(detail)", now: now) }
             return enter(.installed, now: now) + (rebootRequired ? [.reboot] : [.checkBooted])
         case .booted(let version, let bootID):
+            if let bootID { self.bootID = bootID }
             return booted(version: version, bootID: bootID, now: now)
         case .synced:
-            guard phase == .confirming, !commitPending else { return [] }
-            commitPending = true
-            return [.commit]
+            guard phase == .confirming else { return [] }
+            synced = true
+            return commitIfConfirmed()
+        case .healthChecked(let passed, let detail):
+            guard awaitsHealthCheck, var update = state.update else { return [] }
+            if passed {
+                update.healthy = true
+                update.reason = "health check passed: \(detail)"
+                state.update = update
+                return reporting() + [.persist] + commitIfConfirmed()
+            }
+            update.healthAttempts += 1
+            update.reason = "health check attempt \(update.healthAttempts) of \(confirmation.healthAttempts) failed: \(detail)"
+            state.update = update
+            if update.healthAttempts >= confirmation.healthAttempts {
+                return rollBack("the health check failed \(update.healthAttempts) times, last: \(detail)", now: now)
+            }
+            return reporting() + [.persist, .retryHealthCheck(attempt: update.healthAttempts)]
+        case .confirmClock(let bootID, let uptime):
+            if let bootID { self.bootID = bootID }
+            guard phase == .confirming, var update = state.update else { return [] }
+            let nowMilliseconds = Int64(clamping: uptime.totalNanoseconds / 1_000_000)
+            if let mark = update.confirmMark, mark.bootID == bootID ?? "" {
+                update.confirmElapsedMilliseconds += max(0, nowMilliseconds - mark.uptimeMilliseconds)
+            }
+            // Another boot of the new version: the time between the last mark and that reboot
+            // is not counted (at most one accounting period, as often as the deadline needs).
+            update.confirmMark = ConfirmMark(bootID: bootID ?? "", uptimeMilliseconds: nowMilliseconds)
+            state.update = update
+            if let timeout = confirmation.timeout, update.confirmElapsedMilliseconds >= timeout.totalNanoseconds / 1_000_000 {
+                let what =
+                    awaitsHealthCheck
+                    ? (update.healthAttempts > 0 ? "its health check has not passed" : "its health check has not run to an end")
+                    : "no sync with the server succeeded"
+                return rollBack("not confirmed within \(ConfigReader.describe(timeout)): \(what)", now: now)
+            }
+            return [.persist]
+        case .rollbackExited(let success, let detail):
+            guard phase == .rollingBack, state.update?.rollbackRan == true else { return [] }
+            guard success else {
+                return fail("\(state.update?.reason ?? "rolled back"); the rollback command failed: \(detail)", now: now)
+            }
+            return [.reboot]
         case .commitExited(let success, let detail):
             guard phase == .confirming, commitPending, let update = state.update else { return [] }
             commitPending = false
@@ -343,12 +482,43 @@ public struct UpdateFlow: Sendable {
         }
     }
 
+    /// The commit, once the health check passed (or none is configured) and a sync succeeded.
+    private mutating func commitIfConfirmed() -> [UpdateEffect] {
+        guard phase == .confirming, synced, !awaitsHealthCheck, !commitPending else { return [] }
+        commitPending = true
+        return [.commit]
+    }
+
+    /// The new version failed its confirmation: the rollback command runs, once, after its
+    /// start is on disk; without one the update fails uncommitted.
+    private mutating func rollBack(_ reason: String, now: Date) -> [UpdateEffect] {
+        guard confirmation.rollback else {
+            return fail("\(reason); no firmware.rollback is configured: the new version stays, uncommitted", now: now)
+        }
+        state.update?.reason = reason
+        return enter(.rollingBack, now: now) + startRollback()
+    }
+
+    /// The rollback is asked for; `rollbackStarts()` marks it started just before it runs.
+    private func startRollback() -> [UpdateEffect] { [.rollback] }
+
+    /// Marks the rollback started, in this boot: the host persists this before it runs the
+    /// command, so that it runs at most once whatever stops the agent.
+    /// - Returns: false when it may not run (not rolling back, or started before).
+    public mutating func rollbackStarts() -> Bool {
+        guard phase == .rollingBack, var update = state.update, !update.rollbackRan else { return false }
+        update.rollbackRan = true
+        update.rollbackBootID = bootID ?? update.confirmMark?.bootID
+        state.update = update
+        return true
+    }
+
     private mutating func offer(
         digest: String, manifest: FirmwareManifest?, refusal: FirmwareRefusal?, running: SemanticVersion?, now: Date
     ) -> [UpdateEffect] {
-        raiseFloor(to: running)
+        raiseFloor(running: running)
         switch phase {
-        case .installing, .installed, .confirming:
+        case .installing, .installed, .confirming, .rollingBack:
             return []  // an install under way is seen through first
         case .downloading, .verifying:
             guard let current = state.update, current.manifestDigest != digest else { return [] }
@@ -412,12 +582,19 @@ public struct UpdateFlow: Sendable {
     }
 
     private mutating func booted(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
+        if phase == .confirming { return bootedWhileConfirming(version: version, bootID: bootID, now: now) }
+        if phase == .rollingBack { return bootedWhileRollingBack(version: version, bootID: bootID, now: now) }
         guard phase == .installing || phase == .installed, var update = state.update else { return [] }
         let target = SemanticVersion(update.version)
         if let version, let target, version == target {
             if phase == .installing { update.reason = "the agent stopped while the installer ran; the new version runs" }
+            update.healthy = !confirmation.healthCheck
+            update.healthAttempts = 0
+            update.confirmElapsedMilliseconds = 0
+            update.confirmMark = nil
             state.update = update
-            return enter(.confirming, now: now)
+            synced = false
+            return enter(.confirming, now: now) + (confirmation.healthCheck ? [.healthCheck] : [])
         }
         let rebooted = bootID != nil && update.bootID != nil && bootID != update.bootID
         if rebooted {
@@ -432,6 +609,29 @@ public struct UpdateFlow: Sendable {
             return enter(.installed, now: now)
         }
         return []
+    }
+
+    /// The bootloader may fall back to the old version on its own (a watchdog reset, boot
+    /// attempts used up) before the new one was confirmed.
+    private mutating func bootedWhileConfirming(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
+        guard let update = state.update, let version, let target = SemanticVersion(update.version), version != target else { return [] }
+        return fail("rolled back: \(version) booted while \(update.version) was being confirmed", now: now)
+    }
+
+    /// After the rollback command: the reboot into the old version is what ends it.
+    private mutating func bootedWhileRollingBack(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
+        guard let update = state.update else { return [] }
+        let cause = update.reason ?? "its confirmation failed"
+        guard update.rollbackRan else { return startRollback() }  // stopped before it started
+        let target = SemanticVersion(update.version)
+        let rebooted = bootID != nil && update.rollbackBootID != nil && bootID != update.rollbackBootID
+        guard rebooted || (version != nil && version != target) else {
+            return [.reboot]  // the agent stopped before the reboot: asked for again
+        }
+        if let version, version != target {
+            return fail("rolled back: \(version) runs again after \(update.version) failed (\(cause))", now: now)
+        }
+        return fail("the rollback did not take: \(update.version) still runs after a reboot, uncommitted (\(cause))", now: now)
     }
 
     /// Moves to `phase`: report, persist.
@@ -486,6 +686,17 @@ public struct UpdateFlow: Sendable {
         guard !state.refused.contains(digest) else { return }
         state.refused.append(digest)
         if state.refused.count > FirmwareState.refusalLimit { state.refused.removeFirst(state.refused.count - FirmwareState.refusalLimit) }
+    }
+
+    /// The running version is a floor too, except the update's own version before it is
+    /// committed: a release that fails its confirmation must not keep its fixes below it out.
+    private mutating func raiseFloor(running version: SemanticVersion?) {
+        if let update = state.update, [.installing, .installed, .confirming, .rollingBack].contains(update.phase),
+            let version, SemanticVersion(update.version) == version
+        {
+            return
+        }
+        raiseFloor(to: version)
     }
 
     /// `highestAccepted` only grows.

@@ -154,8 +154,69 @@ struct FakeBoard {
         try installer.write(toFile: directory + "/install.sh", atomically: true, encoding: .utf8)
         try "#!/bin/sh\necho \"commit\" >> \"\(directory)/calls.log\"\n".write(
             toFile: directory + "/commit.sh", atomically: true, encoding: .utf8)
+        // The health check answers as `health.mode` says: pass, fail, hang, or `fail N` (fails
+        // its first N calls, then passes).
+        let health = """
+            #!/bin/sh
+            echo "health $1" >> "\(directory)/calls.log"
+            mode=$(cat "\(directory)/health.mode" 2>/dev/null || echo pass)
+            calls=$(grep -c '^health' "\(directory)/calls.log")
+            case "$mode" in
+              pass) echo "app is up"; exit 0 ;;
+              hang) echo $$ > "\(directory)/health.pid"; exec sleep 3600 ;;
+              "fail "*) if [ "$calls" -gt "${mode#fail }" ]; then echo "app is up"; exit 0; fi ;;
+            esac
+            echo "app is down (call $calls)"
+            exit 1
+            """
+        // The rollback marks the booted slot bad: the next boot is the old version's.
+        let rollback = """
+            #!/bin/sh
+            echo "rollback" >> "\(directory)/calls.log"
+            touch "\(directory)/marked-bad"
+            echo "marked the booted slot bad"
+            """
+        // A reboot is asked for; the test "reboots" the board (`handleReboot`).
+        let reboot = "#!/bin/sh\necho \"reboot\" >> \"\(directory)/calls.log\"\ntouch \"\(directory)/reboot.requested\"\n"
+        for (name, text) in [("health.sh", health), ("rollback.sh", rollback), ("reboot.sh", reboot)] {
+            try text.write(toFile: directory + "/" + name, atomically: true, encoding: .utf8)
+            chmod(directory + "/" + name, 0o755)
+        }
         chmod(directory + "/install.sh", 0o755)
         chmod(directory + "/commit.sh", 0o755)
+    }
+
+    /// How the health check answers: `pass`, `fail`, `hang`, `fail N`.
+    func setHealth(_ mode: String) throws {
+        try mode.write(toFile: directory + "/health.mode", atomically: true, encoding: .utf8)
+    }
+
+    /// The reboot command ran and the board has not "rebooted" since.
+    var rebootRequested: Bool { access(directory + "/reboot.requested", F_OK) == 0 }
+
+    /// Performs the reboot the agent asked for: after a rollback marked the slot bad, the old
+    /// version `fallback` boots; otherwise the slot the installer wrote.
+    func handleReboot(fallback: String) throws {
+        unlink(directory + "/reboot.requested")
+        if access(directory + "/marked-bad", F_OK) == 0 {
+            unlink(directory + "/marked-bad")
+            try setVersion(fallback)
+            try reboot()
+        } else {
+            try bootInstalledSlot()
+        }
+    }
+
+    /// The health-check, rollback and reboot commands for the firmware section's `extra`.
+    func confirmationSection(attempts: Int = 2, timeout: String = "5s", interval: String = "200ms", confirmTimeout: String? = nil)
+        -> String
+    {
+        """
+        healthCheck: { command: ["\(directory)/health.sh", "{version}"], timeout: "\(timeout)", attempts: \(attempts), interval: "\(interval)" },
+        rollback: ["\(directory)/rollback.sh"],
+        reboot: ["\(directory)/reboot.sh"],
+        \(confirmTimeout.map { "confirmTimeout: \"\($0)\"," } ?? "")
+        """
     }
 
     func setVersion(_ version: String) throws {
