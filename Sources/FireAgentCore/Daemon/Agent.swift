@@ -19,6 +19,8 @@ import TinyFire
 public struct AgentError: Error, Sendable, CustomStringConvertible {
     /// What went wrong.
     public let description: String
+    /// Another fire-agent holds what this one needs (the firmware flow's lock): try later.
+    public var isBusy = false
 }
 
 /// What one collection and delivery cycle did (`fire-agent sync --once`).

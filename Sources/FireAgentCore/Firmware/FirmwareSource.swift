@@ -76,6 +76,10 @@ public protocol FirmwareSource: Sendable {
     func start()
     /// Stops it; later reports wait on disk for the next start.
     func close()
+    /// Delivers the queued reports now, in order, until one fails (background delivery off:
+    /// the one-shot cycle); blocks the calling thread.
+    /// - Returns: reports still queued.
+    func flushReports() -> Int
 }
 
 /// fire-agent's own backend: a manifest and its detached signature at two URLs, polled with
@@ -142,6 +146,20 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
 
     /// Stops delivering reports and closes their queue.
     public func close() { reports?.close() }
+
+    /// Delivers the queued reports once, in order, until one fails.
+    /// - Returns: reports still queued.
+    public func flushReports() -> Int {
+        guard let reports else { return 0 }
+        let done = DispatchSemaphore(value: 0)
+        let remaining = SendableBox<Int>(0)
+        reports.flush { result in
+            remaining.value = (try? result.get().remaining) ?? reports.statistics.records
+            done.signal()
+        }
+        done.wait()
+        return remaining.value
+    }
 
     /// GETs the manifest (`If-None-Match` with the last ETag); a new one's signature is
     /// fetched and verified, the manifest read and kept under its digest.

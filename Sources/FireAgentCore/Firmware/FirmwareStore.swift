@@ -113,6 +113,27 @@ public struct FirmwareStore: Sendable {
         return fd
     }
 
+    /// Takes the firmware flow's lock (`agent.lock`, flock): one fire-agent at a time — the
+    /// daemon or a one-shot `firmware update --once` — acts on this directory. The file holds
+    /// the holder's PID, for the message the others get.
+    /// - Returns: the descriptor, held for as long as the flow runs (closing it releases it).
+    /// - Throws: `AgentError` naming the process that holds it.
+    func lockFlow() throws(AgentError) -> Int32 {
+        let path = directory + "/agent.lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw AgentError(description: "\(path): cannot be opened: \(String(cString: strerror(errno)))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let holder = SystemFiles().read(path, limit: 32)?.trimmed() ?? ""
+            close(fd)
+            throw AgentError(
+                description: "another fire-agent\(holder.isEmpty ? "" : " (PID \(holder))") runs the firmware flow on \(directory)",
+                isBusy: true)
+        }
+        _ = ftruncate(fd, 0)
+        _ = writeAll(fd, Array("\(getpid())\n".utf8))
+        return fd
+    }
+
     /// Waits while an installer started by an earlier agent still holds the install lock
     /// (exclusively or shared).
     /// - Parameter timeout: how long to wait at most.

@@ -49,6 +49,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private let onChange: @Sendable () -> Void
     private let crashPoints: CrashPoints
     private let control: Mutex<Control>
+    /// The firmware flow's lock (`FirmwareStore.lockFlow`), -1 once released.
+    private let flowLock: Mutex<Int32>
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     private let hasher = ImageHasher()
@@ -75,6 +77,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// What the last new offer came to (`offered 2.1.0`, `up to date (2.0.0 runs)`, `refused: …`):
     /// the status keeps saying it while polls find nothing new.
     private var lastVerdict: String?
+    /// The last poll had an answer from the server.
+    private var pollReachedServer = false
     /// The last `fire_agent_update` point's time: each next one is at least one unit of the
     /// precision later, so two steps in the same millisecond are two points, not one.
     private var lastPointNanoseconds: Int64 = 0
@@ -106,6 +110,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
             throw AgentError(description: "firmware.directory: \(problem)")
         }
         store = try FirmwareStore(directory: config.directory)
+        let lock = try store.lockFlow()
+        flowLock = Mutex(lock)
         flow = Self.makeFlow(state: Self.loadState(store, logger: logger), config: config)
         var configuration = SessionConfiguration()
         configuration.connectTimeout = agentConfig.server.connectTimeout
@@ -127,11 +133,26 @@ public final class FirmwareUpdater: @unchecked Sendable {
             }
         }
         session = Session(configuration: configuration, serverTrustManager: trust)
-        source = try SignedManifestSource(
-            config: config, deviceID: agentConfig.device.id, session: session, store: store, reachability: reachability, logger: logger)
+        do {
+            source = try SignedManifestSource(
+                config: config, deviceID: agentConfig.device.id, session: session, store: store, reachability: reachability, logger: logger)
+        } catch {
+            close(lock)
+            throw error
+        }
         nextPoll = clock.now
         control = Mutex(Control(snapshot: Snapshot(phase: UpdatePhase.idle.rawValue, downloadedBytes: 0, size: 0)))
         publish(notifying: false)
+    }
+
+    deinit { releaseLock() }
+
+    /// Releases the flow's lock (the thread ended, or the one-shot cycle did).
+    private func releaseLock() {
+        flowLock.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
     }
 
     /// Starts the updater's thread.
@@ -139,8 +160,100 @@ public final class FirmwareUpdater: @unchecked Sendable {
         source.start()
         DispatchQueue(label: "fire-agent.firmware").async { [self] in
             run()
+            releaseLock()
             finished.signal()
         }
+    }
+
+    /// What one firmware cycle (`fire-agent firmware update --once`) came to.
+    public enum CycleOutcome: Sendable, Equatable {
+        /// Nothing to do: no offer, the offer already runs, or it was acted on before.
+        case upToDate(String)
+        /// Installed this cycle; the new version runs after the reboot (the reboot command
+        /// ran, or the device waits for one).
+        case installed(String)
+        /// The new version passed its confirmation and was committed this cycle.
+        case committed(String)
+        /// The offer was refused before anything was done (signature, device type, version,
+        /// expiry).
+        case refused(String)
+        /// The update failed (download, image, installer, commit).
+        case failed(String)
+        /// The new version failed its health check or deadline and was rolled back (or the
+        /// rollback is under way: the reboot into the old version comes next).
+        case rolledBack(String)
+        /// Not finished now, to be taken up again: the server was not reached, a download
+        /// waits for its retry, space, a trusted clock or a sync.
+        case deferred(String)
+    }
+
+    /// Runs one cycle in the calling thread, as the daemon would run it — resume, the health
+    /// check with its attempts, one poll, the download, verification, install and reboot
+    /// command it leads to, the commit after a sync — and delivers the reports once. Nothing
+    /// waits for a download retry: the state keeps it for the next cycle or the daemon.
+    /// - Returns: what it came to.
+    public func runOnce() -> CycleOutcome {
+        defer { releaseLock() }
+        let before = flow.state.update
+        prepare()
+        settleHealthChecks()
+        if stateRetryAt == nil { poll() }
+        settleHealthChecks()
+        if flow.phase == .confirming, !flow.awaitsHealthCheck, stateRetryAt == nil {
+            poll()  // the sync the commit waits for, when the check passed after the first
+        }
+        let unsent = source.flushReports()
+        if unsent > 0 { logger.notice("firmware reports not delivered yet: they wait for the next run", metadata: ["queued": "\(unsent)"]) }
+        return outcome(since: before)
+    }
+
+    /// Runs the health check's remaining attempts, waiting their intervals (and the deadline).
+    private func settleHealthChecks() {
+        while flow.phase == .confirming, stateRetryAt == nil, let at = healthRetryAt {
+            if let deadline = confirmDeadline, deadline <= at {
+                sleepUntil(deadline, clock: clock)
+                confirmDeadline = nil
+                perform(confirmTick())
+                continue
+            }
+            sleepUntil(at, clock: clock)
+            healthRetryAt = nil
+            perform([.healthCheck])
+        }
+    }
+
+    private func outcome(since before: UpdateRecord?) -> CycleOutcome {
+        let update = flow.state.update
+        let version = update?.version ?? ""
+        let reason = update?.reason ?? ""
+        let checked = control.withLock { $0.snapshot.lastCheckResult } ?? ""
+        if stateRetryAt != nil {
+            return .deferred("the firmware state cannot be written (see the log); nothing acts on it until it can")
+        }
+        switch flow.phase {
+        case .installed:
+            return .installed("\(version) installed: " + (config.reboot != nil ? "the reboot command ran" : "waiting for a reboot into it"))
+        case .rollingBack:
+            return .rolledBack("\(version) rolled back: \(reason); rebooting into the old version")
+        case .confirming:
+            let waiting = flow.awaitsHealthCheck ? "its health check has not passed" : "waiting for a sync with the server"
+            return .deferred("\(version) runs, not committed yet: \(waiting)" + (checked.isEmpty ? "" : " (last poll: \(checked))"))
+        case .downloading, .verifying, .installing:
+            return .deferred("\(version): \(flow.phase.rawValue), to be continued" + (reason.isEmpty ? "" : ": \(reason)"))
+        case .done where update != before:
+            return .committed("\(version) committed")
+        case .failed where update != before && reason.hasPrefix("rolled back"):
+            return .rolledBack("\(version): \(reason)")
+        default:
+            break
+        }
+        if lastVerdict?.hasPrefix("refused: ") == true, flow.phase == .failed {
+            return .refused("\(version.isEmpty ? "the offer" : version) refused: \(reason)")
+        }
+        if flow.phase == .failed, update != before { return .failed("\(version) failed: \(reason)") }
+        if checked.hasPrefix("waiting: ") { return .deferred(checked) }
+        if !pollReachedServer { return .deferred("the update server was not reached: \(checked)") }
+        return .upToDate(checked.isEmpty ? "nothing offered" : checked)
     }
 
     /// Polls the manifest at once (the route to the server came back).
@@ -178,18 +291,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         logger.info(
             "firmware updates on",
             metadata: ["manifest": "\(config.manifestURL)", "pollInterval": "\(ConfigReader.describe(config.pollInterval))"])
-        if let update = flow.state.update, !update.phase.isTerminal {
-            manifest = source.restore(digest: update.manifestDigest)
-        }
-        if flow.phase == .installing, !store.waitForInstaller(timeout: .milliseconds(0)) {
-            // The agent stopped while its installer ran, and the installer still runs: its
-            // outcome is known only once it ends (and the next boot shows it).
-            logger.warning("the installer started before this agent's restart still runs: waiting for it to end")
-            _ = store.waitForInstaller(timeout: config.installTimeout)
-        }
-        let version = bootedVersion()
-        perform(flow.resume(version: version, bootID: bootID(), now: Date()))
-        publish()
+        prepare()
         while !stopping {
             let now = clock.now
             let asked = control.withLock { control -> Bool in
@@ -229,6 +331,23 @@ public final class FirmwareUpdater: @unchecked Sendable {
             let nanoseconds = max(0, (deadline - clock.now).totalNanoseconds)
             _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
         }
+    }
+
+    /// Where every run starts: the manifest an update under way follows, an installer an
+    /// earlier agent started waited for, and the flow resumed from what runs.
+    private func prepare() {
+        if let update = flow.state.update, !update.phase.isTerminal {
+            manifest = source.restore(digest: update.manifestDigest)
+        }
+        if flow.phase == .installing, !store.waitForInstaller(timeout: .milliseconds(0)) {
+            // The agent stopped while its installer ran, and the installer still runs: its
+            // outcome is known only once it ends (and the next boot shows it).
+            logger.warning("the installer started before this agent's restart still runs: waiting for it to end")
+            _ = store.waitForInstaller(timeout: config.installTimeout)
+        }
+        let version = bootedVersion()
+        perform(flow.resume(version: version, bootID: bootID(), now: Date()))
+        publish()
     }
 
     /// Polls now; the next poll comes a poll interval (with jitter) later.
@@ -389,17 +508,21 @@ public final class FirmwareUpdater: @unchecked Sendable {
         var result: String
         switch answer {
         case .unchanged:
+            pollReachedServer = true
             result = lastVerdict.map { "unchanged: " + $0 } ?? "unchanged"
             synced()
         case .offer(let offer):
+            pollReachedServer = true
             synced()
             result = consider(offer)
             lastVerdict = result
         case .nothing(let reason):
             result = reason
+            pollReachedServer = true
             logger.notice("no firmware offered", metadata: ["reason": "\(reason)"])
         case .unreachable(let reason):
             result = reason
+            pollReachedServer = false
             logger.warning("firmware manifest not fetched", metadata: ["reason": "\(reason)"])
         }
         control.withLock {
@@ -829,6 +952,15 @@ public final class FirmwareUpdater: @unchecked Sendable {
         fsync(fd)
         close(fd)
     }
+}
+
+/// Sleeps the calling thread until `instant`.
+func sleepUntil(_ instant: ContinuousClock.Instant, clock: ContinuousClock) {
+    let nanoseconds = (instant - clock.now).totalNanoseconds
+    guard nanoseconds > 0 else { return }
+    var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0, errno == EINTR { request = remaining }
 }
 
 /// Lowercase hexadecimal.

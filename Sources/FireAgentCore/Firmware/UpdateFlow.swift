@@ -358,7 +358,9 @@ public struct UpdateFlow: Sendable {
             if !effects.isEmpty { return effects }
             return awaitsHealthCheck ? [.healthCheck] : []
         case .rollingBack:
-            return handle(.booted(version: version, bootID: bootID), now: now)
+            let effects = handle(.booted(version: version, bootID: bootID), now: now)
+            // The agent stopped after the rollback, before the reboot: asked for again.
+            return effects.isEmpty && state.update?.rollbackRan == true ? [.reboot] : effects
         case .idle, .done, .failed, .superseded: return []
         }
     }
@@ -625,9 +627,7 @@ public struct UpdateFlow: Sendable {
         guard update.rollbackRan else { return startRollback() }  // stopped before it started
         let target = SemanticVersion(update.version)
         let rebooted = bootID != nil && update.rollbackBootID != nil && bootID != update.rollbackBootID
-        guard rebooted || (version != nil && version != target) else {
-            return [.reboot]  // the agent stopped before the reboot: asked for again
-        }
+        guard rebooted || (version != nil && version != target) else { return [] }
         if let version, version != target {
             return fail("rolled back: \(version) runs again after \(update.version) failed (\(cause))", now: now)
         }

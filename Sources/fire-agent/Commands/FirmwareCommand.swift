@@ -8,14 +8,85 @@ import FireAgentCore
     import Foundation
 #endif
 
+/// The exit statuses of `firmware update --once` (docs/CLI.md).
+enum FirmwareExit {
+    /// Another fire-agent holds the firmware flow's lock.
+    static let busy: Int32 = 16
+
+    static func code(_ outcome: FirmwareUpdater.CycleOutcome) -> Int32 {
+        switch outcome {
+        case .upToDate: 0
+        case .installed: 10
+        case .committed: 11
+        case .refused: 12
+        case .failed: 13
+        case .rolledBack: 14
+        case .deferred: ExitStatus.deferred.rawValue
+        }
+    }
+}
+
 /// `fire-agent firmware verify`: what the agent checks before an install, run by hand (a vendor
 /// before publishing, an operator looking at a staged image).
 struct FirmwareCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "firmware",
         abstract: "Firmware manifests and images, checked as the agent checks them.",
-        subcommands: [Verify.self]
+        subcommands: [Verify.self, Update.self]
     )
+
+    /// `fire-agent firmware update --once`: one firmware cycle, as the daemon runs it.
+    struct Update: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run one firmware cycle — confirm, poll, download, verify, install — and exit with what it came to.",
+            discussion: """
+                Exit status: 0 nothing to do; 10 installed, the new version runs after the reboot; 11 committed; \
+                12 the offer was refused; 13 the update failed; 14 rolled back; 16 another fire-agent runs the \
+                firmware flow; 75 not finished now (server unreachable, a retry, space, the clock, a sync): \
+                run again later; 78 config problems.
+                """)
+
+        @Option(name: .customLong("config"), help: "The config file (default \(AgentConfig.defaultPath)).")
+        var config: String?
+
+        @Flag(name: .customLong("once"), help: "Run one cycle and exit (the daemon, `fire-agent run`, runs them on its schedule).")
+        var once = false
+
+        func validate() throws {
+            guard once else { throw ValidationError("firmware update needs --once (`fire-agent run` is the daemon)") }
+        }
+
+        func run() throws {
+            let path = config ?? AgentConfig.defaultPath
+            let loaded = try loadConfig(path)
+            guard let firmware = loaded.firmware else {
+                printError("fire-agent: \(path) has no firmware section: nothing to update")
+                throw ExitCode(ExitStatus.configError.rawValue)
+            }
+            let logger = agentLogger(loaded.logging)
+            let updater: FirmwareUpdater
+            do {
+                updater = try FirmwareUpdater(
+                    config: firmware, agentConfig: loaded, logger: logger, reachability: nil,
+                    environment: ProcessInfo.processInfo.environment
+                ) {}
+            } catch {
+                printError("fire-agent: \(error)")
+                throw ExitCode(error.isBusy ? FirmwareExit.busy : ExitStatus.writeError.rawValue)
+            }
+            let outcome = updater.runOnce()
+            switch outcome {
+            case .upToDate(let text):
+                print("up to date: \(text)")
+            case .installed(let text), .committed(let text):
+                print(text)
+            case .refused(let text), .failed(let text), .rolledBack(let text), .deferred(let text):
+                printError("fire-agent: \(text)")
+            }
+            let code = FirmwareExit.code(outcome)
+            if code != 0 { throw ExitCode(code) }
+        }
+    }
 
     struct Verify: ParsableCommand {
         static let configuration = CommandConfiguration(
