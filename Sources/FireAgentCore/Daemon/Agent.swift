@@ -359,13 +359,14 @@ public final class Agent: Sendable {
             queued += 1
             return true
         }
-        _ = enqueue(batcher.flush())
+        // The collectors' points open the batch; spool lines fill it up to the batch limits.
         if let spool, clockAllowsStamping(at: Self.now()) {
             let precision = config.telemetry.precision
             let pass = spool.take(batcher: &batcher, stamp: { LineProtocol.scale(Self.now(), to: precision) }) { enqueue($0) }
             report.spooledLines += pass.queuedLines
             report.rejectedLines += pass.rejectedLines
         }
+        _ = enqueue(batcher.flush())
         if report.rejectedLines > 0 { tracker.rejectedSpool(report.rejectedLines) }
     }
 

@@ -51,6 +51,14 @@ public struct Batcher: Sendable {
         return Batch(lines: lines)
     }
 
+    /// Drops the unfinished batch's lines after its first `count` (lines taken from files that
+    /// stay where they are, when the batch cannot be queued: the files are read again later).
+    public mutating func keepFirst(_ count: Int) {
+        guard count < lines.count else { return }
+        lines.removeLast(lines.count - max(0, count))
+        bytes = lines.reduce(0) { $0 + $1.utf8.count + 1 }
+    }
+
     /// Lines and bytes waiting in the unfinished batch.
     public var pending: (points: Int, bytes: Int) { (lines.count, bytes) }
 }

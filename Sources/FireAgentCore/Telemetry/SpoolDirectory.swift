@@ -100,6 +100,23 @@ final class SpoolDirectory: Sendable {
             guard let directory = openDirectory(&state) else { return pass }
             var rejected = RejectedDirectory(spool: directory)
             defer { rejected.release() }
+            var filling = Filling(memoryLines: batcher.pending.points)
+            /// Queues the batch filled across files, then removes them; before each new listing
+            /// (a carried file is still in the directory until then) and at the end.
+            func finishFilling() {
+                guard !filling.carried.isEmpty else { return }
+                if !pass.blocked, let rest = batcher.flush() {
+                    if enqueue(rest) {
+                        pass.queuedLines += rest.lines.count - filling.memoryLines
+                        removeCarried(&filling, directory: directory)
+                        return
+                    }
+                    pass.blocked = true
+                    // Not queued: those files stay and are read again (their lines were not sent).
+                    abandon(&filling, batcher: &batcher, unqueued: rest)
+                }
+                abandon(&filling, batcher: &batcher)
+            }
             var progress = readProgress(&state)
             var waiting = 0
             var movedBefore = 0
@@ -113,7 +130,9 @@ final class SpoolDirectory: Sendable {
                 }
                 for name in names {
                     var file = FileTake(name: name, directory: directory, owner: self)
-                    file.run(resume: progress, batcher: &batcher, stamp: stamp, enqueue: enqueue, rejected: &rejected, state: &state)
+                    file.run(
+                        resume: progress, batcher: &batcher, filling: &filling, stamp: stamp, enqueue: enqueue, rejected: &rejected,
+                        state: &state)
                     progress = nil
                     pass.queuedLines += file.queuedLines
                     pass.rejectedLines += file.rejectedLines
@@ -123,13 +142,14 @@ final class SpoolDirectory: Sendable {
                         break
                     }
                 }
+                finishFilling()
                 waiting = names.count
                 let moved = pass.queuedLines + pass.rejectedLines + pass.setAside
                 // Drained, blocked, or nothing moved (files that stay, relisted): the next sync.
                 if pass.blocked || names.count < Self.namesPerListing || moved == movedBefore { break }
                 movedBefore = moved
             }
-            _ = batcher.flush()
+            finishFilling()
             if rejected.problem != nil, !state.rejectedProblemReported {
                 state.rejectedProblemReported = true
                 logger.error(
@@ -287,6 +307,39 @@ final class SpoolDirectory: Sendable {
         close(fd)
     }
 
+    /// A batch being filled across files (and after the collectors' points): the files whose
+    /// lines are all in it are removed only once it is queued.
+    private struct Filling {
+        /// Lines at the batch's start that came from memory (the collectors), not from files:
+        /// kept when the batch is given up.
+        var memoryLines: Int
+        /// Files read whole whose lines all wait in the batch, in order.
+        var carried: [String] = []
+    }
+
+    /// Removes the carried files: their lines are queued.
+    private func removeCarried(_ filling: inout Filling, directory: Int32) {
+        for name in filling.carried where unlinkat(directory, name, 0) != 0 {
+            logger.error("spool file queued but not removed", metadata: ["file": "\(name)", "reason": "\(errnoText(errno))"])
+        }
+        filling.carried = []
+        filling.memoryLines = 0
+    }
+
+    /// Gives up the batch being filled (it cannot be queued): lines from files are dropped, the
+    /// files stay for the next pass; the collectors' points stay pending.
+    /// - Parameter unqueued: the completed batch the queue refused (it holds the collectors'
+    ///   points, if any are left), or nil when they are still in `batcher`.
+    private func abandon(_ filling: inout Filling, batcher: inout Batcher, unqueued: Batch? = nil) {
+        if let unqueued {
+            batcher.keepFirst(0)
+            for line in unqueued.lines.prefix(filling.memoryLines) { _ = try? batcher.add(line) }
+        } else {
+            batcher.keepFirst(filling.memoryLines)
+        }
+        filling.carried = []
+    }
+
     // MARK: - One file
 
     /// Taking one entry of the spool.
@@ -306,7 +359,7 @@ final class SpoolDirectory: Sendable {
         }
 
         mutating func run(
-            resume: SpoolProgress?, batcher: inout Batcher, stamp: () -> Int64, enqueue: (Batch) -> Bool,
+            resume: SpoolProgress?, batcher: inout Batcher, filling: inout Filling, stamp: () -> Int64, enqueue: (Batch) -> Bool,
             rejected: inout RejectedDirectory, state: inout State
         ) {
             // A first look without following or opening: only a regular file is opened at all.
@@ -341,11 +394,13 @@ final class SpoolDirectory: Sendable {
                     "\(info.st_size) bytes, more than telemetry.spoolMaxFileBytes (\(owner.maxFileBytes))", rejected: &rejected,
                     state: &state)
             }
-            readLines(fd, info: info, resume: resume, batcher: &batcher, stamp: stamp, enqueue: enqueue, rejected: &rejected, state: &state)
+            readLines(
+                fd, info: info, resume: resume, batcher: &batcher, filling: &filling, stamp: stamp, enqueue: enqueue, rejected: &rejected,
+                state: &state)
         }
 
         private mutating func readLines(
-            _ fd: Int32, info: stat, resume: SpoolProgress?, batcher: inout Batcher, stamp: () -> Int64,
+            _ fd: Int32, info: stat, resume: SpoolProgress?, batcher: inout Batcher, filling: inout Filling, stamp: () -> Int64,
             enqueue: (Batch) -> Bool, rejected: inout RejectedDirectory, state: inout State
         ) {
             let size = Int64(info.st_size)
@@ -380,7 +435,9 @@ final class SpoolDirectory: Sendable {
                     recorded = true
                 }
                 guard enqueue(batch.batch) else { return false }
-                queuedLines += batch.batch.lines.count
+                // The batch may open with the collectors' points: they are not spool lines.
+                queuedLines += batch.batch.lines.count - filling.memoryLines
+                owner.removeCarried(&filling, directory: directory)
                 if !refused.isEmpty {
                     rejected.append(refused, to: name)
                     refused = ""
@@ -389,6 +446,8 @@ final class SpoolDirectory: Sendable {
                 return true
             }
 
+            /// The batch the queue refused, if one was.
+            var unqueued: Batch?
             var buffer = [UInt8](repeating: 0, count: SpoolDirectory.readBufferBytes)
             var batchStart = (offset: splitter.offset, line: splitter.lineNumber)
             reading: while true {
@@ -396,7 +455,7 @@ final class SpoolDirectory: Sendable {
                 if count < 0 && errno == EINTR { continue }
                 if count < 0 {
                     owner.logger.warning("spool file cannot be read", metadata: ["file": "\(name)", "reason": "\(errnoText(errno))"])
-                    _ = batcher.flush()
+                    owner.abandon(&filling, batcher: &batcher)
                     return
                 }
                 if count == 0 { break }
@@ -418,6 +477,7 @@ final class SpoolDirectory: Sendable {
                                 let pending = PendingBatch(batch: completed, startOffset: batchStart.offset, startLine: batchStart.line)
                                 guard queue(pending, upTo: lineEnd, line: lineNumber, more: true) else {
                                     blocked = true
+                                    unqueued = completed
                                     return false
                                 }
                                 batchStart = (lineEnd, lineNumber)
@@ -432,7 +492,7 @@ final class SpoolDirectory: Sendable {
                 if !going { break reading }
             }
             if blocked {
-                _ = batcher.flush()
+                owner.abandon(&filling, batcher: &batcher, unqueued: unqueued)
                 return
             }
             if let last = splitter.finish(), case .refused(let text, let reason) = SpoolLineVerdict.judge(last, timestamp: nil) {
@@ -440,10 +500,18 @@ final class SpoolDirectory: Sendable {
                 owner.logger.warning("spool line rejected", metadata: ["file": "\(name)", "line": "\(last.number)", "reason": "\(reason)"])
                 refused += "# \(name):\(last.number): \(reason)\n\(text)\n"
             }
+            // A file read whole, whose lines carry their own times and are all waiting in the
+            // batch: the next file fills the batch further, and this one goes once it is queued.
+            // (Lines the agent stamped end their batch here: their time is recorded for it.)
+            if resumed == nil, !stamped, !recorded, rejectedLines == 0, refused.isEmpty, batcher.pending.points > filling.memoryLines {
+                filling.carried.append(name)
+                return
+            }
             if let rest = batcher.flush() {
                 let pending = PendingBatch(batch: rest, startOffset: batchStart.offset, startLine: batchStart.line)
                 guard queue(pending, upTo: size, line: splitter.lineNumber, more: false) else {
                     blocked = true
+                    owner.abandon(&filling, batcher: &batcher, unqueued: rest)
                     return
                 }
             }

@@ -432,11 +432,62 @@ struct SpoolBigFileTests {
         #expect(sync.status == 0, "\(sync.stderr.suffix(2000))")
         let remaining = try FileManager.default.contentsOfDirectory(atPath: directory + "/spool").filter { !$0.hasPrefix(".") }
         #expect(remaining.filter { $0 != "rejected" }.isEmpty, "\(remaining.count) files left")
+        // Batches are filled across files, up to a listing slice (256 names) each: at most 12
+        // batches of up to 256 lines, not 3,000 batches of one line.
+        let summary = String(decoding: sync.stdout, as: UTF8.self)
+        let batches = summary.firstRange(of: /queued (\d+) batches/).flatMap { Int(summary[$0].split(separator: " ")[1]) }
+        #expect(batches.map { $0 <= 12 } == true && recorder.requests() == batches, "\(summary) \(recorder.requests())")
         let seen = try recorder.lines().compactMap { line -> Int? in
             guard let range = line.range(of: ",seq="), let end = line[range.upperBound...].firstIndex(of: "i") else { return nil }
             return Int(line[range.upperBound..<end])
         }
         #expect(seen.count == count && Set(seen).count == count, "\(seen.count) lines, \(Set(seen).count) distinct")
+    }
+}
+
+extension SpoolBigFileTests {
+    @Test(
+        "batches filled across files: lines the agent stamps end their batch; kill -9 during the sync of 2,000 small files loses nothing")
+    func fillingAcrossFiles() throws {
+        let directory = try agentScratch("filling")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let recorder = try RecordingInflux(directory: directory)
+        defer { recorder.stop() }
+        recorder.open()
+        let config = try writeConfig(in: directory, server: "http://127.0.0.1:\(recorder.port)")
+        // f0–f3 carry their times; f4 has a line the agent stamps: it closes its batch; f5–f9 fill the next.
+        for index in 0..<10 {
+            let time = index == 4 ? "" : " \(1_700_000_000_000_000_000 + index)"
+            try dropInSpool("fill seq=\(index)i\(time)\nfill seq=\(100 + index)i\(time)\n", as: "f\(index).lp", in: directory)
+        }
+        let sync = try runCapturingOutput(try fireAgentPath(), ["sync", "--once", "--config", config])
+        #expect(sync.status == 0 && String(decoding: sync.stdout, as: UTF8.self).contains("queued 2 batches"), "\(sync)")
+        let recorded = try recorder.lines().count
+        #expect(recorder.requests() == 2 && recorded == 20)
+
+        // 2,000 files of 3 lines each, a sync killed while it delivers, then another sync.
+        let count = 2000
+        for index in 0..<count {
+            let lines = (0..<3).map { "kill file=\"k\(index)\",seq=\(index * 3 + $0)i \(1_700_000_000_000_000_000 + index * 3 + $0)\n" }
+            try dropInSpool(lines.joined(), as: String(format: "k%05d.lp", index), in: directory)
+        }
+        let killed = try ChildProcess(try fireAgentPath(), ["sync", "--once", "--config", config])
+        _ = waitUntil(within: .seconds(60)) { recorder.requests() > 3 }
+        killed.signal(SIGKILL)
+        _ = killed.wait()
+        let again = try runCapturingOutput(try fireAgentPath(), ["sync", "--once", "--config", config])
+        #expect(again.status == 0, "\(again.stderr.suffix(2000))")
+        var seen = [Int](repeating: 0, count: count * 3)
+        for line in try recorder.lines() where line.hasPrefix("kill ") {
+            guard let range = line.range(of: ",seq="), let end = line[range.upperBound...].firstIndex(of: "i"),
+                let sequence = Int(line[range.upperBound..<end]), sequence < seen.count
+            else { continue }
+            seen[sequence] += 1
+        }
+        let missing = seen.indices.filter { seen[$0] == 0 }
+        #expect(missing.isEmpty, "lost \(missing.count) lines, e.g. \(Array(missing.prefix(5)))")
+        // At most the batches in flight or queued but not yet removed are sent twice.
+        #expect(seen.filter { $0 > 1 }.count <= 3 * 256 * 2, "\(seen.filter { $0 > 1 }.count) lines sent twice")
     }
 }
 
@@ -469,6 +520,8 @@ final class RecordingInflux {
                         body = gzip.decompress(body)
                     log.write(body)
                     log.flush()
+                    with open(sys.argv[2] + ".requests", "a") as requests:
+                        requests.write("%d\\n" % body.count(b"\\n"))
                     self.send_response(204)
                     self.send_header("X-Influxdb-Version", "1.8-recorder")
                     self.end_headers()
@@ -486,6 +539,11 @@ final class RecordingInflux {
 
     func lines() throws -> [Substring] {
         try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+    }
+
+    /// Requests recorded (each a delivered batch).
+    func requests() -> Int {
+        ((try? String(contentsOfFile: log + ".requests", encoding: .utf8)) ?? "").split(separator: "\n").count
     }
 
     func stop() { process.stop() }
