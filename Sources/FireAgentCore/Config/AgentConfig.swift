@@ -157,6 +157,10 @@ public struct AgentConfig: Sendable {
         public var retryInitial: Duration
         /// The longest delay between two attempts (a server's Retry-After can ask for more).
         public var retryMaximum: Duration
+        /// Batches in flight at once, each on a keep-alive connection of its own (InfluxDB
+        /// needs no order between batches); they are still removed from the queue in order.
+        /// Default 4; 1 sends one at a time.
+        public var inFlight: Int = 4
     }
 
     /// Log output.
@@ -459,6 +463,7 @@ public struct AgentConfig: Sendable {
         let overflow =
             OfflineQueue.OverflowPolicy(rawValue: queueReader.choice("overflow", default: "rejectNew", from: ["rejectNew", "dropOldest"]))
             ?? .rejectNew
+        let inFlight = queueReader.integer("inFlight", default: 4, in: 1...16)
         let retryReader = queueReader.section("retry")
         let retryInitial = retryReader.duration("initial", default: .seconds(1), minimum: .milliseconds(100), maximum: .seconds(3600))
         let retryMaximum = retryReader.duration("maximum", default: .seconds(300), minimum: .seconds(1), maximum: .seconds(86400))
@@ -508,7 +513,7 @@ public struct AgentConfig: Sendable {
             queue: Queue(
                 directory: queueDirectory, maxRecords: maxRecords, maxBytes: queueBytes,
                 deadLetterDirectory: URL(filePath: deadLetters).standardized.path(percentEncoded: false), maxRecordAge: maxAge,
-                overflow: overflow, retryInitial: retryInitial, retryMaximum: retryMaximum),
+                overflow: overflow, retryInitial: retryInitial, retryMaximum: retryMaximum, inFlight: inFlight),
             logging: Logging(level: level, format: format), daemon: Daemon(statusFile: statusFile, stopTimeout: stopTimeout),
             clock: Clock(requireSync: requireSync), firmware: firmware, network: network, file: file)
     }

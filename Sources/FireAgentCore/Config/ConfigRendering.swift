@@ -93,6 +93,7 @@ extension AgentConfig {
                     ("deadLetterDirectory", .string(queue.deadLetterDirectory)),
                     ("maxRecordAge", duration(queue.maxRecordAge)),
                     ("overflow", .string(queue.overflow.rawValue)),
+                    ("inFlight", .number(Double(queue.inFlight))),
                     ("retry", .object([("initial", duration(queue.retryInitial)), ("maximum", duration(queue.retryMaximum))])),
                 ])
             ),

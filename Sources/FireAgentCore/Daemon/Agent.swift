@@ -106,6 +106,7 @@ public final class Agent: Sendable {
         configuration.tls.clientCertificateFile = config.server.clientCertificate
         configuration.tls.clientKeyFile = config.server.clientKey
         configuration.proxy = config.network.proxy
+        configuration.maxConnectionsPerHost = max(configuration.maxConnectionsPerHost, config.queue.inFlight)
         var trust: ServerTrustManager?
         if !config.server.pins.isEmpty, let host = config.server.url.host() {
             do {
@@ -126,6 +127,7 @@ public final class Agent: Sendable {
             inlineBodyLimit: OfflineQueue.Configuration.maximumInlineBodyLimit)
         queueConfiguration.deadLetterDirectory = config.queue.deadLetterDirectory
         queueConfiguration.overflowPolicy = config.queue.overflow
+        queueConfiguration.maxConcurrentDeliveries = config.queue.inFlight
         queueConfiguration.backoff = OfflineQueue.Backoff(initial: config.queue.retryInitial, maximum: config.queue.retryMaximum)
         let maxAge = config.queue.maxRecordAge
         let batchBytes = config.telemetry.batchMaxBytes

@@ -166,6 +166,19 @@ public final class OfflineQueue: Sendable {
         public var deadLetterDirectory: String?
         /// Bytes of the response body handed to `judge`: 4 KiB.
         public static let judgedBodyBytes = 4096
+        /// Records sent at once by background delivery: the head and up to this many minus one
+        /// after it, each on a connection of its own (the session's `maxConnectionsPerHost`
+        /// bounds them). 1, the default, keeps strict order: a record is sent only once the one
+        /// before it is removed. Above 1 a later record may reach the server before an earlier
+        /// one (for servers that need no order between requests, as InfluxDB needs none
+        /// between batches); records are still removed in order: one delivered early waits
+        /// in memory until those before it are removed, so after a crash it is sent again,
+        /// with its idempotency key, like any record whose removal was not yet written. Only
+        /// the head's failures count for the backoff; a later record the server does not
+        /// simply take (a retry, a dead letter, a split) waits until it is the head and is
+        /// judged then. Memory: up to this many requests and their responses (up to
+        /// `judgedBodyBytes` each) in flight. `flush` sends one at a time.
+        public var maxConcurrentDeliveries: Int = 1
 
         /// Creates a configuration.
         /// - Parameters:
@@ -307,11 +320,25 @@ public final class OfflineQueue: Sendable {
         var lastFailure: String?
         /// The delay a `.retryAfter` disposition asked for, used by the next retry timer.
         var retryAfter: Duration?
-        /// Background delivery has an attempt in flight.
-        var attemptInFlight = false
+        /// Attempts in flight in background delivery (the head's and the window's).
+        var attemptsInFlight = 0
+        /// Records after the head sent by the window: in flight, or taken by the server and
+        /// waiting to be removed in order.
+        var window: [UInt64: WindowEntry] = [:]
+        /// Records after the head the server did not simply take: sent again only as the head.
+        var deferredToHead: Set<UInt64> = []
+        /// The head is a record the window already sent: its attempt's outcome is the head's.
+        var headRidesWindow: UInt64?
         /// Called once the attempt in flight has finished (`stopDelivery(completion:)`).
         var idleWaiters: [@Sendable () -> Void] = []
         var handlers: [(DispatchQueue, @Sendable (DeliveryEvent) -> Void)] = []
+    }
+
+    /// A record after the head, sent early (`maxConcurrentDeliveries` above 1).
+    private enum WindowEntry {
+        case inFlight
+        /// Taken by the server: removed once every record before it is.
+        case settled(OfflineQueueStore.Removal, status: Int, idempotencyKey: String)
     }
 
     /// A dead letter's description (`<sequence>.json`); times in ms since the epoch.
@@ -491,6 +518,7 @@ public final class OfflineQueue: Sendable {
             deliveryQueue.async { [self] in
                 for _ in dropped { handle(.headRemoved(more: store.count > 0)) }
                 handle(.recordsAvailable)
+                fillWindow()  // a record behind a head in flight goes at once, within the window
             }
         }
         return Record(
@@ -723,7 +751,7 @@ public final class OfflineQueue: Sendable {
         stopDelivery()
         deliveryQueue.async { [self] in
             let idle = delivery.withLock { state -> Bool in
-                guard state.attemptInFlight else { return true }
+                guard state.attemptsInFlight > 0 else { return true }
                 state.idleWaiters.append(completion)
                 return false
             }
@@ -736,7 +764,9 @@ public final class OfflineQueue: Sendable {
         let actions = delivery.withLock { $0.replay.handle(event) }
         for action in actions {
             switch action {
-            case .sendHead: sendHead()
+            case .sendHead:
+                sendHead()
+                fillWindow()
             case .cancelRetry:
                 delivery.withLock { $0.timerGeneration += 1 }
             case .scheduleRetry(let failure):
@@ -763,19 +793,97 @@ public final class OfflineQueue: Sendable {
 
     /// Sends the head record; reports the outcome back on `deliveryQueue`.
     private func sendHead() {
-        delivery.withLock { $0.attemptInFlight = true }
+        let riding = delivery.withLock { state -> Bool in
+            guard let head = store.first, case .inFlight? = state.window[head.sequence] else { return false }
+            state.headRidesWindow = head.sequence
+            return true
+        }
+        if riding { return }  // sent already, by the window: not twice at once
+        delivery.withLock { $0.attemptsInFlight += 1 }
         attemptHead { [self] outcome in
-            let waiters = delivery.withLock { state in
-                defer { state.idleWaiters = [] }
-                state.attemptInFlight = false
-                return state.idleWaiters
-            }
+            if outcome == .removed { removeSettled() }
+            let waiters = attemptEnded()
             switch outcome {
             case .removed: handle(.headRemoved(more: store.count > 0))
             case .failed: handle(.attemptFailed)
             case .empty: handle(.headRemoved(more: false))
             }
             for waiter in waiters { waiter() }
+        }
+    }
+
+    /// Counts an attempt's end; the idle waiters once none is in flight.
+    private func attemptEnded() -> [@Sendable () -> Void] {
+        delivery.withLock { state in
+            state.attemptsInFlight -= 1
+            guard state.attemptsInFlight == 0 else { return [] }
+            defer { state.idleWaiters = [] }
+            return state.idleWaiters
+        }
+    }
+
+    /// While the head is in flight, sends the records after it, up to
+    /// `maxConcurrentDeliveries` at once. Runs on `deliveryQueue`.
+    private func fillWindow() {
+        let limit = configuration.maxConcurrentDeliveries
+        guard limit > 1 else { return }
+        for entry in store.entries(limit: limit).dropFirst() {
+            let send = delivery.withLock { state -> Bool in
+                guard state.replay.phase == .sending, state.attemptsInFlight < limit, state.window[entry.sequence] == nil,
+                    !state.deferredToHead.contains(entry.sequence)
+                else { return false }
+                state.window[entry.sequence] = .inFlight
+                state.attemptsInFlight += 1
+                return true
+            }
+            guard send else { continue }
+            attempt(entry) { [self] outcome in
+                delivery.withLock { state in
+                    switch outcome {
+                    case .settled(let removal, let status, let key):
+                        state.window[entry.sequence] = .settled(removal, status: status, idempotencyKey: key)
+                    case .waitForHead:
+                        state.window[entry.sequence] = nil
+                        state.deferredToHead.insert(entry.sequence)
+                    }
+                }
+                let wasHead = delivery.withLock { state -> Bool in
+                    guard state.headRidesWindow == entry.sequence else { return false }
+                    state.headRidesWindow = nil
+                    return true
+                }
+                // The head may have been removed meanwhile: this one may be next in order.
+                removeSettled()
+                let waiters = attemptEnded()
+                if wasHead {
+                    // It became the head while in flight: its outcome moves the queue on, or
+                    // it is sent again as the head and judged as one.
+                    if case .settled = outcome { handle(.headRemoved(more: store.count > 0)) } else { sendHead() }
+                }
+                for waiter in waiters { waiter() }
+                fillWindow()
+            }
+        }
+    }
+
+    /// Removes, in order, the records at the head that the window's attempts saw taken.
+    private func removeSettled() {
+        while let head = store.first {
+            let settled = delivery.withLock { state -> (OfflineQueueStore.Removal, Int, String)? in
+                state.window = state.window.filter { $0.key >= head.sequence }
+                state.deferredToHead = state.deferredToHead.filter { $0 > head.sequence }
+                guard case .settled(let removal, let status, let key)? = state.window[head.sequence] else { return nil }
+                state.window[head.sequence] = nil
+                return (removal, status, key)
+            }
+            guard let (removal, status, key) = settled else { return }
+            store.removeHead(sequence: head.sequence, reason: removal)
+            delivery.withLock { $0.lastFailure = nil }
+            if removal == .delivered {
+                emit(.delivered(sequence: head.sequence, idempotencyKey: key, status: status))
+            } else {
+                emit(.discarded(sequence: head.sequence, idempotencyKey: key, status: status))
+            }
         }
     }
 
@@ -797,58 +905,17 @@ public final class OfflineQueue: Sendable {
             completion(.removed)
             return
         }
-        guard let url = URL(string: payload.url) else {
+        guard URL(string: payload.url) != nil else {
             store.removeHead(sequence: entry.sequence, reason: .quarantined)
             emit(.quarantined(sequence: entry.sequence, reason: "invalid URL \(payload.url)"))
             completion(.removed)
             return
         }
-        var headers = HTTPHeaders()
-        for header in payload.headers { headers.append(name: header.name, value: header.value) }
-        if headers.value(for: Self.idempotencyKeyHeader) == nil {
-            headers.add(name: Self.idempotencyKeyHeader, value: "\"\(payload.idempotencyKey)\"")
-        }
-        var urlRequest = URLRequest(url: url, method: HTTPMethod(rawValue: payload.method), headers: headers)
-        let request: DataRequest
-        switch payload.body {
-        case .none:
-            request = session.request(urlRequest)
-        case .inline(let bytes):
-            urlRequest.httpBody = Data(bytes)
-            request = session.request(urlRequest)
-        case .file(let name, _):
-            request = session.upload(URL(filePath: store.bodyPath(name)), with: urlRequest)
-        }
-        // Only the addressed server's own answer counts: a redirect is followed only when it keeps
-        // the method and the origin (307/308 on the same scheme, host and port). Anything else
-        // (a captive portal's 302 to its login page) is the answer judged: not a delivery.
-        request.redirect(
-            using: Redirector.modify { _, next, response in
-                let code = response.status.code
-                guard code == 307 || code == 308, let target = next.url, Self.sameOrigin(target, url) else { return nil }
-                return next
-            })
         let key = payload.idempotencyKey
-        let sentHeaders = headers
-        request.response(queue: deliveryQueue) { [self] response in
-            if let status = response.response?.status.code {
-                let disposition: Disposition
-                if let judge = configuration.judge, let head = response.response {
-                    var inlineBody: Data?
-                    if case .inline(let bytes) = payload.body { inlineBody = Data(bytes) }
-                    let record = Record(
-                        sequence: entry.sequence, idempotencyKey: key,
-                        enqueuedAt: Date(timeIntervalSince1970: Double(entry.enqueuedAtMilliseconds) / 1000),
-                        enqueuedOnBootClock: payload.enqueuedOnBootClock, method: HTTPMethod(rawValue: payload.method), url: payload.url,
-                        headers: sentHeaders,
-                        bodyLength: payload.body.length, bodyIsFile: inlineBody == nil && payload.body != .none)
-                    disposition = judge(
-                        DeliveryResponse(
-                            record: record, response: head, body: (response.data ?? Data()).prefix(Configuration.judgedBodyBytes),
-                            failures: delivery.withLock { $0.replay.failures }, requestBody: inlineBody))
-                } else {
-                    disposition = configuration.disposition(status)
-                }
+        send(entry, payload, failures: delivery.withLock { $0.replay.failures }) { [self] judged in
+            switch judged {
+            case .noResponse(let reason): fail(reason)
+            case .answered(let status, let disposition, let response):
                 switch disposition {
                 case .delivered:
                     store.removeHead(sequence: entry.sequence, reason: .delivered)
@@ -889,8 +956,6 @@ public final class OfflineQueue: Sendable {
                     completion(.removed)
                     return
                 }
-            } else {
-                fail(response.error.map { "\($0)" } ?? "no response")
             }
         }
 
@@ -903,6 +968,104 @@ public final class OfflineQueue: Sendable {
             logger.notice("offline queue: record \(entry.sequence) not delivered (\(reason)); attempt \(failures)")
             emit(.failed(sequence: entry.sequence, idempotencyKey: payload.idempotencyKey, reason: reason, failures: failures))
             completion(.failed)
+        }
+    }
+
+    /// What the window's attempt of a record after the head came to.
+    private enum WindowOutcome {
+        /// Taken (or to be discarded): removed once the records before it are.
+        case settled(OfflineQueueStore.Removal, status: Int, idempotencyKey: String)
+        /// Anything else: judged again when it is the head.
+        case waitForHead
+    }
+
+    /// One attempt of a record after the head (the window): never removes it.
+    private func attempt(_ entry: OfflineQueueStore.Entry, completion: @escaping @Sendable (WindowOutcome) -> Void) {
+        guard let payload = try? store.read(entry), URL(string: payload.url) != nil else {
+            completion(.waitForHead)  // the head's path quarantines it
+            return
+        }
+        send(entry, payload, failures: 0) { [logger] judged in
+            guard case .answered(let status, let disposition, _) = judged else {
+                completion(.waitForHead)
+                return
+            }
+            switch disposition {
+            case .delivered: completion(.settled(.delivered, status: status, idempotencyKey: payload.idempotencyKey))
+            case .discard:
+                logger.warning("offline queue: record \(entry.sequence) discarded: \(payload.method) \(payload.url) answered \(status)")
+                completion(.settled(.discarded, status: status, idempotencyKey: payload.idempotencyKey))
+            case .retry, .retryAfter, .deadLetter, .replace: completion(.waitForHead)
+            }
+        }
+    }
+
+    /// A record's attempt as the server answered it.
+    private enum Judged {
+        case answered(status: Int, disposition: Disposition, response: DataResponse<Data?, TinyFireError>)
+        /// No answer (connection, TLS, timeout): why.
+        case noResponse(String)
+    }
+
+    /// Sends one record and judges the answer (`judge`, or `disposition` by status).
+    private func send(
+        _ entry: OfflineQueueStore.Entry, _ payload: OfflineQueueJournal.Payload, failures: Int,
+        completion: @escaping @Sendable (Judged) -> Void
+    ) {
+        guard let url = URL(string: payload.url) else {
+            completion(.noResponse("invalid URL \(payload.url)"))
+            return
+        }
+        var headers = HTTPHeaders()
+        for header in payload.headers { headers.append(name: header.name, value: header.value) }
+        if headers.value(for: Self.idempotencyKeyHeader) == nil {
+            headers.add(name: Self.idempotencyKeyHeader, value: "\"\(payload.idempotencyKey)\"")
+        }
+        var urlRequest = URLRequest(url: url, method: HTTPMethod(rawValue: payload.method), headers: headers)
+        let request: DataRequest
+        switch payload.body {
+        case .none:
+            request = session.request(urlRequest)
+        case .inline(let bytes):
+            urlRequest.httpBody = Data(bytes)
+            request = session.request(urlRequest)
+        case .file(let name, _):
+            request = session.upload(URL(filePath: store.bodyPath(name)), with: urlRequest)
+        }
+        // Only the addressed server's own answer counts: a redirect is followed only when it keeps
+        // the method and the origin (307/308 on the same scheme, host and port). Anything else
+        // (a captive portal's 302 to its login page) is the answer judged: not a delivery.
+        request.redirect(
+            using: Redirector.modify { _, next, response in
+                let code = response.status.code
+                guard code == 307 || code == 308, let target = next.url, Self.sameOrigin(target, url) else { return nil }
+                return next
+            })
+        let key = payload.idempotencyKey
+        let sentHeaders = headers
+        request.response(queue: deliveryQueue) { [self] response in
+            guard let status = response.response?.status.code else {
+                completion(.noResponse(response.error.map { "\($0)" } ?? "no response"))
+                return
+            }
+            let disposition: Disposition
+            if let judge = configuration.judge, let head = response.response {
+                var inlineBody: Data?
+                if case .inline(let bytes) = payload.body { inlineBody = Data(bytes) }
+                let record = Record(
+                    sequence: entry.sequence, idempotencyKey: key,
+                    enqueuedAt: Date(timeIntervalSince1970: Double(entry.enqueuedAtMilliseconds) / 1000),
+                    enqueuedOnBootClock: payload.enqueuedOnBootClock, method: HTTPMethod(rawValue: payload.method), url: payload.url,
+                    headers: sentHeaders,
+                    bodyLength: payload.body.length, bodyIsFile: inlineBody == nil && payload.body != .none)
+                disposition = judge(
+                    DeliveryResponse(
+                        record: record, response: head, body: (response.data ?? Data()).prefix(Configuration.judgedBodyBytes),
+                        failures: failures, requestBody: inlineBody))
+            } else {
+                disposition = configuration.disposition(status)
+            }
+            completion(.answered(status: status, disposition: disposition, response: response))
         }
     }
 
