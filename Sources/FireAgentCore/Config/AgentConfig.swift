@@ -261,6 +261,17 @@ public struct AgentConfig: Sendable {
         /// much boot time (wall-clock jumps do not move it), or it is rolled back; nil: no
         /// deadline.
         public var confirmTimeout: Duration?
+        /// Interface types (`cellular`, `wifi`, `ethernet`, `other`, as reachability reports
+        /// them) image downloads avoid: while the route to the image's server runs over one,
+        /// the download waits (a download under way pauses and resumes later). Polls, reports
+        /// and telemetry go on. Default none.
+        public var avoidInterfaces: [String] = []
+        /// Local-time ranges (the board's time zone) when installs and reboots may start;
+        /// downloads go ahead outside them. Empty: any time.
+        public var installWindow: [InstallWindow] = []
+        /// While this file exists and another process holds a lock on it (flock), no install or
+        /// reboot starts (the application's critical work). nil: none.
+        public var inhibitFile: String?
     }
 
     /// `firmware.healthCheck`: is the new version healthy (the application runs, its service
@@ -677,8 +688,23 @@ public struct AgentConfig: Sendable {
             guard let first = argv.first, first.contains("/"), !first.hasPrefix("/") else { return argv }
             return [resolve(first, relativeTo: file)] + argv.dropFirst()
         }
+        let avoidInterfaces = reader.stringArray("avoidInterfaces")
+        let types = NetworkReachabilityManager.InterfaceType.allCases.map(\.rawValue)
+        for (index, name) in avoidInterfaces.enumerated() where !types.contains(name) {
+            problems.add(
+                "\(reader.keyPath("avoidInterfaces"))[\(index)]", "\"\(name)\" is not an interface type: \(types.joined(separator: ", "))")
+        }
+        var installWindow: [InstallWindow] = []
+        for (index, text) in reader.stringArray("installWindow").enumerated() {
+            do {
+                installWindow.append(try InstallWindow(parsing: text))
+            } catch {
+                problems.add("\(reader.keyPath("installWindow"))[\(index)]", error.description)
+            }
+        }
+        let inhibitFile = reader.string("inhibitFile").map { resolve($0, relativeTo: file) }
         guard let manifestURL, let deviceType, !keys.isEmpty, !install.isEmpty else { return nil }
-        return Firmware(
+        var firmware = Firmware(
             manifestURL: manifestURL,
             signatureURL: signatureURL ?? URL(string: manifestURL.absoluteString + ".sig") ?? manifestURL,
             keys: keys, deviceType: deviceType, versionFile: versionFile, versionCommand: versionCommand.map(program),
@@ -694,6 +720,10 @@ public struct AgentConfig: Sendable {
                 HealthCheck(command: program($0.command), timeout: $0.timeout, attempts: $0.attempts, interval: $0.interval)
             },
             rollback: rollback.map(program), confirmTimeout: confirmTimeout)
+        firmware.avoidInterfaces = avoidInterfaces
+        firmware.installWindow = installWindow
+        firmware.inhibitFile = inhibitFile
+        return firmware
     }
 
     /// A path relative to the config file's directory.

@@ -147,6 +147,9 @@ extension AgentConfig {
             ),
             ("rollback", firmware.rollback.map(argv)),
             ("confirmTimeout", firmware.confirmTimeout.map(duration)),
+            ("avoidInterfaces", firmware.avoidInterfaces.isEmpty ? nil : argv(firmware.avoidInterfaces)),
+            ("installWindow", firmware.installWindow.isEmpty ? nil : argv(firmware.installWindow.map(\.description))),
+            ("inhibitFile", firmware.inhibitFile.map(RenderValue.string)),
         ]
         entries.removeAll { $0.1 == nil }
         return .object(entries.compactMap { key, value in value.map { (key, $0) } })

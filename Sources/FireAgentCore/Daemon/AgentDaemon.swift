@@ -59,7 +59,7 @@ public final class AgentDaemon: @unchecked Sendable {
         public init() {}
     }
 
-    private enum Command: Sendable { case stop, reload, routeBack, changed }
+    private enum Command: Sendable { case stop, reload, routeBack, changed, routeChanged }
 
     private let configPath: String
     private let options: Options
@@ -244,8 +244,13 @@ public final class AgentDaemon: @unchecked Sendable {
                     logger.info("route to the server is back: syncing now")
                     schedule.routeReturned(at: elapsed())
                     updater?.pollNow()
+                    updater?.recheckWaits()
                     statusDirty = true
                 case .changed: statusDirty = true
+                case .routeChanged:
+                    // Another interface, say: a download that waits for a link may go.
+                    updater?.recheckWaits()
+                    statusDirty = true
                 }
             }
         }
@@ -450,7 +455,7 @@ public final class AgentDaemon: @unchecked Sendable {
             if case .reachable = update, let previous, previous != update, !Self.isReachable(previous) {
                 self.post(.routeBack)
             } else {
-                self.post(.changed)
+                self.post(.routeChanged)
             }
         }
     }

@@ -131,6 +131,8 @@ public struct AgentStatus: Codable, Sendable, Equatable {
         public var lastCheck: Date?
         /// What the last poll found.
         public var lastCheckResult: String?
+        /// What the update waits for now (the link, the install window, the inhibit lock).
+        public var waiting: String?
 
         /// Nothing under way yet.
         public init(phase: String, downloadedBytes: Int64 = 0, size: Int64 = 0) {
@@ -145,7 +147,7 @@ public struct AgentStatus: Codable, Sendable, Equatable {
             ]
             for (key, value) in [
                 ("version", version), ("fromVersion", fromVersion), ("reason", reason), ("highestAccepted", highestAccepted),
-                ("lastCheckResult", lastCheckResult),
+                ("lastCheckResult", lastCheckResult), ("waiting", waiting),
             ] {
                 if let value { members.append((key, .string(value))) }
             }

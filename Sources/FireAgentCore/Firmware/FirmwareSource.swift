@@ -248,7 +248,12 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
         var request = URLRequest(url: url)
         request.method = .post
         request.headers.update(name: "Content-Type", value: "application/json")
-        let key = "fw-\(update.manifestDigest.prefix(16))-\(update.phase.rawValue)-\(update.freshDownloads)"
+        var key = "fw-\(update.manifestDigest.prefix(16))-\(update.phase.rawValue)-\(update.freshDownloads)"
+        // Reports within a phase (a health-check attempt, a wait) differ by their note: a key of
+        // their own, still the same when repeated after a crash.
+        if let reason = update.reason, update.phase != .failed {
+            key += "-" + String(SpoolProgressSlots.checksum(reason) & 0xffff_ffff, radix: 16)
+        }
         request.headers.update(name: OfflineQueue.idempotencyKeyHeader, value: key)
         request.httpBody = Data(StatusJSON.object(members).compactText.utf8)
         do {

@@ -33,6 +33,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private struct Control {
         var stopping = false
         var pollNow = false
+        var recheck = false
         var request: DownloadRequest?
         var snapshot: Snapshot
     }
@@ -65,6 +66,17 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private var retryAt: ContinuousClock.Instant?
     /// When the next health-check attempt runs.
     private var healthRetryAt: ContinuousClock.Instant?
+    /// A step that waits (the link, the install window, the inhibit lock): asked again then.
+    private var gateRetryAt: ContinuousClock.Instant?
+    private var gatePending: UpdateEffect?
+    /// What the update waits for now (`status`), nil when nothing.
+    private var waitReason: String?
+    /// The route to the image's host, asked when a download starts and while it runs.
+    private var imageRoute: (String, NetworkReachabilityManager)?
+    /// Where reachability judges routes (`/run/netns/NAME`), for tests; nil: this process's.
+    private let reachabilityNamespace: String?
+    /// How routes are reached through the proxy (the route that matters is the proxy's).
+    private let network: AgentConfig.Network
     /// When the confirmation deadline passes (accounted again then).
     private var confirmDeadline: ContinuousClock.Instant?
     private var lastProgressReport = ContinuousClock.now
@@ -98,9 +110,16 @@ public final class FirmwareUpdater: @unchecked Sendable {
         environment: [String: String], wallClock: WallClock? = nil, onChange: @escaping @Sendable () -> Void
     ) throws(AgentError) {
         self.config = config
+        #if FIRE_AGENT_CRASH_POINTS
+            // A test seam like the crash points: judge routes in another namespace.
+            reachabilityNamespace = environment["FIRE_AGENT_REACHABILITY_NETNS"]
+        #else
+            reachabilityNamespace = nil
+        #endif
         self.wallClock =
             wallClock ?? WallClock(floorFile: agentConfig.queue.directory + "/clock-floor", requireSync: agentConfig.clock.requireSync)
         self.deviceID = agentConfig.device.id
+        self.network = agentConfig.network
         self.logger = logger
         self.onChange = onChange
         self.spoolDirectory = agentConfig.telemetry.spoolDirectory
@@ -232,7 +251,10 @@ public final class FirmwareUpdater: @unchecked Sendable {
         }
         switch flow.phase {
         case .installed:
+            if let waiting = waitReason { return .installed("\(version) installed: the reboot waits: \(waiting)") }
             return .installed("\(version) installed: " + (config.reboot != nil ? "the reboot command ran" : "waiting for a reboot into it"))
+        case _ where waitReason != nil && !flow.phase.isTerminal:
+            return .deferred("\(version): \(flow.phase.rawValue), waiting: \(waitReason ?? "")")
         case .rollingBack:
             return .rolledBack("\(version) rolled back: \(reason); rebooting into the old version")
         case .confirming:
@@ -254,6 +276,13 @@ public final class FirmwareUpdater: @unchecked Sendable {
         if checked.hasPrefix("waiting: ") { return .deferred(checked) }
         if !pollReachedServer { return .deferred("the update server was not reached: \(checked)") }
         return .upToDate(checked.isEmpty ? "nothing offered" : checked)
+    }
+
+    /// Asks a waiting step again at once (the route changed: a download that waits for another
+    /// link may go).
+    public func recheckWaits() {
+        control.withLock { $0.recheck = true }
+        wake.signal()
     }
 
     /// Polls the manifest at once (the route to the server came back).
@@ -299,6 +328,12 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 return control.pollNow
             }
             if asked { nextPoll = now }
+            if control.withLock({ control -> Bool in
+                defer { control.recheck = false }
+                return control.recheck
+            }), gateRetryAt != nil {
+                gateRetryAt = now
+            }
             if let at = stateRetryAt, now >= at || asked {
                 stateRetryAt = nil
                 resumeFromDisk()
@@ -323,11 +358,17 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 perform([.healthCheck])
                 continue
             }
+            if let at = gateRetryAt, now >= at || asked, let pending = gatePending {
+                gateRetryAt = nil
+                gatePending = nil
+                perform([pending])
+                continue
+            }
             if now >= nextPoll {
                 pollAndSchedule()
                 continue
             }
-            let deadline = [retryAt, stateRetryAt, healthRetryAt, confirmDeadline].compactMap { $0 }.reduce(nextPoll, min)
+            let deadline = [retryAt, stateRetryAt, healthRetryAt, confirmDeadline, gateRetryAt].compactMap { $0 }.reduce(nextPoll, min)
             let nanoseconds = max(0, (deadline - clock.now).totalNanoseconds)
             _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
         }
@@ -375,7 +416,13 @@ public final class FirmwareUpdater: @unchecked Sendable {
             case .report: if let record = flow.takeReport() { report(record) }
             case .persist:
                 guard persist() else { return }  // not on disk: nothing may act on it
-            case .download(let fromZero): outcome = download(fromZero: fromZero)
+            case .download(let fromZero):
+                if let reason = linkGateReason() {
+                    outcome = startWait(reason, retry: .download(fromZero: fromZero), every: .seconds(5))
+                } else {
+                    work = endWait()[...] + work
+                    outcome = download(fromZero: fromZero)
+                }
             case .pollFirst:
                 pollAndSchedule()
                 outcome = .polled
@@ -386,7 +433,21 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 logger.info("firmware download will be tried again", metadata: ["in": "\(ConfigReader.describe(delay))"])
             case .verify: outcome = verify()
             case .install: outcome = install()
-            case .reboot: reboot()
+            case .reboot:
+                // Into the new version: the window and the lock; back to the old one: the lock.
+                if let reason = flow.phase == .rollingBack ? inhibitReason() : installGateReason() {
+                    outcome = startWait(reason, retry: .reboot, every: .seconds(15))
+                } else {
+                    work = endWait()[...] + work
+                    reboot()
+                }
+            case .installGate:
+                if let reason = installGateReason() {
+                    outcome = startWait(reason, retry: .installGate, every: .seconds(15))
+                } else {
+                    work = endWait()[...] + work
+                    outcome = .installAllowed
+                }
             case .checkBooted: outcome = .booted(version: bootedVersion(), bootID: bootID())
             case .commit: outcome = commit()
             case .discardImage:
@@ -478,7 +539,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
             state: state, maximumFailedAttempts: config.downloadAttempts, allowDowngrade: config.allowDowngrade,
             confirmation: ConfirmPolicy(
                 healthCheck: config.healthCheck != nil, healthAttempts: config.healthCheck?.attempts ?? 1, rollback: config.rollback != nil,
-                timeout: config.confirmTimeout))
+                timeout: config.confirmTimeout),
+            gatedInstall: !config.installWindow.isEmpty || config.inhibitFile != nil)
     }
 
     /// The state on disk; a damaged one is moved aside (with the staged image) for a fresh start.
@@ -601,7 +663,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     // MARK: - Download and verify
 
-    private func download(fromZero: Bool) -> UpdateEvent {
+    /// - Returns: what came of it; nil when it paused to wait (the link).
+    private func download(fromZero: Bool) -> UpdateEvent? {
         guard let manifest else {
             return .downloadFailed(reason: "the manifest being acted on is missing or refused", permanent: true, serverReached: false)
         }
@@ -655,9 +718,20 @@ public final class FirmwareUpdater: @unchecked Sendable {
         request.downloadProgress { [weak self] progress in self?.progressed(Int64(progress.completedUnitCount), of: size) }
         control.withLock { $0.request = request }
         if stopping { request.cancel() }
-        let response = wait(request)
+        var paused: String?
+        let response = wait(request) {
+            // Every 2 s while it runs: the route may have moved to an avoided link.
+            guard paused == nil, let reason = linkGateReason() else { return }
+            paused = reason
+            logger.notice("firmware download pauses: the link is avoided", metadata: ["reason": "\(reason)"])
+            request.cancel()
+        }
         control.withLock { $0.request = nil }
         guard let error = response.error else { return .downloadFinished }
+        if let paused, !stopping {
+            // The bytes stay with their resume record: it goes on from there on a good link.
+            return startWait(paused, retry: .download(fromZero: false), every: .seconds(5))
+        }
         let status = response.response?.status.code
         if let status, status == 404 || status == 410 {
             return .downloadFailed(reason: "the image \(manifest.image) is gone (HTTP \(status))", permanent: true, serverReached: true)
@@ -802,6 +876,78 @@ public final class FirmwareUpdater: @unchecked Sendable {
         }
     }
 
+    // MARK: - Waits
+
+    /// Waits for `retry`'s step: asked again after `every` (at once when the route changes).
+    /// - Returns: the note for the flow (`waiting: …`), reported once per reason.
+    private func startWait(_ reason: String, retry: UpdateEffect, every: Duration) -> UpdateEvent {
+        gatePending = retry
+        gateRetryAt = clock.now + every
+        if waitReason != reason {
+            logger.notice("firmware update waits", metadata: ["for": "\(reason)", "step": "\(Self.describe(retry))"])
+        }
+        waitReason = reason
+        control.withLock { $0.snapshot.waiting = reason }
+        return .waiting("waiting: \(reason)")
+    }
+
+    /// Ends a wait, if one was on.
+    /// - Returns: what the flow asks for (a report that the wait is over).
+    private func endWait() -> [UpdateEffect] {
+        guard let reason = waitReason else { return [] }
+        logger.notice("firmware update goes on", metadata: ["waited for": "\(reason)"])
+        waitReason = nil
+        control.withLock { $0.snapshot.waiting = nil }
+        return flow.handle(.waiting(nil), now: Date())
+    }
+
+    private static func describe(_ effect: UpdateEffect) -> String {
+        switch effect {
+        case .download: "download"
+        case .installGate: "install"
+        case .reboot: "reboot"
+        default: "\(effect)"
+        }
+    }
+
+    /// Why an install or a reboot into the new version may not start now, or nil.
+    private func installGateReason() -> String? {
+        if !config.installWindow.isEmpty {
+            let now = LocalTime.now()
+            if !config.installWindow.contains(where: { $0.contains(weekday: now.weekday, minute: now.minute) }) {
+                let list = config.installWindow.map(\.description).joined(separator: ", ")
+                return "outside firmware.installWindow (\(list)): local time \(now)"
+            }
+        }
+        return inhibitReason()
+    }
+
+    /// Why no reboot may start now (the application's lock), or nil.
+    private func inhibitReason() -> String? {
+        guard let file = config.inhibitFile, InhibitLock.isHeld(file) else { return nil }
+        return "\(file) is locked by the application (firmware.inhibitFile)"
+    }
+
+    /// Why the image may not be fetched now (the route runs over an avoided interface), or nil.
+    private func linkGateReason() -> String? {
+        guard !config.avoidInterfaces.isEmpty, let manifest, let host = network.routeHost(for: manifest.image) else { return nil }
+        let route: NetworkReachabilityManager
+        if let (known, manager) = imageRoute, known == host {
+            route = manager
+        } else {
+            guard let made = try? NetworkReachabilityManager(host: host, networkNamespace: reachabilityNamespace, logger: logger) else {
+                return nil
+            }
+            imageRoute = (host, made)
+            route = made
+        }
+        guard case .reachable(let connection) = route.status, config.avoidInterfaces.contains(connection.interfaceType.rawValue) else {
+            return nil
+        }
+        return "the route to \(host) runs over \(connection.interfaceName) (\(connection.interfaceType.rawValue)), "
+            + "in firmware.avoidInterfaces"
+    }
+
     /// One attempt of the health check.
     private func healthCheck() -> UpdateEvent {
         guard let check = config.healthCheck else { return .healthChecked(passed: true, detail: "no health check configured") }
@@ -934,14 +1080,15 @@ public final class FirmwareUpdater: @unchecked Sendable {
     // MARK: - Helpers
 
     /// A download's outcome, blocking this thread until it ends.
-    private func wait(_ request: DownloadRequest) -> DownloadResponse<URL?, TinyFireError> {
+    /// - Parameter every2s: called every 2 s while the download runs (on this thread).
+    private func wait(_ request: DownloadRequest, every2s: () -> Void = {}) -> DownloadResponse<URL?, TinyFireError> {
         let box = SendableBox<DownloadResponse<URL?, TinyFireError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         request.response(queue: .global()) { response in
             box.value = response
             done.signal()
         }
-        done.wait()
+        while done.wait(timeout: .now() + .seconds(2)) == .timedOut { every2s() }
         return box.value
             ?? DownloadResponse(request: nil, response: nil, fileURL: nil, metrics: nil, result: .failure(.explicitlyCancelled))
     }

@@ -229,6 +229,12 @@ public enum UpdateEvent: Sendable, Equatable {
     case confirmClock(bootID: String?, uptime: Duration)
     /// The rollback command ended.
     case rollbackExited(success: Bool, detail: String)
+    /// The install gate (`firmware.installWindow`, `firmware.inhibitFile`) is open: the
+    /// verified image may be installed now.
+    case installAllowed
+    /// A wait began (`waiting: …`: the link, the window, the inhibit lock) or ended (nil): the
+    /// update's note, reported once per change.
+    case waiting(String?)
 }
 
 /// What the flow asks its host to do, in order: report before persisting (a report repeated
@@ -264,6 +270,9 @@ public enum UpdateEffect: Sendable, Equatable {
     case retryHealthCheck(attempt: Int)
     /// Run the rollback command (once per update, ever).
     case rollback
+    /// The image is verified: ask the install gate, and feed `.installAllowed` once it is
+    /// open (only with `gatedInstall`).
+    case installGate
 }
 
 /// The firmware update as a state machine: sans-I/O, fed `UpdateEvent`s, answering with
@@ -293,6 +302,11 @@ public struct UpdateFlow: Sendable {
     /// A sync with the server succeeded since the new version runs (in memory: after a restart
     /// the next poll syncs again).
     private var synced = false
+    /// Installs wait for a gate (`firmware.installWindow`, `firmware.inhibitFile`): a verified
+    /// image is installed on `.installAllowed`, not at once.
+    public let gatedInstall: Bool
+    /// The image was verified in this process and waits for the install gate.
+    private var verifiedAwaitingGate = false
     /// This boot's ID, as the last event that carried one said.
     private var bootID: String?
 
@@ -302,13 +316,16 @@ public struct UpdateFlow: Sendable {
     ///   - maximumFailedAttempts: download attempts that may fail with the server reachable.
     ///   - allowDowngrade: `firmware.allowDowngrade`.
     ///   - confirmation: the health check, rollback and deadline of the confirmation.
+    ///   - gatedInstall: installs wait for `.installAllowed`.
     public init(
-        state: FirmwareState, maximumFailedAttempts: Int, allowDowngrade: Bool = false, confirmation: ConfirmPolicy = ConfirmPolicy()
+        state: FirmwareState, maximumFailedAttempts: Int, allowDowngrade: Bool = false, confirmation: ConfirmPolicy = ConfirmPolicy(),
+        gatedInstall: Bool = false
     ) {
         self.state = state
         self.maximumFailedAttempts = maximumFailedAttempts
         self.allowDowngrade = allowDowngrade
         self.confirmation = confirmation
+        self.gatedInstall = gatedInstall
     }
 
     /// Confirmation time left before the deadline (nil: none, or not confirming).
@@ -421,8 +438,22 @@ public struct UpdateFlow: Sendable {
             update.bootID = bootID
             update.reason = nil
             state.update = update
-            remember(update, installerRan: true)
-            return enter(.installing, now: now) + [.install]
+            if gatedInstall {
+                verifiedAwaitingGate = true
+                return [.installGate]
+            }
+            return startInstall(now: now)
+        case .installAllowed:
+            guard phase == .verifying, verifiedAwaitingGate else { return [] }
+            verifiedAwaitingGate = false
+            return startInstall(now: now)
+        case .waiting(let note):
+            guard var update = state.update, !update.phase.isTerminal, update.reason != note else { return [] }
+            // A wait's end clears only a wait's note.
+            if note == nil, update.reason?.hasPrefix("waiting") != true { return [] }
+            update.reason = note
+            state.update = update
+            return reporting() + [.persist]
         case .installerExited(let success, let rebootRequired, let detail):
             guard phase == .installing else { return [] }
             guard success else { return fail("the installer failed: \(detail)", now: now) }
@@ -482,6 +513,13 @@ public struct UpdateFlow: Sendable {
             remember(update, installerRan: false)
             return enter(.done, now: now) + [.discardImage]
         }
+    }
+
+    /// The installer starts: remembered (at most once per manifest) in the same write.
+    private mutating func startInstall(now: Date) -> [UpdateEffect] {
+        guard let update = state.update, !state.installerRan(update.manifestDigest) else { return [] }
+        remember(update, installerRan: true)
+        return enter(.installing, now: now) + [.install]
     }
 
     /// The commit, once the health check passed (or none is configured) and a sync succeeded.

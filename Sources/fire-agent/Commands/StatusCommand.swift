@@ -129,6 +129,7 @@ struct StatusCommand: ParsableCommand {
             }
             if let since = firmware.since { line += ", since \(when(since))" }
             if let reason = firmware.reason { line += "\n               \(reason)" }
+            if let waiting = firmware.waiting, firmware.reason != "waiting: \(waiting)" { line += "\n               waiting: \(waiting)" }
             if let check = firmware.lastCheck {
                 line += "\n               last check \(when(check)): \(firmware.lastCheckResult ?? "")"
             }

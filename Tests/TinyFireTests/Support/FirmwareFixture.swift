@@ -13,12 +13,15 @@ final class FirmwareServer: @unchecked Sendable {
     private var process: ChildProcess?
     private let nginx: String
 
-    var base: String { "http://127.0.0.1:\(port)" }
+    /// The address nginx listens on (loopback unless a test routes to it over a veth).
+    let address: String
+    var base: String { "http://\(address):\(port)" }
     var www: String { directory + "/www" }
 
-    init(_ name: String) throws {
+    init(_ name: String, address: String = "127.0.0.1") throws {
         guard let nginx = which("nginx") else { throw FixtureError(description: "nginx is not installed") }
         self.nginx = nginx
+        self.address = address
         vendor = try VendorKeys("fw-\(name)")
         directory = vendor.directory + "/server"
         port = freePort()
@@ -38,13 +41,13 @@ final class FirmwareServer: @unchecked Sendable {
               uwsgi_temp_path \(dir)/uwsgi; scgi_temp_path \(dir)/scgi;
               default_type application/octet-stream;
               server {
-                listen 127.0.0.1:\(port);
+                listen \(address):\(port);
                 root \(dir)/www;
                 location /ingest/ { client_max_body_size 64m; return 204; }
                 # An image the server cannot give right now: each attempt fails and is retried.
                 location /unavailable/ { return 503; }
                 # Proxied to itself so nginx reads the body and can log it.
-                location = /status { access_log \(dir)/status.log status; proxy_pass http://127.0.0.1:\(port)/status-sink; }
+                location = /status { access_log \(dir)/status.log status; proxy_pass http://\(address):\(port)/status-sink; }
                 location = /status-sink { access_log off; return 204; }
               }
             }
@@ -55,7 +58,7 @@ final class FirmwareServer: @unchecked Sendable {
 
     func start() throws {
         process = try ChildProcess(nginx, ["-c", directory + "/nginx.conf", "-e", directory + "/error.log"])
-        try waitForPort(port)
+        try waitForPort(port, host: address)
     }
 
     /// Stops nginx (the port stays this fixture's: `start()` takes it again).
