@@ -7,7 +7,9 @@
 # Then firmware: nginx serves a 64 MiB image and a manifest signed with a key made on the
 # spot; the agent, reloaded with a firmware section, downloads it (progress in its log),
 # verifies it, runs a demo installer, "reboots" (restarted with the new version in its
-# version file), commits, and the reports that reached the server are shown. Then SIGTERM.
+# version file), runs the health check, commits, and the reports that reached the server are
+# shown. Then SIGTERM, and a broken release (its health check fails) installed and rolled back
+# by `fire-agent firmware update --once` cycles, each exit status shown.
 # Takes under a minute after the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -161,7 +163,15 @@ board="$(dirname "$0")"
 cp "$1" "$board/slot-b.img" && echo "$2" > "$board/slot-b.version" && echo "wrote $(wc -c < "$1") bytes to slot B"
 INSTALL
 printf '#!/bin/sh\necho "marked slot B good"\n' > "$work/board/commit.sh"
-chmod +x "$work/board/install.sh" "$work/board/commit.sh"
+# The health check the commit waits for: is the application up on the new version? (1.2.0,
+# published later, is a release whose application dies at start.)
+cat > "$work/board/health.sh" <<'HEALTH'
+#!/bin/sh
+if [ "$1" = "1.2.0" ]; then echo "app: exited with status 1 at start"; exit 1; fi
+echo "app: answering on :8080"
+HEALTH
+printf '#!/bin/sh\ntouch "$(dirname "$0")/slot-b.bad"\necho "marked slot B bad"\n' > "$work/board/rollback.sh"
+chmod +x "$work/board/install.sh" "$work/board/commit.sh" "$work/board/health.sh" "$work/board/rollback.sh"
 
 # The same agent, reloaded (SIGHUP) with a firmware section.
 sed -i '$d' "$work/fire-agent.json5"
@@ -176,6 +186,8 @@ cat >> "$work/fire-agent.json5" <<CONF
     versionFile: "board/version", bootIDFile: "board/boot_id", directory: "firmware",
     pollInterval: "2s", jitter: 0, maxBytesPerSecond: "24MiB",
     install: ["board/install.sh", "{file}", "{version}"], commit: ["board/commit.sh"],
+    healthCheck: { command: ["board/health.sh", "{version}"], attempts: 2, interval: "1s", timeout: "10s" },
+    rollback: ["board/rollback.sh"], confirmTimeout: "10m",
     statusURL: "$base/status",
   },
 }
@@ -205,9 +217,9 @@ cat /proc/sys/kernel/random/uuid > "$work/board/boot_id"
 "$agent" run --config "$work/fire-agent.json5" 2>> "$work/agent.log" &
 agent_pid=$!
 watch_until done || { echo "== demo FAILED (firmware)" >&2; tail -20 "$work/agent.log" >&2; exit 1; }
-grep -E "firmware (commit|update done)" "$work/agent.log" | cut -c1-160 | sed 's/^/     /'
+grep -E "firmware (health check|commit|update done)" "$work/agent.log" | cut -c1-160 | sed 's/^/     /'
 echo "== the reports that reached the server (nginx /status):"
-for _ in $(seq 50); do [ "$(grep -c . "$fw/status.log" 2>/dev/null)" -ge 6 ] && break; sleep 0.2; done
+for _ in $(seq 50); do [ "$(grep -c . "$fw/status.log" 2>/dev/null)" -ge 7 ] && break; sleep 0.2; done
 python3 - "$fw/status.log" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
@@ -223,9 +235,37 @@ kill -TERM "$agent_pid"
 term_start=$(date +%s%N)
 wait "$agent_pid"; agent_status=$?; agent_pid=""
 echo "   fire-agent exited with status $agent_status in $(python3 -c "print('%.2f' % (($(date +%s%N) - $term_start) / 1e9))") s"
-stop_local_nginx "$fw"
 reports=$(grep -c . "$fw/status.log")
 echo "   slot B holds the signed image: $([ "$installed_sha" = "$image_sha" ] && echo yes || echo NO); board runs $(cat "$work/board/version"); $reports reports"
-[ "$agent_status" = 0 ] && [ "$installed_sha" = "$image_sha" ] && [ "$(cat "$work/board/version")" = 1.1.0 ] && [ "$reports" = 6 ] ||
+[ "$agent_status" = 0 ] && [ "$installed_sha" = "$image_sha" ] && [ "$(cat "$work/board/version")" = 1.1.0 ] && [ "$reports" = 7 ] ||
     { echo "== demo FAILED" >&2; exit 1; }
+
+# --- a broken release, rolled back, by one-shot cycles ----------------------------------------
+python3 -c "import random, sys; random.seed(8); sys.stdout.buffer.write(random.randbytes(1 << 20))" > "$fw/www/gw-1.2.0.img"
+cat > "$fw/www/manifest.json" <<MANIFEST
+{ "version": "1.2.0", "compatible": ["demo-gw"], "image": "gw-1.2.0.img", "size": $((1 << 20)),
+  "sha256": "$(sha256sum "$fw/www/gw-1.2.0.img" | cut -c1-64)", "expires": "$(date -u -d '+30 days' +%Y-%m-%dT%H:%M:%SZ)", "notes": "broken app" }
+MANIFEST
+openssl dgst -sha256 -sign "$fw/vendor.key" -out "$fw/www/manifest.json.sig" "$fw/www/manifest.json"
+chmod -R a+rX "$fw/www"
+# One cycle; the exit status it must give.
+cycle() {
+    local want="$1" code=0
+    "$agent" firmware update --once --config "$work/fire-agent.json5" > "$work/cycle.out" 2> "$work/cycle.err" || code=$?
+    cat "$work/cycle.err" >> "$work/agent.log"
+    echo "   firmware update --once: exit $code: $(cat "$work/cycle.out"; grep '^fire-agent:' "$work/cycle.err" | cut -c13-220)"
+    [ "$code" = "$want" ] || { echo "== demo FAILED (expected exit $want)" >&2; tail -20 "$work/cycle.err" >&2; exit 1; }
+}
+echo "== 1.2.0 published (its application dies at start): one-shot cycles, the daemon stopped"
+cycle 10
+echo "   \"reboot\" into 1.2.0"
+cp "$work/board/slot-b.version" "$work/board/version"; cat /proc/sys/kernel/random/uuid > "$work/board/boot_id"
+cycle 14
+grep -E "firmware (health check (starts|failed)|rollback)" "$work/agent.log" | tail -5 | cut -c1-160 | sed 's/^/     /'
+echo "   \"reboot\": slot B is marked bad, the bootloader boots 1.1.0"
+[ -f "$work/board/slot-b.bad" ] && echo 1.1.0 > "$work/board/version"; cat /proc/sys/kernel/random/uuid > "$work/board/boot_id"
+cycle 14
+cycle 0
+stop_local_nginx "$fw"
+[ "$(cat "$work/board/version")" = 1.1.0 ] || { echo "== demo FAILED" >&2; exit 1; }
 echo "== demo passed in $(( $(date +%s) - started )) s after the build"
