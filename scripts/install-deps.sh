@@ -2,7 +2,7 @@
 # Installs what TinyFire's build, tests and demo need on Debian 12, only where missing:
 # zlib headers, nginx, curl, GNU time (benchmarks) and iproute2 (namespaces) from apt; httpbin and
 # gunicorn from PyPI; influxd (InfluxDB 1.x), systemd-analyze and libfaketime for the agent; squid
-# and tinyproxy for the proxy tests.
+# and tinyproxy for the proxy tests; RAUC for the firmware tests.
 set -euo pipefail
 need_apt=()
 [ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
@@ -23,6 +23,13 @@ command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 # tinyproxy.
 command -v squid >/dev/null 2>&1 || [ -x /usr/sbin/squid ] || need_apt+=(squid-openssl)
 command -v tinyproxy >/dev/null 2>&1 || [ -x /usr/bin/tinyproxy ] || need_apt+=(tinyproxy)
+# A real A/B installer for the firmware tests: RAUC (its service on a private D-Bus bus;
+# bundles are squashfs images).
+command -v rauc >/dev/null 2>&1 || need_apt+=(rauc)
+command -v mksquashfs >/dev/null 2>&1 || need_apt+=(squashfs-tools)
+command -v dbus-daemon >/dev/null 2>&1 || need_apt+=(dbus-daemon)
+# iptables (-m statistic) makes the lossy link of bench/slowlink.sh.
+command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need_apt+=(iptables)
 # ip(8) builds the network namespaces of the reachability and offline-queue tests.
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -247,7 +247,10 @@ struct FakeBoard {
     var installs: [String] { calls.filter { $0.hasPrefix("install ") } }
 
     /// The firmware section for this board and `server`.
-    func firmwareSection(server: FirmwareServer, keys: [String] = ["ec.pub"], extra: String = "", state: String? = nil) -> String {
+    /// `commands` replaces the fake installer and commit command (`install: […], commit: […],`).
+    func firmwareSection(
+        server: FirmwareServer, keys: [String] = ["ec.pub"], extra: String = "", state: String? = nil, commands: String? = nil
+    ) -> String {
         """
         firmware: {
           manifestURL: "\(server.base)/manifest.json",
@@ -258,8 +261,7 @@ struct FakeBoard {
           directory: "\(state ?? directory + "/firmware")",
           pollInterval: "1s", jitter: 0,
           retry: { initial: "200ms", maximum: "1s" },
-          install: ["\(directory)/install.sh", "{file}", "{version}"],
-          commit: ["\(directory)/commit.sh"],
+          \(commands ?? "install: [\"\(directory)/install.sh\", \"{file}\", \"{version}\"], commit: [\"\(directory)/commit.sh\"],")
           statusURL: "\(server.base)/status",
           \(extra)
         },
@@ -271,7 +273,7 @@ struct FakeBoard {
     /// `topLevel` is spliced into the document's top level (`network: { … },`).
     func writeConfig(
         server: FirmwareServer, keys: [String] = ["ec.pub"], extra: String = "", telemetry: String? = nil, state: String? = nil,
-        topLevel: String = ""
+        topLevel: String = "", commands: String? = nil
     ) throws -> String {
         let text = """
             {
@@ -286,7 +288,7 @@ struct FakeBoard {
               // covers the default, requireSync true).
               clock: { requireSync: false },
               \(topLevel)
-              \(firmwareSection(server: server, keys: keys, extra: extra, state: state))
+              \(firmwareSection(server: server, keys: keys, extra: extra, state: state, commands: commands))
             }
             """
         try FileManager.default.createDirectory(atPath: directory + "/spool", withIntermediateDirectories: true)
