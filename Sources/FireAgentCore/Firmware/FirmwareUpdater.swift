@@ -256,7 +256,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
         case _ where waitReason != nil && !flow.phase.isTerminal:
             return .deferred("\(version): \(flow.phase.rawValue), waiting: \(waitReason ?? "")")
         case .rollingBack:
-            return .rolledBack("\(version) rolled back: \(reason); rebooting into the old version")
+            let next = waitReason.map { "the reboot waits: \($0)" }
+                ?? (config.reboot != nil ? "the reboot command ran" : "waiting for a reboot into the old version")
+            return .rolledBack("\(version) rolled back: \(reason); \(next)")
         case .confirming:
             let waiting = flow.awaitsHealthCheck ? "its health check has not passed" : "waiting for a sync with the server"
             return .deferred("\(version) runs, not committed yet: \(waiting)" + (checked.isEmpty ? "" : " (last poll: \(checked))"))
