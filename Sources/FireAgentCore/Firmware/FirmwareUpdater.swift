@@ -256,7 +256,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
         case _ where waitReason != nil && !flow.phase.isTerminal:
             return .deferred("\(version): \(flow.phase.rawValue), waiting: \(waitReason ?? "")")
         case .rollingBack:
-            let next = waitReason.map { "the reboot waits: \($0)" }
+            let next =
+                waitReason.map { "the reboot waits: \($0)" }
                 ?? (config.reboot != nil ? "the reboot command ran" : "waiting for a reboot into the old version")
             return .rolledBack("\(version) rolled back: \(reason); \(next)")
         case .confirming:
