@@ -91,6 +91,7 @@ public struct LocalTime: Sendable, Equatable, CustomStringConvertible {
 
     /// Now.
     public static func now() -> LocalTime {
+        tzset()  // a time zone changed since the last call (/etc/localtime, TZ) counts
         var seconds = time(nil)
         var parts = tm()
         localtime_r(&seconds, &parts)

@@ -793,6 +793,14 @@ public final class OfflineQueue: Sendable {
 
     /// Sends the head record; reports the outcome back on `deliveryQueue`.
     private func sendHead() {
+        // A head the window saw taken already (the records before it went another way, an
+        // overflow say) is removed, not sent again.
+        let before = store.first?.sequence
+        removeSettled()
+        if before != nil, store.first?.sequence != before {
+            handle(.headRemoved(more: store.count > 0))
+            return
+        }
         let riding = delivery.withLock { state -> Bool in
             guard let head = store.first, case .inFlight? = state.window[head.sequence] else { return false }
             state.headRidesWindow = head.sequence
@@ -858,7 +866,11 @@ public final class OfflineQueue: Sendable {
                 if wasHead {
                     // It became the head while in flight: its outcome moves the queue on, or
                     // it is sent again as the head and judged as one.
-                    if case .settled = outcome { handle(.headRemoved(more: store.count > 0)) } else { sendHead() }
+                    if case .settled = outcome {
+                        handle(.headRemoved(more: store.count > 0))
+                    } else if delivery.withLock({ $0.replay.phase == .sending }) {
+                        sendHead()
+                    }
                 }
                 for waiter in waiters { waiter() }
                 fillWindow()
