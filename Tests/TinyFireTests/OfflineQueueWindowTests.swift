@@ -81,7 +81,9 @@ struct OfflineQueueWindowTests {
         "four in flight at once over a slow server: each record once, removed and reported in the queue's order; one at a time by default")
     func window() throws {
         let directory = try makeTemporaryDirectory("queue-window")
-        let server = try SlowRecorder(directory: directory, delay: 0.3)
+        // Each answer takes long enough that the window's four are sent while the first waits
+        // (longer under an emulator).
+        let server = try SlowRecorder(directory: directory, delay: SpoolBigFileTests.emulated ? 1.5 : 0.3)
         defer { server.stop() }
         for (name, concurrent) in [("strict", 1), ("window", 4)] {
             let queue = try queue(directory + "/" + name, concurrent: concurrent)
