@@ -54,47 +54,7 @@ ip netns exec "$ns" iptables -A INPUT -i "vi$$" -m statistic --mode random --pro
 # The relay: 10.203.0.1:PORT → influxd, every chunk held RTT/2 each way, in order.
 relay_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("10.203.0.1", 0)); print(s.getsockname()[1])')"
 influx_port="${influx##*:}"
-python3 - "$relay_port" "$influx_port" "$rtt" > "$work/relay.log" 2>&1 <<'PY' &
-import asyncio, sys
-listen, target, half = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) / 2000.0
-
-async def pipe(reader, writer):
-    queue = asyncio.Queue()
-    async def pump():
-        while True:
-            due, data = await queue.get()
-            delay = due - asyncio.get_running_loop().time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if data is None:
-                writer.close()
-                return
-            writer.write(data)
-            await writer.drain()
-    task = asyncio.create_task(pump())
-    loop = asyncio.get_running_loop()
-    try:
-        while data := await reader.read(65536):
-            queue.put_nowait((loop.time() + half, data))
-    except ConnectionError:
-        pass
-    queue.put_nowait((loop.time() + half, None))
-    await task
-
-async def serve(client_reader, client_writer):
-    try:
-        server_reader, server_writer = await asyncio.open_connection("127.0.0.1", target)
-    except OSError:
-        client_writer.close()
-        return
-    await asyncio.gather(pipe(client_reader, server_writer), pipe(server_reader, client_writer), return_exceptions=True)
-
-async def main():
-    server = await asyncio.start_server(serve, "10.203.0.1", listen)
-    await server.serve_forever()
-
-asyncio.run(main())
-PY
+python3 bench/delay-relay.py 10.203.0.1 "$relay_port" "$influx_port" "$(python3 -c "print($rtt / 2000)")" > "$work/relay.log" 2>&1 &
 relay_pid=$!
 for _ in $(seq 100); do
     python3 -c "import socket,sys; socket.create_connection(('10.203.0.1', $relay_port), 1)" 2>/dev/null && break

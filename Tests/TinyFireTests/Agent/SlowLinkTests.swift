@@ -8,48 +8,16 @@ import Testing
 /// nothing doubled beyond what was in flight.
 @Suite("Delivery over a lossy, slow link (network namespace, iptables loss, delaying relay)", .serialized)
 struct SlowLinkTests {
+    /// The repository (the relay is bench/slowlink.sh's own).
+    static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path(percentEncoded: false)
+
     /// A TCP relay on `address:port` to 127.0.0.1:`target`, every chunk held `delay` seconds.
-    func relay(address: String, target: Int, delay: Double, in directory: String) throws -> (ChildProcess, Int) {
+    func relay(address: String, target: Int, delay: Double) throws -> (ChildProcess, Int) {
         let port = freePort()
-        let script = """
-            import asyncio, sys
-            listen_host, listen, target, half = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-            async def pipe(reader, writer):
-                queue = asyncio.Queue()
-                loop = asyncio.get_running_loop()
-                async def pump():
-                    while True:
-                        due, data = await queue.get()
-                        if due > loop.time():
-                            await asyncio.sleep(due - loop.time())
-                        if data is None:
-                            writer.close()
-                            return
-                        writer.write(data)
-                        await writer.drain()
-                task = asyncio.create_task(pump())
-                try:
-                    while data := await reader.read(65536):
-                        queue.put_nowait((loop.time() + half, data))
-                except ConnectionError:
-                    pass
-                queue.put_nowait((loop.time() + half, None))
-                await task
-            async def serve(client_reader, client_writer):
-                try:
-                    server_reader, server_writer = await asyncio.open_connection("127.0.0.1", target)
-                except OSError:
-                    client_writer.close()
-                    return
-                await asyncio.gather(pipe(client_reader, server_writer), pipe(server_reader, client_writer), return_exceptions=True)
-            async def main():
-                server = await asyncio.start_server(serve, listen_host, listen)
-                await server.serve_forever()
-            asyncio.run(main())
-            """
-        try Data(script.utf8).write(to: URL(filePath: directory + "/relay.py"))
         let process = try ChildProcess(
-            which("python3") ?? "/usr/bin/python3", [directory + "/relay.py", address, String(port), String(target), String(delay)])
+            which("python3") ?? "/usr/bin/python3",
+            [Self.root + "/bench/delay-relay.py", address, String(port), String(target), String(delay)])
         try waitForPort(port, host: address)
         return (process, port)
     }
@@ -78,7 +46,7 @@ struct SlowLinkTests {
         let recorder = try RecordingInflux(directory: directory)
         defer { recorder.stop() }
         recorder.open()
-        let (relayProcess, relayPort) = try relay(address: namespace.hostAddress, target: recorder.port, delay: 0.1, in: directory)
+        let (relayProcess, relayPort) = try relay(address: namespace.hostAddress, target: recorder.port, delay: 0.1)
         defer { relayProcess.stop() }
         let files = 120
         let lines = 5
