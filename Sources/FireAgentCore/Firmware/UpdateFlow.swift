@@ -536,11 +536,8 @@ public struct UpdateFlow: Sendable {
             return fail("\(reason); no firmware.rollback is configured: the new version stays, uncommitted", now: now)
         }
         state.update?.reason = reason
-        return enter(.rollingBack, now: now) + startRollback()
+        return enter(.rollingBack, now: now) + [.rollback]
     }
-
-    /// The rollback is asked for; `rollbackStarts()` marks it started just before it runs.
-    private func startRollback() -> [UpdateEffect] { [.rollback] }
 
     /// Marks the rollback started, in this boot: the host persists this before it runs the
     /// command, so that it runs at most once whatever stops the agent.
@@ -662,7 +659,7 @@ public struct UpdateFlow: Sendable {
     private mutating func bootedWhileRollingBack(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
         guard let update = state.update else { return [] }
         let cause = update.reason ?? "its confirmation failed"
-        guard update.rollbackRan else { return startRollback() }  // stopped before it started
+        guard update.rollbackRan else { return [.rollback] }  // stopped before it started
         let target = SemanticVersion(update.version)
         let rebooted = bootID != nil && update.rollbackBootID != nil && bootID != update.rollbackBootID
         guard rebooted || (version != nil && version != target) else { return [] }

@@ -880,6 +880,7 @@ public final class OfflineQueue: Sendable {
 
     /// Removes, in order, the records at the head that the window's attempts saw taken.
     private func removeSettled() {
+        guard configuration.maxConcurrentDeliveries > 1 else { return }  // no window: nothing settles early
         while let head = store.first {
             let settled = delivery.withLock { state -> (OfflineQueueStore.Removal, Int, String)? in
                 state.window = state.window.filter { $0.key >= head.sequence }
