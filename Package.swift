@@ -69,6 +69,13 @@ let package = Package(
             dependencies: ["TinyFire"],
             path: "Examples/AlamofireReadme"
         ),
+        // Alamofire 4.x-style calls (`parameters: [String: Any]`, `encoding:`, `responseJSON`),
+        // which Alamofire 5 deprecates and still ships; built with the package and run by a test.
+        .executableTarget(
+            name: "alamofire-4x-example",
+            dependencies: ["TinyFire"],
+            path: "Examples/Alamofire4x"
+        ),
         .testTarget(
             name: "TinyFireTests",
             dependencies: [

@@ -1,7 +1,7 @@
 // libFuzzer entry point: the strict RFC 8259 reader firmware manifests go through. It must never
 // crash or recurse past its depth limit, and what it accepts must read the same again when
 // written back out (no two readings of one document). Built by fuzz/run.sh from
-// Sources/FireAgentCore/Firmware/StrictJSON.swift.
+// Sources/TinyFire/Support/StrictJSON.swift.
 
 /// One input: a document.
 @_cdecl("LLVMFuzzerTestOneInput")

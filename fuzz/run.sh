@@ -13,7 +13,7 @@ out=.build-fuzz
 work="${FUZZ_WORK:-fuzz}"
 crashes="$work/crashes"
 mkdir -p "$out" "$crashes" "$work/corpus-work" "$work/corpus-work-queue" "$work/corpus-work-range" "$work/corpus-work-manifest"
-flags=(-sanitize=fuzzer,address -parse-as-library -O -g -I Sources/CZlib -lz)
+flags=(-sanitize=fuzzer,address -parse-as-library -package-name TinyFire -O -g -I Sources/CZlib -lz)
 http=(Sources/TinyFire/HTTP/ResponseParser.swift Sources/TinyFire/HTTP/ResponseHead.swift
     Sources/TinyFire/HTTP/HTTPParseError.swift Sources/TinyFire/HTTP/ContentDecoder.swift Sources/TinyFire/Support/Quoting.swift)
 swiftc "${flags[@]}" -module-name TinyFireFuzz "${http[@]}" fuzz/ResponseParserFuzz.swift -o "$out/response-parser-fuzz"
@@ -21,7 +21,7 @@ swiftc "${flags[@]}" -module-name TinyFireRangeFuzz "${http[@]}" Sources/TinyFir
     fuzz/ContentRangeFuzz.swift -o "$out/content-range-fuzz"
 swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFire/OfflineQueue/OfflineQueueJournal.swift Sources/TinyFire/Support/BootInstant.swift \
     fuzz/QueueJournalFuzz.swift -o "$out/queue-journal-fuzz"
-swiftc "${flags[@]}" -module-name TinyFireManifestFuzz Sources/FireAgentCore/Firmware/StrictJSON.swift \
+swiftc "${flags[@]}" -module-name TinyFireManifestFuzz Sources/TinyFire/Support/StrictJSON.swift \
     fuzz/ManifestJSONFuzz.swift -o "$out/manifest-json-fuzz"
 # The response parser gets half the time, the queue reader, Content-Range and the manifest reader a
 # sixth each.

@@ -280,7 +280,7 @@ struct ValidationAndSerializationTests {
     func customSerializers() async throws {
         let server = try nginx()
         struct LineCount: ResponseSerializer {
-            func serialize(request: URLRequest?, response: HTTPResponse?, data: Data?, error: (any Error)?) throws -> Int {
+            func serialize(request: URLRequest?, response: HTTPURLResponse?, data: Data?, error: (any Error)?) throws -> Int {
                 if let error { throw error }
                 let data = try dataPreprocessor.preprocess(data ?? Data())
                 return data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).count - 1
@@ -288,7 +288,7 @@ struct ValidationAndSerializationTests {
         }
         struct Refuse: DataResponseSerializerProtocol {
             struct Refused: Error {}
-            func serialize(request: URLRequest?, response: HTTPResponse?, data: Data?, error: (any Error)?) throws -> Int {
+            func serialize(request: URLRequest?, response: HTTPURLResponse?, data: Data?, error: (any Error)?) throws -> Int {
                 throw Refused()
             }
         }
@@ -709,7 +709,7 @@ final class BasicAuthenticator: Authenticator {
         }
     }
 
-    func didRequest(_ urlRequest: URLRequest, with response: HTTPResponse, failDueToAuthenticationError error: any Error) -> Bool {
+    func didRequest(_ urlRequest: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: any Error) -> Bool {
         response.status.code == 401
     }
 
@@ -745,7 +745,7 @@ struct RedirectMonitorTests {
         struct Later: RedirectHandler {
             let follow: Bool
             func request(
-                _ request: Request, willBeRedirectedTo redirect: URLRequest, for response: HTTPResponse,
+                _ request: Request, willBeRedirectedTo redirect: URLRequest, for response: HTTPURLResponse,
                 completion: @escaping @Sendable (URLRequest?) -> Void
             ) {
                 DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { completion(follow ? redirect : nil) }
@@ -889,7 +889,7 @@ struct AuthenticationOrderingTests {
             pending.withLock { $0.append(completion) }
         }
 
-        func didRequest(_ urlRequest: URLRequest, with response: HTTPResponse, failDueToAuthenticationError error: any Error) -> Bool {
+        func didRequest(_ urlRequest: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: any Error) -> Bool {
             true
         }
 

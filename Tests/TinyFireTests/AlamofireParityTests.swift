@@ -150,7 +150,7 @@ struct AlamofireParityTests {
 
         let allowedLog = EventLog<Data, Never>()
         let allowedStream = Session().streamRequest("\(server.base)/1m.bin")
-        allowedStream.onHTTPResponse { (_: HTTPResponse) async -> Request.ResponseDisposition in
+        allowedStream.onHTTPResponse { (_: HTTPURLResponse) async -> Request.ResponseDisposition in
             try? await Task.sleep(for: .milliseconds(100))
             return .allow
         }

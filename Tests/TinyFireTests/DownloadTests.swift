@@ -497,7 +497,8 @@ struct DownloadTests {
             .responseURL { continuation.resume(returning: $0) }
         }
         #expect(named.value == directory.appendingPathComponent("fw-2.bin"))
-        let fallback = DownloadRequest.suggestedFilename(for: HTTPResponse(status: .ok), url: URL(string: "http://x/a/b/.hidden"))
+        let fallback = DownloadRequest.suggestedFilename(
+            for: HTTPURLResponse(HTTPResponse(status: .ok)), url: URL(string: "http://x/a/b/.hidden"))
         #expect(fallback == "hidden")
 
         struct Args: Decodable { let args: [String: String] }

@@ -1,3 +1,5 @@
+import TinyFire
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

@@ -500,7 +500,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             return
         }
         let window = RedirectDecisionWindow()
-        handler.request(request, willBeRedirectedTo: target.urlRequest, for: response) { [weak self] decision in
+        let answered = HTTPURLResponse(response, sent: self.request)
+        handler.request(request, willBeRedirectedTo: target.urlRequest, for: answered) { [weak self] decision in
             guard !window.deliver(decision), let self else { return }
             self.loop.execute { self.redirectDecided(decision) }
         }

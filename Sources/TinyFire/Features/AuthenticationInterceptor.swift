@@ -39,7 +39,7 @@ public protocol Authenticator: AnyObject, Sendable {
     ///   - response: the response.
     ///   - error: the error.
     /// - Returns: the answer.
-    func didRequest(_ urlRequest: URLRequest, with response: HTTPResponse, failDueToAuthenticationError error: any Error) -> Bool
+    func didRequest(_ urlRequest: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: any Error) -> Bool
 
     /// Whether the request carried `credential` (so a refresh is due), rather than an older one
     /// (so retrying with the current one is enough).

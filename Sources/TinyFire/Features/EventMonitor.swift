@@ -41,16 +41,16 @@ public protocol EventMonitor: Sendable {
     /// The transfer of an attempt started (Alamofire's `didCreateTask`).
     func request(_ request: Request, didStartTransferFor urlRequest: URLRequest)
     /// The final response head arrived (redirects are reported separately).
-    func request(_ request: Request, didReceiveResponse response: HTTPResponse)
+    func request(_ request: Request, didReceiveResponse response: HTTPURLResponse)
     /// A redirect is about to be followed.
-    func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPResponse)
+    func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPURLResponse)
     /// An attempt's transfer metrics.
     func request(_ request: Request, didGatherMetrics metrics: TransferMetrics)
     /// An attempt's transfer ended, with its error if it failed.
     func request(_ request: Request, didCompleteTransferWithError error: TinyFireError?)
     /// A validation ran.
     func request(
-        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPResponse, data: Data?,
+        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPURLResponse, data: Data?,
         withResult result: Request.ValidationResult)
     /// The unserialized response was produced (`response(queue:completionHandler:)`).
     func request(_ request: DataRequest, didParseResponse response: DataResponse<Data?, TinyFireError>)
@@ -88,16 +88,16 @@ extension EventMonitor {
     /// Does nothing when a transfer starts: a monitor implements the events it wants.
     public func request(_ request: Request, didStartTransferFor urlRequest: URLRequest) {}
     /// Does nothing when the final response head arrives: a monitor implements the events it wants.
-    public func request(_ request: Request, didReceiveResponse response: HTTPResponse) {}
+    public func request(_ request: Request, didReceiveResponse response: HTTPURLResponse) {}
     /// Does nothing when a redirect is about to be followed: a monitor implements the events it wants.
-    public func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPResponse) {}
+    public func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPURLResponse) {}
     /// Does nothing when an attempt's metrics are complete: a monitor implements the events it wants.
     public func request(_ request: Request, didGatherMetrics metrics: TransferMetrics) {}
     /// Does nothing when a transfer ends: a monitor implements the events it wants.
     public func request(_ request: Request, didCompleteTransferWithError error: TinyFireError?) {}
     /// Does nothing when a validator ran: a monitor implements the events it wants.
     public func request(
-        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPResponse, data: Data?,
+        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPURLResponse, data: Data?,
         withResult result: Request.ValidationResult
     ) {}
     /// Does nothing when a response was serialized: a monitor implements the events it wants.
@@ -157,11 +157,11 @@ public final class CompositeEventMonitor: EventMonitor {
         perform { $0.request(request, didStartTransferFor: urlRequest) }
     }
     /// Tells every monitor that the final response head arrives.
-    public func request(_ request: Request, didReceiveResponse response: HTTPResponse) {
+    public func request(_ request: Request, didReceiveResponse response: HTTPURLResponse) {
         perform { $0.request(request, didReceiveResponse: response) }
     }
     /// Tells every monitor that a redirect is about to be followed.
-    public func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPResponse) {
+    public func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPURLResponse) {
         perform { $0.request(request, willRedirectTo: urlRequest, for: response) }
     }
     /// Tells every monitor that an attempt's metrics are complete.
@@ -174,7 +174,7 @@ public final class CompositeEventMonitor: EventMonitor {
     }
     /// Tells every monitor that a validator ran.
     public func request(
-        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPResponse, data: Data?,
+        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPURLResponse, data: Data?,
         withResult result: Request.ValidationResult
     ) {
         let outcome = ValidationOutcome(result)
@@ -229,16 +229,16 @@ public final class ClosureEventMonitor: EventMonitor {
         /// `request(_:didStartTransferFor:)`.
         public var requestDidStartTransfer: (@Sendable (Request, URLRequest) -> Void)?
         /// `request(_:didReceiveResponse:)`.
-        public var requestDidReceiveResponse: (@Sendable (Request, HTTPResponse) -> Void)?
+        public var requestDidReceiveResponse: (@Sendable (Request, HTTPURLResponse) -> Void)?
         /// `request(_:willRedirectTo:for:)`.
-        public var requestWillRedirect: (@Sendable (Request, URLRequest, HTTPResponse) -> Void)?
+        public var requestWillRedirect: (@Sendable (Request, URLRequest, HTTPURLResponse) -> Void)?
         /// `request(_:didGatherMetrics:)`.
         public var requestDidGatherMetrics: (@Sendable (Request, TransferMetrics) -> Void)?
         /// `request(_:didCompleteTransferWithError:)`.
         public var requestDidCompleteTransferWithError: (@Sendable (Request, TinyFireError?) -> Void)?
         /// `request(_:didValidateRequest:response:data:withResult:)`.
         public var requestDidValidateRequestResponseDataWithResult:
-            (@Sendable (DataRequest, URLRequest?, HTTPResponse, Data?, Request.ValidationResult) -> Void)?
+            (@Sendable (DataRequest, URLRequest?, HTTPURLResponse, Data?, Request.ValidationResult) -> Void)?
         /// `request(_:didParseResponse:)` for the unserialized response.
         public var requestDidParseResponse: (@Sendable (DataRequest, DataResponse<Data?, TinyFireError>) -> Void)?
 
@@ -337,13 +337,13 @@ public final class ClosureEventMonitor: EventMonitor {
     }
 
     /// Called for `requestDidReceiveResponse` events (same as `update { $0.requestDidReceiveResponse = … }`).
-    public var requestDidReceiveResponse: (@Sendable (Request, HTTPResponse) -> Void)? {
+    public var requestDidReceiveResponse: (@Sendable (Request, HTTPURLResponse) -> Void)? {
         get { closures.withLock { $0.requestDidReceiveResponse } }
         set { closures.withLock { $0.requestDidReceiveResponse = newValue } }
     }
 
     /// Called for `requestWillRedirect` events (same as `update { $0.requestWillRedirect = … }`).
-    public var requestWillRedirect: (@Sendable (Request, URLRequest, HTTPResponse) -> Void)? {
+    public var requestWillRedirect: (@Sendable (Request, URLRequest, HTTPURLResponse) -> Void)? {
         get { closures.withLock { $0.requestWillRedirect } }
         set { closures.withLock { $0.requestWillRedirect = newValue } }
     }
@@ -362,7 +362,7 @@ public final class ClosureEventMonitor: EventMonitor {
 
     /// Called for `requestDidValidateRequestResponseDataWithResult` events (same as `update { $0.requestDidValidateRequestResponseDataWithResult = … }`).
     public var requestDidValidateRequestResponseDataWithResult:
-        (@Sendable (DataRequest, URLRequest?, HTTPResponse, Data?, Request.ValidationResult) -> Void)?
+        (@Sendable (DataRequest, URLRequest?, HTTPURLResponse, Data?, Request.ValidationResult) -> Void)?
     {
         get { closures.withLock { $0.requestDidValidateRequestResponseDataWithResult } }
         set { closures.withLock { $0.requestDidValidateRequestResponseDataWithResult = newValue } }
@@ -409,11 +409,11 @@ public final class ClosureEventMonitor: EventMonitor {
         current.requestDidStartTransfer?(request, urlRequest)
     }
     /// Calls the closure.
-    public func request(_ request: Request, didReceiveResponse response: HTTPResponse) {
+    public func request(_ request: Request, didReceiveResponse response: HTTPURLResponse) {
         current.requestDidReceiveResponse?(request, response)
     }
     /// Calls the closure.
-    public func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPResponse) {
+    public func request(_ request: Request, willRedirectTo urlRequest: URLRequest, for response: HTTPURLResponse) {
         current.requestWillRedirect?(request, urlRequest, response)
     }
     /// Calls the closure.
@@ -426,7 +426,7 @@ public final class ClosureEventMonitor: EventMonitor {
     }
     /// Calls the closure.
     public func request(
-        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPResponse, data: Data?,
+        _ request: DataRequest, didValidateRequest urlRequest: URLRequest?, response: HTTPURLResponse, data: Data?,
         withResult result: Request.ValidationResult
     ) {
         current.requestDidValidateRequestResponseDataWithResult?(request, urlRequest, response, data, result)

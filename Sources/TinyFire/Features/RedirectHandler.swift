@@ -18,7 +18,7 @@ public protocol RedirectHandler: Sendable {
     ///   - completion: the request to send, or nil to stop and deliver the redirect response
     ///     (its body included) as the final response.
     func request(
-        _ request: Request, willBeRedirectedTo redirect: URLRequest, for response: HTTPResponse,
+        _ request: Request, willBeRedirectedTo redirect: URLRequest, for response: HTTPURLResponse,
         completion: @escaping @Sendable (URLRequest?) -> Void)
 }
 
@@ -31,7 +31,7 @@ public struct Redirector: RedirectHandler {
         /// Deliver the redirect response itself.
         case doNotFollow
         /// Rewrite the next request, or return nil to stop.
-        case modify(@Sendable (Request, URLRequest, HTTPResponse) -> URLRequest?)
+        case modify(@Sendable (Request, URLRequest, HTTPURLResponse) -> URLRequest?)
     }
 
     /// Follows every redirect.
@@ -55,7 +55,7 @@ public struct Redirector: RedirectHandler {
     ///   - response: the redirect response.
     ///   - completion: the decision.
     public func request(
-        _ request: Request, willBeRedirectedTo redirect: URLRequest, for response: HTTPResponse,
+        _ request: Request, willBeRedirectedTo redirect: URLRequest, for response: HTTPURLResponse,
         completion: @escaping @Sendable (URLRequest?) -> Void
     ) {
         switch behavior {
@@ -75,7 +75,7 @@ extension RedirectHandler where Self == Redirector {
     /// Rewrites each redirect.
     /// - Parameter closure: returns the next request, or nil to stop.
     /// - Returns: the redirector.
-    public static func modify(using closure: @escaping @Sendable (Request, URLRequest, HTTPResponse) -> URLRequest?) -> Redirector {
+    public static func modify(using closure: @escaping @Sendable (Request, URLRequest, HTTPURLResponse) -> URLRequest?) -> Redirector {
         Redirector(behavior: .modify(closure))
     }
 }

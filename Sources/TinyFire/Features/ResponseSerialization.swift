@@ -20,7 +20,7 @@ public protocol DataResponseSerializerProtocol<SerializedObject>: Sendable {
     ///   - error: the request's error, if it failed (serializers rethrow it).
     /// - Returns: the value.
     /// - Throws: the request's error, or why serialization failed.
-    func serialize(request: URLRequest?, response: HTTPResponse?, data: Data?, error: (any Error)?) throws -> SerializedObject
+    func serialize(request: URLRequest?, response: HTTPURLResponse?, data: Data?, error: (any Error)?) throws -> SerializedObject
 }
 
 /// Transforms the body before a serializer reads it.
@@ -67,9 +67,30 @@ extension DataPreprocessor where Self == GoogleXSSIPreprocessor {
     public static var googleXSSI: GoogleXSSIPreprocessor { GoogleXSSIPreprocessor() }
 }
 
+/// Turns a finished download's parts into a value, as Alamofire's
+/// `DownloadResponseSerializerProtocol`: what `DownloadRequest.response(queue:responseSerializer:)`
+/// takes. Every `ResponseSerializer` is one (it reads the file and serializes its bytes); write
+/// your own to work on the file without reading it into memory.
+public protocol DownloadResponseSerializerProtocol<SerializedObject>: Sendable {
+    /// The value produced.
+    associatedtype SerializedObject: Sendable
+
+    /// Turns a finished download's outcome into the value (or throws the error that fails it).
+    /// - Parameters:
+    ///   - request: the request as sent (adapted, before redirects).
+    ///   - response: the final response head.
+    ///   - fileURL: where the body was written; nil when it went elsewhere or the download
+    ///     failed first.
+    ///   - error: the request's error, if it failed (serializers rethrow it).
+    /// - Returns: the value.
+    /// - Throws: the request's error, or why serialization failed.
+    func serializeDownload(request: URLRequest?, response: HTTPURLResponse?, fileURL: URL?, error: (any Error)?) throws -> SerializedObject
+}
+
 /// A serializer with Alamofire's shared behaviour: a preprocessor and the rules for when an
-/// empty body is acceptable (by status code, or by request method).
-public protocol ResponseSerializer: DataResponseSerializerProtocol {
+/// empty body is acceptable (by status code, or by request method). It serializes data
+/// responses and downloads alike.
+public protocol ResponseSerializer: DataResponseSerializerProtocol & DownloadResponseSerializerProtocol {
     /// Applied to the body first.
     var dataPreprocessor: any DataPreprocessor { get }
     /// Methods whose responses may be empty (default HEAD).
@@ -113,7 +134,7 @@ extension ResponseSerializer {
     /// Whether the status allows an empty body (nil when unknown).
     /// - Parameter response: the response.
     /// - Returns: the answer.
-    public func responseAllowsEmptyResponseData(_ response: HTTPResponse?) -> Bool? {
+    public func responseAllowsEmptyResponseData(_ response: HTTPURLResponse?) -> Bool? {
         response.map { emptyResponseCodes.contains($0.status.code) }
     }
 
@@ -122,9 +143,63 @@ extension ResponseSerializer {
     ///   - request: the request.
     ///   - response: the response.
     /// - Returns: the answer.
-    public func emptyResponseAllowed(request: URLRequest?, response: HTTPResponse?) -> Bool {
+    public func emptyResponseAllowed(request: URLRequest?, response: HTTPURLResponse?) -> Bool {
         requestAllowsEmptyResponseData(request) == true || responseAllowsEmptyResponseData(response) == true
     }
+
+    /// Whether an empty body is acceptable here (Alamofire's spelling).
+    /// - Parameters:
+    ///   - request: the request.
+    ///   - response: the response.
+    /// - Returns: the answer.
+    public func emptyResponseAllowed(forRequest request: URLRequest?, response: HTTPURLResponse?) -> Bool {
+        emptyResponseAllowed(request: request, response: response)
+    }
+
+    /// Reads the downloaded file into memory and serializes its bytes. The read is bounded:
+    /// a file larger than the downloading session's `maxInMemoryBodyBytes` (outside a download,
+    /// `SessionConfiguration.default`'s) fails with `.customSerializationFailed` saying so.
+    /// - Parameters:
+    ///   - request: the request.
+    ///   - response: the response.
+    ///   - fileURL: the file.
+    ///   - error: the request's error.
+    /// - Returns: what `serialize(request:response:data:error:)` makes of the file's bytes.
+    /// - Throws: the request's error, `.inputFileNil`, `.inputFileReadFailed(at:)`, or the
+    ///   serializer's error.
+    public func serializeDownload(request: URLRequest?, response: HTTPURLResponse?, fileURL: URL?, error: (any Error)?) throws
+        -> SerializedObject
+    {
+        if let error { throw error }
+        guard let fileURL else { throw TinyFireError.responseSerializationFailed(reason: .inputFileNil) }
+        let data = try DownloadRequest.readDownloadedFile(fileURL, limit: DownloadRequest.serializationReadLimit)
+        return try serialize(request: request, response: response, data: data, error: error)
+    }
+}
+
+/// The downloaded file's URL, as Alamofire's `URLResponseSerializer`: nothing is read.
+public struct URLResponseSerializer: DownloadResponseSerializerProtocol {
+    /// Creates the serializer.
+    public init() {}
+
+    /// The file's URL.
+    /// - Parameters:
+    ///   - request: the request.
+    ///   - response: the response.
+    ///   - fileURL: the file.
+    ///   - error: the request's error.
+    /// - Returns: `fileURL`.
+    /// - Throws: the request's error, or `.inputFileNil`.
+    public func serializeDownload(request: URLRequest?, response: HTTPURLResponse?, fileURL: URL?, error: (any Error)?) throws -> URL {
+        if let error { throw error }
+        guard let fileURL else { throw TinyFireError.responseSerializationFailed(reason: .inputFileNil) }
+        return fileURL
+    }
+}
+
+extension DownloadResponseSerializerProtocol where Self == URLResponseSerializer {
+    /// The file's URL.
+    public static var url: URLResponseSerializer { URLResponseSerializer() }
 }
 
 /// A type with a value for empty responses (204, HEAD), as Alamofire's `EmptyResponse`.
@@ -161,6 +236,9 @@ extension JSONDecoder: DataDecoder {}
 
 /// The body as `Data`; an empty body is an error unless the method or status allows it.
 public struct DataResponseSerializer: ResponseSerializer {
+    /// The value produced.
+    public typealias SerializedObject = Data
+
     /// The preprocessor.
     public let dataPreprocessor: any DataPreprocessor
     /// Statuses allowed to be empty.
@@ -191,7 +269,7 @@ public struct DataResponseSerializer: ResponseSerializer {
     ///   - error: the request's error.
     /// - Returns: the body.
     /// - Throws: the request's error, or `.inputDataNilOrZeroLength`.
-    public func serialize(request: URLRequest?, response: HTTPResponse?, data: Data?, error: (any Error)?) throws -> Data {
+    public func serialize(request: URLRequest?, response: HTTPURLResponse?, data: Data?, error: (any Error)?) throws -> Data {
         if let error { throw error }
         guard var data, !data.isEmpty else {
             guard emptyResponseAllowed(request: request, response: response) else {
@@ -206,6 +284,9 @@ public struct DataResponseSerializer: ResponseSerializer {
 
 /// The body as a `String`, in the given encoding, else the response's charset, else ISO-8859-1.
 public struct StringResponseSerializer: ResponseSerializer {
+    /// The value produced.
+    public typealias SerializedObject = String
+
     /// The preprocessor.
     public let dataPreprocessor: any DataPreprocessor
     /// A fixed encoding, or nil to use the response's charset.
@@ -242,7 +323,7 @@ public struct StringResponseSerializer: ResponseSerializer {
     /// - Returns: the text.
     /// - Throws: the request's error, `.inputDataNilOrZeroLength`, or
     ///   `.stringSerializationFailed` when the bytes are not valid in the encoding.
-    public func serialize(request: URLRequest?, response: HTTPResponse?, data: Data?, error: (any Error)?) throws -> String {
+    public func serialize(request: URLRequest?, response: HTTPURLResponse?, data: Data?, error: (any Error)?) throws -> String {
         if let error { throw error }
         guard var data, !data.isEmpty else {
             guard emptyResponseAllowed(request: request, response: response) else {
@@ -263,6 +344,9 @@ public struct StringResponseSerializer: ResponseSerializer {
 /// A `Decodable` value from the body, with a `DataDecoder` (JSON by default). An allowed empty
 /// response decodes to `T.emptyValue()` when `T` is `EmptyResponse`.
 public struct DecodableResponseSerializer<T: Decodable & Sendable>: ResponseSerializer {
+    /// The value produced.
+    public typealias SerializedObject = T
+
     /// The preprocessor.
     public let dataPreprocessor: any DataPreprocessor
     /// The decoder.
@@ -299,7 +383,7 @@ public struct DecodableResponseSerializer<T: Decodable & Sendable>: ResponseSeri
     /// - Returns: the value.
     /// - Throws: the request's error, `.inputDataNilOrZeroLength`, `.invalidEmptyResponse`, or
     ///   `.decodingFailed` with the decoder's error.
-    public func serialize(request: URLRequest?, response: HTTPResponse?, data: Data?, error: (any Error)?) throws -> T {
+    public func serialize(request: URLRequest?, response: HTTPURLResponse?, data: Data?, error: (any Error)?) throws -> T {
         if let error { throw error }
         guard var data, !data.isEmpty else {
             guard emptyResponseAllowed(request: request, response: response) else {
@@ -439,4 +523,84 @@ enum TextEncoding {
         0x20AC, nil, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160, 0x2039, 0x0152, nil, 0x017D, nil,
         nil, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, nil, 0x017E, 0x0178,
     ]
+}
+
+/// The body as untyped JSON, as Alamofire's deprecated `JSONResponseSerializer`: objects
+/// `[String: any Sendable]`, arrays `[any Sendable]`, whole numbers `Int`, other numbers
+/// `Double`, booleans `Bool`, `null` an `Optional<any Sendable>.none`. Read by TinyFire's
+/// bounded JSON reader (512 levels; the body is already bounded by `maxInMemoryBodyBytes`). An
+/// allowed empty body (204, 205, HEAD) gives `Optional<any Sendable>.none`, where Alamofire
+/// gives `NSNull()`.
+@available(*, deprecated, message: "Use DecodableResponseSerializer (responseDecodable) instead, as Alamofire 5 advises.")
+public struct JSONResponseSerializer: ResponseSerializer {
+    /// The value produced.
+    public typealias SerializedObject = any Sendable
+
+    /// How the JSON is read, as `JSONSerialization.ReadingOptions`.
+    public struct ReadingOptions: OptionSet, Sendable {
+        /// The raw bits.
+        public let rawValue: UInt
+        /// Creates options from bits.
+        /// - Parameter rawValue: the bits.
+        public init(rawValue: UInt) { self.rawValue = rawValue }
+        /// Accepted for ported code (values are immutable in Swift either way).
+        public static let mutableContainers = ReadingOptions(rawValue: 1 << 0)
+        /// Accepted for ported code.
+        public static let mutableLeaves = ReadingOptions(rawValue: 1 << 1)
+        /// A string, number, boolean or null is accepted at the top level.
+        public static let fragmentsAllowed = ReadingOptions(rawValue: 1 << 2)
+        /// The same as `fragmentsAllowed` (its older name).
+        public static let allowFragments = fragmentsAllowed
+    }
+
+    /// The preprocessor.
+    public let dataPreprocessor: any DataPreprocessor
+    /// Statuses allowed to be empty.
+    public let emptyResponseCodes: Set<Int>
+    /// Methods allowed to be empty.
+    public let emptyRequestMethods: Set<HTTPMethod>
+    /// How the JSON is read.
+    public let options: ReadingOptions
+
+    /// Creates the serializer.
+    /// - Parameters:
+    ///   - dataPreprocessor: default passthrough.
+    ///   - emptyResponseCodes: default 204, 205.
+    ///   - emptyRequestMethods: default HEAD.
+    ///   - options: default `.allowFragments`, as Alamofire's.
+    public init(
+        dataPreprocessor: any DataPreprocessor = JSONResponseSerializer.defaultDataPreprocessor,
+        emptyResponseCodes: Set<Int> = JSONResponseSerializer.defaultEmptyResponseCodes,
+        emptyRequestMethods: Set<HTTPMethod> = JSONResponseSerializer.defaultEmptyRequestMethods, options: ReadingOptions = .allowFragments
+    ) {
+        self.dataPreprocessor = dataPreprocessor
+        self.emptyResponseCodes = emptyResponseCodes
+        self.emptyRequestMethods = emptyRequestMethods
+        self.options = options
+    }
+
+    /// The body as untyped JSON.
+    /// - Parameters:
+    ///   - request: the request.
+    ///   - response: the response.
+    ///   - data: the body.
+    ///   - error: the request's error.
+    /// - Returns: the value.
+    /// - Throws: the request's error, `.inputDataNilOrZeroLength`, or
+    ///   `.jsonSerializationFailed` with the line, column and what is wrong.
+    public func serialize(request: URLRequest?, response: HTTPURLResponse?, data: Data?, error: (any Error)?) throws -> any Sendable {
+        if let error { throw error }
+        guard var data, !data.isEmpty else {
+            guard emptyResponseAllowed(request: request, response: response) else {
+                throw TinyFireError.responseSerializationFailed(reason: .inputDataNilOrZeroLength)
+            }
+            return Optional<any Sendable>.none as any Sendable
+        }
+        data = try dataPreprocessor.preprocess(data)
+        do {
+            return try JSONObject.read(data, fragmentsAllowed: options.contains(.fragmentsAllowed))
+        } catch {
+            throw TinyFireError.responseSerializationFailed(reason: .jsonSerializationFailed(error: error))
+        }
+    }
 }

@@ -316,13 +316,18 @@ public final class URLEncodedFormEncoder: Sendable {
 
     /// Percent-escapes every byte outside `allowedBytes` (spaces per `spaceEncoding`).
     func escape(_ text: String) -> String {
+        Self.percentEscaped(text, allowed: allowedBytes, plusForSpace: spaceEncoding == .plusReplaced)
+    }
+
+    /// `text` with every byte outside `allowed` written `%XX` (a space as `+` when asked).
+    static func percentEscaped(_ text: String, allowed allowedBytes: Set<UInt8>, plusForSpace: Bool) -> String {
         let hex: [UInt8] = Array("0123456789ABCDEF".utf8)
         var output: [UInt8] = []
         output.reserveCapacity(text.utf8.count)
         for byte in text.utf8 {
             if allowedBytes.contains(byte) {
                 output.append(byte)
-            } else if byte == UInt8(ascii: " ") && spaceEncoding == .plusReplaced {
+            } else if byte == UInt8(ascii: " ") && plusForSpace {
                 output.append(UInt8(ascii: "+"))
             } else {
                 output.append(UInt8(ascii: "%"))

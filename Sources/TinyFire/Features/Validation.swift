@@ -19,7 +19,7 @@ extension Request {
 extension DataRequest {
     /// A validation closure: the request as sent (before redirects), the final response head
     /// and the body.
-    public typealias Validation = @Sendable (URLRequest?, HTTPResponse, Data?) -> ValidationResult
+    public typealias Validation = @Sendable (URLRequest?, HTTPURLResponse, Data?) -> ValidationResult
 
     /// Adds a validation. Validations run in order when the transfer completes, before
     /// response handlers; the first failure becomes the request's error (and goes to the
@@ -72,7 +72,7 @@ extension DownloadRequest {
     /// A validation closure: the request as sent (before redirects), the final response head
     /// and the file holding the body (still in its partial file: it is moved into place only
     /// after every validation passed).
-    public typealias Validation = @Sendable (URLRequest?, HTTPResponse, URL?) -> ValidationResult
+    public typealias Validation = @Sendable (URLRequest?, HTTPURLResponse, URL?) -> ValidationResult
 
     /// The file holding the body while validations run.
     private var bodyFileForValidation: URL? {
@@ -149,17 +149,17 @@ enum ResponseValidation {
     }
 
     /// `validate()`: a 2xx status, and a content type the request's `Accept` allows.
-    static func statusAndAccept(_ request: URLRequest?, _ response: HTTPResponse, hasBody: Bool) -> TinyFireError? {
+    static func statusAndAccept(_ request: URLRequest?, _ response: HTTPURLResponse, hasBody: Bool) -> TinyFireError? {
         if let error = statusCode(response, acceptable: 200..<300) { return error }
         let accept = request?.headers["Accept"].map(mediaTypes(in:)) ?? ["*/*"]
         return contentType(response, hasBody: hasBody, acceptable: accept)
     }
-    static func statusCode<S: Sequence>(_ response: HTTPResponse, acceptable: S) -> TinyFireError? where S.Element == Int {
+    static func statusCode<S: Sequence>(_ response: HTTPURLResponse, acceptable: S) -> TinyFireError? where S.Element == Int {
         acceptable.contains(response.status.code)
             ? nil : .responseValidationFailed(reason: .unacceptableStatusCode(code: response.status.code))
     }
 
-    static func contentType(_ response: HTTPResponse, hasBody: Bool, acceptable: [String]) -> TinyFireError? {
+    static func contentType(_ response: HTTPURLResponse, hasBody: Bool, acceptable: [String]) -> TinyFireError? {
         guard hasBody else { return nil }
         guard let contentType = response.headerFields[values: .contentType].first, let responseType = MediaType(contentType) else {
             if acceptable.contains(where: { MediaType($0)?.isWildcard == true }) { return nil }

@@ -1062,7 +1062,7 @@ public final class OfflineQueue: Sendable {
                 return
             }
             let disposition: Disposition
-            if let judge = configuration.judge, let head = response.response {
+            if let judge = configuration.judge, let head = response.response?.head {
                 var inlineBody: Data?
                 if case .inline(let bytes) = payload.body { inlineBody = Data(bytes) }
                 let record = Record(

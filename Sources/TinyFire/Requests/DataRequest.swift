@@ -22,7 +22,7 @@ public class DataRequest: Request, @unchecked Sendable {
         protected.withLock { $0.output?.data }
     }
 
-    override func makeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
+    override func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
         let limit = session.configuration.maxInMemoryBodyBytes
         // A Content-Length (of an unencoded body) above the limit is refused before its first
         // byte, as curl's --max-filesize: a slow server cannot hold the request until the body
@@ -31,7 +31,7 @@ public class DataRequest: Request, @unchecked Sendable {
         return MemorySink(limit: limit, expectedLength: expectedLength)
     }
 
-    override func appendValidator(_ validator: @escaping @Sendable (URLRequest?, HTTPResponse, Data?) -> TinyFireError?) {
+    override func appendValidator(_ validator: @escaping @Sendable (URLRequest?, HTTPURLResponse, Data?) -> TinyFireError?) {
         super.appendValidator { [weak self] request, response, data in
             let error = validator(request, response, data)
             if let self, let monitor = eventMonitor {
@@ -140,6 +140,35 @@ public class DataRequest: Request, @unchecked Sendable {
             queue: queue,
             responseSerializer: DataResponseSerializer(
                 dataPreprocessor: dataPreprocessor, emptyResponseCodes: emptyResponseCodes, emptyRequestMethods: emptyRequestMethods),
+            completionHandler: completionHandler)
+    }
+
+    /// Calls `completionHandler` with the body as untyped JSON (`JSONResponseSerializer`):
+    /// Alamofire's deprecated `responseJSON`, kept for code written against its 4.x documents.
+    /// - Parameters:
+    ///   - queue: where to call the handler; default the session's root queue.
+    ///   - dataPreprocessor: default passthrough.
+    ///   - emptyResponseCodes: default 204, 205.
+    ///   - emptyRequestMethods: default HEAD.
+    ///   - options: default `.allowFragments`.
+    ///   - completionHandler: receives the response; its value is a `[String: any Sendable]`,
+    ///     an `[any Sendable]`, a `String`, an `Int`, a `Double`, a `Bool` or nil.
+    /// - Returns: the request.
+    @available(*, deprecated, message: "Use responseDecodable instead, as Alamofire 5 advises.")
+    @discardableResult
+    public func responseJSON(
+        queue: DispatchQueue? = nil,
+        dataPreprocessor: any DataPreprocessor = JSONResponseSerializer.defaultDataPreprocessor,
+        emptyResponseCodes: Set<Int> = JSONResponseSerializer.defaultEmptyResponseCodes,
+        emptyRequestMethods: Set<HTTPMethod> = JSONResponseSerializer.defaultEmptyRequestMethods,
+        options: JSONResponseSerializer.ReadingOptions = .allowFragments,
+        completionHandler: @escaping @Sendable (DataResponse<any Sendable, TinyFireError>) -> Void
+    ) -> Self {
+        response(
+            queue: queue,
+            responseSerializer: JSONResponseSerializer(
+                dataPreprocessor: dataPreprocessor, emptyResponseCodes: emptyResponseCodes, emptyRequestMethods: emptyRequestMethods,
+                options: options),
             completionHandler: completionHandler)
     }
 

@@ -20,7 +20,7 @@ public struct DataResponse<Success: Sendable, Failure: Error>: Sendable, CustomS
     /// The request as sent (adapted, before redirects).
     public let request: URLRequest?
     /// The final response head.
-    public let response: HTTPResponse?
+    public let response: HTTPURLResponse?
     /// The body, when it was received.
     public let data: Data?
     /// Timings and counts of the last attempt.
@@ -39,7 +39,7 @@ public struct DataResponse<Success: Sendable, Failure: Error>: Sendable, CustomS
     ///   - serializationDuration: seconds spent serializing.
     ///   - result: the result.
     public init(
-        request: URLRequest?, response: HTTPResponse?, data: Data?, metrics: TransferMetrics?, serializationDuration: TimeInterval,
+        request: URLRequest?, response: HTTPURLResponse?, data: Data?, metrics: TransferMetrics?, serializationDuration: TimeInterval,
         result: Result<Success, Failure>
     ) {
         self.request = request

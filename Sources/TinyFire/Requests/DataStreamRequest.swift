@@ -79,7 +79,7 @@ public final class DataStreamRequest: Request, @unchecked Sendable {
         /// The request as sent.
         public let request: URLRequest?
         /// The final response head.
-        public let response: HTTPResponse?
+        public let response: HTTPURLResponse?
         /// Timings and counts.
         public let metrics: TransferMetrics?
         /// The error, if the request failed or was cancelled (a handler's thrown error first).
@@ -110,7 +110,7 @@ public final class DataStreamRequest: Request, @unchecked Sendable {
 
     private struct StreamState {
         var consumers: [Consumer] = []
-        var streamValidators: [@Sendable (URLRequest?, HTTPResponse) -> TinyFireError?] = []
+        var streamValidators: [@Sendable (URLRequest?, HTTPURLResponse) -> TinyFireError?] = []
         var validationError: TinyFireError?
         var paused = false
         /// Events handed over and not yet handled.
@@ -153,7 +153,7 @@ public final class DataStreamRequest: Request, @unchecked Sendable {
     /// - Parameter validation: the check (request, response head).
     /// - Returns: the request.
     @discardableResult
-    public func validate(_ validation: @escaping @Sendable (URLRequest?, HTTPResponse) -> ValidationResult) -> Self {
+    public func validate(_ validation: @escaping @Sendable (URLRequest?, HTTPURLResponse) -> ValidationResult) -> Self {
         streamState.withLock {
             $0.streamValidators.append { request, response in ResponseValidation.error(from: validation(request, response)) }
         }
@@ -523,7 +523,7 @@ public final class DataStreamRequest: Request, @unchecked Sendable {
 
     // MARK: - Engine hooks
 
-    override func makeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
+    override func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
         let validators = streamState.withLock { $0.streamValidators }
         let request = self.request
         for validator in validators {

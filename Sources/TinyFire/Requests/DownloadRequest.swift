@@ -41,7 +41,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     /// must only compute a location (no network, no waiting on another queue or a lock held
     /// elsewhere). Directories are created, and the file moved, by TinyFire afterwards.
     public typealias Destination =
-        @Sendable (_ temporaryURL: URL, _ response: HTTPResponse) -> (
+        @Sendable (_ temporaryURL: URL, _ response: HTTPURLResponse) -> (
             destinationURL: URL, options: Options
         )
 
@@ -165,7 +165,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     ///   - response: the response head.
     ///   - url: the request's URL.
     /// - Returns: a safe file name.
-    public static func suggestedFilename(for response: HTTPResponse, url: URL?) -> String {
+    public static func suggestedFilename(for response: HTTPURLResponse, url: URL?) -> String {
         var candidate: String?
         if let disposition = response.headerFields[.contentDisposition] {
             for parameter in disposition.split(separator: ";").dropFirst() {
@@ -223,7 +223,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         return cancel()
     }
 
-    override func makeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
+    override func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
         let sink = try makeTargetSink(for: response)
         if includeResponseHead {
             var head = "HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n"
@@ -238,7 +238,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         return sink
     }
 
-    private func makeTargetSink(for response: HTTPResponse) throws(SinkError) -> ResponseBodySink {
+    private func makeTargetSink(for response: HTTPURLResponse) throws(SinkError) -> ResponseBodySink {
         let code = response.status.code
         let (partial, rangeOffset) = resume.withLock { ($0.partial, $0.rangeOffset) }
         if let acceptableStatusCodes, !acceptableStatusCodes.contains(code), !(code == 416 && rangeOffset != nil) {
@@ -338,7 +338,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     /// The file's final size as the response announces it: `base` plus Content-Length, or a
     /// 206's complete length.
-    private func announcedFileSize(_ response: HTTPResponse, base: UInt64) -> UInt64? {
+    private func announcedFileSize(_ response: HTTPURLResponse, base: UInt64) -> UInt64? {
         if response.status.code == 206, let complete = response.headerFields[.contentRange].flatMap(ContentRange.init)?.completeLength {
             return complete
         }
@@ -360,7 +360,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 
     /// Whether a response's body can be continued later with a Range request.
-    private func isResumable(_ response: HTTPResponse) -> Bool {
+    private func isResumable(_ response: HTTPURLResponse) -> Bool {
         guard [200, 206].contains(response.status.code), protected.withLock({ $0.sentHead?.method }) == .get else { return false }
         if let coding = response.headerFields[.contentEncoding], coding.lowercased() != "identity" { return false }
         if response.headerFields[.acceptRanges]?.lowercased() == "none" { return false }
@@ -370,8 +370,9 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         return tags.entityTag != nil || tags.lastModified != nil
     }
 
-    private func validators(of response: HTTPResponse, offset: UInt64) -> (entityTag: String?, lastModified: String?, totalLength: UInt64?)
-    {
+    private func validators(of response: HTTPURLResponse, offset: UInt64) -> (
+        entityTag: String?, lastModified: String?, totalLength: UInt64?
+    ) {
         // If-Range takes only strong entity tags (RFC 9110 §13.1.5).
         let tag = response.headerFields[.eTag].flatMap { $0.hasPrefix("W/") ? nil : $0 }
         var total: UInt64?
@@ -385,7 +386,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     /// How `response` (a 200 to a resumed request) shows that the resource is not the one the
     /// partial file holds, or nil when its validators match (the server ignored Range).
-    static func change(from partial: PartialFile, to response: HTTPResponse) -> String? {
+    static func change(from partial: PartialFile, to response: HTTPURLResponse) -> String? {
         let fields = response.headerFields
         if let old = partial.entityTag {
             let new = fields[.eTag]
@@ -535,7 +536,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     ///   - completionHandler: receives the response.
     /// - Returns: the request.
     @discardableResult
-    public func response<Serializer: DataResponseSerializerProtocol>(
+    public func response<Serializer: DownloadResponseSerializerProtocol>(
         queue: DispatchQueue? = nil, responseSerializer: Serializer,
         completionHandler: @escaping @Sendable (DownloadResponse<Serializer.SerializedObject, TinyFireError>) -> Void
     ) -> Self {
@@ -546,10 +547,11 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             let url = snapshot.output?.file
             let result: Result<Serializer.SerializedObject, TinyFireError>
             do {
-                let data = try url.map { url throws(TinyFireError) in try Self.readDownloadedFile(url, limit: limit) }
                 result = .success(
-                    try responseSerializer.serialize(
-                        request: snapshot.request, response: snapshot.response, data: data, error: snapshot.error))
+                    try Self.$serializationReadLimit.withValue(limit) {
+                        try responseSerializer.serializeDownload(
+                            request: snapshot.request, response: snapshot.response, fileURL: url, error: snapshot.error)
+                    })
             } catch let error as TinyFireError {
                 result = .failure(error)
             } catch {
@@ -574,6 +576,22 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         queue: DispatchQueue? = nil, completionHandler: @escaping @Sendable (DownloadResponse<Data, TinyFireError>) -> Void
     ) -> Self {
         response(queue: queue, responseSerializer: DataResponseSerializer(), completionHandler: completionHandler)
+    }
+
+    /// The downloaded file as untyped JSON (`JSONResponseSerializer`), Alamofire's deprecated
+    /// `responseJSON`.
+    /// - Parameters:
+    ///   - queue: where to call the handler; default the session's root queue.
+    ///   - options: default `.allowFragments`.
+    ///   - completionHandler: receives the response.
+    /// - Returns: the request.
+    @available(*, deprecated, message: "Use responseDecodable instead, as Alamofire 5 advises.")
+    @discardableResult
+    public func responseJSON(
+        queue: DispatchQueue? = nil, options: JSONResponseSerializer.ReadingOptions = .allowFragments,
+        completionHandler: @escaping @Sendable (DownloadResponse<any Sendable, TinyFireError>) -> Void
+    ) -> Self {
+        response(queue: queue, responseSerializer: JSONResponseSerializer(options: options), completionHandler: completionHandler)
     }
 
     /// The downloaded file as text (charset from the response, else UTF-8).
@@ -603,14 +621,15 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         response(queue: queue, responseSerializer: DecodableResponseSerializer<T>(decoder: decoder), completionHandler: completionHandler)
     }
 
+    /// How many bytes of a downloaded file a `ResponseSerializer` reads into memory: the
+    /// downloading session's `maxInMemoryBodyBytes` while its serializers run.
+    @TaskLocal static var serializationReadLimit = SessionConfiguration.defaultMaxInMemoryBodyBytes
+
     /// Reads a downloaded file, refusing one larger than `limit`.
     static func readDownloadedFile(_ url: URL, limit: Int) throws(TinyFireError) -> Data {
         let path = url.path(percentEncoded: false)
         var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw .responseSerializationFailed(
-                reason: .customSerializationFailed(error: DownloadFileError(message: "cannot read \(path): \(errnoMessage(errno))")))
-        }
+        guard stat(path, &info) == 0 else { throw .responseSerializationFailed(reason: .inputFileReadFailed(at: url)) }
         guard info.st_size <= limit else {
             throw .responseSerializationFailed(
                 reason: .customSerializationFailed(
@@ -618,7 +637,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
                         message: "\(path) is \(info.st_size) bytes, above maxInMemoryBodyBytes (\(limit)); read it as a file")))
         }
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw .responseSerializationFailed(reason: .customSerializationFailed(error: DownloadFileError(message: "cannot read \(path)")))
+            throw .responseSerializationFailed(reason: .inputFileReadFailed(at: url))
         }
         return data
     }
@@ -709,7 +728,7 @@ extension DownloadRequest {
     ///   - shouldAutomaticallyCancel: cancel the request when the awaiting task is cancelled;
     ///     default true, as in Alamofire's downloads.
     /// - Returns: the task.
-    public func serializingDownload<Serializer: DataResponseSerializerProtocol>(
+    public func serializingDownload<Serializer: DownloadResponseSerializerProtocol>(
         using serializer: Serializer, automaticallyCancelling shouldAutomaticallyCancel: Bool = true
     ) -> DownloadTask<Serializer.SerializedObject> {
         let box = ResponseBox<DownloadResponse<Serializer.SerializedObject, TinyFireError>>()
@@ -843,7 +862,7 @@ public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
     /// The request as sent (adapted, before redirects).
     public let request: URLRequest?
     /// The final response head.
-    public let response: HTTPResponse?
+    public let response: HTTPURLResponse?
     /// Where the body was written (file destinations only).
     public let fileURL: URL?
     /// Resume data when the download failed or was cancelled with bytes worth keeping.
@@ -855,7 +874,7 @@ public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
 
     /// Creates a response.
     public init(
-        request: URLRequest?, response: HTTPResponse?, fileURL: URL?, resumeData: Data? = nil, metrics: TransferMetrics?,
+        request: URLRequest?, response: HTTPURLResponse?, fileURL: URL?, resumeData: Data? = nil, metrics: TransferMetrics?,
         result: Result<Success, Failure>
     ) {
         self.request = request

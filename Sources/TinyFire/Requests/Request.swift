@@ -41,7 +41,7 @@ public class Request: @unchecked Sendable {
         var performedRequests: [URLRequest] = []
         /// The last head sent, as its parts.
         var sentHead: SentRequestHead?
-        var response: HTTPResponse?
+        var response: HTTPURLResponse?
         var allMetrics: [TransferMetrics] = []
         var output: SinkOutput?
         var error: TinyFireError?
@@ -53,7 +53,7 @@ public class Request: @unchecked Sendable {
         var credential: (user: String, password: String)?
         var answeredChallenge = false
 
-        var validators: [@Sendable (URLRequest?, HTTPResponse, Data?) -> TinyFireError?] = []
+        var validators: [@Sendable (URLRequest?, HTTPURLResponse, Data?) -> TinyFireError?] = []
         var responseSerializers: [(run: @Sendable () -> Void, inline: Bool)] = []
         var nextSerializer = 0
         var serializerCompletions: [@Sendable () -> Void] = []
@@ -62,7 +62,7 @@ public class Request: @unchecked Sendable {
         var cURLHandlers: [(DispatchQueue?, @Sendable (String) -> Void)] = []
         var urlRequestHandlers: [(DispatchQueue, @Sendable (URLRequest) -> Void)] = []
         /// The library's own observers of response heads (`httpResponses()`).
-        var httpResponseObservers: [(DispatchQueue, @Sendable (HTTPResponse) -> Void)] = []
+        var httpResponseObservers: [(DispatchQueue, @Sendable (HTTPURLResponse) -> Void)] = []
         /// The app's `onHTTPResponse` handler: the last one set.
         var httpResponseHandler: HTTPResponseHandler?
         /// A response head waits for the handler's disposition: its body is held back.
@@ -135,7 +135,7 @@ public class Request: @unchecked Sendable {
     /// The last request head written to the wire, after redirects.
     public var httpRequest: HTTPRequest? { protected.withLock { $0.sentHead }?.httpRequest }
     /// The final response head of the latest attempt.
-    public var response: HTTPResponse? { protected.withLock { $0.response } }
+    public var response: HTTPURLResponse? { protected.withLock { $0.response } }
     /// Metrics of every attempt.
     public var allMetrics: [TransferMetrics] { protected.withLock { $0.allMetrics } }
     /// Metrics of the latest attempt.
@@ -249,7 +249,7 @@ public class Request: @unchecked Sendable {
     /// The app's response-head handler and where it runs.
     struct HTTPResponseHandler {
         let queue: DispatchQueue
-        let handler: @Sendable (HTTPResponse, @escaping @Sendable (ResponseDisposition) -> Void) -> Void
+        let handler: @Sendable (HTTPURLResponse, @escaping @Sendable (ResponseDisposition) -> Void) -> Void
         /// The body waits for the answer (the disposition form); the plain form lets it flow.
         let holdsBody: Bool
     }
@@ -267,7 +267,7 @@ public class Request: @unchecked Sendable {
     @discardableResult
     public func onHTTPResponse(
         on queue: DispatchQueue? = nil,
-        perform handler: @escaping @Sendable (HTTPResponse, @escaping @Sendable (ResponseDisposition) -> Void) -> Void
+        perform handler: @escaping @Sendable (HTTPURLResponse, @escaping @Sendable (ResponseDisposition) -> Void) -> Void
     ) -> Self {
         protected.withLock {
             $0.httpResponseHandler = HTTPResponseHandler(queue: queue ?? session.rootQueue, handler: handler, holdsBody: true)
@@ -282,7 +282,7 @@ public class Request: @unchecked Sendable {
     ///   - handler: receives the response head.
     /// - Returns: the request.
     @discardableResult
-    public func onHTTPResponse(on queue: DispatchQueue? = nil, perform handler: @escaping @Sendable (HTTPResponse) -> Void) -> Self {
+    public func onHTTPResponse(on queue: DispatchQueue? = nil, perform handler: @escaping @Sendable (HTTPURLResponse) -> Void) -> Self {
         protected.withLock {
             $0.httpResponseHandler = HTTPResponseHandler(
                 queue: queue ?? session.rootQueue,
@@ -300,7 +300,7 @@ public class Request: @unchecked Sendable {
     /// - Returns: the request.
     @_disfavoredOverload
     @discardableResult
-    public func onHTTPResponse(perform handler: @escaping @Sendable (HTTPResponse) async -> ResponseDisposition) -> Self {
+    public func onHTTPResponse(perform handler: @escaping @Sendable (HTTPURLResponse) async -> ResponseDisposition) -> Self {
         onHTTPResponse(on: nil) { response, answer in
             Task { answer(await handler(response)) }
         }
@@ -311,8 +311,8 @@ public class Request: @unchecked Sendable {
     /// - Parameter handler: receives the response head.
     /// - Returns: the request.
     @discardableResult
-    public func onHTTPResponse(perform handler: @escaping @Sendable (HTTPResponse) async -> Void) -> Self {
-        onHTTPResponse { (response: HTTPResponse) async -> ResponseDisposition in
+    public func onHTTPResponse(perform handler: @escaping @Sendable (HTTPURLResponse) async -> Void) -> Self {
+        onHTTPResponse { (response: HTTPURLResponse) async -> ResponseDisposition in
             await handler(response)
             return .allow
         }
@@ -679,7 +679,7 @@ public class Request: @unchecked Sendable {
     /// A consistent snapshot of what the request produced.
     struct Snapshot {
         var request: URLRequest?
-        var response: HTTPResponse?
+        var response: HTTPURLResponse?
         var metrics: TransferMetrics?
         var output: SinkOutput?
         var error: TinyFireError?
@@ -693,7 +693,7 @@ public class Request: @unchecked Sendable {
 
     // MARK: - Validation
 
-    func appendValidator(_ validator: @escaping @Sendable (URLRequest?, HTTPResponse, Data?) -> TinyFireError?) {
+    func appendValidator(_ validator: @escaping @Sendable (URLRequest?, HTTPURLResponse, Data?) -> TinyFireError?) {
         protected.withLock { $0.validators.append(validator) }
     }
 
@@ -811,10 +811,10 @@ public class Request: @unchecked Sendable {
     /// that arrived before the stream was asked for is its first element (the request runs as
     /// soon as it is made, and a fast server may answer before this call).
     /// - Returns: the stream.
-    public func httpResponses() -> AsyncStream<HTTPResponse> {
-        let (stream, continuation) = AsyncStream.makeStream(of: HTTPResponse.self)
+    public func httpResponses() -> AsyncStream<HTTPURLResponse> {
+        let (stream, continuation) = AsyncStream.makeStream(of: HTTPURLResponse.self)
         // Registered and read under one lock: a head is either already here or delivered to us.
-        let existing = protected.withLock { state -> HTTPResponse? in
+        let existing = protected.withLock { state -> HTTPURLResponse? in
             state.httpResponseObservers.append((session.rootQueue, { continuation.yield($0) }))
             return state.response
         }
@@ -827,7 +827,7 @@ public class Request: @unchecked Sendable {
 
     // MARK: - Subclass hooks
 
-    func makeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
+    func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
         DiscardSink()
     }
 
@@ -876,10 +876,11 @@ extension Request: TransferOwner {
     var transferWantsProgress: Bool { wantsProgress.load(ordering: .acquiring) }
 
     func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
-        try makeSink(for: response, expectedLength: expectedLength)
+        try makeSink(for: HTTPURLResponse(response, sent: protected.withLock { $0.sentHead }), expectedLength: expectedLength)
     }
 
-    func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool {
+    func transferDidReceiveResponse(_ head: HTTPResponse, request: SentRequestHead) -> Bool {
+        let response = HTTPURLResponse(head, sent: request)
         let (observers, handler, generation) = protected.withLock { state in
             state.response = response
             state.sentHead = request
@@ -896,7 +897,8 @@ extension Request: TransferOwner {
         return handler.holdsBody
     }
 
-    func transferWillRedirect(to redirect: URLRequest, for response: HTTPResponse) {
+    func transferWillRedirect(to redirect: URLRequest, for head: HTTPResponse) {
+        let response = HTTPURLResponse(head, sent: protected.withLock { $0.sentHead })
         eventMonitor?.request(self, willRedirectTo: redirect, for: response)
     }
 
@@ -936,8 +938,9 @@ extension Request: TransferOwner {
     }
 
     func transferDidFinish(
-        _ result: Result<SinkOutput, TinyFireError>, request: SentRequestHead?, response: HTTPResponse?, metrics: TransferMetrics
+        _ result: Result<SinkOutput, TinyFireError>, request: SentRequestHead?, response head: HTTPResponse?, metrics: TransferMetrics
     ) {
+        let response = head.map { HTTPURLResponse($0, sent: request ?? protected.withLock { $0.sentHead }) }
         let result = adjustTransferResult(result)
         var error: TinyFireError? = if case .failure(let failure) = result { failure } else { nil }
         let (needsQueue, held, refused) = protected.withLock { state -> (Bool, Bool, Bool) in

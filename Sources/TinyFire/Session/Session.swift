@@ -107,6 +107,29 @@ public final class Session: Sendable {
         return DataRequest(session: self, convertible: convertible, interceptor: interceptor)
     }
 
+    /// Creates a request from parts with untyped `Parameters` (`[String: Any]`) and a
+    /// `ParameterEncoding`, as Alamofire's 4.x-style `request(_:method:parameters:encoding:…)`.
+    /// - Parameters:
+    ///   - convertible: the URL.
+    ///   - method: the method; default GET.
+    ///   - parameters: values to encode; default none.
+    ///   - encoding: where and how they go; default `URLEncoding.default` (the query for
+    ///     GET/HEAD/DELETE, a form body otherwise).
+    ///   - headers: headers added to the session's defaults (a request's own win).
+    ///   - interceptor: this request's interceptor, after the session's.
+    ///   - requestModifier: changes the request after it is built, before parameters are encoded.
+    /// - Returns: the request; it starts when a response handler is added.
+    public func request(
+        _ convertible: any URLConvertible, method: HTTPMethod = .get, parameters: Parameters? = nil,
+        encoding: any ParameterEncoding = URLEncoding.default, headers: HTTPHeaders? = nil,
+        interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
+    ) -> DataRequest {
+        let convertible = RequestConvertible(
+            url: convertible, method: method, parameters: parameters, encoding: encoding, headers: headers, requestModifier: requestModifier
+        )
+        return DataRequest(session: self, convertible: convertible, interceptor: interceptor)
+    }
+
     /// Creates a request from parts, without parameters.
     /// - Parameters:
     ///   - convertible: the URL.
@@ -406,6 +429,33 @@ public final class Session: Sendable {
             session: self,
             convertible: RequestEncodableConvertible(
                 url: convertible, method: method, parameters: parameters, encoder: encoder, headers: headers,
+                requestModifier: requestModifier),
+            interceptor: interceptor, target: .destination(destination))
+    }
+
+    /// Creates a download from parts with untyped `Parameters` and a `ParameterEncoding`
+    /// (Alamofire's `download(_:method:parameters:encoding:headers:interceptor:requestModifier:to:)`).
+    /// - Parameters:
+    ///   - convertible: the URL.
+    ///   - method: the method; default GET.
+    ///   - parameters: values to encode; default none.
+    ///   - encoding: default `URLEncoding.default`.
+    ///   - headers: headers added to the session's defaults.
+    ///   - interceptor: this request's interceptor.
+    ///   - requestModifier: changes the `URLRequest` before parameters are encoded.
+    ///   - destination: picks the file once the head is known; default a file in the
+    ///     temporary directory.
+    /// - Returns: the request.
+    public func download(
+        _ convertible: any URLConvertible, method: HTTPMethod = .get, parameters: Parameters? = nil,
+        encoding: any ParameterEncoding = URLEncoding.default, headers: HTTPHeaders? = nil,
+        interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil,
+        to destination: DownloadRequest.Destination? = nil
+    ) -> DownloadRequest {
+        DownloadRequest(
+            session: self,
+            convertible: RequestConvertible(
+                url: convertible, method: method, parameters: parameters, encoding: encoding, headers: headers,
                 requestModifier: requestModifier),
             interceptor: interceptor, target: .destination(destination))
     }

@@ -20,6 +20,8 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
     case invalidRequest(reason: String)
     /// A `URLRequestConvertible` threw while building the request.
     case createURLRequestFailed(error: any Error)
+    /// A `ParameterEncoding` could not encode the untyped parameters.
+    case parameterEncodingFailed(reason: ParameterEncodingFailureReason)
     /// A `ParameterEncoder` could not encode the parameters.
     case parameterEncoderFailed(reason: ParameterEncoderFailureReason)
     /// The request failed a check before sending (a body on GET).
@@ -59,6 +61,16 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case evaluationFailed(host: String, evaluator: String, reasons: [String])
         /// A custom evaluator threw this error.
         case customEvaluationFailed(host: String, error: any Error)
+    }
+
+    /// Why a `ParameterEncoding` failed.
+    public enum ParameterEncodingFailureReason: Sendable {
+        /// The request had no URL to put the query in.
+        case missingURL
+        /// The parameters are not JSON (a `JSONEncoding.Error` says which value and where).
+        case jsonEncodingFailed(error: any Error)
+        /// A custom `ParameterEncoding` threw.
+        case customEncodingFailed(error: any Error)
     }
 
     /// Why a `ParameterEncoder` failed.
@@ -129,6 +141,13 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
     public enum ResponseSerializationFailureReason: Sendable {
         /// The body was empty and the status and method do not allow an empty response.
         case inputDataNilOrZeroLength
+        /// A download serializer got no file (the download went to a descriptor, or failed
+        /// before a file existed).
+        case inputFileNil
+        /// A download serializer could not read the file at this URL.
+        case inputFileReadFailed(at: URL)
+        /// The body is not JSON (`responseJSON`); the error says where and why.
+        case jsonSerializationFailed(error: any Error)
         /// The body is not valid text in the named encoding.
         case stringSerializationFailed(encoding: String.Encoding)
         /// The decoder threw.
@@ -149,6 +168,9 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case .invalidURL(let url, let reason): return "invalid URL \(quoted(url)): \(reason)"
         case .invalidRequest(let reason): return "invalid request: \(reason)"
         case .createURLRequestFailed(let error): return "cannot create the request: \(error)"
+        case .parameterEncodingFailed(.missingURL): return "cannot encode the parameters into the URL: the request has no URL"
+        case .parameterEncodingFailed(.jsonEncodingFailed(let error)): return "cannot encode the parameters as JSON: \(error)"
+        case .parameterEncodingFailed(.customEncodingFailed(let error)): return "cannot encode the parameters: \(error)"
         case .parameterEncoderFailed(.missingRequiredComponent(.url)):
             return "parameter encoding failed: the request has no usable URL"
         case .parameterEncoderFailed(.missingRequiredComponent(.httpMethod(let method))):
@@ -189,6 +211,12 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
             switch reason {
             case .inputDataNilOrZeroLength:
                 return "response serialization failed: the body is empty and an empty response is not allowed here"
+            case .inputFileNil:
+                return "response serialization failed: the download has no file"
+            case .inputFileReadFailed(let url):
+                return "response serialization failed: cannot read the downloaded file \(url.path(percentEncoded: false))"
+            case .jsonSerializationFailed(let error):
+                return "response serialization failed: the body is not JSON: \(error)"
             case .stringSerializationFailed(let encoding):
                 return "response serialization failed: the body is not valid \(encoding) text"
             case .decodingFailed(let error):
@@ -260,9 +288,12 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case .createURLRequestFailed(let error), .requestAdaptationFailed(let error): return error
         case .requestRetryFailed(let retryError, _): return retryError
         case .parameterEncoderFailed(.encoderFailed(let error)): return error
+        case .parameterEncodingFailed(.jsonEncodingFailed(let error)), .parameterEncodingFailed(.customEncodingFailed(let error)):
+            return error
         case .responseValidationFailed(.customValidationFailed(let error)): return error
         case .responseSerializationFailed(.decodingFailed(let error)),
-            .responseSerializationFailed(.customSerializationFailed(let error)):
+            .responseSerializationFailed(.customSerializationFailed(let error)),
+            .responseSerializationFailed(.jsonSerializationFailed(let error)):
             return error
         case .sessionTaskFailed(let error): return error
         default: return nil

@@ -65,7 +65,8 @@ enum ExitStatus: Int32 {
     /// The status for a TinyFire error.
     init(_ error: TinyFireError) {
         switch error {
-        case .invalidURL, .invalidRequest, .createURLRequestFailed, .parameterEncoderFailed, .urlRequestValidationFailed:
+        case .invalidURL, .invalidRequest, .createURLRequestFailed, .parameterEncodingFailed, .parameterEncoderFailed,
+            .urlRequestValidationFailed:
             self = .malformedURL
         case .explicitlyCancelled, .sessionDeinitialized, .resourceExhausted, .requestAdaptationFailed, .requestRetryFailed,
             .responseSerializationFailed:

@@ -10,10 +10,14 @@
 /// - a number written without fraction or exponent is an `integer` (a whole number must be
 ///   written as one: `1e3` and `1.0` are not integers); one outside Int64 is refused.
 ///
-/// Bounded: nesting at most `maximumDepth` levels; the caller bounds the document's length
-/// (`FirmwareManifest.maximumBytes`), and the value takes memory in proportion to it.
-/// Foundation-free, so fuzz/run.sh compiles it alone.
-enum StrictJSON: Equatable, Sendable {
+/// Bounded: nesting at most `Rules.maximumDepth` levels; the caller bounds the document's length
+/// (`FirmwareManifest.maximumBytes`, a session's `maximumBodySize`), and the value takes memory
+/// in proportion to it. Foundation-free, so fuzz/run.sh compiles it alone.
+///
+/// `Rules.responses` reads what servers send to `responseJSON` as Foundation's
+/// `JSONSerialization` does: a repeated key keeps its last value, a whole number outside Int64
+/// is a `number`, a UTF-8 byte order mark is skipped, nesting up to 512 levels.
+package enum StrictJSON: Equatable, Sendable {
     case string(String)
     /// A number written as a whole number: `-?(0|[1-9][0-9]*)`.
     case integer(Int64)
@@ -24,24 +28,51 @@ enum StrictJSON: Equatable, Sendable {
     case array([StrictJSON])
     case object([String: StrictJSON])
 
-    /// The deepest nesting read.
-    static let maximumDepth = 32
+    /// How strictly a document is read.
+    package struct Rules: Sendable {
+        /// The deepest nesting read.
+        package var maximumDepth: Int
+        /// Whether a key given twice in one object is refused (else the last one counts).
+        package var refusesRepeatedKeys: Bool
+        /// Whether a whole number outside Int64 is refused (else it is a `number`).
+        package var refusesLargeIntegers: Bool
+        /// Whether a UTF-8 byte order mark is refused (else skipped).
+        package var refusesByteOrderMark: Bool
+
+        /// For what a signature covers (manifests): nothing two readers could read differently,
+        /// 32 levels.
+        package static let signed = Rules(
+            maximumDepth: 32, refusesRepeatedKeys: true, refusesLargeIntegers: true, refusesByteOrderMark: true)
+        /// For response bodies: what `JSONSerialization` reads, 512 levels.
+        package static let responses = Rules(
+            maximumDepth: 512, refusesRepeatedKeys: false, refusesLargeIntegers: false, refusesByteOrderMark: false)
+    }
+
+    /// The deepest nesting read under `Rules.signed`.
+    static let maximumDepth = Rules.signed.maximumDepth
 
     /// What is wrong and where: "line L, column C: reason".
-    struct SyntaxError: Error, Equatable, CustomStringConvertible {
-        let line: Int
-        let column: Int
-        let reason: String
+    package struct SyntaxError: Error, Equatable, CustomStringConvertible {
+        package let line: Int
+        package let column: Int
+        package let reason: String
 
-        var description: String { "line \(line), column \(column): \(reason)" }
+        package var description: String { "line \(line), column \(column): \(reason)" }
     }
 
     /// Reads one document.
-    /// - Throws: `SyntaxError` at the first byte that is not RFC 8259 JSON (or that is, but could
-    ///   be read two ways).
-    static func parse(_ bytes: [UInt8]) throws(SyntaxError) -> StrictJSON {
-        var reader = Reader(bytes: bytes)
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { throw reader.failure("a byte order mark (JSON has none)") }
+    /// - Parameters:
+    ///   - bytes: the document.
+    ///   - rules: how strictly; default `.signed`.
+    /// - Throws: `SyntaxError` at the first byte that is not RFC 8259 JSON (or, under `.signed`,
+    ///   that is, but could be read two ways).
+    package static func parse(_ bytes: [UInt8], rules: Rules = .signed) throws(SyntaxError) -> StrictJSON {
+        var reader = Reader(bytes: bytes, rules: rules)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
+            if rules.refusesByteOrderMark { throw reader.failure("a byte order mark (JSON has none)") }
+            reader.index = 3
+            reader.lineStart = 3
+        }
         reader.skipSpace()
         let value = try reader.value(depth: 0)
         reader.skipSpace()
@@ -51,6 +82,7 @@ enum StrictJSON: Equatable, Sendable {
 
     private struct Reader {
         let bytes: [UInt8]
+        let rules: Rules
         var index = 0
         var line = 1
         var lineStart = 0
@@ -72,7 +104,7 @@ enum StrictJSON: Equatable, Sendable {
         }
 
         mutating func value(depth: Int) throws(SyntaxError) -> StrictJSON {
-            guard depth < StrictJSON.maximumDepth else { throw failure("nested more than \(StrictJSON.maximumDepth) levels") }
+            guard depth < rules.maximumDepth else { throw failure("nested more than \(rules.maximumDepth) levels") }
             guard let byte = current else { throw failure("a value is missing at the end") }
             switch byte {
             case UInt8(ascii: "{"): return try object(depth: depth)
@@ -117,7 +149,7 @@ enum StrictJSON: Equatable, Sendable {
                 }
                 let keyFailure = failure("")
                 let key = try string()
-                guard fields[key] == nil else {
+                guard fields[key] == nil || !rules.refusesRepeatedKeys else {
                     throw SyntaxError(
                         line: keyFailure.line, column: keyFailure.column, reason: "the key \"\(key)\" appears twice in this object")
                 }
@@ -277,12 +309,12 @@ enum StrictJSON: Equatable, Sendable {
                 throw failure("unexpected \(Self.show(byte)) in a number")
             }
             let text = String(decoding: bytes[start..<index], as: UTF8.self)
-            if whole {
-                guard let value = Int64(text) else {
-                    index = start
-                    throw failure("the whole number \(text) is outside -2^63...2^63-1")
-                }
+            if whole, let value = Int64(text) {
                 return .integer(value)
+            }
+            if whole, rules.refusesLargeIntegers {
+                index = start
+                throw failure("the whole number \(text) is outside -2^63...2^63-1")
             }
             guard let value = Double(text), value.isFinite else {
                 index = start
