@@ -154,11 +154,19 @@ struct MultipartTests {
             multipartFormData: { $0.append(URL(filePath: "/nonexistent/capture.pcap"), withName: "capture") },
             to: "\(server.base)/post")
         let response = await request.serializingData().response
-        guard case .multipartEncodingFailed(.bodyPartFileNotReachable(let url, _)) = response.error else {
+        // As Alamofire's: the body could not be created, because a part is not reachable, and
+        // the file system's error (CocoaError 260, ENOENT underneath) says why.
+        guard case .createUploadableFailed(let created) = response.error,
+            case .multipartEncodingFailed(.bodyPartFileNotReachableWithError(let url, let underlying)) = created as? TinyFireError
+        else {
             Issue.record("unexpected \(String(describing: response.error))")
             return
         }
         #expect(url.path == "/nonexistent/capture.pcap")
+        #expect((underlying as? CocoaError)?.code == .fileReadNoSuchFile)
+        #expect(((underlying as? CocoaError)?.underlying as? POSIXError)?.code == .ENOENT)
+        #expect(request.uploadable == nil)
+        #expect(response.error?.description.contains("/nonexistent/capture.pcap: No such file or directory") == true)
         #expect(request.metrics == nil)
     }
 

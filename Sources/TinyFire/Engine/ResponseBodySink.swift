@@ -38,6 +38,9 @@ enum SinkError: Error {
     /// A download's file would grow past its limit.
     case fileSizeExceeded(limit: UInt64)
     case writeFailed(path: String, message: String)
+    /// A download's destination cannot take the file: it exists (and may not be replaced),
+    /// its directory is missing, or the final move failed; the errno says which.
+    case destinationUnusable(path: String, code: Int32, message: String)
     /// A resumed download's response cannot continue the partial file.
     case resumeRejected(String)
     /// A resumed download's resource changed, and the request asked to stop then.
@@ -153,7 +156,8 @@ final class AtomicFileSink: ResponseBodySink {
             do {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             } catch {
-                throw .writeFailed(path: directory, message: "cannot create directory: \(error)")
+                let code = ((error as? CocoaError)?.underlying as? POSIXError)?.code.rawValue ?? EIO
+                throw .destinationUnusable(path: directory, code: code, message: "cannot create directory: \(error)")
             }
         }
         var continuing: String?
@@ -162,14 +166,15 @@ final class AtomicFileSink: ResponseBodySink {
         case .new: break
         }
         if !replaceExisting && access(path, F_OK) == 0 && continuing != path {
-            throw .writeFailed(path: path, message: "file exists (use .removePreviousFile to replace it)")
+            throw .destinationUnusable(path: path, code: EEXIST, message: "file exists (use .removePreviousFile to replace it)")
         }
         switch partial {
         case .new:
             var template = Array(((directory.isEmpty ? "" : directory + "/") + "." + name + ".tinyfire-XXXXXX").utf8CString)
             let created = template.withUnsafeMutableBufferPointer { tinyfire_mkstemp_cloexec($0.baseAddress!) }
             guard created >= 0 else {
-                throw .writeFailed(path: path, message: "cannot create temporary file: \(errnoMessage(errno))")
+                let code = errno
+                throw .destinationUnusable(path: path, code: code, message: "cannot create temporary file: \(errnoMessage(code))")
             }
             fd = created
             partialPath = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -309,7 +314,7 @@ func commitStagedFile(_ staged: URL, to destination: URL) throws(SinkError) {
     let code = errno
     defer { unlink(from) }
     if code == EXDEV, copyFile(from: from, to: to) { return }
-    throw .writeFailed(path: to, message: "cannot move the download into place: \(errnoMessage(code))")
+    throw .destinationUnusable(path: to, code: code, message: "cannot move the download into place: \(errnoMessage(code))")
 }
 
 /// Copies a file through one 64 KiB buffer (a rename across file systems).

@@ -618,7 +618,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             switch error {
             case .limitExceeded(let limit): return .bodyLimitExceeded(limit: limit)
             case .fileSizeExceeded(let limit): return .fileSizeExceeded(limit: limit)
-            case .writeFailed(let path, let message): return .fileWriteFailed(path: path, message: message)
+            case .writeFailed(let path, let message), .destinationUnusable(let path, _, let message):
+                return .fileWriteFailed(path: path, message: message)
             case .resumeRejected(let message): return .resumeRejected(message: message)
             case .resourceChanged(let message): return .resourceChanged(message: message)
             }

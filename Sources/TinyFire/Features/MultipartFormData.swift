@@ -131,7 +131,8 @@ public final class MultipartFormData: Sendable {
         let path = fileURL.path(percentEncoded: false)
         var info = stat()
         guard stat(path, &info) == 0 else {
-            record(.multipartEncodingFailed(reason: .bodyPartFileNotReachable(at: fileURL, message: errnoMessage(errno))))
+            let error = fileSystemError(errno, path: path, writing: false)
+            record(.multipartEncodingFailed(reason: .bodyPartFileNotReachableWithError(atURL: fileURL, error: error)))
             return
         }
         guard (info.st_mode & S_IFMT) != S_IFDIR else {
@@ -257,10 +258,11 @@ public final class MultipartFormData: Sendable {
     /// - Throws: `.multipartEncodingFailed` when the file exists or a part cannot be read or
     ///   written; a partly written file is removed.
     public func writeEncodedData(to fileURL: URL) throws(TinyFireError) {
+        guard fileURL.isFileURL else { throw .multipartEncodingFailed(reason: .outputStreamURLInvalid(url: fileURL)) }
         let path = fileURL.path(percentEncoded: false)
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
-            if errno == EEXIST { throw .multipartEncodingFailed(reason: .outputFileAlreadyExists(at: fileURL)) }
+            if errno == EEXIST { throw .multipartEncodingFailed(reason: .outputStreamFileAlreadyExists(at: fileURL)) }
             throw .multipartEncodingFailed(reason: .outputFileWriteFailed(path: path, message: errnoMessage(errno)))
         }
         let writer = SpillWriter(fd: fd, path: path)
@@ -335,7 +337,7 @@ public final class MultipartFormData: Sendable {
             let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else {
                 throw .multipartEncodingFailed(
-                    reason: .bodyPartFileNotReachable(at: URL(filePath: path), message: errnoMessage(errno)))
+                    reason: .bodyPartFileNotReachableWithError(atURL: URL(filePath: path), error: fileSystemError(errno, path: path, writing: false)))
             }
             defer { Glibc.close(fd) }
             try copy(expected: size, name: path, to: sink) { buffer throws(TinyFireError) -> Int in

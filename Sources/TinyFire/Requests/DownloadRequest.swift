@@ -66,6 +66,9 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     private let includeResponseHead: Bool
     /// Set on the loop when the head failed validation (the body is then discarded).
     private let rejectedStatus = Mutex<Int?>(nil)
+    /// The destination that could not take the file (the errno says why), and the temporary
+    /// file it was to come from.
+    private let destinationFailure = Mutex<(source: URL, destination: URL, code: Int32)?>(nil)
 
     /// A body sent with the request (`fire-agent request -T` or `-F`).
     private let sentBody: UploadBody?
@@ -313,9 +316,17 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             // The old validator goes before the file is emptied, so no moment pairs it with
             // bytes of another version.
             if let resumeRecord, startsFromZero { unlink(resumeRecord) }
-            let sink = try AtomicFileSink(
-                destination: url, createIntermediateDirectories: options.contains(.createIntermediateDirectories),
-                replaceExisting: options.contains(.removePreviousFile), partial: placement, keepPartial: keep)
+            let sink: AtomicFileSink
+            do throws(SinkError) {
+                sink = try AtomicFileSink(
+                    destination: url, createIntermediateDirectories: options.contains(.createIntermediateDirectories),
+                    replaceExisting: options.contains(.removePreviousFile), partial: placement, keepPartial: keep)
+            } catch {
+                if case .destinationUnusable(_, let errorCode, _) = error {
+                    destinationFailure.withLock { $0 = (temporary, url, errorCode) }
+                }
+                throw error
+            }
             if let resumeRecord, startsFromZero, resumable, let requested = try? convertible.asURLRequest().url {
                 let validators = resume.withLock { $0.partial }
                 let record = DownloadResumeData(
@@ -649,6 +660,12 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 
     override func adjustTransferResult(_ result: Result<SinkOutput, TinyFireError>) -> Result<SinkOutput, TinyFireError> {
+        if case .failure(.sessionTaskFailed) = result, let failure = destinationFailure.withLock({ $0 }) {
+            return .failure(
+                .downloadedFileMoveFailed(
+                    error: fileSystemError(failure.code, path: failure.destination.path(percentEncoded: false), writing: true),
+                    source: failure.source, destination: failure.destination))
+        }
         if case .success = result, let code = rejectedStatus.withLock({ $0 }) {
             return .failure(.responseValidationFailed(reason: .unacceptableStatusCode(code: code)))
         }
@@ -699,6 +716,9 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             try commitStagedFile(staged, to: destination)
         } catch {
             let path = destination.path(percentEncoded: false)
+            if case .destinationUnusable(_, let code, _) = error {
+                return .downloadedFileMoveFailed(error: fileSystemError(code, path: path, writing: true), source: staged, destination: destination)
+            }
             let message: String
             if case .writeFailed(_, let text) = error { message = text } else { message = "\(error)" }
             let request = protected.withLock { $0.sentHead }?.httpRequest
@@ -892,8 +912,49 @@ public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
     /// - Parameter transform: maps the value.
     /// - Returns: the new response.
     public func map<NewSuccess: Sendable>(_ transform: (Success) -> NewSuccess) -> DownloadResponse<NewSuccess, Failure> {
-        DownloadResponse<NewSuccess, Failure>(
-            request: request, response: response, fileURL: fileURL, resumeData: resumeData, metrics: metrics, result: result.map(transform))
+        replacing(result.map(transform))
+    }
+
+    /// The same response with its success value transformed by a throwing closure; a throw
+    /// becomes the failure.
+    /// - Parameter transform: maps the value.
+    /// - Returns: the new response, failing with `any Error`.
+    public func tryMap<NewSuccess: Sendable>(_ transform: (Success) throws -> NewSuccess) -> DownloadResponse<NewSuccess, any Error> {
+        let mapped: Result<NewSuccess, any Error>
+        switch result {
+        case .success(let value):
+            do { mapped = .success(try transform(value)) } catch { mapped = .failure(error) }
+        case .failure(let error):
+            mapped = .failure(error)
+        }
+        return replacing(mapped)
+    }
+
+    /// The same response with its failure transformed.
+    /// - Parameter transform: maps the failure.
+    /// - Returns: the new response.
+    public func mapError<NewFailure: Error>(_ transform: (Failure) -> NewFailure) -> DownloadResponse<Success, NewFailure> {
+        replacing(result.mapError(transform))
+    }
+
+    /// The same response with its failure transformed by a throwing closure; a throw becomes
+    /// the failure.
+    /// - Parameter transform: maps the failure.
+    /// - Returns: the new response, failing with `any Error`.
+    public func tryMapError<NewFailure: Error>(_ transform: (Failure) throws -> NewFailure) -> DownloadResponse<Success, any Error> {
+        let mapped: Result<Success, any Error>
+        switch result {
+        case .success(let value):
+            mapped = .success(value)
+        case .failure(let error):
+            do { mapped = .failure(try transform(error)) } catch { mapped = .failure(error) }
+        }
+        return replacing(mapped)
+    }
+
+    private func replacing<S: Sendable, F: Error>(_ result: Result<S, F>) -> DownloadResponse<S, F> {
+        DownloadResponse<S, F>(
+            request: request, response: response, fileURL: fileURL, resumeData: resumeData, metrics: metrics, result: result)
     }
     /// The failure, if any.
     public var error: Failure? {

@@ -7,8 +7,10 @@
 /// A value that can become a `URL`, as in Alamofire (`String` and `URL` conform).
 public protocol URLConvertible: Sendable {
     /// The URL.
-    /// - Throws: `TinyFireError.invalidURL` when the value is not a URL.
-    func asURL() throws(TinyFireError) -> URL
+    /// - Throws: any error (TinyFire's own conformers throw `TinyFireError.invalidURL`); the
+    ///   request fails with it, wrapped in `.createURLRequestFailed` unless it is a
+    ///   `TinyFireError`. Untyped, as Alamofire's, so conformers written for it port.
+    func asURL() throws -> URL
 }
 
 extension String: URLConvertible {

@@ -42,8 +42,8 @@ public struct URLRequest: Sendable, Equatable, CustomStringConvertible {
     ///   - url: the URL.
     ///   - method: the method.
     ///   - headers: header fields.
-    /// - Throws: `TinyFireError.invalidURL` when `url` is not a URL.
-    public init(url: any URLConvertible, method: HTTPMethod, headers: HTTPHeaders? = nil) throws(TinyFireError) {
+    /// - Throws: what `url.asURL()` throws (`TinyFireError.invalidURL` for a string that is not a URL).
+    public init(url: any URLConvertible, method: HTTPMethod, headers: HTTPHeaders? = nil) throws {
         self.init(url: try url.asURL(), method: method, headers: headers ?? HTTPHeaders())
     }
 

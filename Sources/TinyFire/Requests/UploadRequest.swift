@@ -32,8 +32,9 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
         case multipart(MultipartFormData)
     }
 
-    /// The body's source.
-    public var uploadable: Uploadable { body.uploadable }
+    /// The body's source; nil when it could not be made (a multipart form with a part that
+    /// cannot be read: the request fails with `.createUploadableFailed`), as Alamofire's.
+    public var uploadable: Uploadable? { body.creationFailed ? nil : body.uploadable }
     let body: UploadBody
 
     init(
@@ -45,7 +46,12 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
     }
 
     override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
-        try body.apply(to: &spec)
+        do {
+            try body.apply(to: &spec)
+        } catch .multipartEncodingFailed(let reason) {
+            body.markCreationFailed()
+            throw .createUploadableFailed(error: TinyFireError.multipartEncodingFailed(reason: reason))
+        }
         if isFinished { body.release() }  // cancelled while a multipart body was encoded
     }
 
@@ -69,6 +75,13 @@ final class UploadBody: Sendable {
     private let multipartThreshold: UInt64
     private let streamSource: StreamBodySource?
     private let encodedMultipart = Mutex<MultipartFormData.EncodedBody?>(nil)
+    private let failed = Atomic<Bool>(false)
+
+    /// Whether making the body failed (`UploadRequest.uploadable` is nil then).
+    var creationFailed: Bool { failed.load(ordering: .acquiring) }
+
+    /// Records that making the body failed.
+    func markCreationFailed() { failed.store(true, ordering: .releasing) }
 
     init(_ uploadable: UploadRequest.Uploadable, multipartThreshold: UInt64 = MultipartFormData.encodingMemoryThreshold) {
         self.uploadable = uploadable

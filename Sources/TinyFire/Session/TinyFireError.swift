@@ -50,6 +50,15 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
     case invalidProxy(reason: String)
     /// A multipart form could not be encoded (a part unreadable, the spill file unwritable).
     case multipartEncodingFailed(reason: MultipartEncodingFailureReason)
+    /// An upload's body could not be made (an `InputStream` or a multipart form that failed
+    /// to encode); the error says why.
+    case createUploadableFailed(error: any Error)
+    /// A download's file could not be put at its destination: a file is there and
+    /// `.removePreviousFile` was not given (`CocoaError` 516), the directory is missing and
+    /// `.createIntermediateDirectories` was not given (4), or another file-system error. TinyFire
+    /// finds this out when the response head arrives, before the body is downloaded; `source`
+    /// is the temporary file the body was (or would have been) written to.
+    case downloadedFileMoveFailed(error: any Error, source: URL, destination: URL)
     /// A download could not be resumed as asked (resume data unreadable, partial file gone).
     case downloadResumeFailed(reason: DownloadResumeFailureReason)
 
@@ -113,8 +122,9 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case bodyPartURLInvalid(url: URL)
         /// No file name could be taken from the URL.
         case bodyPartFilenameInvalid(in: URL)
-        /// The file cannot be read.
-        case bodyPartFileNotReachable(at: URL, message: String)
+        /// The file cannot be reached; the error (a `CocoaError` with the errno underneath:
+        /// 260 no such file, 257 no permission) says why.
+        case bodyPartFileNotReachableWithError(atURL: URL, error: any Error)
         /// The URL names a directory.
         case bodyPartFileIsDirectory(at: URL)
         /// The URL names something without a size (a device, a FIFO).
@@ -126,7 +136,9 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         /// Reading a file or stream part failed.
         case inputStreamReadFailed(message: String)
         /// `writeEncodedData(to:)` would overwrite a file.
-        case outputFileAlreadyExists(at: URL)
+        case outputStreamFileAlreadyExists(at: URL)
+        /// `writeEncodedData(to:)` was given a URL that is not a file URL.
+        case outputStreamURLInvalid(url: URL)
         /// Writing the encoded body (or the upload's temporary file) failed.
         case outputFileWriteFailed(path: String, message: String)
     }
@@ -189,6 +201,9 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case .invalidTLSConfiguration(let reason): return "invalid TLS configuration: \(reason)"
         case .invalidProxy(let reason): return "invalid proxy: \(reason)"
         case .multipartEncodingFailed(let reason): return "multipart encoding failed: \(reason.message)"
+        case .createUploadableFailed(let error): return "cannot create the upload body: \(error)"
+        case .downloadedFileMoveFailed(let error, _, let destination):
+            return "cannot put the download at \(destination.path(percentEncoded: false)): \(describeFileSystemError(error))"
         case .downloadResumeFailed(.invalidResumeData(let problem)): return "cannot resume the download: \(problem)"
         case .serverTrustEvaluationFailed(.noRequiredEvaluator(let host)):
             return "no server trust evaluator for host \(quoted(host)), and the trust manager requires one for every host"
@@ -296,6 +311,8 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
             .responseSerializationFailed(.jsonSerializationFailed(let error)):
             return error
         case .sessionTaskFailed(let error): return error
+        case .createUploadableFailed(let error), .downloadedFileMoveFailed(let error, _, _): return error
+        case .multipartEncodingFailed(.bodyPartFileNotReachableWithError(_, let error)): return error
         default: return nil
         }
     }
@@ -592,15 +609,50 @@ extension TinyFireError.MultipartEncodingFailureReason {
         switch self {
         case .bodyPartURLInvalid(let url): return "\(url.absoluteString) is not a file URL"
         case .bodyPartFilenameInvalid(let url): return "no file name in \(url.absoluteString)"
-        case .bodyPartFileNotReachable(let url, let message): return "cannot read \(url.path(percentEncoded: false)): \(message)"
+        case .bodyPartFileNotReachableWithError(let url, let error):
+            return "cannot read \(url.path(percentEncoded: false)): \(describeFileSystemError(error))"
         case .bodyPartFileIsDirectory(let url): return "\(url.path(percentEncoded: false)) is a directory"
         case .bodyPartFileSizeNotAvailable(let url): return "\(url.path(percentEncoded: false)) is not a regular file"
         case .bodyPartHeaderInvalid(let name): return "part header \(quoted(name)) contains CR or LF"
         case .bodyPartLengthMismatch(let part, let expected, let actual):
             return "\(part) ended after \(actual) of its announced \(expected) bytes"
         case .inputStreamReadFailed(let message): return "reading a part failed: \(message)"
-        case .outputFileAlreadyExists(let url): return "\(url.path(percentEncoded: false)) already exists"
+        case .outputStreamFileAlreadyExists(let url): return "\(url.path(percentEncoded: false)) already exists"
+        case .outputStreamURLInvalid(let url): return "\(url.absoluteString) is not a file URL"
         case .outputFileWriteFailed(let path, let message): return "cannot write \(path): \(message)"
         }
     }
+}
+
+/// A file-system failure as Foundation reports it (what Alamofire's callers see from
+/// `FileManager`): a `CocoaError` whose code says what happened (516 the file exists, 4 no
+/// such file when writing, 260 when reading, 513/257 no permission, 640 out of space, 642
+/// read-only volume), with the path (`filePath`) and the errno (`underlying`, a `POSIXError`).
+/// - Parameters:
+///   - code: the errno.
+///   - path: the file.
+///   - writing: whether the file was being written (else read).
+/// - Returns: the error.
+func fileSystemError(_ code: Int32, path: String, writing: Bool) -> CocoaError {
+    let kind: CocoaError.Code
+    switch code {
+    case EEXIST: kind = .fileWriteFileExists
+    case ENOENT, ENOTDIR: kind = writing ? .fileNoSuchFile : .fileReadNoSuchFile
+    case EACCES, EPERM: kind = writing ? .fileWriteNoPermission : .fileReadNoPermission
+    case ENOSPC, EDQUOT: kind = .fileWriteOutOfSpace
+    case EROFS: kind = .fileWriteVolumeReadOnly
+    default: kind = writing ? .fileWriteUnknown : .fileReadUnknown
+    }
+    var info: [String: any Sendable] = ["NSFilePath": path]
+    if let posix = POSIXErrorCode(rawValue: code) { info["NSUnderlyingError"] = POSIXError(posix) }
+    return CocoaError(kind, userInfo: info)
+}
+
+/// A file-system error in words: the errno's text for a `CocoaError` made by
+/// `fileSystemError`, else the error's description.
+func describeFileSystemError(_ error: any Error) -> String {
+    if let cocoa = error as? CocoaError, let posix = cocoa.underlying as? POSIXError {
+        return "\(errnoMessage(posix.code.rawValue)) (CocoaError \(cocoa.code.rawValue))"
+    }
+    return "\(error)"
 }

@@ -75,7 +75,8 @@ enum ExitStatus: Int32 {
         case .invalidTLSConfiguration: self = .sslCertificateProblem
         case .invalidProxy: self = .couldNotResolveProxy
         case .responseValidationFailed: self = .httpError
-        case .multipartEncodingFailed: self = .readError
+        case .multipartEncodingFailed, .createUploadableFailed: self = .readError
+        case .downloadedFileMoveFailed: self = .writeError
         case .downloadResumeFailed: self = .badDownloadResume
         case .sessionTaskFailed(let transfer):
             switch transfer.reason {
