@@ -36,6 +36,12 @@ public class Request: @unchecked Sendable {
 
     struct MutableState {
         var state: State = .initialized
+        /// Interceptors added after creation (`interceptor(_:)`, `adapt(using:)`,
+        /// `retry(using:)`), after the session's and the request's own, in the order added.
+        var addedInterceptors: [any RequestInterceptor] = []
+        /// Whether the setup (building and adapting the request) runs before `resume()`
+        /// (`Session.RequestSetup.eager`): its result waits in `pendingSpec`.
+        var eagerSetup = false
         var initialRequest: URLRequest?
         var requests: [URLRequest] = []
         var performedRequests: [URLRequest] = []
@@ -90,18 +96,60 @@ public class Request: @unchecked Sendable {
 
     /// The session's interceptor, then the request's, combined once: adapts every attempt and
     /// decides retries.
-    private let combinedInterceptor: (any RequestInterceptor)?
+    private let createdInterceptor: (any RequestInterceptor)?
+
+    /// The interceptors in effect: the session's, the request's own, then those added since.
+    private var combinedInterceptor: (any RequestInterceptor)? {
+        let added = protected.withLock { $0.addedInterceptors }
+        guard !added.isEmpty else { return createdInterceptor }
+        return Interceptor(interceptors: (createdInterceptor.map { [$0] } ?? []) + added)
+    }
 
     init(session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?) {
         self.session = session
         self.convertible = convertible
         self.interceptor = interceptor
         switch (session.interceptor, interceptor) {
-        case (nil, nil): combinedInterceptor = nil
-        case (let one?, nil), (nil, let one?): combinedInterceptor = one
+        case (nil, nil): createdInterceptor = nil
+        case (let one?, nil), (nil, let one?): createdInterceptor = one
         case (let sessionInterceptor?, let requestInterceptor?):
-            combinedInterceptor = Interceptor(interceptors: [sessionInterceptor, requestInterceptor])
+            createdInterceptor = Interceptor(interceptors: [sessionInterceptor, requestInterceptor])
         }
+        if session.requestSetup == .eager {
+            protected.withLock { $0.eagerSetup = true }
+            // After the subclass's initializer: the setup runs on the request queue (else the
+            // root queue), as Alamofire's eager setup does.
+            (session.requestQueue ?? session.rootQueue).async { [self] in performSetup() }
+        }
+    }
+
+    // MARK: - Interceptors added after creation
+
+    /// Adds an interceptor that adapts and retries this request after the session's and the
+    /// request's own (Alamofire 5.12). Added before the request starts, it adapts its first
+    /// attempt; added later, the next attempt and the next retry decision.
+    /// - Parameter interceptor: the interceptor.
+    /// - Returns: the request.
+    @discardableResult
+    public func interceptor(_ interceptor: any RequestInterceptor) -> Self {
+        protected.withLock { $0.addedInterceptors.append(interceptor) }
+        return self
+    }
+
+    /// Adds an adapter for this request, after the interceptors before it.
+    /// - Parameter adapter: the adapter.
+    /// - Returns: the request.
+    @discardableResult
+    public func adapt(using adapter: any RequestAdapter) -> Self {
+        interceptor(Interceptor(adapters: [adapter]))
+    }
+
+    /// Adds a retrier for this request, after the interceptors before it.
+    /// - Parameter retrier: the retrier.
+    /// - Returns: the request.
+    @discardableResult
+    public func retry(using retrier: any RequestRetrier) -> Self {
+        interceptor(Interceptor(retriers: [retrier]))
     }
 
     // MARK: - State
@@ -158,9 +206,17 @@ public class Request: @unchecked Sendable {
     /// - Returns: the request.
     @discardableResult
     public func resume() -> Self {
-        enum Action { case none, setup, resumeTransfer, start(RequestSpec) }
+        enum Action { case none, setup, resumeTransfer, start(RequestSpec), setUpEarlier(RequestSpec?) }
         let action = protected.withLock { state -> Action in
             switch state.state {
+            case .initialized where state.eagerSetup:
+                // Set up already (or being set up): start what it prepared, or let it start
+                // when it is done.
+                state.state = .resumed
+                let spec = state.pendingSpec
+                state.pendingSpec = nil
+                if spec != nil { state.transferRunning = true }
+                return .setUpEarlier(spec)
             case .initialized:
                 state.state = .resumed
                 return .setup
@@ -194,6 +250,10 @@ public class Request: @unchecked Sendable {
         case .start(let spec):
             eventMonitor?.requestDidResume(self)
             startTransfer(spec)
+        case .setUpEarlier(let spec):
+            session.didResume(self)
+            eventMonitor?.requestDidResume(self)
+            if let spec { startTransfer(spec) }
         }
         return self
     }
@@ -457,10 +517,11 @@ public class Request: @unchecked Sendable {
         let next = protected.withLock { state -> Next in
             switch state.state {
             case .cancelled, .finished: return .cancelled
-            case .suspended:
+            case .suspended, .initialized:
+                // Suspended, or set up eagerly and not resumed yet: resume() starts it.
                 state.pendingSpec = spec
                 return .wait
-            case .initialized, .resumed:
+            case .resumed:
                 state.transferRunning = true
                 return .start
             }

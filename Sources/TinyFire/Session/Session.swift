@@ -44,6 +44,20 @@ public final class Session: Sendable {
     public let redirectHandler: (any RedirectHandler)?
     /// Receives every request's events.
     public let eventMonitor: CompositeEventMonitor?
+    /// When a request is built and adapted: at `resume()` (`.lazy`, the default) or as soon as
+    /// it is created (`.eager`).
+    public let requestSetup: RequestSetup
+
+    /// When a created request is set up (its `URLRequest` built and adapted), as Alamofire's
+    /// `Session.RequestSetup` (5.12).
+    public enum RequestSetup: Sendable {
+        /// At `resume()` (the default): a request is inert until then.
+        case lazy
+        /// Right after creation, on the request queue (else the root queue): `request`,
+        /// `cURLDescription()` and the adapters' work are there before `resume()`; the transfer
+        /// still waits for it.
+        case eager
+    }
     let engine: Engine
     private let activeRequests = Mutex<[ObjectIdentifier: Request]>([:])
 
@@ -52,6 +66,7 @@ public final class Session: Sendable {
     ///   - configuration: bounds, timeouts and policies; default `.default`.
     ///   - rootQueue: serial queue for the pipeline and handlers; default a new one.
     ///   - startRequestsImmediately: start a request when a response handler is added.
+    ///   - requestSetup: when requests are built and adapted; default `.lazy`.
     ///   - requestQueue: where requests are built; default the starting thread.
     ///   - serializationQueue: where serializers run; default a serial queue targeting `rootQueue`.
     ///   - interceptor: adapts and retries every request; default none.
@@ -62,6 +77,7 @@ public final class Session: Sendable {
         configuration: SessionConfiguration = .default,
         rootQueue: DispatchQueue = DispatchQueue(label: "org.tinyfire.session.rootQueue"),
         startRequestsImmediately: Bool = true,
+        requestSetup: RequestSetup = .lazy,
         requestQueue: DispatchQueue? = nil,
         serializationQueue: DispatchQueue? = nil,
         interceptor: (any RequestInterceptor)? = nil,
@@ -69,6 +85,7 @@ public final class Session: Sendable {
         redirectHandler: (any RedirectHandler)? = nil,
         eventMonitors: [any EventMonitor] = []
     ) {
+        self.requestSetup = requestSetup
         self.configuration = configuration
         self.rootQueue = rootQueue
         self.serializationQueue = serializationQueue ?? DispatchQueue(label: "\(rootQueue.label).serializationQueue", target: rootQueue)
