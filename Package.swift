@@ -5,6 +5,8 @@ let package = Package(
     name: "TinyFire",
     products: [
         .library(name: "TinyFire", targets: ["TinyFire"]),
+        // InputStream uploads, for code that has full Foundation (TinyFire itself never links it).
+        .library(name: "TinyFireFoundation", targets: ["TinyFireFoundation"]),
         .executable(name: "fire-agent", targets: ["fire-agent"]),
     ],
     dependencies: [
@@ -38,6 +40,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(name: "TinyFireFoundation", dependencies: ["TinyFire"]),
         // fire-agent's logic (config, telemetry, daemon), tested in-process.
         .target(
             name: "FireAgentCore",
@@ -80,6 +83,7 @@ let package = Package(
             name: "TinyFireTests",
             dependencies: [
                 "TinyFire",
+                "TinyFireFoundation",
                 "FireAgentCore",
                 "CZlib",
                 "CTinyFireSystem",

@@ -74,6 +74,14 @@ public final class MultipartFormData: Sendable {
         self.temporaryDirectory = temporaryDirectory ?? FileManager.default.temporaryDirectory
     }
 
+    /// Creates an empty form, as Alamofire's `MultipartFormData(fileManager:boundary:)`.
+    /// - Parameters:
+    ///   - fileManager: its `temporaryDirectory` is where a large body spills.
+    ///   - boundary: the boundary; default a random one.
+    public convenience init(fileManager: FileManager, boundary: String? = nil) {
+        self.init(boundary: boundary, temporaryDirectory: fileManager.temporaryDirectory)
+    }
+
     /// `multipart/form-data; boundary=…`, the request's `Content-Type`.
     public var contentType: String { "multipart/form-data; boundary=\(boundary)" }
 

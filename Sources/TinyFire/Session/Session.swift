@@ -242,11 +242,14 @@ public final class Session: Sendable {
     ///   - method: the method; default POST.
     ///   - headers: headers added to the session's defaults.
     ///   - interceptor: this request's interceptor.
+    ///   - fileManager: where a multipart form is spilled (its `temporaryDirectory`); accepted
+    ///     and unused for other bodies (Alamofire's signature).
     ///   - requestModifier: changes the request after it is built.
     /// - Returns: the request.
     public func upload(
         _ data: Data, to convertible: any URLConvertible, method: HTTPMethod = .post, headers: HTTPHeaders? = nil,
-        interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
+        interceptor: (any RequestInterceptor)? = nil, fileManager: FileManager = .default,
+        requestModifier: RequestModifier? = nil
     ) -> UploadRequest {
         let convertible = ParameterlessRequestConvertible(
             url: convertible, method: method, headers: headers, body: data, requestModifier: requestModifier)
@@ -262,11 +265,14 @@ public final class Session: Sendable {
     ///   - method: the method; default POST.
     ///   - headers: headers added to the session's defaults.
     ///   - interceptor: this request's interceptor.
+    ///   - fileManager: where a multipart form is spilled (its `temporaryDirectory`); accepted
+    ///     and unused for other bodies (Alamofire's signature).
     ///   - requestModifier: changes the request after it is built.
     /// - Returns: the request.
     public func upload(
         _ fileURL: URL, to convertible: any URLConvertible, method: HTTPMethod = .post, headers: HTTPHeaders? = nil,
-        interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
+        interceptor: (any RequestInterceptor)? = nil, fileManager: FileManager = .default,
+        requestModifier: RequestModifier? = nil
     ) -> UploadRequest {
         let convertible = ParameterlessRequestConvertible(
             url: convertible, method: method, headers: headers, body: nil, requestModifier: requestModifier)
@@ -284,11 +290,14 @@ public final class Session: Sendable {
     ///   - method: the method; default POST.
     ///   - headers: headers added to the session's defaults.
     ///   - interceptor: this request's interceptor.
+    ///   - fileManager: where a multipart form is spilled (its `temporaryDirectory`); accepted
+    ///     and unused for other bodies (Alamofire's signature).
     ///   - requestModifier: changes the request after it is built.
     /// - Returns: the request.
     public func upload(
         _ stream: any UploadByteStream, to convertible: any URLConvertible, method: HTTPMethod = .post,
-        headers: HTTPHeaders? = nil, interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
+        headers: HTTPHeaders? = nil, interceptor: (any RequestInterceptor)? = nil,
+        fileManager: FileManager = .default, requestModifier: RequestModifier? = nil
     ) -> UploadRequest {
         let convertible = ParameterlessRequestConvertible(
             url: convertible, method: method, headers: headers, body: nil, requestModifier: requestModifier)
@@ -301,9 +310,12 @@ public final class Session: Sendable {
     ///   - stream: the body's source.
     ///   - convertible: builds the request.
     ///   - interceptor: this request's interceptor.
+    ///   - fileManager: where a multipart form is spilled (its `temporaryDirectory`); accepted
+    ///     and unused for other bodies (Alamofire's signature).
     /// - Returns: the request.
     public func upload(
-        _ stream: any UploadByteStream, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil
+        _ stream: any UploadByteStream, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil,
+        fileManager: FileManager = .default
     )
         -> UploadRequest
     {
@@ -322,14 +334,17 @@ public final class Session: Sendable {
     ///   - method: the method; default POST.
     ///   - headers: headers added to the session's defaults.
     ///   - interceptor: this request's interceptor.
+    ///   - fileManager: where a multipart form is spilled (its `temporaryDirectory`); accepted
+    ///     and unused for other bodies (Alamofire's signature).
     ///   - requestModifier: changes the request after it is built.
     /// - Returns: the request.
     public func upload(
         multipartFormData: (MultipartFormData) -> Void, to convertible: any URLConvertible,
         usingThreshold encodingMemoryThreshold: UInt64 = MultipartFormData.encodingMemoryThreshold, method: HTTPMethod = .post,
-        headers: HTTPHeaders? = nil, interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
+        headers: HTTPHeaders? = nil, interceptor: (any RequestInterceptor)? = nil,
+        fileManager: FileManager = .default, requestModifier: RequestModifier? = nil
     ) -> UploadRequest {
-        let form = MultipartFormData()
+        let form = MultipartFormData(temporaryDirectory: fileManager.temporaryDirectory)
         multipartFormData(form)
         return upload(
             multipartFormData: form, to: convertible, usingThreshold: encodingMemoryThreshold, method: method, headers: headers,
@@ -344,18 +359,21 @@ public final class Session: Sendable {
     ///   - method: the method; default POST.
     ///   - headers: headers added to the session's defaults.
     ///   - interceptor: this request's interceptor.
+    ///   - fileManager: where a multipart form is spilled (its `temporaryDirectory`); accepted
+    ///     and unused for other bodies (Alamofire's signature).
     ///   - requestModifier: changes the request after it is built.
     /// - Returns: the request.
     public func upload(
         multipartFormData: MultipartFormData, to convertible: any URLConvertible,
         usingThreshold encodingMemoryThreshold: UInt64 = MultipartFormData.encodingMemoryThreshold, method: HTTPMethod = .post,
-        headers: HTTPHeaders? = nil, interceptor: (any RequestInterceptor)? = nil, requestModifier: RequestModifier? = nil
+        headers: HTTPHeaders? = nil, interceptor: (any RequestInterceptor)? = nil,
+        fileManager: FileManager = .default, requestModifier: RequestModifier? = nil
     ) -> UploadRequest {
         let convertible = ParameterlessRequestConvertible(
             url: convertible, method: method, headers: headers, body: nil, requestModifier: requestModifier)
         return UploadRequest(
-            session: self, convertible: convertible, interceptor: interceptor, uploadable: .multipart(multipartFormData),
-            multipartThreshold: encodingMemoryThreshold)
+            session: self, convertible: ContentTypeAddingConvertible(base: convertible, contentType: multipartFormData.contentType),
+            interceptor: interceptor, uploadable: .multipart(multipartFormData), multipartThreshold: encodingMemoryThreshold)
     }
 
     /// Creates a request that sends `multipartFormData` as the body of `convertible`'s request.
@@ -364,15 +382,36 @@ public final class Session: Sendable {
     ///   - convertible: builds the request.
     ///   - encodingMemoryThreshold: bytes from which the body spills to disk; default 10 MB.
     ///   - interceptor: this request's interceptor.
+    ///   - fileManager: where a multipart form is spilled (its `temporaryDirectory`); accepted
+    ///     and unused for other bodies (Alamofire's signature).
     /// - Returns: the request.
     public func upload(
         multipartFormData: MultipartFormData, with convertible: any URLRequestConvertible,
         usingThreshold encodingMemoryThreshold: UInt64 = MultipartFormData.encodingMemoryThreshold,
-        interceptor: (any RequestInterceptor)? = nil
+        interceptor: (any RequestInterceptor)? = nil, fileManager: FileManager = .default
     ) -> UploadRequest {
         UploadRequest(
-            session: self, convertible: convertible, interceptor: interceptor, uploadable: .multipart(multipartFormData),
-            multipartThreshold: encodingMemoryThreshold)
+            session: self, convertible: ContentTypeAddingConvertible(base: convertible, contentType: multipartFormData.contentType),
+            interceptor: interceptor, uploadable: .multipart(multipartFormData), multipartThreshold: encodingMemoryThreshold)
+    }
+
+    /// Creates a request that sends a form built by `multipartFormData` as the body of
+    /// `convertible`'s request.
+    /// - Parameters:
+    ///   - multipartFormData: fills the form.
+    ///   - convertible: builds the request.
+    ///   - encodingMemoryThreshold: bytes from which the body spills to disk; default 10 MB.
+    ///   - interceptor: this request's interceptor.
+    ///   - fileManager: its `temporaryDirectory` is where the form spills.
+    /// - Returns: the request.
+    public func upload(
+        multipartFormData: (MultipartFormData) -> Void, with convertible: any URLRequestConvertible,
+        usingThreshold encodingMemoryThreshold: UInt64 = MultipartFormData.encodingMemoryThreshold,
+        interceptor: (any RequestInterceptor)? = nil, fileManager: FileManager = .default
+    ) -> UploadRequest {
+        let form = MultipartFormData(temporaryDirectory: fileManager.temporaryDirectory)
+        multipartFormData(form)
+        return upload(multipartFormData: form, with: convertible, usingThreshold: encodingMemoryThreshold, interceptor: interceptor)
     }
 
     /// Creates a request that sends a file as the body of `convertible`'s request (read as it
@@ -381,8 +420,11 @@ public final class Session: Sendable {
     ///   - fileURL: the file; its size when the request starts is the `Content-Length`.
     ///   - convertible: builds the request.
     ///   - interceptor: this request's interceptor.
+    ///   - fileManager: where a multipart form is spilled (its `temporaryDirectory`); accepted
+    ///     and unused for other bodies (Alamofire's signature).
     /// - Returns: the request.
-    public func upload(_ fileURL: URL, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil)
+    public func upload(_ fileURL: URL, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil,
+        fileManager: FileManager = .default)
         -> UploadRequest
     {
         UploadRequest(session: self, convertible: convertible, interceptor: interceptor, uploadable: .file(fileURL))
@@ -393,8 +435,11 @@ public final class Session: Sendable {
     ///   - data: the body.
     ///   - convertible: builds the request.
     ///   - interceptor: this request's interceptor.
+    ///   - fileManager: where a multipart form is spilled (its `temporaryDirectory`); accepted
+    ///     and unused for other bodies (Alamofire's signature).
     /// - Returns: the request.
-    public func upload(_ data: Data, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil)
+    public func upload(_ data: Data, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil,
+        fileManager: FileManager = .default)
         -> UploadRequest
     {
         UploadRequest(
@@ -602,6 +647,19 @@ struct FailingConvertible: URLRequestConvertible {
     let error: TinyFireError
 
     func asURLRequest() throws -> URLRequest { throw error }
+}
+
+/// A convertible's request with a `Content-Type` added when it has none (a multipart form's,
+/// with its boundary), so `request.request` shows what is sent.
+struct ContentTypeAddingConvertible: URLRequestConvertible {
+    let base: any URLRequestConvertible
+    let contentType: String
+
+    func asURLRequest() throws -> URLRequest {
+        var request = try base.asURLRequest()
+        if request.headers["Content-Type"] == nil { request.headers.update(name: "Content-Type", value: contentType) }
+        return request
+    }
 }
 
 /// A convertible's request with its body replaced (`upload(_:with:)`).
