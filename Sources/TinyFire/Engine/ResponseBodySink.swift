@@ -21,7 +21,8 @@ enum SinkOutput: Sendable {
 
     /// The body, for a memory sink.
     var data: Data? {
-        if case .data(let data) = self { return data }
+        // No byte arrived: no data, as Alamofire's (URLSession's) `data` is nil then.
+        if case .data(let data) = self, !data.isEmpty { return data }
         return nil
     }
 

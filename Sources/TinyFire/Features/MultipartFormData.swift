@@ -345,7 +345,8 @@ public final class MultipartFormData: Sendable {
             let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else {
                 throw .multipartEncodingFailed(
-                    reason: .bodyPartFileNotReachableWithError(atURL: URL(filePath: path), error: fileSystemError(errno, path: path, writing: false)))
+                    reason: .bodyPartFileNotReachableWithError(
+                        atURL: URL(filePath: path), error: fileSystemError(errno, path: path, writing: false)))
             }
             defer { Glibc.close(fd) }
             try copy(expected: size, name: path, to: sink) { buffer throws(TinyFireError) -> Int in

@@ -75,15 +75,7 @@ extension DownloadRequest {
     public typealias Validation = @Sendable (URLRequest?, HTTPURLResponse, URL?) -> ValidationResult
 
     /// The file holding the body while validations run.
-    private var bodyFileForValidation: URL? {
-        protected.withLock { state in
-            switch state.output {
-            case .stagedFile(let staged, _): return staged
-            case .file(let url): return url
-            default: return nil
-            }
-        }
-    }
+    private var bodyFileForValidation: URL? { fileURL }
 
     private var bodyIsEmpty: Bool {
         guard let url = bodyFileForValidation else { return true }
@@ -196,10 +188,11 @@ struct MediaType: CustomStringConvertible {
 
     var isWildcard: Bool { type == "*" && subtype == "*" }
 
-    /// Whether `self` (an acceptable range) admits `other` (a response type).
+    /// Whether `self` (an acceptable range) admits `other` (a response type): a `*` on either
+    /// side admits any type or subtype there (`*/*`, `application/*`, and `*/json` as
+    /// Alamofire accepts it).
     func matches(_ other: MediaType) -> Bool {
-        if isWildcard { return true }
-        return type == other.type && (subtype == "*" || subtype == other.subtype)
+        (type == "*" || type == other.type) && (subtype == "*" || subtype == other.subtype)
     }
 
     var description: String { "\(type)/\(subtype)" }

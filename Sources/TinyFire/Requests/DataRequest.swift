@@ -239,9 +239,9 @@ public class DataRequest: Request, @unchecked Sendable {
 
     /// The unserialized response, awaited.
     /// - Parameter shouldAutomaticallyCancel: cancel the request when the awaiting task is
-    ///   cancelled; default false, as in Alamofire.
+    ///   cancelled; default true, as in Alamofire 5.12.
     /// - Returns: the task.
-    public func serializingResponse(automaticallyCancelling shouldAutomaticallyCancel: Bool = false) -> DataTask<Data?> {
+    public func serializingResponse(automaticallyCancelling shouldAutomaticallyCancel: Bool = true) -> DataTask<Data?> {
         let box = ResponseBox<DataResponse<Data?, TinyFireError>>()
         appendResponseSerializer(inline: true) { [self] in
             let response = makeUnserializedResponse()
@@ -255,10 +255,10 @@ public class DataRequest: Request, @unchecked Sendable {
     /// - Parameters:
     ///   - serializer: the serializer.
     ///   - shouldAutomaticallyCancel: cancel the request when the awaiting task is cancelled;
-    ///     default false.
+    ///     default true.
     /// - Returns: the task.
     public func serializingResponse<Serializer: DataResponseSerializerProtocol>(
-        using serializer: Serializer, automaticallyCancelling shouldAutomaticallyCancel: Bool = false
+        using serializer: Serializer, automaticallyCancelling shouldAutomaticallyCancel: Bool = true
     ) -> DataTask<Serializer.SerializedObject> {
         let box = ResponseBox<DataResponse<Serializer.SerializedObject, TinyFireError>>()
         appendSerialized(serializer) { box.deliver($0) }
@@ -267,13 +267,13 @@ public class DataRequest: Request, @unchecked Sendable {
 
     /// The body as `Data`, awaited.
     /// - Parameters:
-    ///   - shouldAutomaticallyCancel: default false.
+    ///   - shouldAutomaticallyCancel: default true.
     ///   - dataPreprocessor: default passthrough.
     ///   - emptyResponseCodes: default 204, 205.
     ///   - emptyRequestMethods: default HEAD.
     /// - Returns: the task.
     public func serializingData(
-        automaticallyCancelling shouldAutomaticallyCancel: Bool = false,
+        automaticallyCancelling shouldAutomaticallyCancel: Bool = true,
         dataPreprocessor: any DataPreprocessor = DataResponseSerializer.defaultDataPreprocessor,
         emptyResponseCodes: Set<Int> = DataResponseSerializer.defaultEmptyResponseCodes,
         emptyRequestMethods: Set<HTTPMethod> = DataResponseSerializer.defaultEmptyRequestMethods
@@ -286,14 +286,14 @@ public class DataRequest: Request, @unchecked Sendable {
 
     /// The body as a `String`, awaited.
     /// - Parameters:
-    ///   - shouldAutomaticallyCancel: default false.
+    ///   - shouldAutomaticallyCancel: default true.
     ///   - dataPreprocessor: default passthrough.
     ///   - encoding: default the response's charset.
     ///   - emptyResponseCodes: default 204, 205.
     ///   - emptyRequestMethods: default HEAD.
     /// - Returns: the task.
     public func serializingString(
-        automaticallyCancelling shouldAutomaticallyCancel: Bool = false,
+        automaticallyCancelling shouldAutomaticallyCancel: Bool = true,
         dataPreprocessor: any DataPreprocessor = StringResponseSerializer.defaultDataPreprocessor,
         encoding: String.Encoding? = nil,
         emptyResponseCodes: Set<Int> = StringResponseSerializer.defaultEmptyResponseCodes,
@@ -309,7 +309,7 @@ public class DataRequest: Request, @unchecked Sendable {
     /// The body decoded as `T`, awaited.
     /// - Parameters:
     ///   - type: the type.
-    ///   - shouldAutomaticallyCancel: default false.
+    ///   - shouldAutomaticallyCancel: default true.
     ///   - dataPreprocessor: default passthrough.
     ///   - decoder: default `JSONDecoder()`.
     ///   - emptyResponseCodes: default 204, 205.
@@ -317,7 +317,7 @@ public class DataRequest: Request, @unchecked Sendable {
     /// - Returns: the task.
     public func serializingDecodable<T: Decodable & Sendable>(
         _ type: T.Type = T.self,
-        automaticallyCancelling shouldAutomaticallyCancel: Bool = false,
+        automaticallyCancelling shouldAutomaticallyCancel: Bool = true,
         dataPreprocessor: any DataPreprocessor = DecodableResponseSerializer<T>.defaultDataPreprocessor,
         decoder: any DataDecoder = JSONDecoder(),
         emptyResponseCodes: Set<Int> = DecodableResponseSerializer<T>.defaultEmptyResponseCodes,

@@ -399,6 +399,18 @@ public final class DataStreamRequest: Request, @unchecked Sendable {
             complete: { stream in queue.async { try? handler(stream) } })
     }
 
+    /// A serializer failed and `automaticallyCancelOnStreamError` is set: the request is
+    /// cancelled; one whose transfer already ended finishes as cancelled all the same (its
+    /// completion has not gone out: the results are parsed before it), as Alamofire's does.
+    private func cancelForStreamError() {
+        if isFinished {
+            replaceError(.explicitlyCancelled)
+            protected.withLock { $0.state = .cancelled }
+        } else {
+            cancel()
+        }
+    }
+
     /// A handler threw: the request is cancelled and the error is its outcome.
     private func handlerFailed(_ error: any Error) {
         let failure =
@@ -432,7 +444,7 @@ public final class DataStreamRequest: Request, @unchecked Sendable {
             let counted = delivery.completionWaits
             if counted { streamState.withLock { $0.outstanding += results.count } }
             for (index, result) in results.enumerated() {
-                if case .failure = result, cancelOnError { token.cancel() }
+                if case .failure = result, cancelOnError { cancelForStreamError() }
                 let weight = index == results.count - 1 ? bytes : 0
                 // Holds the request until the event is handled: its completion must still go out.
                 delivery.deliver(Stream(event: .stream(result), token: token)) { self.handled(weight, counted: counted) }

@@ -186,9 +186,16 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         return name.isEmpty ? "download" : name
     }
 
-    /// The file the body was written to, once finished.
+    /// The file holding the body: while validators run, the file it was written to (moved into
+    /// place only after they all passed); once finished, its destination.
     public var fileURL: URL? {
-        protected.withLock { $0.output?.file }
+        protected.withLock { state in
+            switch state.output {
+            case .stagedFile(let staged, _): return staged
+            case .file(let url): return url
+            default: return nil
+            }
+        }
     }
 
     /// Resume data, once the download failed with bytes on disk worth keeping or was
@@ -717,7 +724,8 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         } catch {
             let path = destination.path(percentEncoded: false)
             if case .destinationUnusable(_, let code, _) = error {
-                return .downloadedFileMoveFailed(error: fileSystemError(code, path: path, writing: true), source: staged, destination: destination)
+                return .downloadedFileMoveFailed(
+                    error: fileSystemError(code, path: path, writing: true), source: staged, destination: destination)
             }
             let message: String
             if case .writeFailed(_, let text) = error { message = text } else { message = "\(error)" }

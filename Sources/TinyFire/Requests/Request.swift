@@ -397,6 +397,11 @@ public class Request: @unchecked Sendable {
                 updateFlowPause()
             }
         case .cancel:
+            // Refused: a body that already arrived is not delivered (Alamofire delivers none).
+            if completed {
+                discardOutput()
+                protected.withLock { $0.output = nil }
+            }
             cancel()
         }
     }
@@ -468,10 +473,6 @@ public class Request: @unchecked Sendable {
     private func performAttempt(_ created: URLRequest) {
         let initial = withAnsweredChallenge(created)
         protected.withLock { $0.requests.append(initial) }
-        if (initial.method ?? .get) == .get, let body = initial.httpBody, !body.isEmpty {
-            retryOrFinish(.urlRequestValidationFailed(reason: .bodyDataInGETRequest(body)))
-            return
-        }
         guard let adapter = combinedInterceptor else {
             didCreateURLRequest(initial)
             return
@@ -492,6 +493,11 @@ public class Request: @unchecked Sendable {
     }
 
     private func didCreateURLRequest(_ urlRequest: URLRequest) {
+        // Checked on the request as adapted: an adapter may add a body to a GET too.
+        if (urlRequest.method ?? .get) == .get, let body = urlRequest.httpBody, !body.isEmpty {
+            retryOrFinish(.urlRequestValidationFailed(reason: .bodyDataInGETRequest(body)))
+            return
+        }
         let (cURLHandlers, urlRequestHandlers) = protected.withLock { state in
             state.performedRequests.append(urlRequest)
             return (state.cURLHandlers, state.urlRequestHandlers)
@@ -1019,7 +1025,11 @@ extension Request: TransferOwner {
             if held { state.completionAwaitingDisposition = true }
             return (!state.validators.isEmpty, held, refused)
         }
-        if refused { error = .explicitlyCancelled }
+        if refused {
+            discardOutput()
+            protected.withLock { $0.output = nil }
+            error = .explicitlyCancelled
+        }
         eventMonitor?.request(self, didGatherMetrics: metrics)
         eventMonitor?.request(self, didCompleteTransferWithError: error)
         if held { return }

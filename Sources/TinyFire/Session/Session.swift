@@ -423,8 +423,10 @@ public final class Session: Sendable {
     ///   - fileManager: where a multipart form is spilled (its `temporaryDirectory`); accepted
     ///     and unused for other bodies (Alamofire's signature).
     /// - Returns: the request.
-    public func upload(_ fileURL: URL, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil,
-        fileManager: FileManager = .default)
+    public func upload(
+        _ fileURL: URL, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil,
+        fileManager: FileManager = .default
+    )
         -> UploadRequest
     {
         UploadRequest(session: self, convertible: convertible, interceptor: interceptor, uploadable: .file(fileURL))
@@ -438,8 +440,10 @@ public final class Session: Sendable {
     ///   - fileManager: where a multipart form is spilled (its `temporaryDirectory`); accepted
     ///     and unused for other bodies (Alamofire's signature).
     /// - Returns: the request.
-    public func upload(_ data: Data, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil,
-        fileManager: FileManager = .default)
+    public func upload(
+        _ data: Data, with convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)? = nil,
+        fileManager: FileManager = .default
+    )
         -> UploadRequest
     {
         UploadRequest(

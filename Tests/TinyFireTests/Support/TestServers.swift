@@ -80,7 +80,8 @@ final class NginxFixture: Sendable {
     let accessLog: String
     /// Where nginx logs requests to /ingest/: `uri status content_length "Idempotency-Key"`.
     let ingestLog: String
-    /// 1 MiB of pseudo-random bytes at /1m.bin (also at /norange/1m.bin, where Range is ignored).
+    /// 1 MiB of pseudo-random bytes at /1m.bin (also at /norange/1m.bin, where Range is ignored,
+    /// and /no-etag/1m.bin, served with Last-Modified and no ETag; /slow-no-etag/ at 128 KiB/s).
     let oneMiB: Data
     /// A compressible text at /text.txt (served gzip'd when asked).
     let text: Data
@@ -176,6 +177,8 @@ final class NginxFixture: Sendable {
                 location = /no-content { return 204; }
                 location = /small-upload { client_max_body_size 1k; return 200 "accepted\\n"; }
                 location /norange/ { alias \(root)/; max_ranges 0; }
+                location /no-etag/ { alias \(root)/; etag off; }
+                location /slow-no-etag/ { alias \(root)/; etag off; limit_rate 128k; }
                 location /ingest/ { client_max_body_size 64m; access_log \(dir)/ingest.log ingest; return 204; }
                 location /ingest-unavailable/ { access_log \(dir)/ingest.log ingest; return 503; }
                 location /ingest-rejected/ { access_log \(dir)/ingest.log ingest; return 422; }
