@@ -138,10 +138,14 @@ struct NginxTests {
         let destination = FileManager.default.temporaryDirectory.appendingPathComponent("tf-exists-\(UUID().uuidString)")
         try Data("old".utf8).write(to: destination)
         let refused = await Session().download("\(server.base)/hello.txt") { _, _ in (destination, []) }.downloadResponse
-        guard case .sessionTaskFailed(let error) = refused.error, case .fileWriteFailed = error.reason else {
-            Issue.record("expected fileWriteFailed, got \(String(describing: refused.error))")
+        // Alamofire's shape: the file could not be moved into place, CocoaError 516 (the file
+        // exists) underneath; TinyFire knows it when the head arrives, before the body.
+        guard case .downloadedFileMoveFailed(let error, _, let target) = refused.error, (error as? CocoaError)?.code.rawValue == 516
+        else {
+            Issue.record("expected downloadedFileMoveFailed, got \(String(describing: refused.error))")
             return
         }
+        #expect(target == destination)
         #expect(try Data(contentsOf: destination) == Data("old".utf8))
         let replaced = await Session().download("\(server.base)/hello.txt") { _, _ in (destination, [.removePreviousFile]) }
             .downloadResponse

@@ -215,12 +215,16 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
         }
         switch start {
         case .alreadyRunning: break
-        case .excessive: handleRefresh(.failure(AuthenticationError.excessiveRefresh))
-        case .start: authenticator.refresh(credential, for: session) { [self] result in handleRefresh(result) }
+        case .excessive: handleRefresh(.failure(AuthenticationError.excessiveRefresh), for: session)
+        case .start: authenticator.refresh(credential, for: session) { [self] result in handleRefresh(result, for: session) }
         }
     }
 
-    private func handleRefresh(_ result: Result<Credential, any Error>) {
+    /// A refresh ended: waiting retries go ahead (or fail with its error), and waiting adapts
+    /// are run again from the start, as Alamofire replays them: a new credential that itself
+    /// requires a refresh refreshes again, up to the refresh window, so a credential that never
+    /// stops needing one fails with `.excessiveRefresh` instead of being applied.
+    private func handleRefresh(_ result: Result<Credential, any Error>, for session: Session) {
         let (adaptOperations, requestsToRetry) = state.withLock { state in
             state.isRefreshing = false
             if case .success(let credential) = result { state.credential = credential }
@@ -231,13 +235,9 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
             return (state.adaptOperations, state.requestsToRetry)
         }
         switch result {
-        case .success(let credential):
+        case .success:
             for retry in requestsToRetry { retry(.retry) }
-            for operation in adaptOperations {
-                var request = operation.urlRequest
-                authenticator.apply(credential, to: &request)
-                operation.completion(.success(request))
-            }
+            for operation in adaptOperations { adapt(operation.urlRequest, for: session, completion: operation.completion) }
         case .failure(let error):
             for retry in requestsToRetry { retry(.doNotRetryWithError(error)) }
             for operation in adaptOperations { operation.completion(.failure(error)) }

@@ -35,7 +35,7 @@ enum JSONObject {
         if !options.fragmentsAllowed {
             let top = unwrapped(value)
             guard top is [String: Any] || top is [Any] else {
-                throw .invalidTopLevelValue(type: "\(type(of: top as Any))")
+                throw .invalidTopLevelValue(type: top.map { "\(type(of: $0))" } ?? "null")
             }
         }
         try writer.write(value, path: "$", depth: 0)
