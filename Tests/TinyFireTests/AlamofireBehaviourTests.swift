@@ -315,6 +315,28 @@ struct AlamofireBehaviourTests {
         #expect(request.uploadable != nil)
     }
 
+    @Test("a URL without scheme or host, and file:// URLs (asked for or redirected to), fail as invalidURL before any transfer")
+    func invalidAndFileURLs() async throws {
+        let server = try httpbin()
+        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("tf-secret-\(UUID().uuidString)")
+        try Data("do not read".utf8).write(to: secret)
+        defer { try? FileManager.default.removeItem(at: secret) }
+        for target in ["invalid", secret.absoluteString] {
+            let response = await Session().request(target).serializingData().response
+            guard case .invalidURL = response.error else {
+                Issue.record("\(target): unexpected \(String(describing: response.error))")
+                continue
+            }
+            #expect(response.error?.isInvalidURLError == true)
+            // Refused before any name lookup or connection.
+            #expect(response.data == nil && response.metrics?.nameLookup == nil && response.metrics?.connect == nil)
+            #expect(response.metrics?.remoteAddress == nil)
+        }
+        let redirected = await Session().request("\(server.base)/redirect-to?url=\(secret.absoluteString)").serializingData().response
+        #expect(redirected.error != nil)
+        #expect(redirected.data.map { String(decoding: $0, as: UTF8.self) } != "do not read")
+    }
+
     @Test("Basic auth with wrong credentials: a 401 with no body gives nil data, as Alamofire's")
     func wrongCredentialsNilData() async throws {
         let server = try httpbin()

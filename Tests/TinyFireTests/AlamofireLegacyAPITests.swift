@@ -148,8 +148,10 @@ struct AlamofireLegacyAPITests {
             .serializingDecodable(Echo.self).response
         #expect(query.value?.url == "\(server.base)/get?foo=bar&n[]=1&n[]=2")
 
-        let form = await Session().request("\(server.base)/post", method: .post, parameters: ["a": "1", "b": true]).serializingDecodable(Echo.self)
-            .response
+        let form = await Session().request("\(server.base)/post", method: .post, parameters: ["a": "1", "b": true]).serializingDecodable(
+            Echo.self
+        )
+        .response
         #expect(form.value?.form == ["a": .string("1"), "b": .string("1")])
 
         let download = await Session().download("\(server.base)/get", parameters: ["d": 4], encoding: URLEncoding.default)
@@ -348,7 +350,9 @@ struct AlamofireLegacyAPITests {
         try Data("text".utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         #expect(try StringResponseSerializer().serializeDownload(request: nil, response: nil, fileURL: file, error: nil) == "text")
-        #expect(throws: TinyFireError.self) { try DataResponseSerializer().serializeDownload(request: nil, response: nil, fileURL: nil, error: nil) }
+        #expect(throws: TinyFireError.self) {
+            try DataResponseSerializer().serializeDownload(request: nil, response: nil, fileURL: nil, error: nil)
+        }
         do {
             _ = try DataResponseSerializer().serializeDownload(
                 request: nil, response: nil, fileURL: file.appendingPathExtension("gone"), error: nil)
@@ -377,7 +381,8 @@ struct AlamofireLegacyAPITests {
         #expect(success.tryMap { _ -> Int in throw Failed() }.error is Failed)
         #expect(success.tryMap { $0 + 1 }.value == 3)
         #expect(success.map { $0 }.fileURL == URL(filePath: "/tmp/x"))
-        let failure = DownloadResponse<Int, TinyFireError>(request: nil, response: nil, fileURL: nil, metrics: nil, result: .failure(.explicitlyCancelled))
+        let failure = DownloadResponse<Int, TinyFireError>(
+            request: nil, response: nil, fileURL: nil, metrics: nil, result: .failure(.explicitlyCancelled))
         #expect(failure.mapError { _ in Failed() }.error != nil)
         #expect(failure.tryMapError { _ -> Failed in throw CancellationError() }.error is CancellationError)
         #expect(failure.tryMapError { _ in Failed() }.error is Failed)
@@ -452,17 +457,22 @@ struct AlamofireLegacyAPITests {
         }
         let session = Session(interceptor: sessionAdapter)
         let request = session.request("\(server.base)/status/500")
-            .adapt(using: Adapter { request, _, completion in
-                order.append("request")
-                var request = request
-                request.headers.add(name: "X-Order", value: "request")
-                completion(.success(request))
-            })
+            .adapt(
+                using: Adapter { request, _, completion in
+                    order.append("request")
+                    var request = request
+                    request.headers.add(name: "X-Order", value: "request")
+                    completion(.success(request))
+                }
+            )
             .retry(using: Retrier { request, _, _, completion in completion(request.retryCount < 2 ? .retry : .doNotRetry) })
-            .interceptor(Interceptor(adapters: [Adapter { request, _, completion in
-                order.append("added")
-                completion(.success(request))
-            }]))
+            .interceptor(
+                Interceptor(adapters: [
+                    Adapter { request, _, completion in
+                        order.append("added")
+                        completion(.success(request))
+                    }
+                ]))
         let response = await request.serializingData().response
         #expect(request.retryCount == 2)
         #expect(response.response?.statusCode == 500)
@@ -478,7 +488,9 @@ struct AlamofireLegacyAPITests {
         let bytes = Data((0..<200_000).map { UInt8($0 % 251) })
         let upload = await Session().upload(InputStream(data: bytes), to: "\(server.base)/anything", method: .put)
             .serializingDecodable(Echo.self).response
-        #expect(upload.value?.data?.count == 200_000 * 4 / 3 + 40 || upload.value?.data?.hasPrefix("data:application/octet-stream;base64,") == true)
+        #expect(
+            upload.value?.data?.count == 200_000 * 4 / 3 + 40
+                || upload.value?.data?.hasPrefix("data:application/octet-stream;base64,") == true)
         if let text = upload.value?.data, let comma = text.firstIndex(of: ",") {
             #expect(Data(base64Encoded: String(text[text.index(after: comma)...])) == bytes)
         } else {
@@ -487,7 +499,8 @@ struct AlamofireLegacyAPITests {
 
         let form = await Session().upload(
             multipartFormData: { form in
-                form.append(InputStream(data: Data("streamed part".utf8)), withLength: 13, name: "part", fileName: "p.txt", mimeType: "text/plain")
+                form.append(
+                    InputStream(data: Data("streamed part".utf8)), withLength: 13, name: "part", fileName: "p.txt", mimeType: "text/plain")
             }, to: "\(server.base)/post"
         ).serializingDecodable(Echo.self).response
         #expect(form.value?.files == ["part": "streamed part"])

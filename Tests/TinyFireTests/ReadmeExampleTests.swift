@@ -38,4 +38,21 @@ struct ReadmeExampleTests {
         #expect(output.contains("Left the loop, request cancelled: false"))
         #expect(!output.contains("failed"))
     }
+
+    @Test("the Alamofire 4.x-style snippets (Parameters with a ParameterEncoding, responseJSON) build and run against httpbin")
+    func alamofire4xExample() throws {
+        let server = try httpbin()
+        let result = try runCapturingOutput(try builtExecutablePath("alamofire-4x-example"), [server.base])
+        let output = String(decoding: result.stdout, as: UTF8.self)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(output.contains("Request: Optional(GET \(server.base)/get)"))
+        #expect(output.contains("Response: Optional(<HTTPURLResponse> { URL: \(server.base)/get } { Status Code: 200"))
+        #expect(output.contains("Result: success(["))
+        #expect(output.contains("JSON: ["))
+        #expect(output.contains(#"JSONEncoding sent: foo=bar baz=["a", 1] qux.z=3"#))
+        #expect(output.contains("URLEncoding.default URL: \(server.base)/get?baz[]=a&baz[]=1&foo=bar&qux[x]=1&qux[y]=2&qux[z]=3"))
+        #expect(output.contains("URLEncoding.queryString args: bar"))
+        #expect(output.contains("URLEncoding.httpBody form: name=TinyFire enabled=1"))
+        #expect(!output.contains("failed"))
+    }
 }

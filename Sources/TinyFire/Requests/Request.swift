@@ -547,6 +547,10 @@ public class Request: @unchecked Sendable {
         }
         eventMonitor?.request(self, didStartTransferFor: last ?? URLRequest(url: spec.url))
         session.engine.start(spec, owner: self)
+        // Cancelled after the transfer was decided on but before the engine had it: that
+        // cancellation found nothing to stop. The engine has it now (cancel runs on its loop,
+        // after the start).
+        if isCancelled { session.engine.cancel(self) }
     }
 
     /// Runs validators, then retries or finishes. Called when a transfer ends.
