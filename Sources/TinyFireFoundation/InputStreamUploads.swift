@@ -124,3 +124,31 @@ extension MultipartFormData {
         append(InputStreamUploadStream(stream), withLength: length, headers: headers)
     }
 }
+
+extension CharacterSet {
+    /// The characters Alamofire leaves unescaped in a query (RFC 3986's query characters
+    /// without `:#[]@!$&'()*+,;=`), as Alamofire's `CharacterSet.afURLQueryAllowed`; the same
+    /// set as `URLEncodedFormEncoder.defaultAllowedBytes`.
+    public static let afURLQueryAllowed: CharacterSet = {
+        var allowed = CharacterSet.urlQueryAllowed
+        allowed.remove(charactersIn: ":#[]@!$&'()*+,;=")
+        return allowed
+    }()
+}
+
+extension URLEncodedFormEncoder.DateEncoding {
+    /// Dates written by a `DateFormatter`, as Alamofire's `.formatted(DateFormatter)`.
+    /// - Parameter formatter: the formatter; not mutated afterwards (it is used from the
+    ///   encoding thread).
+    /// - Returns: the encoding.
+    public static func formatted(_ formatter: DateFormatter) -> URLEncodedFormEncoder.DateEncoding {
+        .custom { [formatter = UncheckedFormatter(formatter)] date in formatter.value.string(from: date) }
+    }
+}
+
+/// A `DateFormatter` handed to a `@Sendable` closure: formatters are thread-safe for
+/// formatting once configured.
+private struct UncheckedFormatter: @unchecked Sendable {
+    let value: DateFormatter
+    init(_ value: DateFormatter) { self.value = value }
+}

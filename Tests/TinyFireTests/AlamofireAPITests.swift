@@ -381,7 +381,7 @@ struct LifecycleTests {
         #expect(cancelling.state == .cancelled)
 
         let keeping = session.request("\(server.base)/delay/1")
-        let keepingTask = keeping.serializingData()
+        let keepingTask = keeping.serializingData(automaticallyCancelling: false)
         let waiter2 = Task { await keepingTask.response }
         try await Task.sleep(for: .milliseconds(200))
         waiter2.cancel()

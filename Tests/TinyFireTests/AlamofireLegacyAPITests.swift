@@ -480,6 +480,42 @@ struct AlamofireLegacyAPITests {
         #expect(request.request?.headers["X-Order"] == "request")
     }
 
+    // MARK: Smaller spellings
+
+    @Test("smaller spellings: .data/.string serializers, RetryResult.error, .connectionLostRetryPolicy(), .adapter/.retrier, description, afURLQueryAllowed, DateFormatter")
+    func smallerSpellings() async throws {
+        let server = try httpbin()
+        let request = Session().request("\(server.base)/get")
+        #expect(request.description == "No request created yet.")
+        let data = try await request.serializingResponse(using: .data).value
+        #expect(!data.isEmpty)
+        #expect(request.description == "GET \(server.base)/get (200)")
+        let text = await Session().request("\(server.base)/encoding/utf8").serializingResponse(using: .string).result
+        #expect((try? text.get())?.contains("∮") == true)
+        let downloaded = await Session().download("\(server.base)/get").serializingDownload(using: .string).result
+        #expect((try? downloaded.get())?.contains("/get") == true)
+
+        struct Refused: Error {}
+        #expect(RetryResult.doNotRetryWithError(Refused()).error is Refused)
+        #expect(RetryResult.retry.error == nil && RetryResult.retryWithDelay(1).retryRequired && !RetryResult.doNotRetry.retryRequired)
+        let policy: ConnectionLostRetryPolicy = .connectionLostRetryPolicy(retryLimit: 5)
+        #expect(policy.retryLimit == 5)
+        let interceptor = Interceptor(
+            adapters: [.adapter { request, _, completion in completion(.success(request)) }],
+            retriers: [.retrier { _, _, _, completion in completion(.doNotRetry) }])
+        #expect(interceptor.adapters.count == 1 && interceptor.retriers.count == 1)
+
+        #expect("a b/?&=[]".addingPercentEncoding(withAllowedCharacters: .afURLQueryAllowed) == "a%20b/?%26%3D%5B%5D")
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd"
+        struct When: Encodable { let day: Date }
+        let encoder = URLEncodedFormEncoder(dateEncoding: .formatted(formatter))
+        let encoded: String = try encoder.encode(When(day: Date(timeIntervalSince1970: 86_400)))
+        #expect(encoded == "day=1970-01-02")
+    }
+
     // MARK: InputStream
 
     @Test("upload(_ stream: InputStream) and MultipartFormData.append(_ stream: InputStream) send the stream's bytes")

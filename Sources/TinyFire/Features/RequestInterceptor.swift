@@ -63,6 +63,20 @@ public enum RetryResult: Sendable {
         if case .retryWithDelay(let delay) = self { return delay }
         return nil
     }
+
+    /// Whether the request is retried (now or after a delay).
+    public var retryRequired: Bool {
+        switch self {
+        case .retry, .retryWithDelay: return true
+        case .doNotRetry, .doNotRetryWithError: return false
+        }
+    }
+
+    /// The error of `.doNotRetryWithError`.
+    public var error: (any Error)? {
+        if case .doNotRetryWithError(let error) = self { return error }
+        return nil
+    }
 }
 
 /// Decides whether a failed request runs again, as Alamofire's `RequestRetrier`. Asked after
@@ -276,6 +290,20 @@ extension RequestInterceptor where Self == Adapter {
     /// - Parameter adaptHandler: the closure.
     /// - Returns: the adapter.
     public static func adapter(using adaptHandler: @escaping AdaptHandler) -> Adapter { Adapter(adaptHandler) }
+}
+
+extension RequestAdapter where Self == Adapter {
+    /// An adapter from a closure, where a `RequestAdapter` is expected (`Interceptor(adapters:)`).
+    /// - Parameter adaptHandler: the closure.
+    /// - Returns: the adapter.
+    public static func adapter(using adaptHandler: @escaping AdaptHandler) -> Adapter { Adapter(adaptHandler) }
+}
+
+extension RequestRetrier where Self == Retrier {
+    /// A retrier from a closure, where a `RequestRetrier` is expected (`Interceptor(retriers:)`).
+    /// - Parameter retryHandler: the closure.
+    /// - Returns: the retrier.
+    public static func retrier(using retryHandler: @escaping RetryHandler) -> Retrier { Retrier(retryHandler) }
 }
 
 extension RequestInterceptor where Self == Retrier {

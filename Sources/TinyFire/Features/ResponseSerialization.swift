@@ -197,6 +197,16 @@ public struct URLResponseSerializer: DownloadResponseSerializerProtocol {
     }
 }
 
+extension DownloadResponseSerializerProtocol where Self == DataResponseSerializer {
+    /// A `DataResponseSerializer` with the defaults, for downloads.
+    public static var data: DataResponseSerializer { DataResponseSerializer() }
+}
+
+extension DownloadResponseSerializerProtocol where Self == StringResponseSerializer {
+    /// A `StringResponseSerializer` with the defaults, for downloads.
+    public static var string: StringResponseSerializer { StringResponseSerializer() }
+}
+
 extension DownloadResponseSerializerProtocol where Self == URLResponseSerializer {
     /// The file's URL.
     public static var url: URLResponseSerializer { URLResponseSerializer() }
@@ -404,6 +414,9 @@ public struct DecodableResponseSerializer<T: Decodable & Sendable>: ResponseSeri
 }
 
 extension DataResponseSerializerProtocol where Self == DataResponseSerializer {
+    /// A `DataResponseSerializer` with the defaults (`serializingResponse(using: .data)`).
+    public static var data: DataResponseSerializer { DataResponseSerializer() }
+
     /// A `DataResponseSerializer`.
     /// - Parameters:
     ///   - dataPreprocessor: default passthrough.
@@ -421,6 +434,9 @@ extension DataResponseSerializerProtocol where Self == DataResponseSerializer {
 }
 
 extension DataResponseSerializerProtocol where Self == StringResponseSerializer {
+    /// A `StringResponseSerializer` with the defaults.
+    public static var string: StringResponseSerializer { StringResponseSerializer() }
+
     /// A `StringResponseSerializer`.
     /// - Parameters:
     ///   - dataPreprocessor: default passthrough.

@@ -150,4 +150,21 @@ extension RequestInterceptor where Self == RetryPolicy {
 extension RequestInterceptor where Self == ConnectionLostRetryPolicy {
     /// A `ConnectionLostRetryPolicy` with the defaults.
     public static var connectionLostRetryPolicy: ConnectionLostRetryPolicy { ConnectionLostRetryPolicy() }
+
+    /// A `ConnectionLostRetryPolicy`, as Alamofire's `.connectionLostRetryPolicy(…)`.
+    /// - Parameters:
+    ///   - retryLimit: most retries; default 2.
+    ///   - exponentialBackoffBase: base; default 2.
+    ///   - exponentialBackoffScale: scale in seconds; default 0.5.
+    ///   - retryableHTTPMethods: methods; default the idempotent ones.
+    /// - Returns: the policy.
+    public static func connectionLostRetryPolicy(
+        retryLimit: UInt = RetryPolicy.defaultRetryLimit, exponentialBackoffBase: UInt = RetryPolicy.defaultExponentialBackoffBase,
+        exponentialBackoffScale: Double = RetryPolicy.defaultExponentialBackoffScale,
+        retryableHTTPMethods: Set<HTTPMethod> = RetryPolicy.defaultRetryableHTTPMethods
+    ) -> ConnectionLostRetryPolicy {
+        ConnectionLostRetryPolicy(
+            retryLimit: retryLimit, exponentialBackoffBase: exponentialBackoffBase, exponentialBackoffScale: exponentialBackoffScale,
+            retryableHTTPMethods: retryableHTTPMethods)
+    }
 }

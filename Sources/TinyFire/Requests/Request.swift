@@ -935,6 +935,17 @@ public class Request: @unchecked Sendable {
     func adjustTransferResult(_ result: Result<SinkOutput, TinyFireError>) -> Result<SinkOutput, TinyFireError> { result }
 }
 
+extension Request: CustomStringConvertible {
+    /// `METHOD URL (status)` of the last request sent, as Alamofire writes it; "No request
+    /// created yet." before one exists.
+    public var description: String {
+        let (request, response) = protected.withLock { ($0.performedRequests.last ?? $0.requests.last, $0.response) }
+        guard let request, let url = request.url else { return "No request created yet." }
+        let line = "\(request.method?.rawValue ?? "GET") \(url.absoluteString)"
+        return response.map { "\(line) (\($0.statusCode))" } ?? line
+    }
+}
+
 extension Request: Hashable {
     /// Requests are equal when they are the same object.
     public static func == (lhs: Request, rhs: Request) -> Bool { lhs === rhs }
