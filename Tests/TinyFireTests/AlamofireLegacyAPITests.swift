@@ -482,7 +482,9 @@ struct AlamofireLegacyAPITests {
 
     // MARK: Smaller spellings
 
-    @Test("smaller spellings: .data/.string serializers, RetryResult.error, .connectionLostRetryPolicy(), .adapter/.retrier, description, afURLQueryAllowed, DateFormatter")
+    @Test(
+        "smaller spellings: .data/.string serializers, RetryResult.error, .connectionLostRetryPolicy(), .adapter/.retrier, description, afURLQueryAllowed, DateFormatter"
+    )
     func smallerSpellings() async throws {
         let server = try httpbin()
         let request = Session().request("\(server.base)/get")
@@ -514,6 +516,29 @@ struct AlamofireLegacyAPITests {
         let encoder = URLEncodedFormEncoder(dateEncoding: .formatted(formatter))
         let encoded: String = try encoder.encode(When(day: Date(timeIntervalSince1970: 86_400)))
         #expect(encoded == "day=1970-01-02")
+    }
+
+    @Test("AlamofireNotifications posts Request.didResumeNotification and the others to NotificationCenter")
+    func notifications() async throws {
+        let server = try httpbin()
+        let seen = Recorder<(UUID, String)>()
+        let observers = [
+            Request.didResumeNotification, Request.didResumeTaskNotification, Request.didCompleteTaskNotification,
+            Request.didFinishNotification,
+        ].map { name in
+            NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { notification in
+                if let request = notification.request { seen.append((request.id, name.rawValue)) }
+            }
+        }
+        defer { observers.forEach(NotificationCenter.default.removeObserver) }
+        let session = Session(eventMonitors: [AlamofireNotifications()])
+        let request = session.request("\(server.base)/get")
+        _ = await request.serializingData().response
+        let mine = { seen.all.filter { $0.0 == request.id }.map(\.1) }
+        #expect(await eventually(within: .seconds(10)) { mine().count == 4 })
+        #expect(
+            mine().map { $0.replacingOccurrences(of: "org.alamofire.notification.name.request.", with: "") }.sorted()
+                == ["didCompleteTask", "didFinish", "didResume", "didResumeTask"])
     }
 
     // MARK: InputStream
