@@ -337,6 +337,51 @@ struct AlamofireBehaviourTests {
         #expect(redirected.data.map { String(decoding: $0, as: UTF8.self) } != "do not read")
     }
 
+    /// Counts applies and refreshes; every refreshed credential still requires a refresh.
+    final class NeverFreshAuthenticator: Authenticator {
+        let applies = Atomic<Int>(0)
+        let refreshes = Atomic<Int>(0)
+
+        func apply(_ credential: BasicCredential, to urlRequest: inout URLRequest) {
+            applies.add(1, ordering: .relaxed)
+            urlRequest.headers.update(.authorization(username: "user", password: credential.password))
+        }
+
+        func refresh(
+            _ credential: BasicCredential, for session: Session,
+            completion: @escaping @Sendable (Result<BasicCredential, any Error>) -> Void
+        ) {
+            refreshes.add(1, ordering: .relaxed)
+            completion(.success(BasicCredential(password: "refreshed", expired: true)))
+        }
+
+        func didRequest(_ urlRequest: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: any Error) -> Bool {
+            response.statusCode == 401
+        }
+
+        func isRequest(_ urlRequest: URLRequest, authenticatedWith credential: BasicCredential) -> Bool { true }
+    }
+
+    @Test("AuthenticationInterceptor: a refresh that yields a credential still needing one ends in excessiveRefresh from the adapt path")
+    func excessiveRefreshFromAdapt() async throws {
+        let server = try httpbin()
+        let authenticator = NeverFreshAuthenticator()
+        let interceptor = AuthenticationInterceptor(
+            authenticator: authenticator, credential: BasicCredential(password: "old", expired: true),
+            refreshWindow: .init(interval: 30, maximumAttempts: 1))
+        let request = Session().request("\(server.base)/get", interceptor: interceptor)
+        let response = await request.validate().serializingData().response
+        guard case .requestAdaptationFailed(let underlying) = response.error else {
+            Issue.record("unexpected \(String(describing: response.error))")
+            return
+        }
+        #expect(underlying as? AuthenticationError == .excessiveRefresh)
+        #expect(authenticator.refreshes.load(ordering: .relaxed) == 1)
+        #expect(authenticator.applies.load(ordering: .relaxed) == 0)
+        #expect(response.request?.headers["Authorization"] == nil)
+        #expect(response.metrics == nil && request.retryCount == 0)
+    }
+
     @Test("Basic auth with wrong credentials: a 401 with no body gives nil data, as Alamofire's")
     func wrongCredentialsNilData() async throws {
         let server = try httpbin()
