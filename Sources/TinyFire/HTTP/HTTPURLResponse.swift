@@ -18,8 +18,22 @@ import HTTPTypes
 public struct HTTPURLResponse: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
     /// The status line and header fields.
     public let head: HTTPResponse
+    /// Where the URL comes from: given, or the sent head's parts, parsed only when asked for
+    /// (the engine makes responses on every hop; most are never asked their URL).
+    private let location: Location
+
+    private enum Location: Sendable, Hashable {
+        case url(URL?)
+        case sent(scheme: String, authority: String, path: String)
+    }
+
     /// The URL this response answers (the last hop after redirects); nil when unknown.
-    public let url: URL?
+    public var url: URL? {
+        switch location {
+        case .url(let url): return url
+        case .sent(let scheme, let authority, let path): return URL(string: "\(scheme)://\(authority)\(path)")
+        }
+    }
 
     /// Creates a response from a head and its URL.
     /// - Parameters:
@@ -27,7 +41,18 @@ public struct HTTPURLResponse: Sendable, Hashable, CustomStringConvertible, Cust
     ///   - url: the URL it answers.
     public init(_ head: HTTPResponse, url: URL? = nil) {
         self.head = head
-        self.url = url
+        self.location = .url(url)
+    }
+
+    /// Responses are equal when their heads and URLs are.
+    public static func == (lhs: HTTPURLResponse, rhs: HTTPURLResponse) -> Bool {
+        lhs.head == rhs.head && lhs.url == rhs.url
+    }
+
+    /// Hashes the head and the URL.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(head)
+        hasher.combine(url)
     }
 
     /// Creates a response as Foundation's `HTTPURLResponse(url:statusCode:httpVersion:headerFields:)`.
@@ -118,7 +143,7 @@ extension HTTPURLResponse {
     /// A response to the request that went out as `head`: its URL rebuilt from the head's
     /// scheme, authority and path.
     init(_ response: HTTPResponse, sent head: SentRequestHead?) {
-        let url = head.flatMap { URL(string: "\($0.scheme)://\($0.authority)\($0.path)") }
-        self.init(response, url: url)
+        self.head = response
+        self.location = head.map { .sent(scheme: $0.scheme, authority: $0.authority, path: $0.path) } ?? .url(nil)
     }
 }
