@@ -28,59 +28,16 @@ public protocol ParameterEncoding: Sendable {
 /// `key[nested]`, arrays per `arrayEncoding`, booleans per `boolEncoding`, every byte outside
 /// `URLEncodedFormEncoder.defaultAllowedBytes` percent-escaped.
 public struct URLEncoding: ParameterEncoding {
-    /// Where the encoded parameters go.
-    public enum Destination: Sendable {
-        /// The query for GET, HEAD and DELETE; the body otherwise (the default).
-        case methodDependent
-        /// Always the query.
-        case queryString
-        /// Always the body.
-        case httpBody
-
-        func encodesParametersInURL(for method: HTTPMethod) -> Bool {
-            switch self {
-            case .methodDependent: return [.get, .head, .delete].contains(method)
-            case .queryString: return true
-            case .httpBody: return false
-            }
-        }
-    }
-
-    /// How array elements are keyed.
-    public enum ArrayEncoding: Sendable {
-        /// `key[]` (the default).
-        case brackets
-        /// `key`.
-        case noBrackets
-        /// `key[0]`, `key[1]`, …
-        case indexInBrackets
-        /// Your closure, given the key and the element's index.
-        case custom(@Sendable (_ key: String, _ index: Int) -> String)
-
-        func encode(key: String, atIndex index: Int) -> String {
-            switch self {
-            case .brackets: return "\(key)[]"
-            case .noBrackets: return key
-            case .indexInBrackets: return "\(key)[\(index)]"
-            case .custom(let encoding): return encoding(key, index)
-            }
-        }
-    }
-
-    /// How booleans are written.
-    public enum BoolEncoding: Sendable {
-        /// `1` and `0` (the default).
-        case numeric
-        /// `true` and `false`.
-        case literal
-
-        func encode(value: Bool) -> String {
-            switch self {
-            case .numeric: return value ? "1" : "0"
-            case .literal: return value ? "true" : "false"
-            }
-        }
-    }
+    /// Where the encoded parameters go: `.methodDependent` (the query for GET, HEAD and DELETE,
+    /// the body otherwise; the default), `.queryString`, `.httpBody`. The same type as
+    /// `URLEncodedFormParameterEncoder`'s.
+    public typealias Destination = URLEncodedFormParameterEncoder.Destination
+    /// How array elements are keyed: `.brackets` (`key[]`, the default), `.noBrackets`,
+    /// `.indexInBrackets`, `.custom`. The same type as `URLEncodedFormEncoder`'s.
+    public typealias ArrayEncoding = URLEncodedFormEncoder.ArrayEncoding
+    /// How booleans are written: `.numeric` (`1`/`0`, the default) or `.literal`. The same type
+    /// as `URLEncodedFormEncoder`'s.
+    public typealias BoolEncoding = URLEncodedFormEncoder.BoolEncoding
 
     /// Method-dependent destination, brackets, numeric booleans.
     public static var `default`: URLEncoding { URLEncoding() }
@@ -153,10 +110,10 @@ public struct URLEncoding: ParameterEncoding {
             }
         case let array as [Any]:
             for (index, element) in array.enumerated() {
-                components += queryComponents(fromKey: arrayEncoding.encode(key: key, atIndex: index), value: element)
+                components += queryComponents(fromKey: arrayEncoding.encode(key, atIndex: index), value: element)
             }
         case let bool as Bool:
-            components.append((escape(key), escape(boolEncoding.encode(value: bool))))
+            components.append((escape(key), escape(boolEncoding.encode(bool))))
         case let number as Double where number.isFinite:
             components.append((escape(key), escape(JSONObject.text(of: number))))
         case .some(let value):

@@ -69,14 +69,7 @@ public struct DataResponse<Success: Sendable, Failure: Error>: Sendable, CustomS
     /// - Parameter transform: applied to the success value.
     /// - Returns: a response whose failure is `any Error`.
     public func tryMap<NewSuccess: Sendable>(_ transform: (Success) throws -> NewSuccess) -> DataResponse<NewSuccess, any Error> {
-        let mapped: Result<NewSuccess, any Error>
-        switch result {
-        case .success(let value):
-            do { mapped = .success(try transform(value)) } catch { mapped = .failure(error) }
-        case .failure(let error):
-            mapped = .failure(error)
-        }
-        return replacing(mapped)
+        replacing(result.tryMapping(transform))
     }
 
     /// Transforms the failure.
@@ -90,14 +83,7 @@ public struct DataResponse<Success: Sendable, Failure: Error>: Sendable, CustomS
     /// - Parameter transform: applied to the failure.
     /// - Returns: a response whose failure is `any Error`.
     public func tryMapError<NewFailure: Error>(_ transform: (Failure) throws -> NewFailure) -> DataResponse<Success, any Error> {
-        let mapped: Result<Success, any Error>
-        switch result {
-        case .success(let value):
-            mapped = .success(value)
-        case .failure(let error):
-            do { mapped = .failure(try transform(error)) } catch { mapped = .failure(error) }
-        }
-        return replacing(mapped)
+        replacing(result.tryMappingError(transform))
     }
 
     private func replacing<S: Sendable, F: Error>(_ result: Result<S, F>) -> DataResponse<S, F> {
@@ -151,6 +137,28 @@ public struct DataResponse<Success: Sendable, Failure: Error>: Sendable, CustomS
         guard let body, !body.isEmpty else { return "None" }
         guard body.count <= 4096, let text = String(validating: body, as: UTF8.self) else { return "\(body.count) bytes" }
         return "\n        " + text.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\n        ")
+    }
+}
+
+extension Result {
+    /// The success transformed by a throwing closure; a throw becomes the failure.
+    func tryMapping<NewSuccess>(_ transform: (Success) throws -> NewSuccess) -> Result<NewSuccess, any Error> {
+        switch self {
+        case .success(let value):
+            do { return .success(try transform(value)) } catch { return .failure(error) }
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
+    /// The failure transformed by a throwing closure; a throw becomes the failure.
+    func tryMappingError<NewFailure: Error>(_ transform: (Failure) throws -> NewFailure) -> Result<Success, any Error> {
+        switch self {
+        case .success(let value):
+            return .success(value)
+        case .failure(let error):
+            do { return .failure(try transform(error)) } catch { return .failure(error) }
+        }
     }
 }
 

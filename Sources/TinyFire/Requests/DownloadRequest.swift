@@ -928,14 +928,7 @@ public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
     /// - Parameter transform: maps the value.
     /// - Returns: the new response, failing with `any Error`.
     public func tryMap<NewSuccess: Sendable>(_ transform: (Success) throws -> NewSuccess) -> DownloadResponse<NewSuccess, any Error> {
-        let mapped: Result<NewSuccess, any Error>
-        switch result {
-        case .success(let value):
-            do { mapped = .success(try transform(value)) } catch { mapped = .failure(error) }
-        case .failure(let error):
-            mapped = .failure(error)
-        }
-        return replacing(mapped)
+        replacing(result.tryMapping(transform))
     }
 
     /// The same response with its failure transformed.
@@ -950,14 +943,7 @@ public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
     /// - Parameter transform: maps the failure.
     /// - Returns: the new response, failing with `any Error`.
     public func tryMapError<NewFailure: Error>(_ transform: (Failure) throws -> NewFailure) -> DownloadResponse<Success, any Error> {
-        let mapped: Result<Success, any Error>
-        switch result {
-        case .success(let value):
-            mapped = .success(value)
-        case .failure(let error):
-            do { mapped = .failure(try transform(error)) } catch { mapped = .failure(error) }
-        }
-        return replacing(mapped)
+        replacing(result.tryMappingError(transform))
     }
 
     private func replacing<S: Sendable, F: Error>(_ result: Result<S, F>) -> DownloadResponse<S, F> {
