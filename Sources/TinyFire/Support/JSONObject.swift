@@ -20,12 +20,6 @@ enum JSONObject {
         var fragmentsAllowed = false
     }
 
-    /// Whether `value` can be written as a JSON document (an object or an array at the top,
-    /// unless `fragmentsAllowed`).
-    static func isValid(_ value: Any, fragmentsAllowed: Bool = false) -> Bool {
-        (try? write(value, options: WritingOptions(fragmentsAllowed: fragmentsAllowed))) != nil
-    }
-
     /// The JSON text of `value`. Object keys are written sorted, so equal values always give
     /// equal bytes (`JSONSerialization` writes them in the dictionary's order unless told to
     /// sort).
