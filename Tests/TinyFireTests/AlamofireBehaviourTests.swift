@@ -277,6 +277,36 @@ struct AlamofireBehaviourTests {
         #expect(resumed.response?.statusCode == 206)
     }
 
+    @Test("cancel(byProducingResumeData:) answers only the call that cancels: not a second one, not one after the end")
+    func resumeDataAnsweredOnce() async throws {
+        let server = try nginx()
+        let answers = Mutex<[String]>([])
+        let download = Session().download("\(server.base)/slow-no-etag/1m.bin")
+        let first = await withCheckedContinuation { (continuation: CheckedContinuation<Data?, Never>) in
+            download.downloadProgress { progress in
+                // Every progress event past 64 KiB cancels, as ported Alamofire code does.
+                guard progress.completedUnitCount > 64 * 1024 else { return }
+                download.cancel { data in
+                    let count = answers.withLock { list in
+                        list.append("progress")
+                        return list.count
+                    }
+                    if count == 1 { continuation.resume(returning: data) }
+                }
+            }
+            download.response { _ in }
+        }
+        #expect(first != nil)
+        download.cancel { _ in answers.withLock { $0.append("after cancel") } }
+
+        let finished = Session().download("\(server.base)/no-etag/1m.bin")
+        _ = await finished.serializingData().response
+        finished.cancel { _ in answers.withLock { $0.append("after the end") } }
+        // Answers go through the session's root queue: give a wrong one time to arrive.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(answers.withLock { $0 } == ["progress"])
+    }
+
     @Test("a download into an occupied file or a missing directory fails with the file-system error that says which")
     func downloadMoveErrors() async throws {
         let server = try httpbin()

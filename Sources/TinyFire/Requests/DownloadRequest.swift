@@ -109,6 +109,8 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         var producingResumeData = false
         var resumeData: Data?
         var resumeDataHandlers: [@Sendable (Data?) -> Void] = []
+        /// A `cancel(byProducingResumeData:)` already cancels (later ones are not answered).
+        var cancelClaimed = false
     }
 
     private let resume = Mutex(ResumeState())
@@ -216,21 +218,23 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     /// Cancels the download, keeps the bytes received so far, and calls `completionHandler`
     /// on the session's root queue with the resume data (nil when nothing can be resumed).
+    ///
+    /// As in Alamofire, only the call that cancels gets an answer: on a request already
+    /// cancelled or finished this does nothing and `completionHandler` is never called (so a
+    /// progress handler may call it more than once, and a continuation resumed in it is
+    /// resumed once). `resumeData` still holds what the cancelling call produced.
     /// - Parameter completionHandler: receives the resume data.
     /// - Returns: the request.
     @discardableResult
     public func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) -> Self {
-        let finishedAlready = resume.withLock { state -> Data?? in
+        let cancels = resume.withLock { state -> Bool in
+            guard !state.cancelClaimed, !isFinished, !isCancelled else { return false }
+            state.cancelClaimed = true
             state.producingResumeData = true
-            if isFinished { return .some(state.resumeData) }
             state.resumeDataHandlers.append(completionHandler)
-            return .none
+            return true
         }
-        if let data = finishedAlready {
-            session.rootQueue.async { completionHandler(data) }
-            return self
-        }
-        return cancel()
+        return cancels ? cancel() : self
     }
 
     override func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
