@@ -30,9 +30,22 @@ let package = Package(
             path: "Sources/CTinyFireTLS",
             linkerSettings: [.linkedLibrary("mbedtls"), .linkedLibrary("mbedx509"), .linkedLibrary("mbedcrypto")]
         ),
+        // What fire-agent and TinyFire both stand on, written in the Embedded-Swift subset (no
+        // Foundation, Dispatch, existentials of non-class protocols or untyped throws) so that
+        // cross/embedded/build.sh also compiles it for boards (armv7, aarch64) without a runtime.
+        .target(
+            name: "TinyFireCore",
+            dependencies: [
+                "CZlib",
+                "CTinyFireSystem",
+                "CTinyFireTLS",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
         .target(
             name: "TinyFire",
             dependencies: [
+                "TinyFireCore",
                 "CZlib",
                 "CTinyFireSystem",
                 "CTinyFireTLS",
@@ -82,6 +95,7 @@ let package = Package(
         .testTarget(
             name: "TinyFireTests",
             dependencies: [
+                "TinyFireCore",
                 "TinyFire",
                 "TinyFireFoundation",
                 "FireAgentCore",

@@ -14,14 +14,14 @@ work="${FUZZ_WORK:-fuzz}"
 crashes="$work/crashes"
 mkdir -p "$out" "$crashes" "$work/corpus-work" "$work/corpus-work-queue" "$work/corpus-work-range" "$work/corpus-work-manifest"
 flags=(-sanitize=fuzzer,address -parse-as-library -package-name TinyFire -O -g -I Sources/CZlib -lz)
-http=(Sources/TinyFire/HTTP/ResponseParser.swift Sources/TinyFire/HTTP/ResponseHead.swift
-    Sources/TinyFire/HTTP/HTTPParseError.swift Sources/TinyFire/HTTP/ContentDecoder.swift Sources/TinyFire/Support/Quoting.swift)
+http=(Sources/TinyFireCore/HTTP/ResponseParser.swift Sources/TinyFireCore/HTTP/ResponseHead.swift
+    Sources/TinyFireCore/HTTP/HTTPParseError.swift Sources/TinyFireCore/HTTP/ContentDecoder.swift Sources/TinyFireCore/Support/Quoting.swift)
 swiftc "${flags[@]}" -module-name TinyFireFuzz "${http[@]}" fuzz/ResponseParserFuzz.swift -o "$out/response-parser-fuzz"
-swiftc "${flags[@]}" -module-name TinyFireRangeFuzz "${http[@]}" Sources/TinyFire/HTTP/ContentRange.swift \
+swiftc "${flags[@]}" -module-name TinyFireRangeFuzz "${http[@]}" Sources/TinyFireCore/HTTP/ContentRange.swift \
     fuzz/ContentRangeFuzz.swift -o "$out/content-range-fuzz"
-swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFire/OfflineQueue/OfflineQueueJournal.swift Sources/TinyFire/Support/BootInstant.swift \
+swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFire/OfflineQueue/OfflineQueueJournal.swift Sources/TinyFireCore/Support/BootInstant.swift \
     fuzz/QueueJournalFuzz.swift -o "$out/queue-journal-fuzz"
-swiftc "${flags[@]}" -module-name TinyFireManifestFuzz Sources/TinyFire/Support/StrictJSON.swift \
+swiftc "${flags[@]}" -module-name TinyFireManifestFuzz Sources/TinyFireCore/Support/StrictJSON.swift \
     fuzz/ManifestJSONFuzz.swift -o "$out/manifest-json-fuzz"
 # The response parser gets half the time, the queue reader, Content-Range and the manifest reader a
 # sixth each.

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <string.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/timex.h>
 #include <time.h>
@@ -115,6 +116,16 @@ int tinyfire_renameat_noreplace(int old_dirfd, const char *old_name, int new_dir
     return (int)syscall(SYS_renameat2, old_dirfd, old_name, new_dirfd, new_name, 1U /* RENAME_NOREPLACE */);
 #endif
 }
+
+int tinyfire_open(const char *path, int flags, unsigned int mode) { return open(path, flags, (mode_t)mode); }
+
+int tinyfire_openat(int dirfd, const char *path, int flags, unsigned int mode) {
+    return openat(dirfd, path, flags, (mode_t)mode);
+}
+
+int tinyfire_fcntl(int fd, int command, long argument) { return fcntl(fd, command, argument); }
+
+int tinyfire_ioctl(int fd, unsigned long request, void *argument) { return ioctl(fd, request, argument); }
 
 long long tinyfire_build_time(void) {
     static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";

@@ -70,4 +70,12 @@ long long tinyfire_build_time(void);
  * boot and cleared by an NTP client such as systemd-timesyncd or chrony), 0 when synchronized,
  * -errno when it cannot be asked. */
 int tinyfire_clock_unsynchronized(void);
+
+/* Variadic libc calls with fixed arguments: Swift cannot call a C variadic function, and
+ * Embedded Swift has no Glibc overlay that wraps them (TinyFireCore's LibC.swift uses these
+ * there). Return what the call returns, with errno set by it. */
+int tinyfire_open(const char *path, int flags, unsigned int mode);
+int tinyfire_openat(int dirfd, const char *path, int flags, unsigned int mode);
+int tinyfire_fcntl(int fd, int command, long argument);
+int tinyfire_ioctl(int fd, unsigned long request, void *argument);
 #endif

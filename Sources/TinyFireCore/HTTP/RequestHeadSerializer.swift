@@ -1,7 +1,7 @@
 import HTTPTypes
 
 /// How a request body is framed on the wire.
-enum RequestBodyFraming: Sendable, Equatable {
+package enum RequestBodyFraming: Sendable, Equatable {
     /// No body, and no `Content-Length` (GET, HEAD, …).
     case none
     /// `Content-Length: n`.
@@ -11,7 +11,7 @@ enum RequestBodyFraming: Sendable, Equatable {
 }
 
 /// A request head that cannot be written safely.
-enum RequestHeadError: Error, Equatable {
+package enum RequestHeadError: Error, Equatable {
     case invalidMethod(String)
     case invalidTarget(String)
     case invalidHeader(String)
@@ -19,27 +19,31 @@ enum RequestHeadError: Error, Equatable {
 }
 
 /// What a request head leaves out or adds on the way to the wire.
-struct RequestHeadOptions: Sendable, Equatable {
+package struct RequestHeadOptions: Sendable, Equatable {
     /// `Authorization`, `Cookie` and `Proxy-Authorization` stay home (a redirect to another
     /// origin).
-    var stripsCredentials = false
+    package var stripsCredentials = false
     /// The default `Accept-Encoding` is not sent (automatic decompression is off).
-    var dropsDefaultAcceptEncoding = false
+    package var dropsDefaultAcceptEncoding = false
     /// `Expect: 100-continue` is added.
-    var expectsContinue = false
+    package var expectsContinue = false
     /// The caller's `Proxy-Authorization` is not sent: the head goes to an origin, or to a
     /// proxy whose configured credentials replace it.
-    var dropsProxyAuthorization = false
+    package var dropsProxyAuthorization = false
+
+    package init(dropsDefaultAcceptEncoding: Bool = false) {
+        self.dropsDefaultAcceptEncoding = dropsDefaultAcceptEncoding
+    }
 
     /// Whether a credential field stays home.
-    func dropsCredential(_ name: HTTPField.Name) -> Bool {
+    package func dropsCredential(_ name: HTTPField.Name) -> Bool {
         if name == .proxyAuthorization { return stripsCredentials || dropsProxyAuthorization }
         return stripsCredentials && (name == .authorization || name == .cookie)
     }
 
     /// Whether a session default goes out beside the request's own `fields`: the request does
     /// not set it, and it is not the `Accept-Encoding` automatic decompression would need.
-    func sendsDefault(_ name: HTTPField.Name, over fields: HTTPFields) -> Bool {
+    package func sendsDefault(_ name: HTTPField.Name, over fields: HTTPFields) -> Bool {
         !fields.contains(name) && !(dropsDefaultAcceptEncoding && name == .acceptEncoding)
     }
 }
@@ -52,7 +56,7 @@ struct RequestHeadOptions: Sendable, Equatable {
 /// `Transfer-Encoding` from the body framing. Caller-supplied `Host`, `Content-Length`,
 /// `Transfer-Encoding` and `Connection` are dropped, so the framing can never disagree with what
 /// is sent and the connection's persistence is the engine's.
-enum RequestHeadSerializer {
+package enum RequestHeadSerializer {
     /// Serializes a head.
     /// - Parameters:
     ///   - method: the method (a token).
@@ -69,7 +73,7 @@ enum RequestHeadSerializer {
     /// - Parameter proxyAuthorization: a `Proxy-Authorization` value to add (a request in
     ///   absolute form to a proxy with credentials); kept out of `options`, so the head the app
     ///   sees (`SentRequestHead`) never holds it.
-    static func serialize(
+    package static func serialize(
         method: String, target: String, authority: String, fields: HTTPFields, defaults: DefaultHeaderLines, options: RequestHeadOptions,
         proxyAuthorization: String? = nil, framing: RequestBodyFraming, limit: Int, into buffer: inout [UInt8]
     ) throws(RequestHeadError) {
@@ -111,7 +115,7 @@ enum RequestHeadSerializer {
     }
 
     /// The fields the head never carries from the caller, and credentials when stripped.
-    static func isDropped(_ name: HTTPField.Name, _ options: RequestHeadOptions) -> Bool {
+    package static func isDropped(_ name: HTTPField.Name, _ options: RequestHeadOptions) -> Bool {
         if name == .contentLength || name == .transferEncoding || name == .connection || name.canonicalName == "host" {
             return true
         }
@@ -120,7 +124,7 @@ enum RequestHeadSerializer {
 
     /// Writes a field line. Its bytes need no check: swift-http-types turns CR, LF and NUL in a
     /// value into spaces when the field is made, and a name is a validated token.
-    static func append(_ field: HTTPField, to buffer: inout [UInt8]) {
+    package static func append(_ field: HTTPField, to buffer: inout [UInt8]) {
         append(name: field.name.rawName, value: field.value, to: &buffer)
     }
 
@@ -136,17 +140,17 @@ enum RequestHeadSerializer {
 
 /// A session's default header fields, with their lines serialized once: a request that sets
 /// none of them and keeps its credentials gets the bytes as they are.
-struct DefaultHeaderLines: Sendable {
-    let fields: HTTPFields
+package struct DefaultHeaderLines: Sendable {
+    package let fields: HTTPFields
     /// The lines of every default that is sent.
-    let lines: [UInt8]
+    package let lines: [UInt8]
     /// A default `Proxy-Authorization` is among them (dropped when the head goes to an origin).
-    let hasProxyAuthorization: Bool
+    package let hasProxyAuthorization: Bool
 
     /// - Parameters:
     ///   - fields: the session's default fields.
     ///   - dropsAcceptEncoding: automatic decompression is off: no default `Accept-Encoding`.
-    init(_ fields: HTTPFields, dropsAcceptEncoding: Bool) {
+    package init(_ fields: HTTPFields, dropsAcceptEncoding: Bool) {
         self.fields = fields
         var bytes: [UInt8] = []
         let options = RequestHeadOptions(dropsDefaultAcceptEncoding: dropsAcceptEncoding)
@@ -162,17 +166,30 @@ struct DefaultHeaderLines: Sendable {
 /// A request head as it went to the wire, kept as its parts: `httpRequest` builds the
 /// `HTTPRequest` (the request's fields, the defaults it did not set, `Expect`) only when asked
 /// for, so the engine builds one request shape per hop, the bytes.
-struct SentRequestHead: Sendable {
-    var method: HTTPMethod
-    var scheme: String
-    var authority: String
-    var path: String
-    var fields: HTTPFields
-    var defaults: HTTPFields
-    var options: RequestHeadOptions
+package struct SentRequestHead: Sendable {
+    package var method: HTTPMethod
+    package var scheme: String
+    package var authority: String
+    package var path: String
+    package var fields: HTTPFields
+    package var defaults: HTTPFields
+    package var options: RequestHeadOptions
+
+    package init(
+        method: HTTPMethod, scheme: String, authority: String, path: String, fields: HTTPFields, defaults: HTTPFields,
+        options: RequestHeadOptions
+    ) {
+        self.method = method
+        self.scheme = scheme
+        self.authority = authority
+        self.path = path
+        self.fields = fields
+        self.defaults = defaults
+        self.options = options
+    }
 
     /// The head as swift-http-types' request.
-    var httpRequest: HTTPRequest {
+    package var httpRequest: HTTPRequest {
         var merged = HTTPFields()
         for field in fields where !isDropped(field.name) { merged.append(field) }
         for field in defaults where !isDropped(field.name) && options.sendsDefault(field.name, over: fields) {

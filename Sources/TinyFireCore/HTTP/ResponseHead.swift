@@ -68,7 +68,7 @@ public struct ResponseHead: Sendable, Equatable {
 
 extension String {
     /// ASCII case-insensitive comparison, as HTTP field names and tokens require.
-    func caseInsensitiveEquals(_ other: String) -> Bool {
+    package func caseInsensitiveEquals(_ other: String) -> Bool {
         var a = self
         var b = other
         guard a.utf8.count == b.utf8.count else { return false }
@@ -86,7 +86,7 @@ extension String {
 extension StringProtocol {
     /// The string without leading and trailing spaces and horizontal tabs (bytes, not
     /// grapheme clusters: HTTP whitespace is ASCII).
-    func trimmingHTTPWhitespace() -> String {
+    package func trimmingHTTPWhitespace() -> String {
         let bytes = utf8
         var start: UTF8View.Index?
         var end = bytes.startIndex
@@ -107,7 +107,7 @@ extension StringProtocol {
 /// Calls `body` with each comma-separated element of a field value, trimmed of spaces and
 /// tabs (RFC 9110 §5.6.1 lists), as bytes.
 @inline(__always)
-func forEachListElement(_ value: ArraySlice<UInt8>, keepEmpty: Bool, _ body: (ArraySlice<UInt8>) -> Void) {
+package func forEachListElement(_ value: ArraySlice<UInt8>, keepEmpty: Bool, _ body: (ArraySlice<UInt8>) -> Void) {
     var start = value.startIndex
     while true {
         let end = value[start...].firstIndex(of: 0x2C) ?? value.endIndex
@@ -122,6 +122,6 @@ func forEachListElement(_ value: ArraySlice<UInt8>, keepEmpty: Bool, _ body: (Ar
 }
 
 @inline(__always)
-func asciiLower(_ byte: UInt8) -> UInt8 {
+package func asciiLower(_ byte: UInt8) -> UInt8 {
     (byte >= 0x41 && byte <= 0x5A) ? byte | 0x20 : byte
 }

@@ -6,7 +6,7 @@
 
 /// Writes all of `bytes` at `offset` with `pwrite`, over short writes and EINTR.
 /// - Returns: nil, or the errno that stopped it (ENOSPC when the device took nothing).
-func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Int32? {
+package func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Int32? {
     guard let base = bytes.baseAddress else { return nil }
     var done = 0
     while done < bytes.count {
@@ -24,7 +24,7 @@ func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -
 /// Writes all of `bytes` at the descriptor's position, over short writes and EINTR, waiting
 /// (up to a second at a time) while a non-blocking descriptor would block.
 /// - Returns: nil, or the errno that stopped it.
-func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+package func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
     guard let base = bytes.baseAddress else { return nil }
     var offset = 0
     while offset < bytes.count {
@@ -47,7 +47,7 @@ func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
 
 /// `fsync` on a directory, so that names created or removed in it survive a power cut.
 /// - Returns: nil, or the errno and the step that failed ("open directory", "sync directory").
-func syncDirectory(_ path: String) -> (code: Int32, operation: String)? {
+package func syncDirectory(_ path: String) -> (code: Int32, operation: String)? {
     let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     guard fd >= 0 else { return (errno, "open directory") }
     defer { close(fd) }
@@ -55,12 +55,12 @@ func syncDirectory(_ path: String) -> (code: Int32, operation: String)? {
 }
 
 /// Why `preadFully` stopped: an errno, or 0 when the file ended first.
-struct ShortRead: Error {
-    var code: Int32
+package struct ShortRead: Error {
+    package var code: Int32
 }
 
 /// Reads exactly `count` bytes at `offset`, over short reads and EINTR.
-func preadFully(_ fd: Int32, count: Int, at offset: Int64) -> Result<[UInt8], ShortRead> {
+package func preadFully(_ fd: Int32, count: Int, at offset: Int64) -> Result<[UInt8], ShortRead> {
     var bytes = [UInt8](repeating: 0, count: count)
     var done = 0
     while done < count {

@@ -123,12 +123,12 @@ public final class PublicKey: @unchecked Sendable {
 }
 
 /// Certificates and keys through mbedTLS, for trust evaluation.
-enum X509 {
+package enum X509 {
     /// The linked mbedTLS version, e.g. `2.28.3`.
-    static var libraryVersion: String { String(cString: tinyfire_tls_library_version()) }
+    package static var libraryVersion: String { String(cString: tinyfire_tls_library_version()) }
 
     /// The DER of every certificate in a PEM or DER file, or mbedTLS's error code.
-    static func readCertificates(file path: String) -> Result<[[UInt8]], CryptoError> {
+    package static func readCertificates(file path: String) -> Result<[[UInt8]], CryptoError> {
         final class Collector { var items: [[UInt8]] = [] }
         let collector = Collector()
         let result = withExtendedLifetime(collector) {
@@ -143,14 +143,14 @@ enum X509 {
     }
 
     /// SHA-256 of a certificate's SubjectPublicKeyInfo; nil when the DER does not parse.
-    static func spkiSHA256(certificate der: UnsafeRawBufferPointer) -> [UInt8]? {
+    package static func spkiSHA256(certificate der: UnsafeRawBufferPointer) -> [UInt8]? {
         var digest = [UInt8](repeating: 0, count: 32)
         let result = tinyfire_x509_spki_sha256(der.baseAddress?.assumingMemoryBound(to: UInt8.self), der.count, &digest)
         return result == 0 ? digest : nil
     }
 
     /// SHA-256 of the SubjectPublicKeyInfo of a PEM or DER public key or certificate file.
-    static func spkiSHA256(file path: String) -> Result<[UInt8], CryptoError> {
+    package static func spkiSHA256(file path: String) -> Result<[UInt8], CryptoError> {
         var digest = [UInt8](repeating: 0, count: 32)
         let result = tinyfire_pk_file_spki_sha256(path, &digest)
         guard result == 0 else { return .failure(CryptoError(description: tlsErrorMessage(result))) }
@@ -158,7 +158,7 @@ enum X509 {
     }
 
     /// Subject and issuer distinguished names of a certificate ("" when it does not parse).
-    static func names(certificate der: UnsafeRawBufferPointer) -> (subject: String, issuer: String) {
+    package static func names(certificate der: UnsafeRawBufferPointer) -> (subject: String, issuer: String) {
         var subject = [CChar](repeating: 0, count: 512)
         var issuer = [CChar](repeating: 0, count: 512)
         _ = tinyfire_x509_names(
@@ -167,17 +167,17 @@ enum X509 {
     }
 
     /// What mbedTLS finds verifying `chain` (leaf first) against `anchors`.
-    struct Verification {
+    package struct Verification {
         /// mbedTLS's verification flags (0: trusted).
-        var flags: UInt32
+        package var flags: UInt32
         /// Whether the CRL file holds a CRL from the leaf's issuer.
-        var leafIssuerHasCRL: Bool
+        package var leafIssuerHasCRL: Bool
     }
 
     /// Verifies `chain` (DER, leaf first) against `anchors` (DER), with an optional CRL file and
     /// host name check.
     /// - Returns: the flags, or the error when the chain or the CRL does not parse.
-    static func verify(chain: [[UInt8]], anchors: [[UInt8]], crlFile: String?, host: String?) -> Result<Verification, CryptoError> {
+    package static func verify(chain: [[UInt8]], anchors: [[UInt8]], crlFile: String?, host: String?) -> Result<Verification, CryptoError> {
         var flags: UInt32 = 0
         var leafIssuerHasCRL: Int32 = 0
         let result = withPointers(chain) { chainPointers, chainLengths in
@@ -202,7 +202,7 @@ enum X509 {
         }
         defer { for buffer in buffers { buffer.deallocate() } }
         let pointers: [UnsafePointer<UInt8>?] = buffers.map { UnsafePointer($0) }
-        let lengths = items.map(\.count)
+        let lengths = items.map { $0.count }
         return pointers.withUnsafeBufferPointer { p in
             lengths.withUnsafeBufferPointer { l in
                 // Both arrays have at least their storage (an empty array's base address may be

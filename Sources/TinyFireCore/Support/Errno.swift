@@ -5,6 +5,6 @@
 #endif
 
 /// `strerror` for an errno value.
-func errnoMessage(_ code: Int32) -> String {
+package func errnoMessage(_ code: Int32) -> String {
     String(cString: strerror(code))
 }

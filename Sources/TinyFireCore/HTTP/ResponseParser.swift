@@ -79,7 +79,7 @@ public struct ResponseParser: Sendable {
     }
 
     /// The parser's named states.
-    enum State: Sendable {
+    package enum State: Sendable {
         case head
         case contentBody(remaining: UInt64)
         case chunkSizeLine
@@ -366,11 +366,11 @@ public struct ResponseParser: Sendable {
 
     /// The values of the fields that decide framing and persistence, gathered while parsing so
     /// that no field list is searched again.
-    struct FramingFields {
-        var contentLengths: [String] = []
-        var transferCodings: [String] = []
-        var connectionClose = false
-        var connectionKeepAlive = false
+    package struct FramingFields {
+        package var contentLengths: [String] = []
+        package var transferCodings: [String] = []
+        package var connectionClose = false
+        package var connectionKeepAlive = false
     }
 
     /// Parses `field-line CRLF` lines from `lineBuffer[start...]` up to the empty line.
@@ -505,7 +505,7 @@ public struct ResponseParser: Sendable {
 
 /// Whether `bytes` equal `lowercase` (which must be lowercase ASCII) ignoring ASCII case.
 @inline(__always)
-func equalsLowercased(_ bytes: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
+package func equalsLowercased(_ bytes: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
     guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
     let expected = lowercase.utf8Start
     var index = 0
@@ -517,10 +517,10 @@ func equalsLowercased(_ bytes: ArraySlice<UInt8>, _ lowercase: StaticString) -> 
 }
 
 @inline(__always)
-func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
+package func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
 
 @inline(__always)
-func hexValue(_ byte: UInt8) -> UInt8? {
+package func hexValue(_ byte: UInt8) -> UInt8? {
     switch byte {
     case 0x30...0x39: return byte - 0x30
     case 0x41...0x46: return byte - 0x41 + 10
@@ -531,7 +531,7 @@ func hexValue(_ byte: UInt8) -> UInt8? {
 
 /// RFC 9110 token characters (field names, methods).
 @inline(__always)
-func isTokenByte(_ byte: UInt8) -> Bool {
+package func isTokenByte(_ byte: UInt8) -> Bool {
     switch byte {
     case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
     case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E:
@@ -541,7 +541,7 @@ func isTokenByte(_ byte: UInt8) -> Bool {
 }
 
 /// A non-negative decimal number of at most 19 digits, or nil.
-func parseDecimal<S: StringProtocol>(_ text: S) -> UInt64? {
+package func parseDecimal<S: StringProtocol>(_ text: S) -> UInt64? {
     guard !text.isEmpty, text.utf8.count <= 19 else { return nil }
     var value: UInt64 = 0
     for byte in text.utf8 {

@@ -1,13 +1,13 @@
 /// A `Content-Range` value (RFC 9110 §14.4): `bytes first-last/complete` or `bytes */complete`.
 /// Numbers are plain decimal digits, at most 19 of them (`parseDecimal`), so `last + 1` and
 /// `complete - first` never overflow. Sans-I/O; fuzzed by fuzz/run.sh.
-struct ContentRange: Equatable {
+package struct ContentRange: Equatable {
     /// First and last byte, nil for an unsatisfied range (`*`).
-    var range: ClosedRange<UInt64>?
+    package var range: ClosedRange<UInt64>?
     /// The whole representation's length, nil when `*`.
-    var completeLength: UInt64?
+    package var completeLength: UInt64?
 
-    init?(_ value: String) {
+    package init?(_ value: String) {
         let trimmed = value.trimmingHTTPWhitespace()
         guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
         let spec = trimmed.dropFirst(6).trimmingHTTPWhitespace()

@@ -13,7 +13,7 @@ public enum ContentCoding: String, Sendable, Equatable {
     /// - Returns: the single coding to undo, or nil when the body is not encoded.
     /// - Throws: `TinyFireError.unsupportedContentEncoding` for anything else, including
     ///   stacked codings.
-    static func from(headerValues values: [String]) throws(ContentDecodingError) -> ContentCoding? {
+    package static func from(headerValues values: [String]) throws(ContentDecodingError) -> ContentCoding? {
         let codings = values.filter { !$0.caseInsensitiveEquals("identity") }
         guard !codings.isEmpty else { return nil }
         guard codings.count == 1 else { throw .unsupported(values.joined(separator: ", ")) }
@@ -48,11 +48,11 @@ public enum ContentDecodingError: Error, Sendable, Equatable, CustomStringConver
 /// Memory: one zlib inflate state (about 7 KiB plus a 32 KiB window) and `outputCapacity`
 /// bytes, allocated once. Output is handed to a closure one buffer at a time, so a gzip bomb
 /// costs time, not memory; the sink behind the closure enforces byte limits.
-final class ContentDecoder {
+package final class ContentDecoder {
     /// Default output buffer size: 64 KiB.
-    static let defaultOutputCapacity = 64 * 1024
+    package static let defaultOutputCapacity = 64 * 1024
 
-    let coding: ContentCoding
+    package let coding: ContentCoding
     private var stream = z_stream()
     private let output: UnsafeMutableRawBufferPointer
     private let outputStart: UnsafeMutablePointer<UInt8>
@@ -68,7 +68,7 @@ final class ContentDecoder {
     /// - Parameters:
     ///   - coding: the content coding to undo.
     ///   - outputCapacity: bytes of decoded output produced per closure call, at most.
-    init(coding: ContentCoding, outputCapacity: Int = ContentDecoder.defaultOutputCapacity) throws(ContentDecodingError) {
+    package init(coding: ContentCoding, outputCapacity: Int = ContentDecoder.defaultOutputCapacity) throws(ContentDecodingError) {
         self.coding = coding
         let output = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, outputCapacity), alignment: 16)
         self.output = output
@@ -91,14 +91,27 @@ final class ContentDecoder {
         initialized = true
     }
 
-    /// Decodes a piece of the body.
+    #if !hasFeature(Embedded)
+        /// Decodes a piece of the body.
+        /// - Parameters:
+        ///   - input: compressed bytes.
+        ///   - emit: called with each buffer of decoded bytes (valid only during the call).
+        /// - Throws: `ContentDecodingError` for corrupt data, or whatever `emit` throws.
+        package func decode(_ input: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+            try decode(input, corrupt: { $0 }, emit: emit)
+        }
+    #endif
+
+    /// Decodes a piece of the body, with one error type for both sides (Embedded Swift has
+    /// typed throws only).
     /// - Parameters:
     ///   - input: compressed bytes.
+    ///   - corrupt: turns the decoder's own error into the caller's.
     ///   - emit: called with each buffer of decoded bytes (valid only during the call).
-    /// - Throws: `ContentDecodingError` for corrupt data, or whatever `emit` throws.
-    func decode(
-        _ input: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) throws -> Void
-    ) throws {
+    /// - Throws: `corrupt(…)` for corrupt data, or whatever `emit` throws.
+    package func decode<E: Error>(
+        _ input: UnsafeRawBufferPointer, corrupt: (ContentDecodingError) -> E, emit: (UnsafeRawBufferPointer) throws(E) -> Void
+    ) throws(E) {
         guard !input.isEmpty else { return }
         receivedInput = true
         var rest = input
@@ -111,14 +124,18 @@ final class ContentDecoder {
             guard probe.count == 2 else { return }
             modeDecided = true
             let isZlib = probe[0] & 0x0F == 8 && (UInt16(probe[0]) << 8 | UInt16(probe[1])) % 31 == 0
-            if !isZlib { try start(windowBits: -15) }
+            if !isZlib {
+                do throws(ContentDecodingError) { try start(windowBits: -15) } catch { throw corrupt(error) }
+            }
             let header = probe
-            try header.withUnsafeBytes { try inflateAll($0, emit: emit) }
+            try header.withBytes { bytes throws(E) in try inflateAll(bytes, corrupt: corrupt, emit: emit) }
         }
-        try inflateAll(rest, emit: emit)
+        try inflateAll(rest, corrupt: corrupt, emit: emit)
     }
 
-    private func inflateAll(_ input: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+    private func inflateAll<E: Error>(
+        _ input: UnsafeRawBufferPointer, corrupt: (ContentDecodingError) -> E, emit: (UnsafeRawBufferPointer) throws(E) -> Void
+    ) throws(E) {
         guard !input.isEmpty, let base = input.baseAddress else { return }
         var offset = 0
         while offset < input.count {
@@ -127,10 +144,10 @@ final class ContentDecoder {
                 // is ignored, as curl does.
                 guard coding == .gzip else { return }
                 let status = inflateReset(&stream)
-                guard status == Z_OK else { throw ContentDecodingError.corrupt(coding: coding, message: zlibMessage(status)) }
+                guard status == Z_OK else { throw corrupt(.corrupt(coding: coding, message: zlibMessage(status))) }
                 finished = false
             }
-            let chunk = min(input.count - offset, Int(UInt32.max))
+            let chunk = min(input.count - offset, Int(clamping: UInt32.max))
             stream.next_in = UnsafeMutablePointer(mutating: base.advanced(by: offset).assumingMemoryBound(to: UInt8.self))
             stream.avail_in = UInt32(chunk)
             repeat {
@@ -143,12 +160,12 @@ final class ContentDecoder {
                     break
                 case Z_BUF_ERROR:
                     if produced == 0 && stream.avail_in != 0 {
-                        throw ContentDecodingError.corrupt(coding: coding, message: "no progress")
+                        throw corrupt(.corrupt(coding: coding, message: "no progress"))
                     }
                 case Z_STREAM_END:
                     finished = true
                 default:
-                    throw ContentDecodingError.corrupt(coding: coding, message: zlibMessage(status))
+                    throw corrupt(.corrupt(coding: coding, message: zlibMessage(status)))
                 }
                 if produced > 0 {
                     try emit(UnsafeRawBufferPointer(rebasing: output[0..<produced]))
@@ -161,7 +178,7 @@ final class ContentDecoder {
 
     /// Checks that the compressed stream ended properly.
     /// - Throws: `ContentDecodingError.truncated` when the end marker never came.
-    func finish() throws(ContentDecodingError) {
+    package func finish() throws(ContentDecodingError) {
         // An empty body with a Content-Encoding (some servers send one) decodes to nothing.
         if receivedInput && !finished { throw .truncated(coding: coding) }
     }

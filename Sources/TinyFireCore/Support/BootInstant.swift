@@ -44,7 +44,7 @@ public struct BootInstant: Sendable, Equatable, Hashable {
 
     /// A boot id file's UUID (`8-4-4-4-12` hex digits) as 16 bytes; nil when unreadable or
     /// not a UUID.
-    static func readBootID(path: String) -> [UInt8]? {
+    package static func readBootID(path: String) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -55,7 +55,7 @@ public struct BootInstant: Sendable, Equatable, Hashable {
     }
 
     /// A UUID's text (hyphens optional, trailing newline allowed) as 16 bytes.
-    static func parseUUID(_ text: ArraySlice<UInt8>) -> [UInt8]? {
+    package static func parseUUID(_ text: ArraySlice<UInt8>) -> [UInt8]? {
         var bytes: [UInt8] = []
         var high: UInt8?
         for character in text where character != UInt8(ascii: "-") && character != UInt8(ascii: "\n") {

@@ -6,26 +6,28 @@
 
 /// A point on the monotonic clock, in nanoseconds. Never goes back, unaffected by wall-clock
 /// changes (NTP steps on a board that just booted are common).
-struct Instant: Comparable, Sendable, Hashable {
-    var nanoseconds: UInt64
+package struct Instant: Comparable, Sendable, Hashable {
+    package var nanoseconds: UInt64
 
-    static func now() -> Instant {
+    package init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
+
+    package static func now() -> Instant {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Instant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
     }
 
-    static func < (a: Instant, b: Instant) -> Bool { a.nanoseconds < b.nanoseconds }
+    package static func < (a: Instant, b: Instant) -> Bool { a.nanoseconds < b.nanoseconds }
 
     /// `a` plus `d`, saturating at the end of time (a huge timeout is "never", not a wrapped
     /// deadline in the past).
-    static func + (a: Instant, d: Duration) -> Instant {
+    package static func + (a: Instant, d: Duration) -> Instant {
         let (sum, overflow) = a.nanoseconds.addingReportingOverflow(d.nanosecondsClamped)
         return Instant(nanoseconds: overflow ? .max : sum)
     }
 
     /// Time from `earlier` to `self`, zero if `earlier` is later.
-    func since(_ earlier: Instant) -> Duration {
+    package func since(_ earlier: Instant) -> Duration {
         .nanoseconds(Int64(clamping: nanoseconds >= earlier.nanoseconds ? nanoseconds - earlier.nanoseconds : 0))
     }
 }
@@ -42,7 +44,7 @@ extension Duration {
     }
 
     /// The duration in whole nanoseconds, clamped to 0...UInt64.max.
-    var nanosecondsClamped: UInt64 {
+    package var nanosecondsClamped: UInt64 {
         let (seconds, attoseconds) = components
         if seconds < 0 { return 0 }
         let (ns, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
@@ -52,7 +54,7 @@ extension Duration {
     }
 
     /// The duration in seconds as a Double, for messages and rates.
-    var seconds: Double {
+    package var seconds: Double {
         let (s, a) = components
         return Double(s) + Double(a) / 1e18
     }

@@ -1,6 +1,6 @@
 /// A short, printable rendering of untrusted text for error messages (at most 80 characters,
 /// control characters escaped).
-func quoted(_ text: String) -> String {
+package func quoted(_ text: String) -> String {
     var out = "\""
     var count = 0
     for scalar in text.unicodeScalars {

@@ -49,13 +49,19 @@ package enum StrictJSON: Equatable, Sendable {
     }
 
     /// The deepest nesting read under `Rules.signed`.
-    static let maximumDepth = Rules.signed.maximumDepth
+    package static let maximumDepth = Rules.signed.maximumDepth
 
     /// What is wrong and where: "line L, column C: reason".
     package struct SyntaxError: Error, Equatable, CustomStringConvertible {
         package let line: Int
         package let column: Int
         package let reason: String
+
+        package init(line: Int, column: Int, reason: String) {
+            self.line = line
+            self.column = column
+            self.reason = reason
+        }
 
         package var description: String { "line \(line), column \(column): \(reason)" }
     }
@@ -81,19 +87,19 @@ package enum StrictJSON: Equatable, Sendable {
     }
 
     private struct Reader {
-        let bytes: [UInt8]
-        let rules: Rules
-        var index = 0
-        var line = 1
-        var lineStart = 0
+        package let bytes: [UInt8]
+        package let rules: Rules
+        package var index = 0
+        package var line = 1
+        package var lineStart = 0
 
-        func failure(_ reason: String) -> SyntaxError {
+        package func failure(_ reason: String) -> SyntaxError {
             SyntaxError(line: line, column: index - lineStart + 1, reason: reason)
         }
 
-        var current: UInt8? { index < bytes.count ? bytes[index] : nil }
+        package var current: UInt8? { index < bytes.count ? bytes[index] : nil }
 
-        mutating func skipSpace() {
+        package mutating func skipSpace() {
             while let byte = current, byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D {
                 if byte == 0x0A {
                     line += 1
@@ -103,7 +109,7 @@ package enum StrictJSON: Equatable, Sendable {
             }
         }
 
-        mutating func value(depth: Int) throws(SyntaxError) -> StrictJSON {
+        package mutating func value(depth: Int) throws(SyntaxError) -> StrictJSON {
             guard depth < rules.maximumDepth else { throw failure("nested more than \(rules.maximumDepth) levels") }
             guard let byte = current else { throw failure("a value is missing at the end") }
             switch byte {
@@ -124,7 +130,7 @@ package enum StrictJSON: Equatable, Sendable {
             }
         }
 
-        mutating func literal(_ word: StaticString) throws(SyntaxError) {
+        package mutating func literal(_ word: StaticString) throws(SyntaxError) {
             let expected = UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
             guard bytes.count - index >= expected.count, bytes[index..<index + expected.count].elementsEqual(expected) else {
                 throw failure("not a value (true, false, null, a number, a \"string\", [ or {)")
@@ -132,7 +138,7 @@ package enum StrictJSON: Equatable, Sendable {
             index += expected.count
         }
 
-        mutating func object(depth: Int) throws(SyntaxError) -> StrictJSON {
+        package mutating func object(depth: Int) throws(SyntaxError) -> StrictJSON {
             let open = failure("'{' never closed")
             index += 1
             var fields: [String: StrictJSON] = [:]
@@ -170,7 +176,7 @@ package enum StrictJSON: Equatable, Sendable {
             }
         }
 
-        mutating func array(depth: Int) throws(SyntaxError) -> StrictJSON {
+        package mutating func array(depth: Int) throws(SyntaxError) -> StrictJSON {
             let open = failure("'[' never closed")
             index += 1
             var items: [StrictJSON] = []
@@ -196,7 +202,7 @@ package enum StrictJSON: Equatable, Sendable {
         }
 
         /// A string at `"`, unescaped and checked to be UTF-8.
-        mutating func string() throws(SyntaxError) -> String {
+        package mutating func string() throws(SyntaxError) -> String {
             let open = failure("string never closed")
             index += 1
             var scalars = String.UnicodeScalarView()
@@ -259,7 +265,7 @@ package enum StrictJSON: Equatable, Sendable {
             throw open
         }
 
-        mutating func hex4() throws(SyntaxError) -> UInt16 {
+        package mutating func hex4() throws(SyntaxError) -> UInt16 {
             guard bytes.count - index >= 4 else { throw failure("\\u needs four hexadecimal digits") }
             var value: UInt16 = 0
             for _ in 0..<4 {
@@ -278,7 +284,7 @@ package enum StrictJSON: Equatable, Sendable {
         }
 
         /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, nothing else.
-        mutating func number() throws(SyntaxError) -> StrictJSON {
+        package mutating func number() throws(SyntaxError) -> StrictJSON {
             let start = index
             if current == UInt8(ascii: "-") { index += 1 }
             func digits() -> Int {
@@ -323,13 +329,13 @@ package enum StrictJSON: Equatable, Sendable {
             return .number(value)
         }
 
-        static func isWordByte(_ byte: UInt8) -> Bool {
+        package static func isWordByte(_ byte: UInt8) -> Bool {
             (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
                 || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
         }
 
         /// What JSON5 (the config file's syntax) means by `byte` where JSON has none of it.
-        static func json5Hint(_ byte: UInt8) -> String? {
+        package static func json5Hint(_ byte: UInt8) -> String? {
             switch byte {
             case UInt8(ascii: "/"): return "a comment (JSON has none)"
             case UInt8(ascii: "'"): return "a single-quoted string (JSON strings use \")"
@@ -338,7 +344,7 @@ package enum StrictJSON: Equatable, Sendable {
         }
 
         /// A byte for a message: printable ASCII as itself in quotes, anything else in hex.
-        static func show(_ byte: UInt8) -> String {
+        package static func show(_ byte: UInt8) -> String {
             if byte > 0x20, byte < 0x7F { return "'\(Character(Unicode.Scalar(byte)))'" }
             let digits = String(byte, radix: 16, uppercase: true)
             return "byte 0x" + (digits.count == 1 ? "0" + digits : digits)

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds TinyFireCore (and swift-http-types under it) in Embedded Swift for one architecture,
+# with the machine's own Swift toolchain and no Swift runtime:
+#   x86_64   the host (x86_64-unknown-linux-gnu), against the host's headers and libraries
+#   armv7    armv7 hard-float Linux (armhf; i.MX6/7, STM32MP1, AM335x, 32-bit Raspberry Pi OS)
+#   aarch64  64-bit ARM Linux
+# The ARM sysroots are Debian bookworm packages (cross/embedded/sysroot.sh). Objects and modules
+# go to OUT (default .build-embedded/ARCH); prints OUT. Usage:
+#   cross/embedded/build.sh x86_64|armv7|aarch64 [OUT]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+project="$(cd "$here/../.." && pwd)"
+log() { echo "embedded: $*" >&2; }
+die() { echo "embedded: error: $*" >&2; exit 1; }
+
+arch="${1:-}"
+out="${2:-$project/.build-embedded/$arch}"
+export PATH="/opt/swift/usr/bin:$PATH"
+case "$arch" in
+x86_64)
+    swift_target=(-target x86_64-unknown-linux-gnu)
+    clang_target=(--target=x86_64-unknown-linux-gnu)
+    sysroot_flags=()
+    ;;
+armv7)
+    # Embedded Swift's stdlib exists for the bare-metal triple only; with the hard-float ABI and
+    # the Linux headers it is the armhf ABI (objects carry Tag_ABI_VFP_args: VFP registers).
+    sysroot="$("$here/sysroot.sh" armv7)"
+    swift_target=(-target armv7-none-none-eabi -Xcc -mfloat-abi=hard -Xcc -mfpu=vfpv3-d16)
+    clang_target=(--target=armv7-unknown-linux-gnueabihf -mfloat-abi=hard -mfpu=vfpv3-d16)
+    multiarch=arm-linux-gnueabihf
+    ;;
+aarch64)
+    sysroot="$("$here/sysroot.sh" aarch64)"
+    swift_target=(-target aarch64-none-none-elf)
+    clang_target=(--target=aarch64-unknown-linux-gnu)
+    multiarch=aarch64-linux-gnu
+    ;;
+*) die "usage: $0 x86_64|armv7|aarch64 [OUT]" ;;
+esac
+if [ "$arch" != x86_64 ]; then
+    sysroot_flags=(-Xcc --sysroot="$sysroot" -Xcc -isystem -Xcc "$sysroot/usr/include/$multiarch"
+        -Xcc -isystem -Xcc "$sysroot/usr/include" -Xcc -D__linux__ -Xcc -D__unix__)
+    clang_target+=(--sysroot="$sysroot")
+fi
+mkdir -p "$out/modulemaps"
+out="$(cd "$out" && pwd)"
+
+# The project's C targets, as SwiftPM sees them: module maps over their include/ directories.
+cat > "$out/modulemaps/module.modulemap" <<MAP
+module CTinyFireSystem {
+    umbrella "$project/Sources/CTinyFireSystem/include"
+    export *
+}
+module CTinyFireTLS {
+    header "$project/Sources/CTinyFireTLS/include/CTinyFireTLS.h"
+    export *
+}
+MAP
+c_flags=("${clang_target[@]}" -Os -ffunction-sections -fdata-sections -fPIC)
+for source in "$project"/Sources/CTinyFireSystem/*.c "$project"/Sources/CTinyFireTLS/*.c "$here/runtime-stubs.c"; do
+    clang "${c_flags[@]}" -I "$(dirname "$source")/include" -c "$source" -o "$out/$(basename "$source" .c).o"
+done
+
+swift_flags=(-enable-experimental-feature Embedded -wmo -Osize -parse-as-library "${swift_target[@]}"
+    "${sysroot_flags[@]}" -I "$out" -I "$here/Glibc" -I "$out/modulemaps" -I "$project/Sources/CZlib"
+    -Xcc -ffunction-sections -Xcc -fdata-sections -Xfrontend -function-sections)
+
+http_types="$(find "$project/.build" -path '*/checkouts/swift-http-types/Sources/HTTPTypes' -type d 2>/dev/null | head -1)"
+[ -n "$http_types" ] || die "no swift-http-types checkout under .build (run swift package resolve first)"
+# HTTPRequest+URL.swift needs Foundation; its availability macros are swift-http-types' own.
+http_sources=()
+for source in "$http_types"/*.swift; do
+    case "$(basename "$source")" in HTTPRequest+URL.swift) ;; *) http_sources+=("$source") ;; esac
+done
+swiftc "${swift_flags[@]}" -module-name HTTPTypes \
+    -enable-experimental-feature "AvailabilityMacro=HTTPTypes 1.0: macOS 10.0" \
+    -enable-experimental-feature "AvailabilityMacro=HTTPTypes 1.1: macOS 10.0" \
+    -enable-experimental-feature "AvailabilityMacro=HTTPTypes 1.2: macOS 10.0" \
+    -enable-experimental-feature "AvailabilityMacro=HTTPTypes 1.3: macOS 10.0" \
+    -enable-experimental-feature "AvailabilityMacro=HTTPTypes 1.6: macOS 10.0" \
+    -enable-experimental-feature "AvailabilityMacro=HTTPTypes 1.7: macOS 10.0" \
+    -emit-module -emit-module-path "$out/HTTPTypes.swiftmodule" -c "${http_sources[@]}" -o "$out/HTTPTypes.o"
+
+mapfile -t core_sources < <(find "$project/Sources/TinyFireCore" -name '*.swift' | sort)
+swiftc "${swift_flags[@]}" -module-name TinyFireCore -package-name TinyFire \
+    -warnings-as-errors -emit-module -emit-module-path "$out/TinyFireCore.swiftmodule" -c "${core_sources[@]}" -o "$out/TinyFireCore.o"
+
+# core-check: a static executable over the core (cross/embedded/check.sh runs it).
+swiftc "${swift_flags[@]/-parse-as-library/}" -module-name CoreCheck -package-name TinyFire \
+    -c "$here/core-check/main.swift" -o "$out/core-check.o"
+link_flags=("${clang_target[@]}" -fuse-ld=lld -static -Wl,--gc-sections -s)
+[ "$arch" = x86_64 ] || link_flags+=(-L "$sysroot/usr/lib/$multiarch")
+unicode="/opt/swift/usr/lib/swift/embedded/${swift_target[1]}/libswiftUnicodeDataTables.a"
+clang "${link_flags[@]}" "$out/core-check.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
+    "$unicode" -lmbedtls -lmbedx509 -lmbedcrypto -lz -lm -lpthread -o "$out/core-check"
+log "$arch: TinyFireCore and core-check built in $out ($(stat -c %s "$out/core-check") bytes stripped)"
+echo "$out"
