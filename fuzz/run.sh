@@ -19,7 +19,7 @@ http=(Sources/TinyFireCore/HTTP/ResponseParser.swift Sources/TinyFireCore/HTTP/R
 swiftc "${flags[@]}" -module-name TinyFireFuzz "${http[@]}" fuzz/ResponseParserFuzz.swift -o "$out/response-parser-fuzz"
 swiftc "${flags[@]}" -module-name TinyFireRangeFuzz "${http[@]}" Sources/TinyFireCore/HTTP/ContentRange.swift \
     fuzz/ContentRangeFuzz.swift -o "$out/content-range-fuzz"
-swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFire/OfflineQueue/OfflineQueueJournal.swift Sources/TinyFireCore/Support/BootInstant.swift \
+swiftc "${flags[@]}" -module-name TinyFireQueueFuzz Sources/TinyFireCore/OfflineQueue/OfflineQueueJournal.swift Sources/TinyFireCore/Support/BootInstant.swift \
     fuzz/QueueJournalFuzz.swift -o "$out/queue-journal-fuzz"
 swiftc "${flags[@]}" -module-name TinyFireManifestFuzz Sources/TinyFireCore/Support/StrictJSON.swift \
     fuzz/ManifestJSONFuzz.swift -o "$out/manifest-json-fuzz"

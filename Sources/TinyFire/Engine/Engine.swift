@@ -41,7 +41,7 @@ final class Engine: @unchecked Sendable {
                 maxConnectionsPerHost: configuration.maxConnectionsPerHost,
                 idleTimeout: configuration.idleConnectionTimeout)
         } catch {
-            loopResult = .failure(error)
+            loopResult = .failure(.resourceExhausted(error.description))
         }
     }
 

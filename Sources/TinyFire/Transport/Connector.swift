@@ -97,7 +97,7 @@ final class Connector {
             do {
                 attempt.registration = try loop.register(fd, interest: .write, handler: attempt)
             } catch {
-                failures.append("\(address): \(error)")
+                failures.append("\(address): out of resources: \(error.description)")
                 failureCodes.append(0)
                 close(fd)
                 continue

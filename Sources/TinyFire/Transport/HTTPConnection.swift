@@ -182,7 +182,7 @@ final class HTTPConnection: EventLoopHandler {
             // Fully initialized, so deinit still runs: it frees the buffer; close the fd here.
             Glibc.close(fd)
             state = .closed
-            throw error
+            throw .resourceExhausted(error.description)
         }
     }
 

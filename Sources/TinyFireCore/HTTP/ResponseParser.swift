@@ -93,7 +93,7 @@ public struct ResponseParser: Sendable {
 
     private let isHeadRequest: Bool
     private let limits: Limits
-    private(set) var state: State = .head
+    package private(set) var state: State = .head
     /// Bytes of the head (or trailers, or chunk line) gathered so far.
     private var lineBuffer: [UInt8] = []
     /// Length of the line being scanned in `lineBuffer`, without its CR.

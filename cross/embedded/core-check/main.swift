@@ -4,6 +4,7 @@
 // through open(2). Exit status 0 only when every check passed. Built in Embedded Swift by
 // cross/embedded/build.sh for x86_64, armv7 and aarch64, and run under qemu by cross/embedded/check.sh.
 import Glibc
+import Synchronization
 import TinyFireCore
 
 var failures = 0
@@ -109,6 +110,88 @@ do throws(StrictJSON.SyntaxError) {
 } catch {
     check("strict JSON refuses a trailing comma", error.description.hasPrefix("line 1, column "), error.description)
 }
+
+// The offline queue's journal: a record and the cursor, written and read back (sequence numbers
+// and lengths are 64-bit on every board).
+let payload = OfflineQueueJournal.Payload(
+    method: "POST", url: "http://fleet.example/write?db=fleet", idempotencyKey: "k-1",
+    headers: [(name: "Content-Type", value: "text/plain")], body: .inline(Array("cpu load=0.5".utf8)))
+let record = OfflineQueueJournal.encode(sequence: 0x1_0000_0001, enqueuedAtMilliseconds: 1_790_000_000_000, payload: payload)
+let header = record.withUnsafeBytes { OfflineQueueJournal.intactRecord(in: $0, at: 0) }
+var decoded: OfflineQueueJournal.Payload?
+do throws(OfflineQueueJournal.DecodeError) {
+    decoded = try record[OfflineQueueJournal.headerLength...].withBytes { bytes throws(OfflineQueueJournal.DecodeError) in
+        try OfflineQueueJournal.decodePayload(bytes)
+    }
+} catch {
+    check("queue journal", false, error.description)
+}
+check(
+    "queue journal record", header?.sequence == 0x1_0000_0001 && decoded == payload,
+    "\(record.count) bytes, sequence \(header.map { String($0.sequence) } ?? "unreadable")")
+let cursor = OfflineQueueJournal.Cursor(generation: 7, removedThrough: 0x1_0000_0000, delivered: 3)
+let readBack = OfflineQueueJournal.encode(cursor).withUnsafeBytes { OfflineQueueJournal.decodeCursor($0) }
+check("queue cursor", readBack == cursor, "removed through \(readBack.map { String($0.removedThrough) } ?? "unreadable")")
+
+// The event loop: its own thread (pthreads), epoll, the eventfd wake-up, a timer, a task handed
+// over from this thread, and a pipe's readiness.
+final class PipeReader: EventLoopHandler, @unchecked Sendable {
+    let fd: Int32
+    let received = Atomic<Int>(0)
+    init(fd: Int32) { self.fd = fd }
+    func handleEvents(_ events: UInt32) {
+        var byte: UInt8 = 0
+        if read(fd, &byte, 1) == 1 { received.store(Int(byte), ordering: .releasing) }
+    }
+}
+
+final class LoopFlags: Sendable {
+    let timerFired = Atomic<Bool>(false)
+    let taskRan = Atomic<Bool>(false)
+    let registered = Atomic<Bool>(false)
+}
+
+func eventLoopCheck() -> (ok: Bool, detail: String) {
+    let loop: EventLoop
+    do {
+        loop = try EventLoop(name: "core-check")
+    } catch {
+        return (false, error.description)
+    }
+    defer { loop.shutdown() }
+    var fds: [Int32] = [0, 0]
+    guard pipe(&fds) == 0 else { return (false, "pipe: \(errnoMessage(errno))") }
+    defer {
+        close(fds[0])
+        close(fds[1])
+    }
+    let reader = PipeReader(fd: fds[0])
+    let seen = LoopFlags()
+    let start = Instant.now()
+    loop.execute {
+        loop.schedule(at: .now() + .milliseconds(30)) { seen.timerFired.store(true, ordering: .releasing) }
+        seen.taskRan.store(true, ordering: .releasing)
+        if (try? loop.register(reader.fd, interest: .read, handler: reader)) != nil {
+            seen.registered.store(true, ordering: .releasing)
+        }
+    }
+    while !seen.registered.load(ordering: .acquiring) && Instant.now().since(start) < .seconds(5) { usleep(1000) }
+    var byte: UInt8 = 42
+    _ = write(fds[1], &byte, 1)
+    while !(seen.timerFired.load(ordering: .acquiring) && reader.received.load(ordering: .acquiring) == 42)
+        && Instant.now().since(start) < .seconds(5)
+    {
+        usleep(1000)
+    }
+    let elapsed = Instant.now().since(start)
+    let ok =
+        seen.taskRan.load(ordering: .acquiring) && seen.timerFired.load(ordering: .acquiring)
+        && reader.received.load(ordering: .acquiring) == 42 && elapsed >= .milliseconds(30)
+    let milliseconds = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+    return (ok, "task, 30 ms timer and pipe readiness seen after \(milliseconds) ms")
+}
+let (loopOK, loopDetail) = eventLoopCheck()
+check("event loop", loopOK, loopDetail)
 
 let before = Instant.now()
 let after = Instant.now()

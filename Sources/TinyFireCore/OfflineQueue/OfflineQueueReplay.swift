@@ -2,16 +2,18 @@
 /// events in (started, records available, network up or down, an attempt's outcome, the
 /// retry timer), actions out (send the head, arm or cancel the retry timer). One record is in
 /// flight at a time, so delivery keeps the queue's order.
-struct OfflineQueueReplay: Sendable {
+package struct OfflineQueueReplay: Sendable {
+    package init() {}
+
     /// What reachability says.
-    enum Network: Equatable, Sendable {
+    package enum Network: Equatable, Sendable {
         /// No reachability manager, or no answer yet: treated as reachable.
         case unknown
         case reachable
         case notReachable
     }
 
-    enum Phase: Equatable, Sendable {
+    package enum Phase: Equatable, Sendable {
         /// Delivery is off.
         case stopped
         /// Nothing to send.
@@ -24,7 +26,7 @@ struct OfflineQueueReplay: Sendable {
         case waitingForNetwork
     }
 
-    enum Event: Equatable, Sendable {
+    package enum Event: Equatable, Sendable {
         case start(hasRecords: Bool)
         case stop
         /// A record was enqueued.
@@ -38,22 +40,22 @@ struct OfflineQueueReplay: Sendable {
         case timerFired
     }
 
-    enum Action: Equatable, Sendable {
+    package enum Action: Equatable, Sendable {
         case sendHead
         /// Arm the timer for the delay of this consecutive failure (1 for the first).
         case scheduleRetry(failure: Int)
         case cancelRetry
     }
 
-    private(set) var phase: Phase = .stopped
-    private(set) var network: Network = .unknown
+    package private(set) var phase: Phase = .stopped
+    package private(set) var network: Network = .unknown
     /// Consecutive failed attempts of the current head.
-    private(set) var failures = 0
+    package private(set) var failures = 0
 
     private var networkUsable: Bool { network != .notReachable }
 
     /// Applies `event` and says what to do.
-    mutating func handle(_ event: Event) -> [Action] {
+    package mutating func handle(_ event: Event) -> [Action] {
         switch (phase, event) {
         case (.stopped, .start(let hasRecords)):
             failures = 0

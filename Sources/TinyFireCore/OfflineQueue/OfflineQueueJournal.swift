@@ -20,35 +20,47 @@ import CZlib
 /// then the enqueue moment on the boot clock: a flag byte (1 when present), the 16-byte boot
 /// id and the milliseconds since boot. Version 1 payloads (without the boot clock) are still
 /// read.
-enum OfflineQueueJournal {
-    static let magic: [UInt8] = Array("TFQ1".utf8)
-    static let headerLength = 32
+package enum OfflineQueueJournal {
+    package static let magic: [UInt8] = Array("TFQ1".utf8)
+    package static let headerLength = 32
     /// The largest payload accepted: 1 MiB (inline bodies are far smaller; see
     /// `OfflineQueue.Configuration.maximumInlineBodyLimit`).
-    static let maxPayloadLength = 1 << 20
-    static let payloadVersion: UInt8 = 2
+    package static let maxPayloadLength = 1 << 20
+    package static let payloadVersion: UInt8 = 2
 
     /// A decoded record header.
-    struct Header: Equatable, Sendable {
-        var payloadLength: Int
-        var sequence: UInt64
-        var enqueuedAtMilliseconds: UInt64
-        var payloadChecksum: UInt32
+    package struct Header: Equatable, Sendable {
+        package var payloadLength: Int
+        package var sequence: UInt64
+        package var enqueuedAtMilliseconds: UInt64
+        package var payloadChecksum: UInt32
 
-        var recordLength: Int { OfflineQueueJournal.headerLength + payloadLength }
+        package var recordLength: Int { OfflineQueueJournal.headerLength + payloadLength }
     }
 
     /// The request a record holds.
-    struct Payload: Equatable, Sendable {
-        var method: String
-        var url: String
-        var idempotencyKey: String
-        var headers: [(name: String, value: String)]
-        var body: Body
+    package struct Payload: Equatable, Sendable {
+        package var method: String
+        package var url: String
+        package var idempotencyKey: String
+        package var headers: [(name: String, value: String)]
+        package var body: Body
         /// When it was enqueued on the boot clock (nil in version 1 records, or without a boot id).
-        var enqueuedOnBootClock: BootInstant? = nil
+        package var enqueuedOnBootClock: BootInstant? = nil
 
-        static func == (lhs: Payload, rhs: Payload) -> Bool {
+        package init(
+            method: String, url: String, idempotencyKey: String, headers: [(name: String, value: String)], body: Body,
+            enqueuedOnBootClock: BootInstant? = nil
+        ) {
+            self.method = method
+            self.url = url
+            self.idempotencyKey = idempotencyKey
+            self.headers = headers
+            self.body = body
+            self.enqueuedOnBootClock = enqueuedOnBootClock
+        }
+
+        package static func == (lhs: Payload, rhs: Payload) -> Bool {
             lhs.method == rhs.method && lhs.url == rhs.url && lhs.idempotencyKey == rhs.idempotencyKey
                 && lhs.headers.map { [$0.name, $0.value] } == rhs.headers.map { [$0.name, $0.value] } && lhs.body == rhs.body
                 && lhs.enqueuedOnBootClock == rhs.enqueuedOnBootClock
@@ -56,13 +68,13 @@ enum OfflineQueueJournal {
     }
 
     /// Where a record's body is.
-    enum Body: Equatable, Sendable {
+    package enum Body: Equatable, Sendable {
         case none
         case inline([UInt8])
         /// A file in the queue's `bodies` directory, and its length.
         case file(name: String, length: UInt64)
 
-        var length: UInt64 {
+        package var length: UInt64 {
             switch self {
             case .none: return 0
             case .inline(let bytes): return UInt64(bytes.count)
@@ -72,7 +84,7 @@ enum OfflineQueueJournal {
 
         /// Bytes it takes in a payload: the body itself when inline; a file body only names
         /// its file (its bytes count against the queue's byte bound, not the record's).
-        var encodedLength: Int {
+        package var encodedLength: Int {
             switch self {
             case .none: return 1
             case .inline(let bytes): return 1 + 4 + bytes.count
@@ -82,14 +94,16 @@ enum OfflineQueueJournal {
     }
 
     /// Why a payload could not be decoded.
-    struct DecodeError: Error, Equatable, CustomStringConvertible {
-        var description: String
+    package struct DecodeError: Error, Equatable, CustomStringConvertible {
+        package var description: String
+
+        package init(description: String) { self.description = description }
     }
 
     // MARK: - Records
 
     /// The bytes of one record.
-    static func encode(sequence: UInt64, enqueuedAtMilliseconds: UInt64, payload: Payload) -> [UInt8] {
+    package static func encode(sequence: UInt64, enqueuedAtMilliseconds: UInt64, payload: Payload) -> [UInt8] {
         let body = encodePayload(payload)
         return encodeHeader(
             payloadLength: body.count, sequence: sequence, enqueuedAtMilliseconds: enqueuedAtMilliseconds,
@@ -97,7 +111,9 @@ enum OfflineQueueJournal {
     }
 
     /// A record's 32-byte header.
-    static func encodeHeader(payloadLength: Int, sequence: UInt64, enqueuedAtMilliseconds: UInt64, payloadChecksum: UInt32) -> [UInt8] {
+    package static func encodeHeader(
+        payloadLength: Int, sequence: UInt64, enqueuedAtMilliseconds: UInt64, payloadChecksum: UInt32
+    ) -> [UInt8] {
         var header = magic
         header.reserveCapacity(headerLength)
         appendInteger(UInt64(payloadLength), bytes: 4, to: &header)
@@ -109,7 +125,7 @@ enum OfflineQueueJournal {
     }
 
     /// A record's payload: the request, without the header.
-    static func encodePayload(_ payload: Payload) -> [UInt8] {
+    package static func encodePayload(_ payload: Payload) -> [UInt8] {
         var body: [UInt8] = [payloadVersion]
         appendString(payload.method, lengthBytes: 1, to: &body)
         appendString(payload.url, lengthBytes: 2, to: &body)
@@ -143,7 +159,7 @@ enum OfflineQueueJournal {
 
     /// Whether encoding `payload` fits the format's limits (string lengths, header count,
     /// payload size); the reason when it does not.
-    static func validate(_ payload: Payload) -> String? {
+    package static func validate(_ payload: Payload) -> String? {
         if payload.method.utf8.count > 0xFF { return "the method is longer than 255 bytes" }
         if payload.url.utf8.count > 0xFFFF { return "the URL is longer than 65,535 bytes" }
         if payload.idempotencyKey.utf8.count > 0xFF { return "the idempotency key is longer than 255 bytes" }
@@ -163,11 +179,11 @@ enum OfflineQueueJournal {
     /// generations and counters (2^62). One enqueue a microsecond would take 146,000 years to
     /// reach it, so anything larger is damage or a crafted file, quarantined like a bad
     /// checksum; and below it, no `+ 1` the queue does can overflow.
-    static let maxStoredNumber: UInt64 = 1 << 62
+    package static let maxStoredNumber: UInt64 = 1 << 62
 
     /// The header at `offset` if it is intact: magic, header checksum, a payload length within
     /// bounds and numbers no larger than `maxStoredNumber`. The payload is not checked.
-    static func header(in bytes: UnsafeRawBufferPointer, at offset: Int) -> Header? {
+    package static func header(in bytes: UnsafeRawBufferPointer, at offset: Int) -> Header? {
         guard offset >= 0, bytes.count - offset >= headerLength else { return nil }
         guard bytes[offset] == magic[0], bytes[offset + 1] == magic[1], bytes[offset + 2] == magic[2], bytes[offset + 3] == magic[3]
         else { return nil }
@@ -185,7 +201,7 @@ enum OfflineQueueJournal {
 
     /// The header at `offset` when the whole record is intact (its payload present and
     /// matching its checksum).
-    static func intactRecord(in bytes: UnsafeRawBufferPointer, at offset: Int) -> Header? {
+    package static func intactRecord(in bytes: UnsafeRawBufferPointer, at offset: Int) -> Header? {
         guard let header = header(in: bytes, at: offset), bytes.count - offset - headerLength >= header.payloadLength else { return nil }
         let start = offset + headerLength
         let payload = UnsafeRawBufferPointer(rebasing: bytes[start..<start + header.payloadLength])
@@ -193,7 +209,7 @@ enum OfflineQueueJournal {
     }
 
     /// Decodes a payload (checksum already verified).
-    static func decodePayload(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> Payload {
+    package static func decodePayload(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> Payload {
         var reader = Reader(bytes: bytes)
         let version = try reader.integer(1)
         guard version == 1 || version == UInt64(payloadVersion) else { throw DecodeError(description: "unknown payload version") }
@@ -238,7 +254,7 @@ enum OfflineQueueJournal {
     // MARK: - Scanning
 
     /// What a scan of one segment found, in file order.
-    enum ScanEntry: Equatable, Sendable {
+    package enum ScanEntry: Equatable, Sendable {
         /// An intact record at `offset`.
         case record(offset: Int, header: Header)
         /// Bytes that are not an intact record; `atEnd` when nothing intact follows them.
@@ -248,7 +264,7 @@ enum OfflineQueueJournal {
     /// Finds every intact record in `bytes`. After damage, the scan moves byte by byte to the
     /// next offset where a whole record (magic, both checksums) starts, so one bad record never
     /// hides the ones behind it.
-    static func scan(_ bytes: UnsafeRawBufferPointer) -> [ScanEntry] {
+    package static func scan(_ bytes: UnsafeRawBufferPointer) -> [ScanEntry] {
         var entries: [ScanEntry] = []
         var offset = 0
         while offset < bytes.count {
@@ -269,23 +285,36 @@ enum OfflineQueueJournal {
 
     /// The queue's progress and counters, kept in the `state` file in two alternating slots
     /// (a torn slot write leaves the other one intact).
-    struct Cursor: Equatable, Sendable {
+    package struct Cursor: Equatable, Sendable {
         /// Increases with every write; the slot with the higher valid one wins.
-        var generation: UInt64 = 0
+        package var generation: UInt64 = 0
         /// Every record with a sequence number up to this one has been removed.
-        var removedThrough: UInt64 = 0
-        var delivered: UInt64 = 0
-        var droppedOldest: UInt64 = 0
-        var rejectedNew: UInt64 = 0
-        var discarded: UInt64 = 0
-        var quarantined: UInt64 = 0
+        package var removedThrough: UInt64 = 0
+        package var delivered: UInt64 = 0
+        package var droppedOldest: UInt64 = 0
+        package var rejectedNew: UInt64 = 0
+        package var discarded: UInt64 = 0
+        package var quarantined: UInt64 = 0
+
+        package init(
+            generation: UInt64 = 0, removedThrough: UInt64 = 0, delivered: UInt64 = 0, droppedOldest: UInt64 = 0,
+            rejectedNew: UInt64 = 0, discarded: UInt64 = 0, quarantined: UInt64 = 0
+        ) {
+            self.generation = generation
+            self.removedThrough = removedThrough
+            self.delivered = delivered
+            self.droppedOldest = droppedOldest
+            self.rejectedNew = rejectedNew
+            self.discarded = discarded
+            self.quarantined = quarantined
+        }
     }
 
-    static let cursorMagic: [UInt8] = Array("TFQS".utf8)
-    static let cursorSlotLength = 80
+    package static let cursorMagic: [UInt8] = Array("TFQS".utf8)
+    package static let cursorSlotLength = 80
 
     /// One slot's bytes.
-    static func encode(_ cursor: Cursor) -> [UInt8] {
+    package static func encode(_ cursor: Cursor) -> [UInt8] {
         var slot = cursorMagic
         appendInteger(1, bytes: 4, to: &slot)
         for value in [
@@ -301,7 +330,7 @@ enum OfflineQueueJournal {
 
     /// The newest intact slot of a `state` file (magic, version, checksum, every number at most
     /// `maxStoredNumber`), or nil when neither is intact.
-    static func decodeCursor(_ bytes: UnsafeRawBufferPointer) -> Cursor? {
+    package static func decodeCursor(_ bytes: UnsafeRawBufferPointer) -> Cursor? {
         var best: Cursor?
         for slot in 0..<2 {
             let start = slot * cursorSlotLength
@@ -324,20 +353,20 @@ enum OfflineQueueJournal {
 
     // MARK: - Bytes
 
-    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+    package static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
         bytes.withUnsafeBytes { checksum($0) }
     }
 
-    static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    package static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return UInt32(crc32(0, nil, 0)) }
         return UInt32(crc32(0, base.assumingMemoryBound(to: UInt8.self), uInt(bytes.count)))
     }
 
-    static func appendInteger(_ value: UInt64, bytes: Int, to buffer: inout [UInt8]) {
+    package static func appendInteger(_ value: UInt64, bytes: Int, to buffer: inout [UInt8]) {
         for index in 0..<bytes { buffer.append(UInt8(truncatingIfNeeded: value >> (8 * UInt64(index)))) }
     }
 
-    static func readInteger(_ bytes: UnsafeRawBufferPointer, at offset: Int, bytes count: Int) -> UInt64 {
+    package static func readInteger(_ bytes: UnsafeRawBufferPointer, at offset: Int, bytes count: Int) -> UInt64 {
         var value: UInt64 = 0
         for index in 0..<count { value |= UInt64(bytes[offset + index]) << (8 * UInt64(index)) }
         return value
@@ -350,22 +379,22 @@ enum OfflineQueueJournal {
     }
 
     private struct Reader {
-        let bytes: UnsafeRawBufferPointer
-        var offset = 0
+        package let bytes: UnsafeRawBufferPointer
+        package var offset = 0
 
-        mutating func integer(_ count: Int) throws(DecodeError) -> UInt64 {
+        package mutating func integer(_ count: Int) throws(DecodeError) -> UInt64 {
             guard bytes.count - offset >= count else { throw DecodeError(description: "truncated payload") }
             defer { offset += count }
             return OfflineQueueJournal.readInteger(bytes, at: offset, bytes: count)
         }
 
-        mutating func bytes(_ count: Int) throws(DecodeError) -> [UInt8] {
+        package mutating func bytes(_ count: Int) throws(DecodeError) -> [UInt8] {
             guard count >= 0, bytes.count - offset >= count else { throw DecodeError(description: "truncated payload") }
             defer { offset += count }
             return Array(bytes[offset..<offset + count])
         }
 
-        mutating func string(lengthBytes: Int) throws(DecodeError) -> String {
+        package mutating func string(lengthBytes: Int) throws(DecodeError) -> String {
             let raw = try bytes(Int(try integer(lengthBytes)))
             guard let string = String(validating: raw, as: UTF8.self) else { throw DecodeError(description: "invalid UTF-8") }
             return string

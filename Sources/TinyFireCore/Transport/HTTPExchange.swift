@@ -12,9 +12,11 @@
 ///
 /// and it ends `finished(reusable:)` — reusable only when the request went out whole, the
 /// response allowed it, nothing followed the response and the peer did not close — or `failed`.
-struct HTTPExchange: Sendable, Equatable {
+package struct HTTPExchange: Sendable, Equatable {
+    package init() {}
+
     /// Where the request is.
-    enum RequestState: Sendable, Equatable {
+    package enum RequestState: Sendable, Equatable {
         /// The head is going out (an in-memory body with it when nothing has to wait).
         case sendingHead
         /// The head went out with `Expect: 100-continue`: the body waits for a 100, a final
@@ -30,7 +32,7 @@ struct HTTPExchange: Sendable, Equatable {
     }
 
     /// Where the response is.
-    enum ResponseState: Sendable, Equatable {
+    package enum ResponseState: Sendable, Equatable {
         /// No final head yet (a 1xx may have come).
         case waitingForHead
         /// The final head arrived; its body is being read. `keepAlive`: the head allows reuse.
@@ -38,7 +40,7 @@ struct HTTPExchange: Sendable, Equatable {
     }
 
     /// The exchange's state.
-    enum State: Sendable, Equatable {
+    package enum State: Sendable, Equatable {
         /// Not started.
         case idle
         /// Under way.
@@ -50,7 +52,7 @@ struct HTTPExchange: Sendable, Equatable {
     }
 
     /// What the connection does next.
-    enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         /// Nothing.
         case none
         /// Write the head (and the body after it) as the socket takes it.
@@ -71,7 +73,7 @@ struct HTTPExchange: Sendable, Equatable {
         case readThenFail(Int32)
     }
 
-    private(set) var state: State = .idle
+    package private(set) var state: State = .idle
     private var hasBody = false
     private var expectsContinue = false
 
@@ -79,7 +81,7 @@ struct HTTPExchange: Sendable, Equatable {
     /// - Parameters:
     ///   - hasBody: the request has body bytes after its head.
     ///   - expectsContinue: the head carries `Expect: 100-continue`.
-    mutating func start(hasBody: Bool, expectsContinue: Bool) -> Action {
+    package mutating func start(hasBody: Bool, expectsContinue: Bool) -> Action {
         self.hasBody = hasBody
         self.expectsContinue = expectsContinue && hasBody
         state = .running(request: .sendingHead, response: .waitingForHead)
@@ -87,7 +89,7 @@ struct HTTPExchange: Sendable, Equatable {
     }
 
     /// The head's last byte is written.
-    mutating func headWritten() -> Action {
+    package mutating func headWritten() -> Action {
         guard case .running(.sendingHead, let response) = state else { return .none }
         if !hasBody {
             state = .running(request: .sent, response: response)
@@ -102,28 +104,28 @@ struct HTTPExchange: Sendable, Equatable {
     }
 
     /// The body's last byte is written.
-    mutating func bodyWritten() -> Action {
+    package mutating func bodyWritten() -> Action {
         guard case .running(.sendingBody, let response) = state else { return .none }
         state = .running(request: .sent, response: response)
         return .requestSent
     }
 
     /// The wait for 100 Continue ran out: the body goes anyway (curl waits one second too).
-    mutating func continueWaitEnded() -> Action {
+    package mutating func continueWaitEnded() -> Action {
         guard case .running(.waitingForContinue, let response) = state else { return .none }
         state = .running(request: .sendingBody, response: response)
         return .writeBody
     }
 
     /// A 1xx response arrived.
-    mutating func informationalReceived(status: Int) -> Action {
+    package mutating func informationalReceived(status: Int) -> Action {
         guard status == 100 else { return .none }
         return continueWaitEnded()
     }
 
     /// The final response head arrived.
     /// - Parameter keepAlive: the head allows the connection to be reused.
-    mutating func finalHeadReceived(keepAlive: Bool) -> Action {
+    package mutating func finalHeadReceived(keepAlive: Bool) -> Action {
         guard case .running(let request, .waitingForHead) = state else { return .none }
         switch request {
         case .sendingHead, .waitingForContinue, .sendingBody:
@@ -139,7 +141,7 @@ struct HTTPExchange: Sendable, Equatable {
     /// - Parameters:
     ///   - bytesFollowed: bytes came after the response (nobody asked for them).
     ///   - peerClosed: the response ended with the connection (a close-delimited body).
-    mutating func responseEnded(bytesFollowed: Bool, peerClosed: Bool) -> Action {
+    package mutating func responseEnded(bytesFollowed: Bool, peerClosed: Bool) -> Action {
         guard case .running(let request, .receivingBody(let keepAlive)) = state else { return .none }
         let reusable = keepAlive && request == .sent && !bytesFollowed && !peerClosed
         state = .finished(reusable: reusable)
@@ -147,38 +149,38 @@ struct HTTPExchange: Sendable, Equatable {
     }
 
     /// A write to the socket failed with `code`.
-    mutating func writeFailed(_ code: Int32) -> Action {
+    package mutating func writeFailed(_ code: Int32) -> Action {
         guard case .running(let request, let response) = state, isSending(request) else { return .none }
         state = .running(request: .cutShort, response: response)
         return .readThenFail(code)
     }
 
     /// The exchange was abandoned.
-    mutating func fail() {
+    package mutating func fail() {
         state = .failed
     }
 
     /// The request is still going out (head, body, or the body waiting for 100).
-    var isSending: Bool {
+    package var isSending: Bool {
         guard case .running(let request, _) = state else { return false }
         return isSending(request)
     }
 
     /// The request is in a state where the socket's writability matters (not while the body
     /// waits for 100).
-    var wantsToWrite: Bool {
+    package var wantsToWrite: Bool {
         guard case .running(let request, _) = state else { return false }
         return request == .sendingHead || request == .sendingBody
     }
 
     /// The body is going out (a stream's next chunk may be written).
-    var isSendingBody: Bool {
+    package var isSendingBody: Bool {
         guard case .running(.sendingBody, _) = state else { return false }
         return true
     }
 
     /// The body waits for a 100 Continue.
-    var isWaitingForContinue: Bool {
+    package var isWaitingForContinue: Bool {
         guard case .running(.waitingForContinue, _) = state else { return false }
         return true
     }

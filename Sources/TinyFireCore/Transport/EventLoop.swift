@@ -9,34 +9,35 @@ import Synchronization
 
 /// Something registered with the event loop that wants readiness events for one descriptor.
 /// Implementations are loop work: touched only by the thread holding the loop.
-protocol EventLoopHandler: AnyObject {
+package protocol EventLoopHandler: AnyObject {
     /// Called on the loop thread with the epoll event bits that fired.
     func handleEvents(_ events: UInt32)
 }
 
 /// Readiness interest for a registered descriptor.
-struct Interest: OptionSet, Sendable {
-    let rawValue: UInt32
-    static let read = Interest(rawValue: tinyfire_epollin | tinyfire_epollrdhup)
-    static let write = Interest(rawValue: tinyfire_epollout)
+package struct Interest: OptionSet, Sendable {
+    package let rawValue: UInt32
+    package init(rawValue: UInt32) { self.rawValue = rawValue }
+    package static let read = Interest(rawValue: tinyfire_epollin | tinyfire_epollrdhup)
+    package static let write = Interest(rawValue: tinyfire_epollout)
 }
 
 /// Epoll bits, for handlers.
-enum EpollBits {
-    static let readable = tinyfire_epollin
-    static let writable = tinyfire_epollout
-    static let hangup = tinyfire_epollhup | tinyfire_epollrdhup
-    static let error = tinyfire_epollerr
+package enum EpollBits {
+    package static let readable = tinyfire_epollin
+    package static let writable = tinyfire_epollout
+    package static let hangup = tinyfire_epollhup | tinyfire_epollrdhup
+    package static let error = tinyfire_epollerr
 }
 
 /// A handle to a scheduled timer, for cancelling it.
-struct TimerHandle: Hashable, Sendable {
+package struct TimerHandle: Hashable, Sendable {
     fileprivate let id: UInt64
 }
 
 /// A registration of a descriptor with the loop, for changing interest or removing it.
-struct Registration: Hashable, Sendable {
-    let fd: Int32
+package struct Registration: Hashable, Sendable {
+    package let fd: Int32
     fileprivate let id: UInt64
 }
 
@@ -48,17 +49,17 @@ struct Registration: Hashable, Sendable {
 /// ownership. Other threads hand work over with `execute(_:)`. One per `Session`. Memory: the
 /// registration table and the timer heap grow with the number of live connections and pending
 /// timers only.
-final class EventLoop: @unchecked Sendable {
+package final class EventLoop: @unchecked Sendable {
     private let epollFD: Int32
     /// The eventfd that wakes the loop; open for the loop's whole lifetime.
-    let wakeFD: Int32
-    private let inbox = Mutex<[@Sendable () -> Void]>([])
+    package let wakeFD: Int32
+    private let inbox = Locked<[@Sendable () -> Void]>([])
     private var thread = pthread_t()
-    private let threadStarted = Mutex<Bool>(false)
+    private let threadStarted = Locked<Bool>(false)
     private let stopRequested = Atomic<Bool>(false)
     /// Held by the thread doing loop work: the loop thread, except while it waits in
     /// epoll_wait, or a caller running work in that window.
-    private let ownership = Mutex<Void>(())
+    private let ownership = Locked<Void>(())
     /// The thread holding `ownership` (`tinyfire_thread_id`), 0 when none.
     private let owner = Atomic<UInt>(0)
     /// True from the end of a pass until the loop's wait returns: callers run work only then,
@@ -74,14 +75,14 @@ final class EventLoop: @unchecked Sendable {
 
     /// Creates the loop and starts its thread.
     /// - Parameter name: the thread's name (visible in `top -H`), at most 15 bytes.
-    /// - Throws: `TinyFireError.resourceExhausted` when the kernel refuses epoll or eventfd.
-    init(name: String) throws(TinyFireError) {
+    /// - Throws: `SystemResourceError` when the kernel refuses epoll, eventfd or a thread.
+    package init(name: String) throws(SystemResourceError) {
         let ep = tinyfire_epoll_create()
-        guard ep >= 0 else { throw .resourceExhausted("epoll_create1: \(errnoMessage(errno))") }
+        guard ep >= 0 else { throw SystemResourceError("epoll_create1: \(errnoMessage(errno))") }
         let wake = tinyfire_eventfd()
         guard wake >= 0 else {
             close(ep)
-            throw .resourceExhausted("eventfd: \(errnoMessage(errno))")
+            throw SystemResourceError("eventfd: \(errnoMessage(errno))")
         }
         epollFD = ep
         wakeFD = wake
@@ -106,24 +107,24 @@ final class EventLoop: @unchecked Sendable {
             box.release()
             close(ep)
             close(wake)
-            throw .resourceExhausted("pthread_create: \(errnoMessage(status))")
+            throw SystemResourceError("pthread_create: \(errnoMessage(status))")
         }
         threadStarted.withLock { $0 = true }
     }
 
     /// Whether the caller is doing loop work: on the loop thread, or inside `runIfWaiting`.
-    var inEventLoop: Bool { owner.load(ordering: .relaxed) == UInt(tinyfire_thread_id()) }
+    package var inEventLoop: Bool { owner.load(ordering: .relaxed) == UInt(tinyfire_thread_id()) }
 
     /// Whether the caller is doing loop work on a thread other than the loop's own (inside
     /// `runIfWaiting`): what would call back into the caller's code is better handed to the
     /// loop thread.
-    var runsOnCallerThread: Bool { inEventLoop && pthread_equal(pthread_self(), thread) == 0 }
+    package var runsOnCallerThread: Bool { inEventLoop && pthread_equal(pthread_self(), thread) == 0 }
 
     /// Runs `task` on the loop thread, soon. After `shutdown()` the task is dropped (a DNS
     /// answer or a stream chunk that arrives after its Session is gone): the loop's
     /// descriptors stay open until the loop is released, so a late caller never writes to a
     /// closed descriptor whose number another file may have taken since.
-    func execute(_ task: @escaping @Sendable () -> Void) {
+    package func execute(_ task: @escaping @Sendable () -> Void) {
         let wasEmpty = inbox.withLock { queue -> Bool? in
             guard !stopRequested.load(ordering: .acquiring) else { return nil }
             queue.append(task)
@@ -140,7 +141,7 @@ final class EventLoop: @unchecked Sendable {
     /// caller's thread and the loop thread wakes only for the answer. The loop is woken when
     /// the task set a timer earlier than the loop's wait ends. The task must not block, and
     /// must not send files (sendfile can raise SIGPIPE, which only the loop thread blocks).
-    func runIfWaiting(_ task: () -> Void) -> Bool {
+    package func runIfWaiting(_ task: () -> Void) -> Bool {
         guard waiting.load(ordering: .relaxed) else { return false }
         let me = UInt(tinyfire_thread_id())
         let ran: Bool?? = ownership.withLockIfAvailable { _ -> Bool? in
@@ -158,7 +159,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// Asks the loop to stop after the current iteration, and waits for its thread to end
     /// unless called from loop work. Pending tasks are dropped.
-    func shutdown() {
+    package func shutdown() {
         // Set under the inbox lock: a task is either queued before it (and runs in the loop's
         // last pass) or refused by `execute`.
         inbox.withLock { _ in stopRequested.store(true, ordering: .releasing) }
@@ -184,23 +185,23 @@ final class EventLoop: @unchecked Sendable {
 
     /// Starts watching `fd` for `interest` on behalf of `handler` (held strongly until
     /// `deregister`).
-    func register(_ fd: Int32, interest: Interest, handler: EventLoopHandler) throws(TinyFireError) -> Registration {
+    package func register(_ fd: Int32, interest: Interest, handler: EventLoopHandler) throws(SystemResourceError) -> Registration {
         let id = nextRegistrationID
         nextRegistrationID += 1
         guard tinyfire_epoll_ctl(epollFD, tinyfire_epoll_ctl_add, fd, interest.rawValue, id) == 0 else {
-            throw .resourceExhausted("epoll_ctl(ADD): \(errnoMessage(errno))")
+            throw SystemResourceError("epoll_ctl(ADD): \(errnoMessage(errno))")
         }
         handlers[id] = handler
         return Registration(fd: fd, id: id)
     }
 
     /// Changes what a registered descriptor is watched for.
-    func reregister(_ registration: Registration, interest: Interest) {
+    package func reregister(_ registration: Registration, interest: Interest) {
         tinyfire_epoll_ctl(epollFD, tinyfire_epoll_ctl_mod, registration.fd, interest.rawValue, registration.id)
     }
 
     /// Stops watching a descriptor (before it is closed).
-    func deregister(_ registration: Registration) {
+    package func deregister(_ registration: Registration) {
         tinyfire_epoll_ctl(epollFD, tinyfire_epoll_ctl_del, registration.fd, 0, 0)
         handlers[registration.id] = nil
     }
@@ -209,12 +210,12 @@ final class EventLoop: @unchecked Sendable {
 
     /// Runs `action` as loop work (on the loop thread) at or after `deadline`.
     @discardableResult
-    func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> TimerHandle {
+    package func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> TimerHandle {
         TimerHandle(id: timers.insert(deadline: deadline, action: action))
     }
 
     /// Cancels a timer; harmless if it already ran.
-    func cancel(_ timer: TimerHandle) {
+    package func cancel(_ timer: TimerHandle) {
         timers.remove(timer.id)
     }
 
@@ -308,9 +309,9 @@ final class EventLoop: @unchecked Sendable {
 }
 
 private final class LoopStart {
-    let loop: EventLoop
-    let name: String
-    init(loop: EventLoop, name: String) {
+    package let loop: EventLoop
+    package let name: String
+    package init(loop: EventLoop, name: String) {
         self.loop = loop
         self.name = String(name.utf8.prefix(15)) ?? "tinyfire"
     }
@@ -319,27 +320,29 @@ private final class LoopStart {
 /// A binary min-heap of deadlines with cancellation by id. Cancelled entries stay in the heap
 /// until they surface or the heap is compacted (when they outnumber live ones), so memory is
 /// bounded by a small multiple of the live timers.
-struct TimerQueue {
+package struct TimerQueue {
     private struct Entry {
-        var deadline: Instant
-        var id: UInt64
+        package var deadline: Instant
+        package var id: UInt64
     }
+
+    package init() {}
 
     private var heap: [Entry] = []
     private var actions: [UInt64: () -> Void] = [:]
     private var nextID: UInt64 = 1
 
     /// The first deadline in the heap, cancelled or not (nil when empty).
-    var earliestDeadline: Instant? { heap.first?.deadline }
+    package var earliestDeadline: Instant? { heap.first?.deadline }
 
     /// Removes cancelled timers from the front of the heap.
-    mutating func dropCancelledHead() {
+    package mutating func dropCancelledHead() {
         while let first = heap.first, actions[first.id] == nil {
             _ = popFirst()
         }
     }
 
-    mutating func insert(deadline: Instant, action: @escaping () -> Void) -> UInt64 {
+    package mutating func insert(deadline: Instant, action: @escaping () -> Void) -> UInt64 {
         let id = nextID
         nextID += 1
         actions[id] = action
@@ -348,12 +351,12 @@ struct TimerQueue {
         return id
     }
 
-    mutating func remove(_ id: UInt64) {
+    package mutating func remove(_ id: UInt64) {
         guard actions.removeValue(forKey: id) != nil else { return }
         if heap.count > 64 && heap.count > actions.count * 3 { compact() }
     }
 
-    mutating func popExpired(now: Instant) -> (() -> Void)? {
+    package mutating func popExpired(now: Instant) -> (() -> Void)? {
         while let first = heap.first, first.deadline <= now {
             _ = popFirst()
             if let action = actions.removeValue(forKey: first.id) { return action }

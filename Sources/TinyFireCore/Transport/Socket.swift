@@ -5,14 +5,19 @@
 #endif
 
 /// An IPv4 or IPv6 socket address, as getaddrinfo returned it.
-struct SocketAddress: Sendable, CustomStringConvertible {
-    var storage: sockaddr_storage
-    var length: socklen_t
+package struct SocketAddress: Sendable, CustomStringConvertible {
+    package var storage: sockaddr_storage
+    package var length: socklen_t
 
-    var family: Int32 { Int32(storage.ss_family) }
+    package init(storage: sockaddr_storage, length: socklen_t) {
+        self.storage = storage
+        self.length = length
+    }
+
+    package var family: Int32 { Int32(storage.ss_family) }
 
     /// The numeric address and port, `[::1]:443` style for IPv6.
-    var description: String {
+    package var description: String {
         var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
         var service = [CChar](repeating: 0, count: Int(NI_MAXSERV))
         var copy = storage
@@ -31,7 +36,7 @@ struct SocketAddress: Sendable, CustomStringConvertible {
 }
 
 /// The outcome of a non-blocking read or write.
-enum IOResult: Equatable {
+package enum IOResult: Equatable {
     case bytes(Int)
     case wouldBlock
     case endOfFile
@@ -40,9 +45,9 @@ enum IOResult: Equatable {
 
 /// Thin, typed wrappers over the socket system calls TinyFire uses. Descriptors are
 /// non-blocking and close-on-exec.
-enum Socket {
+package enum Socket {
     /// Creates a non-blocking TCP socket for `family`.
-    static func makeTCP(family: Int32) -> Result<Int32, Errno> {
+    package static func makeTCP(family: Int32) -> Result<Int32, Errno> {
         let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return .failure(Errno(code: errno)) }
         var one: Int32 = 1
@@ -52,7 +57,7 @@ enum Socket {
 
     /// Starts connecting; `nil` error means connected at once, `EINPROGRESS` means wait for
     /// writability.
-    static func connect(_ fd: Int32, to address: SocketAddress) -> Int32? {
+    package static func connect(_ fd: Int32, to address: SocketAddress) -> Int32? {
         var storage = address.storage
         let status = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, address.length) }
@@ -61,7 +66,7 @@ enum Socket {
     }
 
     /// The pending error of a socket (`SO_ERROR`), 0 when connected.
-    static func pendingError(_ fd: Int32) -> Int32 {
+    package static func pendingError(_ fd: Int32) -> Int32 {
         var value: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) == 0 else { return errno }
@@ -69,7 +74,7 @@ enum Socket {
     }
 
     /// Reads into `buffer`.
-    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+    package static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
         while true {
             let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
             if n > 0 { return .bytes(n) }
@@ -82,7 +87,7 @@ enum Socket {
     }
 
     /// Writes up to two buffers in one system call, without raising SIGPIPE.
-    static func write(_ fd: Int32, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> IOResult {
+    package static func write(_ fd: Int32, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> IOResult {
         var vectors = (
             iovec(iov_base: UnsafeMutableRawPointer(mutating: first.baseAddress), iov_len: first.count),
             iovec(iov_base: UnsafeMutableRawPointer(mutating: second.baseAddress), iov_len: second.count)
@@ -107,11 +112,11 @@ enum Socket {
 }
 
 /// An errno value as an Error.
-struct Errno: Error, Equatable {
-    var code: Int32
+package struct Errno: Error, Equatable {
+    package var code: Int32
 }
 
 /// A NUL-terminated C character array as a String.
-func cStringToString(_ chars: [CChar]) -> String {
+package func cStringToString(_ chars: [CChar]) -> String {
     String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

@@ -8,7 +8,7 @@
 /// TLS inside an HTTPS proxy's). Everything above the top layer — the CONNECT request, the
 /// HTTP/1.1 exchange, request bodies — reads and writes through this one interface and never
 /// asks which layers are below. Non-blocking: every call returns at once. Loop-confined.
-protocol ByteStream: AnyObject {
+package protocol ByteStream: AnyObject {
     /// Reads into `buffer`.
     func read(into buffer: UnsafeMutableRawBufferPointer) -> IOResult
     /// Writes from `first`, then `second` (one gather write where the layer can; TLS takes one
@@ -31,27 +31,27 @@ protocol ByteStream: AnyObject {
 
 extension ByteStream {
     /// Writes one buffer.
-    func write(_ bytes: UnsafeRawBufferPointer) -> IOResult {
+    package func write(_ bytes: UnsafeRawBufferPointer) -> IOResult {
         write(bytes, UnsafeRawBufferPointer(start: nil, count: 0))
     }
 }
 
 /// The bottom layer: a connected non-blocking TCP socket. It does not own the descriptor (the
 /// connection that registered it with the loop closes it).
-final class SocketStream: ByteStream {
-    let fd: Int32
+package final class SocketStream: ByteStream {
+    package let fd: Int32
 
-    init(fd: Int32) {
+    package init(fd: Int32) {
         self.fd = fd
     }
 
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> IOResult { Socket.read(fd, into: buffer) }
-    func write(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> IOResult {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) -> IOResult { Socket.read(fd, into: buffer) }
+    package func write(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> IOResult {
         Socket.write(fd, first, second)
     }
-    var plainDescriptor: Int32? { fd }
-    var holdsBufferedInput: Bool { false }
-    var endedWithoutCloseNotify: Bool { false }
-    var failuresAreTLSCodes: Bool { false }
-    func shutdown() {}
+    package var plainDescriptor: Int32? { fd }
+    package var holdsBufferedInput: Bool { false }
+    package var endedWithoutCloseNotify: Bool { false }
+    package var failuresAreTLSCodes: Bool { false }
+    package func shutdown() {}
 }
