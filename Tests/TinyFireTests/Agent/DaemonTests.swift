@@ -345,7 +345,16 @@ struct DaemonTests {
         #expect(agent.wait() == 0)
         #expect(try influx.count("killed", field: "v") == rounds * 200)
         print("kill -9: \(midDelivery) of \(rounds) kills landed mid-delivery")
-        #expect(status(directory)?.deadLetters == 0 && status(directory)?.queue.quarantined == 0)
+        // (Seen once, 1 run in ~8 on 2026-11-27: quarantined 1 with every point delivered once.
+        // What was set aside and why, for the next time.)
+        let final = status(directory)
+        let setAside = (try? FileManager.default.contentsOfDirectory(atPath: directory + "/queue/quarantine")) ?? []
+        #expect(
+            final?.deadLetters == 0 && final?.queue.quarantined == 0,
+            """
+            quarantined \(String(describing: final?.queue.quarantined)), last delivery \(String(describing: final?.lastDelivery)), \
+            set aside: \(setAside), agent log: \(((try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? "").suffix(2000))
+            """)
     }
 
     /// This process's environment (under qemu it says where the target's loader is) without
