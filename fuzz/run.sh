@@ -15,7 +15,8 @@ crashes="$work/crashes"
 mkdir -p "$out" "$crashes" "$work/corpus-work" "$work/corpus-work-queue" "$work/corpus-work-range" "$work/corpus-work-manifest"
 flags=(-sanitize=fuzzer,address -parse-as-library -package-name TinyFire -O -g -I Sources/CZlib -lz)
 http=(Sources/TinyFireCore/HTTP/ResponseParser.swift Sources/TinyFireCore/HTTP/ResponseHead.swift
-    Sources/TinyFireCore/HTTP/HTTPParseError.swift Sources/TinyFireCore/HTTP/ContentDecoder.swift Sources/TinyFireCore/Support/Quoting.swift)
+    Sources/TinyFireCore/HTTP/HTTPParseError.swift Sources/TinyFireCore/HTTP/ContentDecoder.swift Sources/TinyFireCore/Support/Quoting.swift
+    Sources/TinyFireCore/Support/TypedBytes.swift)
 swiftc "${flags[@]}" -module-name TinyFireFuzz "${http[@]}" fuzz/ResponseParserFuzz.swift -o "$out/response-parser-fuzz"
 swiftc "${flags[@]}" -module-name TinyFireRangeFuzz "${http[@]}" Sources/TinyFireCore/HTTP/ContentRange.swift \
     fuzz/ContentRangeFuzz.swift -o "$out/content-range-fuzz"
