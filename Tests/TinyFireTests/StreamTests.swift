@@ -27,10 +27,12 @@ final class EventLog<Value: Sendable, Failure: Error>: @unchecked Sendable {
         }
     }
 
+    /// The completion, or nil when none came within 120 s: a hang, not slowness (under
+    /// qemu-aarch64 beside every other suite a 1 MiB stream has taken more than 30 s).
     func wait() async -> DataStreamRequest.Completion? {
         await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
-                _ = self.done.wait(timeout: .now() + 30)
+                _ = self.done.wait(timeout: .now() + 120)
                 continuation.resume(returning: self.completion.withLock { $0 })
             }
         }
