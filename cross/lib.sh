@@ -12,10 +12,7 @@ cross_init() {
     cache="$(cd "$cache" && pwd)"
     # sid: swiftlang 6.2.3 (trixie's 6.0.3 cannot read swift-log's 6.2 manifest).
     suite="${TINYFIRE_CROSS_SUITE:-sid}"
-    # The machine's own Debian mirror (offline machines reach only that one).
-    mirror="${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}"
-    [ -n "$mirror" ] || mirror="$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)"
-    [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+    mirror="$(debian_mirror)"
     chroot="$cache/chroot-$suite-amd64"
     sdk_name="debian-$suite-aarch64"
     bundle="$cache/sdk/$sdk_name.artifactbundle"
@@ -23,6 +20,38 @@ cross_init() {
     # The same sysroot as the chroot sees it (the cache's sdk/ is mounted at /sdk).
     chroot_sysroot="/sdk/${sysroot#"$cache/sdk/"}"
     project="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+}
+
+# The machine's own Debian mirror (offline machines reach only that one); DEBIAN_MIRROR overrides.
+debian_mirror() {
+    local found="${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}"
+    [ -n "$found" ] || found="$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)"
+    echo "${found:-http://deb.debian.org/debian}"
+}
+
+# write_private_apt DIR SUITE MIRROR ARCH...: an apt configuration of its own under DIR (sources,
+# lists, status, cache) for SUITE on MIRROR with these architectures, used as
+# APT_CONFIG=DIR/apt.conf; the host's /etc/apt is not touched. Check-Valid-Until is off: the
+# offline mirror's suites are frozen snapshots past their Valid-Until.
+write_private_apt() {
+    local dir="$1" suite="$2" source="$3" arch architectures=""
+    shift 3
+    for arch in "$@"; do architectures+=" \"$arch\";"; done
+    mkdir -p "$dir/sources.list.d" "$dir/lists/partial" "$dir/cache/archives/partial"
+    : > "$dir/status"
+    printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "$source" "$suite" > "$dir/sources.list.d/$suite.sources"
+    {
+        echo 'Dir::Etc::sourcelist "/dev/null";'
+        echo "Dir::Etc::sourceparts \"$dir/sources.list.d\";"
+        echo "Dir::State::Lists \"$dir/lists\";"
+        echo "Dir::State::status \"$dir/status\";"
+        echo "Dir::Cache \"$dir/cache\";"
+        echo "APT::Architectures {$architectures };"
+        echo 'Acquire::Check-Valid-Until "false";'
+        echo 'Acquire::Languages "none";'
+        echo 'APT::Sandbox::User "root";'
+    } > "$dir/apt.conf"
 }
 
 # The chroot's /proc and /dev (apt and swift need them).

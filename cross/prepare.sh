@@ -38,26 +38,8 @@ fi
 # 2. A private apt configuration for sid (amd64 + arm64); the host's /etc/apt is not touched.
 apt_dir="$cache/apt-$suite"
 if step apt; then
-    mkdir -p "$apt_dir/sources.list.d" "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/debs"
-    : > "$apt_dir/status"
-    cat > "$apt_dir/sources.list.d/$suite.sources" <<EOF
-Types: deb
-URIs: $mirror
-Suites: $suite
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-    cat > "$apt_dir/apt.conf" <<EOF
-Dir::Etc::sourcelist "/dev/null";
-Dir::Etc::sourceparts "$apt_dir/sources.list.d";
-Dir::State::Lists "$apt_dir/lists";
-Dir::State::status "$apt_dir/status";
-Dir::Cache "$apt_dir/cache";
-APT::Architectures { "amd64"; "arm64"; };
-Acquire::Check-Valid-Until "false";
-Acquire::Languages "none";
-APT::Sandbox::User "root";
-EOF
+    write_private_apt "$apt_dir" "$suite" "$mirror" amd64 arm64
+    mkdir -p "$apt_dir/debs"
     APT_CONFIG="$apt_dir/apt.conf" apt-get update -qq
     done_step apt
 fi

@@ -9,6 +9,7 @@
 # (CACHE_DIR: default $TINYFIRE_CROSS_CACHE or /var/cache/tinyfire-cross.) No root needed
 # unless the cache directory asks for it.
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 log() { echo "embedded: $*" >&2; }
 die() { echo "embedded: error: $*" >&2; exit 1; }
 
@@ -28,33 +29,10 @@ if [ -f "$sysroot/.complete" ]; then
     exit 0
 fi
 
-mirror="${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}"
-[ -n "$mirror" ] || mirror="$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)"
-[ -n "$mirror" ] || mirror=http://deb.debian.org/debian
-
 # A private apt configuration (the host's /etc/apt is not touched), shared by both architectures.
 apt_dir="$cache/apt-$suite"
 if [ ! -f "$apt_dir/.updated" ]; then
-    mkdir -p "$apt_dir/sources.list.d" "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
-    : > "$apt_dir/status"
-    cat > "$apt_dir/sources.list.d/$suite.sources" <<SOURCES
-Types: deb
-URIs: $mirror
-Suites: $suite
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SOURCES
-    cat > "$apt_dir/apt.conf" <<CONF
-Dir::Etc::sourcelist "/dev/null";
-Dir::Etc::sourceparts "$apt_dir/sources.list.d";
-Dir::State::Lists "$apt_dir/lists";
-Dir::State::status "$apt_dir/status";
-Dir::Cache "$apt_dir/cache";
-APT::Architectures { "amd64"; "armhf"; "arm64"; };
-Acquire::Check-Valid-Until "false";
-Acquire::Languages "none";
-APT::Sandbox::User "root";
-CONF
+    write_private_apt "$apt_dir" "$suite" "$(debian_mirror)" amd64 armhf arm64
     APT_CONFIG="$apt_dir/apt.conf" apt-get update -qq || die "apt-get update for $suite failed"
     touch "$apt_dir/.updated"
 fi
