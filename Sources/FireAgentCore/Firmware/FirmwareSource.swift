@@ -180,7 +180,7 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
         }
         let bytes = [UInt8](data)
         let digest = hex(SHA256Hasher.digest(of: bytes))
-        entityTag = response.response?.headerFields[.eTag]
+        entityTag = response.response.flatMap { Self.reliableEntityTag($0.headerFields) }
         if known(digest) { return .unchanged }
         let answer = fetch(config.signatureURL, headers: ["Accept-Encoding": "identity"])
         guard let signatureStatus = answer.response?.status.code else {
@@ -209,6 +209,22 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
             if error.kind == .badSignature { entityTag = nil }
             return .offer(FirmwareOffer(digest: digest, manifest: .failure(error), vouchedBy: nil))
         }
+    }
+
+    /// The response's ETag if it can tell the next version apart, else nil (the next poll then
+    /// fetches the manifest whole; its digest still spares the signature).
+    ///
+    /// A static server derives its ETag from the file's modification second and size (nginx:
+    /// `"mtime-size"`), so a manifest replaced within the same second by one of the same length
+    /// keeps the tag, and `If-None-Match` would hide the new one for good. As RFC 9110 §8.8.2.2
+    /// does for `Last-Modified`, a tag is trusted only when the response's `Last-Modified` is at
+    /// least 60 s before its `Date`; without both headers it is taken as given.
+    static func reliableEntityTag(_ fields: HTTPFields) -> String? {
+        guard let tag = fields[.eTag] else { return nil }
+        guard let modified = fields[.lastModified].flatMap(UploadVerdict.parseHTTPDate),
+            let date = fields[.date].flatMap(UploadVerdict.parseHTTPDate)
+        else { return tag }
+        return date.timeIntervalSince(modified) >= 60 ? tag : nil
     }
 
     /// The manifest kept for `digest`, verified again against the configured keys.

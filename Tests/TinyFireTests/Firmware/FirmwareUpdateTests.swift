@@ -571,6 +571,32 @@ extension FirmwareUpdateTests {
         #expect(stopAgent(agent) == 0)
     }
 
+    @Test(
+        "a manifest replaced by one of the same size in the same second (nginx's ETag repeats) is seen at the next poll, not hidden by If-None-Match"
+    )
+    func sameSecondSameSizeManifest() async throws {
+        let (server, board) = try setUp("etag", running: "2.0.0")
+        defer { server.remove() }
+        let image = FirmwareServer.image(size: 64 << 10, seed: 62)
+        try server.publish(version: "5.1.0", image: image, compatible: ["other-board"])
+        let config = try board.writeConfig(server: server)
+        let agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        #expect(
+            await eventually(within: .seconds(60)) { board.firmware?.version == "5.1.0" }, "\(log(board))")
+        let tag = { (text: String) in text.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("etag:") } }
+        let before = try runCommand("/usr/bin/curl", ["-sI", server.base + "/manifest.json"])
+        // Same length, same modification time: the ETag nginx gives is the old one.
+        try server.publish(version: "5.2.0", image: image, compatible: ["other-board"], sameMtimeAsServed: true)
+        let after = try runCommand("/usr/bin/curl", ["-sI", server.base + "/manifest.json"])
+        #expect(tag(before) != nil && tag(before) == tag(after), "before: \(before)\nafter: \(after)")
+        #expect(
+            await eventually(within: .seconds(60)) {
+                board.firmware?.version == "5.2.0" && board.firmware?.reason?.hasPrefix("incompatible:") == true
+            }, "\(String(describing: board.firmware))\n\(log(board))")
+        #expect(stopAgent(agent) == 0)
+    }
+
     @Test("a manifest published before its signature is refused and reported once, then installed when the signature appears")
     func signaturePublishedLate() async throws {
         let (server, board) = try setUp("late", running: "7.0.0")

@@ -91,7 +91,7 @@ final class FirmwareServer: @unchecked Sendable {
     func publish(
         version: String, image: Data, name: String = "image.bin", key: String = "ec", compatible: [String] = ["test-board"],
         size: Int? = nil, sha256: String? = nil, expires: String? = "2099-01-01T00:00:00Z", signOptions: [String] = [],
-        writeImage: Bool = true, signature: Bool = true
+        writeImage: Bool = true, signature: Bool = true, sameMtimeAsServed: Bool = false
     ) throws -> Data {
         if writeImage { try image.write(to: URL(filePath: www + "/" + name)) }
         let digest = sha256 ?? SHA256Hasher.digest(of: [UInt8](image)).map { String(format: "%02x", $0) }.joined()
@@ -110,6 +110,13 @@ final class FirmwareServer: @unchecked Sendable {
         }
         // The manifest last: an agent polling meanwhile sees the old one or the new one.
         try manifest.write(to: URL(filePath: www + "/manifest.json.tmp"))
+        if sameMtimeAsServed {
+            // As a copy within the same second would leave it: nginx's ETag ("mtime-size") repeats.
+            var served = stat()
+            guard stat(www + "/manifest.json", &served) == 0 else { throw POSIXError(.ENOENT) }
+            var times = [served.st_atim, served.st_mtim]
+            guard utimensat(AT_FDCWD, www + "/manifest.json.tmp", &times, 0) == 0 else { throw POSIXError(.EPERM) }
+        }
         rename(www + "/manifest.json.tmp", www + "/manifest.json")
         return manifest
     }
