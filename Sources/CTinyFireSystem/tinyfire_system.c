@@ -81,6 +81,28 @@ void tinyfire_block_sigpipe(void) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
+int tinyfire_spawn_detached(void *(*body)(void *), void *argument, size_t stack_bytes) {
+    pthread_attr_t attributes;
+    int status = pthread_attr_init(&attributes);
+    if (status != 0) return status;
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    if (stack_bytes > 0) pthread_attr_setstacksize(&attributes, stack_bytes);
+    // The new thread inherits the creator's mask: block everything but the faults around the
+    // creation, then restore the caller's.
+    sigset_t all, saved;
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGILL);
+    sigdelset(&all, SIGFPE);
+    pthread_sigmask(SIG_BLOCK, &all, &saved);
+    pthread_t thread;
+    status = pthread_create(&thread, &attributes, body, argument);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    pthread_attr_destroy(&attributes);
+    return status;
+}
+
 static int signal_pipe_read = -1, signal_pipe_write = -1;
 
 static void tinyfire_signal_to_pipe(int signal_number) {

@@ -2,6 +2,7 @@
 #define TINYFIRE_SYSTEM_H
 /* Linux system calls that Swift's Glibc module does not export: epoll, eventfd, and a few
  * GNU extensions. Thin pass-throughs; no state, no allocation. */
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -40,6 +41,11 @@ long tinyfire_sendfile(int out_fd, int in_fd, int64_t *offset, unsigned long cou
  * gone then fails with EPIPE instead of killing the process (sendfile has no MSG_NOSIGNAL).
  * The signal stays pending on that thread only, harmlessly. */
 void tinyfire_block_sigpipe(void);
+
+/// Starts `body(argument)` on a new detached thread with a `stack_bytes` stack and every
+/// asynchronous signal blocked (as libdispatch's worker threads: signals go to the program's
+/// own threads). Returns 0, or pthread_create's error number (the body does not run then).
+int tinyfire_spawn_detached(void *(*body)(void *), void *argument, size_t stack_bytes);
 /* pipe2(fds, O_CLOEXEC): both ends close on exec, with no window in which a concurrent
  * spawn on another thread inherits them. */
 int tinyfire_pipe_cloexec(int fds[2]);

@@ -327,25 +327,31 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         let weakSelf = WeakLoopReference(self)
         let loop = self.loop
         let verdict = TrustVerdict(completion)
-        BlockingWork.run(label: "org.tinyfire.trust") {
-            let outcome: TinyFireError?
-            do {
-                try evaluator.evaluate(trust, forHost: host)
-                outcome = nil
-            } catch let error as TinyFireError {
-                outcome = error
-            } catch {
-                outcome = .serverTrustEvaluationFailed(reason: .customEvaluationFailed(host: host, error: error))
-            }
-            loop.execute {
-                guard let transfer = weakSelf.value, !transfer.finished else { return }
-                if let outcome {
-                    transfer.finish(.failure(outcome))
-                    verdict.completion(false)
-                } else {
-                    verdict.completion(true)
+        do throws(SystemResourceError) {
+            try BlockingWork.run(label: "tinyfire-trust", stackBytes: BlockingWork.callbackStack) {
+                let outcome: TinyFireError?
+                do {
+                    try evaluator.evaluate(trust, forHost: host)
+                    outcome = nil
+                } catch let error as TinyFireError {
+                    outcome = error
+                } catch {
+                    outcome = .serverTrustEvaluationFailed(reason: .customEvaluationFailed(host: host, error: error))
+                }
+                loop.execute {
+                    guard let transfer = weakSelf.value, !transfer.finished else { return }
+                    if let outcome {
+                        transfer.finish(.failure(outcome))
+                        verdict.completion(false)
+                    } else {
+                        verdict.completion(true)
+                    }
                 }
             }
+        } catch {
+            // No thread for the app's evaluator: the connection is not trusted.
+            finish(.failure(.resourceExhausted(error.description)))
+            completion(false)
         }
     }
 

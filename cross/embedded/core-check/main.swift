@@ -193,6 +193,31 @@ func eventLoopCheck() -> (ok: Bool, detail: String) {
 let (loopOK, loopDetail) = eventLoopCheck()
 check("event loop", loopOK, loopDetail)
 
+// Name resolution on a lookup thread of its own (BlockingWork: a detached pthread), as the
+// connection stack resolves: a numeric address, and localhost from /etc/hosts.
+func resolveCheck(_ host: String) -> (ok: Bool, detail: String) {
+    let answer = Locked<[SocketAddress]?>(nil)
+    let failure = Locked<String?>(nil)
+    DNSResolver.resolve(host: host, port: 80) { result in
+        switch result {
+        case .success(let addresses): answer.withLock { $0 = addresses }
+        case .failure(let error): failure.withLock { $0 = error.message }
+        }
+    }
+    let start = Instant.now()
+    while answer.withLock({ $0 }) == nil && failure.withLock({ $0 }) == nil && Instant.now().since(start) < .seconds(10) {
+        usleep(1000)
+    }
+    if let message = failure.withLock({ $0 }) { return (false, message) }
+    guard let addresses = answer.withLock({ $0 }) else { return (false, "no answer within 10 s") }
+    let text = addresses.map { $0.description }
+    return (text.contains("127.0.0.1:80"), text.joined(separator: ", "))
+}
+for host in ["127.0.0.1", "localhost"] {
+    let (ok, detail) = resolveCheck(host)
+    check("resolve \(host) (lookup thread)", ok, detail)
+}
+
 let before = Instant.now()
 let after = Instant.now()
 check("monotonic clock", after.nanoseconds >= before.nanoseconds && before.nanoseconds > 0, "\(before.nanoseconds) ns")

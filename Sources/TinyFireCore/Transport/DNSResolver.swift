@@ -1,6 +1,3 @@
-import Dispatch
-import Synchronization
-
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -13,39 +10,50 @@ import Synchronization
 /// interrupted, so each lookup runs on a thread of its own (`BlockingWork`), never on the I/O
 /// thread nor on the pool Swift's async tasks share with Dispatch's global queues; the
 /// caller's connect timeout bounds how long a request waits for it.
-enum DNSResolver {
+package enum DNSResolver {
     /// Resolves `host` for TCP on `port`.
     /// - Parameters:
     ///   - host: a name or a numeric IPv4/IPv6 address (without brackets).
     ///   - port: the TCP port.
-    ///   - completion: called on a Dispatch thread with the addresses, IPv6 and IPv4
+    ///   - completion: called on the lookup's thread with the addresses, IPv6 and IPv4
     ///     interleaved starting with the family getaddrinfo preferred (RFC 8305 §4), or with
-    ///     getaddrinfo's message.
-    static func resolve(
+    ///     getaddrinfo's message; called on the caller's thread, with `EAI_SYSTEM` and the
+    ///     reason, when no thread could be started for the lookup.
+    package static func resolve(
         host: String, port: Int, completion: @escaping @Sendable (Result<[SocketAddress], ResolutionError>) -> Void
     ) {
-        BlockingWork.run(label: "org.tinyfire.dns") {
-            let result = resolveNow(host: host, port: port)
-            if let hook = answerHook.withLock({ $0 }) {
-                hook(host) { completion(result) }
-            } else {
-                completion(result)
+        do throws(SystemResourceError) {
+            try BlockingWork.run(label: "tinyfire-dns") {
+                let result = resolveNow(host: host, port: port)
+                if let hook = answerHook.withLock({ $0 }) {
+                    hook(host) { completion(result) }
+                } else {
+                    completion(result)
+                }
             }
+        } catch {
+            completion(.failure(ResolutionError(message: "no thread for the lookup: \(error.description)", status: EAI_SYSTEM)))
         }
     }
 
     /// Test seam: when set, it receives each answer's host and a closure that delivers the
     /// answer, and decides when to call it (a test delays an answer past its Session's end).
-    static let answerHook = Mutex<(@Sendable (_ host: String, _ deliver: @escaping @Sendable () -> Void) -> Void)?>(nil)
+    package static let answerHook = Locked<(@Sendable (_ host: String, _ deliver: @escaping @Sendable () -> Void) -> Void)?>(nil)
 
     /// A failed resolution, with getaddrinfo's message.
-    struct ResolutionError: Error, Sendable {
-        var message: String
+    package struct ResolutionError: Error, Sendable {
+        package var message: String
         /// getaddrinfo's status (`EAI_AGAIN` when no name server answered: often no network).
-        var status: Int32 = 0
+        package var status: Int32 = 0
+
+        package init(message: String, status: Int32 = 0) {
+            self.message = message
+            self.status = status
+        }
     }
 
-    static func resolveNow(host: String, port: Int) -> Result<[SocketAddress], ResolutionError> {
+    /// Resolves `host` on the caller's thread (it blocks); the addresses ordered as `resolve`'s.
+    package static func resolveNow(host: String, port: Int) -> Result<[SocketAddress], ResolutionError> {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -78,7 +86,7 @@ enum DNSResolver {
     }
 
     /// Alternates two lists, starting with `first`.
-    static func interleave(first: [SocketAddress], second: [SocketAddress]) -> [SocketAddress] {
+    package static func interleave(first: [SocketAddress], second: [SocketAddress]) -> [SocketAddress] {
         var result: [SocketAddress] = []
         result.reserveCapacity(first.count + second.count)
         for index in 0..<max(first.count, second.count) {
