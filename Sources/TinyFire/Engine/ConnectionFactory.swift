@@ -58,7 +58,7 @@ final class ConnectionFactory {
     let userAgent: String?
     private var originContextResult: Result<TLSContext, TinyFireError>?
     private var proxyContexts: [(TLSConfiguration, Result<TLSContext, TinyFireError>)] = []
-    private var tlsSessions: [PoolKey: TLSSession] = [:]
+    private var tlsSessions: [PoolKey: TLSSession<ServerTrust>] = [:]
 
     init(loop: EventLoop, configuration: SessionConfiguration) {
         self.loop = loop
@@ -81,7 +81,7 @@ final class ConnectionFactory {
         if let originContextResult { return try originContextResult.get() }
         let result: Result<TLSContext, TinyFireError>
         do throws(TinyFireError) {
-            result = .success(try TLSContext(configuration.tls))
+            result = .success(try TLSContext.load(configuration.tls))
         } catch {
             result = .failure(error)
         }
@@ -94,7 +94,7 @@ final class ConnectionFactory {
         if let entry = proxyContexts.first(where: { $0.0 == tls }) { return try entry.1.get() }
         let result: Result<TLSContext, TinyFireError>
         do throws(TinyFireError) {
-            result = .success(try TLSContext(tls))
+            result = .success(try TLSContext.load(tls))
         } catch {
             result = .failure(error)
         }
@@ -102,11 +102,11 @@ final class ConnectionFactory {
         return try result.get()
     }
 
-    func tlsSession(for key: PoolKey) -> TLSSession? {
+    func tlsSession(for key: PoolKey) -> TLSSession<ServerTrust>? {
         configuration.tls.sessionResumption ? tlsSessions[key] : nil
     }
 
-    func storeTLSSession(_ session: TLSSession, for key: PoolKey) {
+    func storeTLSSession(_ session: TLSSession<ServerTrust>, for key: PoolKey) {
         guard configuration.tls.sessionResumption else { return }
         tlsSessions[key] = session
     }
@@ -227,7 +227,7 @@ final class ConnectionBuild {
         let tls: TLSStream
         do throws(TinyFireError) {
             let isAddress = IPAddressBytes.parse(proxy.host) != nil
-            tls = try TLSStream(
+            tls = try TLSStream.open(
                 context: try factory.proxyContext(proxy.tls), over: connection.stream, serverName: isAddress ? nil : proxy.host)
         } catch {
             fail(ConnectionBuildFailure(reason: .tlsFailed(code: 0, message: "\(error)"), atProxy: true, configurationError: error))
@@ -238,7 +238,7 @@ final class ConnectionBuild {
                 if case .failed(let reason) = progress { fail(ConnectionBuildFailure(reason: reason, atProxy: true)) }
                 return
             }
-            let trust = ConnectionFactory.serverTrust(of: tls, details: tls.details, host: proxy.host)
+            let trust = ConnectionFactory.serverTrust(of: tls, details: tls.negotiated, host: proxy.host)
             let reasons = trust.defaultValidationFailures(validateHost: true)
             guard reasons.isEmpty else {
                 fail(ConnectionBuildFailure(reason: .certificateVerificationFailed(reasons: reasons), atProxy: true))
@@ -289,7 +289,8 @@ final class ConnectionBuild {
         let tls: TLSStream
         do throws(TinyFireError) {
             let isAddress = IPAddressBytes.parse(target.host) != nil
-            tls = try TLSStream(context: try factory.originContext(), over: connection.stream, serverName: isAddress ? nil : target.host)
+            tls = try TLSStream.open(
+                context: try factory.originContext(), over: connection.stream, serverName: isAddress ? nil : target.host)
         } catch {
             fail(ConnectionBuildFailure(reason: .tlsFailed(code: 0, message: "\(error)"), configurationError: error))
             return
@@ -303,7 +304,7 @@ final class ConnectionBuild {
                 return
             }
             let handshake = Instant.now().since(started)
-            var details = tls.details
+            var details = tls.negotiated
             // A resumed handshake received no certificate: it is judged on what the full
             // handshake it continues presented and verified, by the same evaluators.
             let trust: ServerTrust

@@ -218,6 +218,40 @@ for host in ["127.0.0.1", "localhost"] {
     check("resolve \(host) (lookup thread)", ok, detail)
 }
 
+// TLS over mbedTLS: the system's CA bundle parsed (the host's file, read through qemu), and a
+// client handshake started on a non-blocking socket: it writes a ClientHello record and waits.
+func tlsCheck() -> (ok: Bool, detail: String) {
+    let context: TLSContext
+    do throws(TLSSetupError) {
+        context = try TLSContext(TLSConfiguration())
+    } catch {
+        return (false, error.reason)
+    }
+    let anchors = context.anchorDER.count
+    var fds: [Int32] = [0, 0]
+    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else { return (false, "socketpair: \(errnoMessage(errno))") }
+    defer {
+        close(fds[0])
+        close(fds[1])
+    }
+    _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
+    let stream: TLSStream
+    do throws(TLSSetupError) {
+        stream = try TLSStream(context: context, over: SocketStream(fd: fds[0]), serverName: "example.org")
+    } catch {
+        return (false, error.reason)
+    }
+    let step = stream.handshake()
+    var record = [UInt8](repeating: 0, count: 5)
+    let got = read(fds[1], &record, 5)
+    guard case .wantRead = step, got == 5, record[0] == 0x16, record[1] == 3 else {
+        return (false, "\(anchors) anchors; handshake did not send a ClientHello (read \(got))")
+    }
+    return (anchors > 50, "\(anchors) trust anchors; ClientHello record of \(Int(record[3]) << 8 | Int(record[4])) bytes")
+}
+let (tlsOK, tlsDetail) = tlsCheck()
+check("TLS (mbedTLS)", tlsOK, tlsDetail)
+
 let before = Instant.now()
 let after = Instant.now()
 check("monotonic clock", after.nanoseconds >= before.nanoseconds && before.nanoseconds > 0, "\(before.nanoseconds) ns")
