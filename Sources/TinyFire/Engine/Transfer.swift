@@ -158,9 +158,14 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     /// Builds the request head for the current hop.
     private func prepareHead() throws(TinyFireError) {
         let url = spec.url
-        let target = try RequestTarget(
-            scheme: url.scheme, host: url.host(percentEncoded: true), port: url.port, path: url.path(percentEncoded: true),
-            query: url.query(percentEncoded: true), url: url.absoluteString, proxies: spec.proxy ?? configuration.proxy)
+        let target: RequestTarget
+        do throws(RequestTargetError) {
+            target = try RequestTarget(
+                scheme: url.scheme, host: url.host(percentEncoded: true), port: url.port, path: url.path(percentEncoded: true),
+                query: url.query(percentEncoded: true), url: url.absoluteString, proxies: spec.proxy ?? configuration.proxy)
+        } catch {
+            throw .invalidURL(url: error.url, reason: error.reason)
+        }
         self.target = target
         key = target.poolKey
         if target.proxy?.sendsCredentialsPreemptively ?? false { sendsProxyCredentials = true }

@@ -26,52 +26,6 @@ protocol HTTPExchangeDelegate: AnyObject {
     func exchangeDidFail(_ failure: ExchangeFailure)
 }
 
-/// How far a connection step (a TLS handshake, a CONNECT) got.
-enum ConnectionStepProgress {
-    /// Finished: the next step, or the exchange, can run.
-    case done
-    /// Waiting for the socket to be readable.
-    case wantRead
-    /// Waiting for the socket to be writable.
-    case wantWrite
-    /// Failed, for this reason.
-    case failed(TransferError.Reason)
-}
-
-/// Something a connection runs on its stream before HTTP exchanges can: a TLS handshake, a
-/// CONNECT through a proxy. The connection calls `advance()` when the socket is ready, until
-/// it is done or failed.
-protocol ConnectionStep: AnyObject {
-    /// Moves the step on as far as the stream allows.
-    func advance() -> ConnectionStepProgress
-}
-
-/// A TLS handshake on a stream.
-final class TLSHandshakeStep: ConnectionStep {
-    let tls: TLSStream
-
-    init(_ tls: TLSStream) {
-        self.tls = tls
-    }
-
-    func advance() -> ConnectionStepProgress {
-        switch tls.handshake() {
-        case .done: return .done
-        case .wantRead: return .wantRead
-        case .wantWrite: return .wantWrite
-        case .failed(let code):
-            // mbedTLS 3.x answers 0xFFFFFFFF ("not verified yet") when the handshake died
-            // before any certificate arrived (a server that does not speak TLS): that is a TLS
-            // failure, not an untrusted certificate.
-            let flags = tls.verificationFlags
-            if flags != 0 && flags != UInt32.max {
-                return .failed(.certificateVerificationFailed(reasons: tlsVerificationReasons(flags)))
-            }
-            return .failed(.tlsFailed(code: code, message: tlsErrorMessage(code)))
-        }
-    }
-}
-
 /// Why an exchange ended without a complete response.
 struct ExchangeFailure: Error {
     enum Kind {
@@ -92,23 +46,6 @@ struct ExchangeFailure: Error {
     var receivedResponseBytes: Bool
     /// Whether the connection had carried an earlier exchange (a candidate stale connection).
     var connectionWasReused: Bool
-}
-
-/// The key a pooled connection is filed under.
-struct PoolKey: Hashable, Sendable, CustomStringConvertible {
-    var scheme: String
-    var host: String
-    var port: Int
-    /// The proxy the connection runs through (nil: direct). Requests in absolute form to a
-    /// proxy are keyed by the proxy alone (empty host).
-    var proxy: ProxyKey? = nil
-
-    /// `scheme://host:port [via proxy]`, without credentials.
-    var description: String {
-        guard let proxy else { return "\(scheme)://\(host):\(port)" }
-        if host.isEmpty { return "via \(proxy.displayURL)" }
-        return "\(scheme)://\(host):\(port) via \(proxy.displayURL)"
-    }
 }
 
 /// One HTTP/1.1 connection over a non-blocking socket: writes a request head and body, feeds

@@ -46,3 +46,28 @@ extension String {
         return String(out)
     }
 }
+
+extension StringProtocol {
+    /// The first occurrence of the ASCII text `needle`, compared byte for byte (what
+    /// `firstRange(of:)` gives, without the string-processing module Embedded Swift lacks).
+    /// ASCII bytes never sit inside a multi-byte character, so the range is on scalar
+    /// boundaries.
+    package func firstRange(ofASCII needle: String) -> Range<Index>? {
+        let pattern = Array(needle.utf8)
+        guard let first = pattern.first else { return startIndex..<startIndex }
+        var index = utf8.startIndex
+        while index != utf8.endIndex {
+            if utf8[index] == first {
+                var end = index
+                var matched = 0
+                while matched < pattern.count, end != utf8.endIndex, utf8[end] == pattern[matched] {
+                    end = utf8.index(after: end)
+                    matched += 1
+                }
+                if matched == pattern.count { return index..<end }
+            }
+            index = utf8.index(after: index)
+        }
+        return nil
+    }
+}

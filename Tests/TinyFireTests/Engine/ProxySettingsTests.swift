@@ -181,8 +181,8 @@ struct ProxySettingsTests {
             try target("https", "o", nil, ProxySettings(all: alice)).poolKey != target("https", "o", nil, ProxySettings(all: bob)).poolKey)
         #expect(!tunnel.poolKey.description.contains("alice") && tunnel.poolKey.description.contains("via http://proxy:3128"))
         // Only http and https.
-        #expect(throws: TinyFireError.self) { try target("ftp", "h", nil, .direct) }
-        #expect(throws: TinyFireError.self) { try target("http", "h", 70000, .direct) }
+        #expect { try target("ftp", "h", nil, .direct) } throws: { ($0 as? RequestTargetError)?.reason == "unsupported scheme \"ftp\"" }
+        #expect { try target("http", "h", 70000, .direct) } throws: { ($0 as? RequestTargetError)?.reason == "port 70000 out of range" }
     }
 
     // MARK: - The CONNECT step from scripted bytes

@@ -252,6 +252,97 @@ func tlsCheck() -> (ok: Bool, detail: String) {
 let (tlsOK, tlsDetail) = tlsCheck()
 check("TLS (mbedTLS)", tlsOK, tlsDetail)
 
+// Proxies: a proxy URL parsed (credentials percent-decoded), the hop's route through it, and the
+// CONNECT step run against a fake proxy at the other end of a socket pair.
+func proxyCheck() -> (ok: Bool, detail: String) {
+    let proxy: Proxy
+    let target: RequestTarget
+    do throws(ProxyURLError) {
+        proxy = try Proxy(parsing: "http://user:p%40ss@proxy.example:3128")
+    } catch {
+        return (false, error.reason)
+    }
+    do throws(RequestTargetError) {
+        target = try RequestTarget(
+            scheme: "https", host: "example.org", port: nil, path: "/x", query: nil, url: "https://example.org/x",
+            proxies: ProxySettings(all: proxy))
+    } catch {
+        return (false, error.description)
+    }
+    guard case .tunnel = target.route, target.connectPort == 3128 else { return (false, "route \(target.poolKey)") }
+    var fds: [Int32] = [0, 0]
+    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else { return (false, "socketpair") }
+    defer {
+        close(fds[0])
+        close(fds[1])
+    }
+    _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
+    let step = ProxyTunnelStep(
+        stream: SocketStream(fd: fds[0]), authority: target.tunnelAuthority,
+        authorization: proxy.credentials?.basicAuthorization, userAgent: nil, maxHeadBytes: 8192)
+    guard case .wantRead = step.advance() else { return (false, "the CONNECT request was not sent") }
+    var request = [UInt8](repeating: 0, count: 512)
+    let got = read(fds[1], &request, request.count)
+    let text = String(decoding: request[0..<max(got, 0)], as: UTF8.self)
+    let answer = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
+    _ = write(fds[1], answer, answer.count)
+    guard case .done = step.advance() else { return (false, "the 200 answer did not open the tunnel") }
+    let ok =
+        text.hasPrefix("CONNECT example.org:443 HTTP/1.1\r\n")
+        && text.firstRange(ofASCII: "Proxy-Authorization: Basic dXNlcjpwQHNz\r\n") != nil && step.answer?.status == 200
+    return (ok, "CONNECT \(target.tunnelAuthority) via \(target.poolKey.proxy?.displayURL ?? "?"), answered 200")
+}
+let (proxyOK, proxyDetail) = proxyCheck()
+check("proxy URL, route and CONNECT", proxyOK, proxyDetail)
+
+// Happy Eyeballs on the event loop: a refused address first, then a listening one.
+final class ConnectOutcome: Sendable {
+    let result = Locked<String?>(nil)
+}
+func connectorCheck() -> (ok: Bool, detail: String) {
+    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+    }
+    guard bound, listen(listener, 4) == 0 else { return (false, "cannot listen: \(errnoMessage(errno))") }
+    defer { close(listener) }
+    let port = Int(UInt16(bigEndian: address.sin_port))
+    guard case .success(let refused) = DNSResolver.resolveNow(host: "127.0.0.1", port: 1),
+        case .success(let listening) = DNSResolver.resolveNow(host: "127.0.0.1", port: port)
+    else { return (false, "no addresses") }
+    let loop: EventLoop
+    do throws(SystemResourceError) {
+        loop = try EventLoop(name: "core-connect")
+    } catch {
+        return (false, error.description)
+    }
+    defer { loop.shutdown() }
+    let outcome = ConnectOutcome()
+    let addresses = refused + listening
+    loop.execute {
+        // Nothing else holds the connector: its attempts do, until it ends.
+        Connector(loop: loop, addresses: addresses).start { result in
+            switch result {
+            case .success(let connected):
+                close(connected.fd)
+                outcome.result.withLock { $0 = "connected to \(connected.address)" }
+            case .failure(let failure):
+                outcome.result.withLock { $0 = "failed: \(failure.attempts.joined(separator: "; "))" }
+            }
+        }
+    }
+    let start = Instant.now()
+    while outcome.result.withLock({ $0 }) == nil && Instant.now().since(start) < .seconds(10) { usleep(1000) }
+    let text = outcome.result.withLock { $0 } ?? "no answer within 10 s"
+    return (text == "connected to 127.0.0.1:\(port)", text)
+}
+let (connectOK, connectDetail) = connectorCheck()
+check("Happy Eyeballs connect", connectOK, connectDetail)
+
 let before = Instant.now()
 let after = Instant.now()
 check("monotonic clock", after.nanoseconds >= before.nanoseconds && before.nanoseconds > 0, "\(before.nanoseconds) ns")

@@ -6,7 +6,18 @@
 
 // Proxies: one proxy server (`Proxy`), which proxy a URL goes through (`ProxySettings`, the
 // typed counterpart of URLSession's `connectionProxyDictionary`), and the hosts that go direct
-// (`NoProxyList`). Written without Foundation and with typed throws, for the core.
+// (`NoProxyList`). Part of the core: no Foundation, typed throws. TinyFire's public
+// `Proxy(url:)` and `ProxySettings.environment()` (TinyFire/Session/ProxyParsing.swift) throw
+// `TinyFireError.invalidProxy` with the reason these give.
+
+/// A proxy URL or a proxy variable that cannot be used, with the reason (the URL with its
+/// password masked, and the problem).
+package struct ProxyURLError: Error, Sendable, CustomStringConvertible {
+    package let reason: String
+    package var description: String { reason }
+
+    package init(reason: String) { self.reason = reason }
+}
 
 /// A user name and password for a proxy's Basic authentication. Printing it masks the password.
 public struct ProxyCredentials: Sendable, Equatable, CustomStringConvertible {
@@ -25,7 +36,7 @@ public struct ProxyCredentials: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "\(user):***" }
 
     /// The `Proxy-Authorization` value: `Basic base64(user:password)`.
-    var basicAuthorization: String {
+    package var basicAuthorization: String {
         "Basic " + Base64.encode(Array(user.utf8) + [UInt8(ascii: ":")] + Array(password.utf8))
     }
 }
@@ -138,27 +149,27 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
 
     /// Parses a proxy URL as curl takes it: `[scheme://][user[:password]@]host[:port][/]`.
     /// A URL without a scheme is `http://`; user and password are percent-decoded.
-    /// - Throws: `TinyFireError.invalidProxy` naming the problem: an unsupported scheme (SOCKS
-    ///   is not supported), no host, a bad port, a path, or characters a host cannot hold.
-    public init(url text: String) throws(TinyFireError) {
+    /// - Throws: `ProxyURLError` naming the problem: an unsupported scheme (SOCKS is not
+    ///   supported), no host, a bad port, a path, or characters a host cannot hold.
+    package init(parsing text: String) throws(ProxyURLError) {
         var rest = Substring(text)
         var scheme = Scheme.http
-        if let range = rest.firstRange(of: "://") {
+        if let range = rest.firstRange(ofASCII: "://") {
             let name = rest[..<range.lowerBound].lowercased()
             switch name {
             case "http": scheme = .http
             case "https": scheme = .https
             case "socks4", "socks4a", "socks5", "socks5h":
-                throw .invalidProxy(reason: "\(Proxy.masked(text)): SOCKS proxies are not supported (use an HTTP proxy)")
+                throw ProxyURLError(reason: "\(Proxy.masked(text)): SOCKS proxies are not supported (use an HTTP proxy)")
             default:
-                throw .invalidProxy(reason: "\(Proxy.masked(text)): unsupported proxy scheme \(quoted(name))")
+                throw ProxyURLError(reason: "\(Proxy.masked(text)): unsupported proxy scheme \(quoted(name))")
             }
             rest = rest[range.upperBound...]
         }
         // The authority ends at the path; a path other than "/" is a mistake worth naming.
         if let slash = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) {
             guard rest[slash...] == "/" else {
-                throw .invalidProxy(reason: "\(Proxy.masked(text)): a proxy URL has no path, query or fragment")
+                throw ProxyURLError(reason: "\(Proxy.masked(text)): a proxy URL has no path, query or fragment")
             }
             rest = rest[..<slash]
         }
@@ -176,7 +187,7 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
                 password = ""
             }
             guard let decodedUser = Proxy.percentDecoded(user), let decodedPassword = Proxy.percentDecoded(password) else {
-                throw .invalidProxy(reason: "\(Proxy.masked(text)): bad percent-encoding in the user or password")
+                throw ProxyURLError(reason: "\(Proxy.masked(text)): bad percent-encoding in the user or password")
             }
             credentials = ProxyCredentials(user: decodedUser, password: decodedPassword)
         }
@@ -200,7 +211,7 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
     /// A proxy URL as text with any password replaced by `***` (for errors about a URL that
     /// did not parse).
     public static func masked(_ url: String) -> String {
-        let start = url.firstRange(of: "://")?.upperBound ?? url.startIndex
+        let start = url.firstRange(ofASCII: "://")?.upperBound ?? url.startIndex
         let authorityEnd = url[start...].firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? url.endIndex
         guard let at = url[start..<authorityEnd].lastIndex(of: "@") else { return url }
         let userInfo = url[start..<at]
@@ -208,21 +219,21 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
         return String(url[..<start]) + user + ":***" + String(url[at...])
     }
 
-    private static func splitHostPort(_ authority: Substring, in text: String) throws(TinyFireError) -> (String, Int?) {
+    private static func splitHostPort(_ authority: Substring, in text: String) throws(ProxyURLError) -> (String, Int?) {
         var host: Substring
         var portText: Substring?
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else {
-                throw .invalidProxy(reason: "\(masked(text)): an IPv6 address without its closing bracket")
+                throw ProxyURLError(reason: "\(masked(text)): an IPv6 address without its closing bracket")
             }
             host = authority[authority.index(after: authority.startIndex)..<close]
             let after = authority[authority.index(after: close)...]
             if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw .invalidProxy(reason: "\(masked(text)): junk after the IPv6 address") }
+                guard after.hasPrefix(":") else { throw ProxyURLError(reason: "\(masked(text)): junk after the IPv6 address") }
                 portText = after.dropFirst()
             }
             guard IPAddressBytes.parse(String(host))?.count == 16 else {
-                throw .invalidProxy(reason: "\(masked(text)): \(quoted(String(host))) is not an IPv6 address")
+                throw ProxyURLError(reason: "\(masked(text)): \(quoted(String(host))) is not an IPv6 address")
             }
         } else if let colon = authority.lastIndex(of: ":") {
             host = authority[..<colon]
@@ -230,15 +241,15 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
         } else {
             host = authority
         }
-        guard !host.isEmpty else { throw .invalidProxy(reason: "\(masked(text)): no host") }
+        guard !host.isEmpty else { throw ProxyURLError(reason: "\(masked(text)): no host") }
         for byte in host.utf8 where byte <= 0x20 || byte >= 0x7F || byte == UInt8(ascii: "%") || byte == UInt8(ascii: "@") {
-            throw .invalidProxy(reason: "\(masked(text)): the host holds a character a host name cannot")
+            throw ProxyURLError(reason: "\(masked(text)): the host holds a character a host name cannot")
         }
         var port: Int?
         if let portText {
             guard let value = Int(portText), portText.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), (1...65535).contains(value)
             else {
-                throw .invalidProxy(reason: "\(masked(text)): port \(quoted(String(portText))) is not a number from 1 to 65535")
+                throw ProxyURLError(reason: "\(masked(text)): port \(quoted(String(portText))) is not a number from 1 to 65535")
             }
             port = value
         }
@@ -279,13 +290,13 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
 ///   `fd00::/8`): a URL whose host is such an address. Names are not resolved for this.
 /// Entries are separated by commas or spaces; matching ignores case and a trailing dot.
 public struct NoProxyList: Sendable, Equatable, CustomStringConvertible {
-    enum Entry: Sendable, Equatable {
+    package enum Entry: Sendable, Equatable {
         case all
         case name(String)
         case network(address: [UInt8], prefix: Int)
     }
 
-    let entries: [Entry]
+    package let entries: [Entry]
     /// Entries that are neither `*`, a host name nor an address or range (a bad CIDR prefix,
     /// a port): curl ignores them; `config check` reports them.
     public let invalidEntries: [String]
@@ -482,22 +493,20 @@ public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
     /// - `no_proxy` or `NO_PROXY`: hosts that go direct (see `NoProxyList`).
     /// Lowercase wins over uppercase; an empty value is unset.
     /// - Parameter lookup: reads a variable; default `getenv`.
-    /// - Throws: `TinyFireError.invalidProxy` naming the variable whose proxy URL is malformed.
-    public static func environment(_ lookup: (String) -> String? = ProxySettings.processEnvironment) throws(TinyFireError)
-        -> ProxySettings
-    {
+    /// - Throws: `ProxyURLError` naming the variable whose proxy URL is malformed.
+    package static func parseEnvironment(_ lookup: (String) -> String?) throws(ProxyURLError) -> ProxySettings {
         func value(_ names: String...) -> (name: String, value: String)? {
             for name in names {
                 if let text = lookup(name), !text.isEmpty { return (name, text) }
             }
             return nil
         }
-        func proxy(_ found: (name: String, value: String)?) throws(TinyFireError) -> Proxy? {
+        func proxy(_ found: (name: String, value: String)?) throws(ProxyURLError) -> Proxy? {
             guard let found else { return nil }
-            do {
-                return try Proxy(url: found.value)
+            do throws(ProxyURLError) {
+                return try Proxy(parsing: found.value)
             } catch {
-                throw .invalidProxy(reason: "\(found.name): \(error.proxyReason ?? "\(error)")")
+                throw ProxyURLError(reason: "\(found.name): \(error.reason)")
             }
         }
         let all = value("all_proxy", "ALL_PROXY")
@@ -519,19 +528,11 @@ public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-extension TinyFireError {
-    /// The reason of an `.invalidProxy`, nil for other errors.
-    var proxyReason: String? {
-        if case .invalidProxy(let reason) = self { return reason }
-        return nil
-    }
-}
-
 /// Base64 (RFC 4648, with padding) without Foundation.
-enum Base64 {
+package enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
-    static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var index = 0
@@ -557,7 +558,7 @@ enum Base64 {
 
 /// A value behind one immutable reference: a struct that holds one stays a pointer wide, and a
 /// change makes a new box (copy on write without uniqueness checks).
-final class ImmutableBox<Value: Sendable>: Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
+package final class ImmutableBox<Value: Sendable>: Sendable {
+    package let value: Value
+    package init(_ value: Value) { self.value = value }
 }

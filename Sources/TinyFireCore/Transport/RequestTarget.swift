@@ -2,9 +2,9 @@
 /// settings: the origin, the request target the head carries, the route (direct, in absolute
 /// form to a proxy, or through a CONNECT tunnel), the host the socket connects to, and the key
 /// its connection is pooled under.
-struct RequestTarget: Sendable, Equatable {
+package struct RequestTarget: Sendable, Equatable {
     /// How the hop reaches its origin.
-    enum Route: Sendable, Equatable {
+    package enum Route: Sendable, Equatable {
         /// A connection to the origin itself.
         case direct
         /// To the proxy, the request in absolute form (`GET http://origin/path`): `http://`
@@ -16,17 +16,17 @@ struct RequestTarget: Sendable, Equatable {
     }
 
     /// `http` or `https`, lowercased.
-    let scheme: String
+    package let scheme: String
     /// The origin's host (an IPv6 address without brackets).
-    let host: String
+    package let host: String
     /// The origin's port.
-    let port: Int
+    package let port: Int
     /// `host[:port]` as the `Host` field carries it (brackets around IPv6, the port only when
     /// it is not the scheme's default).
-    let authority: String
+    package let authority: String
     /// The path and query (`/` at least).
-    let originForm: String
-    let route: Route
+    package let originForm: String
+    package let route: Route
 
     /// - Parameters:
     ///   - scheme: the URL's scheme (any case).
@@ -36,22 +36,22 @@ struct RequestTarget: Sendable, Equatable {
     ///   - query: the percent-encoded query, without "?".
     ///   - url: the URL as text, for errors.
     ///   - proxies: which proxy the hop goes through.
-    /// - Throws: `TinyFireError.invalidURL` for a scheme other than http/https, no host, or a
-    ///   port out of range.
-    init(
+    /// - Throws: `RequestTargetError` for a scheme other than http/https, no host, or a port
+    ///   out of range (TinyFire: `TinyFireError.invalidURL`).
+    package init(
         scheme rawScheme: String?, host rawHost: String?, port: Int?, path: String, query: String?, url: String,
         proxies: ProxySettings
-    ) throws(TinyFireError) {
-        guard let rawScheme else { throw .invalidURL(url: url, reason: "no scheme") }
+    ) throws(RequestTargetError) {
+        guard let rawScheme else { throw RequestTargetError(url: url, reason: "no scheme") }
         let scheme = rawScheme.lowercased()
         guard scheme == "http" || scheme == "https" else {
-            throw .invalidURL(url: url, reason: "unsupported scheme \(quoted(scheme))")
+            throw RequestTargetError(url: url, reason: "unsupported scheme \(quoted(scheme))")
         }
-        guard var host = rawHost, !host.isEmpty else { throw .invalidURL(url: url, reason: "no host") }
+        guard var host = rawHost, !host.isEmpty else { throw RequestTargetError(url: url, reason: "no host") }
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         let defaultPort = scheme == "https" ? 443 : 80
         let port = port ?? defaultPort
-        guard (1...65535).contains(port) else { throw .invalidURL(url: url, reason: "port \(port) out of range") }
+        guard (1...65535).contains(port) else { throw RequestTargetError(url: url, reason: "port \(port) out of range") }
         self.scheme = scheme
         self.host = host
         self.port = port
@@ -68,10 +68,10 @@ struct RequestTarget: Sendable, Equatable {
     }
 
     /// Whether TLS runs to the origin.
-    var isTLS: Bool { scheme == "https" }
+    package var isTLS: Bool { scheme == "https" }
 
     /// The proxy the hop goes through.
-    var proxy: Proxy? {
+    package var proxy: Proxy? {
         switch route {
         case .direct: return nil
         case .forward(let proxy), .tunnel(let proxy): return proxy
@@ -79,25 +79,25 @@ struct RequestTarget: Sendable, Equatable {
     }
 
     /// The request line's target: the origin form, or the absolute form to a proxy.
-    var requestTarget: String {
+    package var requestTarget: String {
         if case .forward = route { return "\(scheme)://\(authority)\(originForm)" }
         return originForm
     }
 
     /// `host:port` for CONNECT (always with the port).
-    var tunnelAuthority: String {
+    package var tunnelAuthority: String {
         let hostForHeader = host.contains(":") ? "[\(host)]" : host
         return "\(hostForHeader):\(port)"
     }
 
     /// The host and port the socket connects to: the proxy's, or the origin's.
-    var connectHost: String { proxy?.host ?? host }
-    var connectPort: Int { proxy?.port ?? port }
+    package var connectHost: String { proxy?.host ?? host }
+    package var connectPort: Int { proxy?.port ?? port }
 
     /// The key connections for this hop are pooled under. Requests in absolute form to one
     /// proxy share its connections whatever their origin; a tunnel belongs to its origin and
     /// its proxy (and the credentials it was opened with).
-    var poolKey: PoolKey {
+    package var poolKey: PoolKey {
         switch route {
         case .direct:
             return PoolKey(scheme: scheme, host: host, port: port)
@@ -110,19 +110,19 @@ struct RequestTarget: Sendable, Equatable {
 }
 
 /// The part of a pool key that says which proxy a connection runs through and how.
-struct ProxyKey: Hashable, Sendable {
-    var scheme: Proxy.Scheme
-    var host: String
-    var port: Int
+package struct ProxyKey: Hashable, Sendable {
+    package var scheme: Proxy.Scheme
+    package var host: String
+    package var port: Int
     /// The credentials a tunnel was opened with (a tunnel is not shared across users).
-    var user: String?
-    var password: String?
-    var tunnel: Bool
+    package var user: String?
+    package var password: String?
+    package var tunnel: Bool
     /// The https proxy's trust anchors (two settings that trust differently do not share).
-    var caFiles: [String]
-    var caDirectories: [String]
+    package var caFiles: [String]
+    package var caDirectories: [String]
 
-    init(_ proxy: Proxy, tunnel: Bool) {
+    package init(_ proxy: Proxy, tunnel: Bool) {
         scheme = proxy.scheme
         host = proxy.host.lowercased()
         port = proxy.port
@@ -134,8 +134,45 @@ struct ProxyKey: Hashable, Sendable {
     }
 
     /// `scheme://host:port`, without credentials.
-    var displayURL: String {
+    package var displayURL: String {
         let shownHost = host.contains(":") ? "[\(host)]" : host
         return "\(scheme.rawValue)://\(shownHost):\(port)"
+    }
+}
+
+/// The key a pooled connection is filed under.
+package struct PoolKey: Hashable, Sendable, CustomStringConvertible {
+    package var scheme: String
+    package var host: String
+    package var port: Int
+    /// The proxy the connection runs through (nil: direct). Requests in absolute form to a
+    /// proxy are keyed by the proxy alone (empty host).
+    package var proxy: ProxyKey? = nil
+
+    /// `scheme://host:port [via proxy]`, without credentials.
+    package var description: String {
+        guard let proxy else { return "\(scheme)://\(host):\(port)" }
+        if host.isEmpty { return "via \(proxy.displayURL)" }
+        return "\(scheme)://\(host):\(port) via \(proxy.displayURL)"
+    }
+
+    package init(scheme: String, host: String, port: Int, proxy: ProxyKey? = nil) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.proxy = proxy
+    }
+}
+
+/// A hop whose URL cannot be requested: no scheme, a scheme other than http/https, no host,
+/// or a port out of range. `url` is the URL as text, `reason` the problem.
+package struct RequestTargetError: Error, Sendable, CustomStringConvertible {
+    package let url: String
+    package let reason: String
+    package var description: String { "\(url): \(reason)" }
+
+    package init(url: String, reason: String) {
+        self.url = url
+        self.reason = reason
     }
 }

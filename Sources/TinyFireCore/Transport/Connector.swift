@@ -9,16 +9,19 @@
 /// parallel; a failure starts the next at once. The first to connect wins, the rest are closed.
 ///
 /// Loop-confined. The overall deadline is the caller's (the request's connect timeout), which
-/// ends this with `cancel()`.
-final class Connector {
+/// ends this with `cancel()`. A connector in progress is kept alive by its attempts and its timer
+/// (no `weak` in Embedded Swift): it ends with its completion or with `cancel()`, whichever
+/// comes first, and not before.
+package final class Connector {
     /// Default delay before a parallel attempt: 250 ms (RFC 8305 recommends 150–250 ms).
-    static let defaultAttemptDelay: Duration = .milliseconds(250)
+    package static let defaultAttemptDelay: Duration = .milliseconds(250)
 
     private final class Attempt: EventLoopHandler {
         let fd: Int32
         let address: SocketAddress
         var registration: Registration?
-        weak var owner: Connector?
+        /// Set while the attempt is in flight; cleared when it leaves `inFlight`.
+        var owner: Connector?
 
         init(fd: Int32, address: SocketAddress) {
             self.fd = fd
@@ -41,27 +44,27 @@ final class Connector {
     private var completion: ((Result<(fd: Int32, address: SocketAddress), ConnectFailure>) -> Void)?
 
     /// Every address refused or failed.
-    struct ConnectFailure: Error {
+    package struct ConnectFailure: Error {
         /// One "address: reason" entry per address tried.
-        var attempts: [String]
+        package var attempts: [String]
         /// The errno of each attempt that failed with one (0 for other failures).
-        var codes: [Int32] = []
+        package var codes: [Int32] = []
     }
 
-    init(loop: EventLoop, addresses: [SocketAddress], attemptDelay: Duration = Connector.defaultAttemptDelay) {
+    package init(loop: EventLoop, addresses: [SocketAddress], attemptDelay: Duration = Connector.defaultAttemptDelay) {
         self.loop = loop
         self.addresses = addresses
         self.attemptDelay = attemptDelay
     }
 
     /// Starts connecting; `completion` is called once, on the loop, unless `cancel()` comes first.
-    func start(_ completion: @escaping (Result<(fd: Int32, address: SocketAddress), ConnectFailure>) -> Void) {
+    package func start(_ completion: @escaping (Result<(fd: Int32, address: SocketAddress), ConnectFailure>) -> Void) {
         self.completion = completion
         startNextAttempt()
     }
 
     /// Abandons every attempt; the completion is not called.
-    func cancel() {
+    package func cancel() {
         completion = nil
         closeAll(except: nil)
     }
@@ -105,9 +108,10 @@ final class Connector {
             attempt.owner = self
             inFlight.append(attempt)
             if nextIndex < addresses.count {
-                delayTimer = loop.schedule(at: .now() + attemptDelay) { [weak self] in
-                    self?.delayTimer = nil
-                    self?.startNextAttempt()
+                // Holds the connector until it fires or is cancelled (closeAll, the next attempt).
+                delayTimer = loop.schedule(at: .now() + attemptDelay) { [self] in
+                    delayTimer = nil
+                    startNextAttempt()
                 }
             }
             return
@@ -130,6 +134,7 @@ final class Connector {
 
     private func succeed(_ attempt: Attempt) {
         if let registration = attempt.registration { loop.deregister(registration) }
+        attempt.owner = nil
         inFlight.removeAll { $0 === attempt }
         closeAll(except: attempt)
         let completion = self.completion
@@ -146,6 +151,7 @@ final class Connector {
     private func remove(_ attempt: Attempt) {
         if let registration = attempt.registration { loop.deregister(registration) }
         attempt.registration = nil
+        attempt.owner = nil
         inFlight.removeAll { $0 === attempt }
     }
 
@@ -156,6 +162,7 @@ final class Connector {
         }
         for attempt in inFlight where attempt !== keep {
             if let registration = attempt.registration { loop.deregister(registration) }
+            attempt.owner = nil
             close(attempt.fd)
         }
         inFlight.removeAll()

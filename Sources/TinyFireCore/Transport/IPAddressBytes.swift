@@ -5,9 +5,9 @@
 #endif
 
 /// IP literals as bytes, for the iPAddress check.
-enum IPAddressBytes {
+package enum IPAddressBytes {
     /// 4 bytes for IPv4, 16 for IPv6, nil for a name.
-    static func parse(_ host: String) -> [UInt8]? {
+    package static func parse(_ host: String) -> [UInt8]? {
         var v4 = in_addr()
         if inet_pton(AF_INET, host, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
         var v6 = in6_addr()

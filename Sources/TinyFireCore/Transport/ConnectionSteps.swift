@@ -1,3 +1,53 @@
+// The steps a connection runs on its stream before HTTP exchanges can (TLS handshakes, a
+// CONNECT tunnel through a proxy), as sans-I/O state machines over a `ByteStream`: the caller
+// (TinyFire's HTTPConnection) waits for readiness and calls `advance()` again.
+
+/// How far a connection step (a TLS handshake, a CONNECT) got.
+package enum ConnectionStepProgress {
+    /// Finished: the next step, or the exchange, can run.
+    case done
+    /// Waiting for the socket to be readable.
+    case wantRead
+    /// Waiting for the socket to be writable.
+    case wantWrite
+    /// Failed, for this reason.
+    case failed(TransferError.Reason)
+}
+
+/// Something a connection runs on its stream before HTTP exchanges can: a TLS handshake, a
+/// CONNECT through a proxy. The connection calls `advance()` when the socket is ready, until
+/// it is done or failed.
+package protocol ConnectionStep: AnyObject {
+    /// Moves the step on as far as the stream allows.
+    func advance() -> ConnectionStepProgress
+}
+
+/// A TLS handshake on a stream.
+package final class TLSHandshakeStep: ConnectionStep {
+    package let tls: TLSStream
+
+    package init(_ tls: TLSStream) {
+        self.tls = tls
+    }
+
+    package func advance() -> ConnectionStepProgress {
+        switch tls.handshake() {
+        case .done: return .done
+        case .wantRead: return .wantRead
+        case .wantWrite: return .wantWrite
+        case .failed(let code):
+            // mbedTLS 3.x answers 0xFFFFFFFF ("not verified yet") when the handshake died
+            // before any certificate arrived (a server that does not speak TLS): that is a TLS
+            // failure, not an untrusted certificate.
+            let flags = tls.verificationFlags
+            if flags != 0 && flags != UInt32.max {
+                return .failed(.certificateVerificationFailed(reasons: tlsVerificationReasons(flags)))
+            }
+            return .failed(.tlsFailed(code: code, message: tlsErrorMessage(code)))
+        }
+    }
+}
+
 /// Opens a tunnel through an HTTP proxy: sends `CONNECT host:port HTTP/1.1` on the stream and
 /// reads the proxy's answer. A 2xx answer makes the stream a byte pipe to the origin; anything
 /// else ends the step with a reason that names the status. Nothing is read past the answer's
@@ -6,9 +56,9 @@
 ///
 /// Memory: the CONNECT request (a few hundred bytes), a 4 KiB read buffer, and the parser's head
 /// buffer (bounded by `maxHeadBytes`). Loop-confined.
-final class ProxyTunnelStep: ConnectionStep {
+package final class ProxyTunnelStep: ConnectionStep {
     /// The bytes of a read the answer's head did not use.
-    static let readBufferSize = 4096
+    package static let readBufferSize = 4096
 
     private let stream: any ByteStream
     private let request: [UInt8]
@@ -16,9 +66,9 @@ final class ProxyTunnelStep: ConnectionStep {
     private var parser: ResponseParser
     private var buffer = [UInt8](repeating: 0, count: ProxyTunnelStep.readBufferSize)
     /// The proxy's answer, once its head arrived.
-    private(set) var answer: ResponseHead?
+    package private(set) var answer: ResponseHead?
     /// Whether the request carried `Proxy-Authorization`.
-    let sentCredentials: Bool
+    package let sentCredentials: Bool
     /// The answer's first bytes (after any empty lines), until they show whether it is HTTP.
     private var start: [UInt8] = []
     private static let httpPrefix = Array("HTTP/".utf8)
@@ -29,7 +79,7 @@ final class ProxyTunnelStep: ConnectionStep {
     ///   - authorization: the `Proxy-Authorization` value, when credentials go with it.
     ///   - userAgent: the session's `User-Agent`, sent as curl does.
     ///   - maxHeadBytes: the largest answer head accepted.
-    init(stream: any ByteStream, authority: String, authorization: String?, userAgent: String?, maxHeadBytes: Int) {
+    package init(stream: any ByteStream, authority: String, authorization: String?, userAgent: String?, maxHeadBytes: Int) {
         self.stream = stream
         var text = "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n"
         if let userAgent { text += "User-Agent: \(userAgent)\r\n" }
@@ -40,7 +90,7 @@ final class ProxyTunnelStep: ConnectionStep {
         parser = ResponseParser(isHeadRequest: true, limits: ResponseParser.Limits(maxHeaderBlockBytes: maxHeadBytes))
     }
 
-    func advance() -> ConnectionStepProgress {
+    package func advance() -> ConnectionStepProgress {
         while written < request.count {
             let result = request.withUnsafeBytes { stream.write(UnsafeRawBufferPointer(rebasing: $0[written...])) }
             switch result {
@@ -87,8 +137,10 @@ final class ProxyTunnelStep: ConnectionStep {
         var offset = 0
         while offset < count {
             let parsed: (consumed: Int, event: ResponseParser.Event)
-            do {
-                parsed = try buffer.withUnsafeBytes { try parser.parse(UnsafeRawBufferPointer(rebasing: $0[offset..<count])) }
+            do throws(HTTPParseError) {
+                parsed = try buffer.withBytes { (raw) throws(HTTPParseError) in
+                    try parser.parse(UnsafeRawBufferPointer(rebasing: raw[offset..<count]))
+                }
             } catch {
                 return .failed(.proxyTunnelFailed(message: "the proxy's answer to CONNECT is invalid: \(error)"))
             }
