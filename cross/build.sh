@@ -47,6 +47,6 @@ bin="$project/.build-aarch64-$variant/aarch64-unknown-linux-gnu/release/fire-age
 out="$here/out"
 mkdir -p "$out"
 cp "$bin" "$out/fire-agent-aarch64-$variant"
-chroot "$chroot" /usr/libexec/swift/bin/llvm-objcopy --strip-all "$out/fire-agent-aarch64-$variant" "$out/fire-agent-aarch64-$variant.stripped"
+chroot_run /usr/libexec/swift/bin/llvm-objcopy --strip-all "$out/fire-agent-aarch64-$variant" "$out/fire-agent-aarch64-$variant.stripped"
 log "built in $(($(date +%s) - start)) s: $out/fire-agent-aarch64-$variant ($(stat -c %s "$out/fire-agent-aarch64-$variant") bytes; stripped $(stat -c %s "$out/fire-agent-aarch64-$variant.stripped"), gzip -9 $(gzip -9 -c "$out/fire-agent-aarch64-$variant.stripped" | wc -c))"
 echo "$out/fire-agent-aarch64-$variant"

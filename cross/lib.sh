@@ -130,11 +130,18 @@ JSON
 JSON
 }
 
+# chroot_run PROGRAM ARGS...: runs a program in the chroot with a clean environment. The
+# caller's variables do not hold inside it: TMPDIR in particular names a directory of the host
+# (CI runs with an empty TMPDIR of its own), and a maintainer script's mktemp there fails
+# (ca-certificates' postinst did, on a fresh machine).
+chroot_run() {
+    chroot "$chroot" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"
+}
+
 # in_chroot COMMAND: runs a shell command in the project directory inside the chroot, with
 # pkg-config describing the target's libraries (not the chroot's amd64 ones).
 in_chroot() {
     local pkg_path="$chroot_sysroot/usr/lib/aarch64-linux-gnu/pkgconfig:$chroot_sysroot/usr/share/pkgconfig"
-    chroot "$chroot" /usr/bin/env -i HOME=/root PATH=/usr/bin:/bin LANG=C.UTF-8 \
-        PKG_CONFIG_PATH="$pkg_path" PKG_CONFIG_LIBDIR="$pkg_path" PKG_CONFIG_SYSROOT_DIR="$chroot_sysroot" \
+    chroot_run PKG_CONFIG_PATH="$pkg_path" PKG_CONFIG_LIBDIR="$pkg_path" PKG_CONFIG_SYSROOT_DIR="$chroot_sysroot" \
         sh -c "cd '$project' && $1"
 }

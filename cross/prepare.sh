@@ -50,7 +50,7 @@ if step chroot; then
     unmount_chroot
     still_mounted_under "$chroot" && die "something is still mounted under $chroot; not deleting it"
     rm -rf "$chroot"
-    debootstrap --variant=minbase "$suite" "$chroot" "$mirror" > "$cache/debootstrap.log" 2>&1 \
+    env -u TMPDIR debootstrap --variant=minbase "$suite" "$chroot" "$mirror" > "$cache/debootstrap.log" 2>&1 \
         || die "debootstrap failed; see $cache/debootstrap.log"
     done_step chroot
 fi
@@ -58,13 +58,13 @@ if step compiler; then
     mount_chroot_system
     trap unmount_chroot EXIT
     echo 'Acquire::Check-Valid-Until "false";' > "$chroot/etc/apt/apt.conf.d/99tinyfire-snapshot"
-    chroot "$chroot" apt-get update -qq
-    chroot "$chroot" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    chroot_run apt-get update -qq
+    chroot_run DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         swiftlang libswiftlang libmbedtls-dev zlib1g-dev pkgconf git ca-certificates > "$cache/compiler.log" 2>&1 \
         || die "installing swiftlang in the chroot failed; see $cache/compiler.log"
     # Resolve github.com package URLs from the machine's offline copies, as the host does.
     if [ -d /opt/swift-packages ]; then
-        chroot "$chroot" git config --system url./opt/swift-packages/.insteadof https://github.com/
+        chroot_run git config --system url./opt/swift-packages/.insteadof https://github.com/
     fi
     unmount_chroot
     trap - EXIT
@@ -138,6 +138,6 @@ fi
 
 # The compiler finds its own libraries through $ORIGIN, which needs /proc in the chroot.
 mount_chroot_system
-version="$(chroot "$chroot" swift --version 2>/dev/null | grep -o 'Swift version [0-9.]*' | head -1)"
+version="$(chroot_run swift --version 2>/dev/null | grep -o 'Swift version [0-9.]*' | head -1)"
 unmount_chroot
 log "ready: chroot $chroot ($version), SDK $bundle"
