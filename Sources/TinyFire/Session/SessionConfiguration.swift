@@ -111,21 +111,3 @@ public struct SessionConfiguration: Sendable {
         self.proxy = proxy
     }
 }
-
-/// A minimum transfer rate: fewer than `bytesPerSecond` on average over any whole `window`
-/// aborts the transfer (for dying cellular links that never quite drop).
-public struct LowSpeedLimit: Sendable, Equatable {
-    /// Minimum average rate, bytes per second.
-    public var bytesPerSecond: Int
-    /// Length of the measuring window.
-    public var window: Duration
-
-    /// Creates a limit.
-    /// - Parameters:
-    ///   - bytesPerSecond: minimum average rate.
-    ///   - window: how long the rate may stay below it.
-    public init(bytesPerSecond: Int, window: Duration) {
-        self.bytesPerSecond = bytesPerSecond
-        self.window = window
-    }
-}

@@ -9,9 +9,9 @@
 ///
 /// Memory: one entry per open connection and per request waiting for a slot; at most
 /// `maxPerOrigin` connections per origin.
-struct PoolLedger<ConnectionID: Hashable & Sendable, Waiter: Hashable & Sendable>: Sendable {
+package struct PoolLedger<ConnectionID: Hashable & Sendable, Waiter: Hashable & Sendable>: Sendable {
     /// What `lease` decided.
-    enum Lease: Sendable, Equatable {
+    package enum Lease: Sendable, Equatable {
         /// Run the exchange on this open connection.
         case reuse(ConnectionID)
         /// A slot is reserved: open a connection (then `opened` or `connectFailed`).
@@ -31,27 +31,27 @@ struct PoolLedger<ConnectionID: Hashable & Sendable, Waiter: Hashable & Sendable
         var idleSince: Instant?
     }
 
-    let maxPerOrigin: Int
-    let idleTimeout: Duration
+    package let maxPerOrigin: Int
+    package let idleTimeout: Duration
     /// Open connections per origin, oldest first.
     private var open: [PoolKey: [Entry]] = [:]
     /// Slots taken per origin: open connections plus connects under way.
     private var slots: [PoolKey: Int] = [:]
     private var waiters: [PoolKey: [Waiter]] = [:]
 
-    init(maxPerOrigin: Int, idleTimeout: Duration) {
+    package init(maxPerOrigin: Int, idleTimeout: Duration) {
         self.maxPerOrigin = max(1, maxPerOrigin)
         self.idleTimeout = idleTimeout
     }
 
     /// Open connections with nothing running on them.
-    var idleCount: Int { open.values.reduce(0) { $0 + $1.count { $0.inUse == 0 } } }
+    package var idleCount: Int { open.values.reduce(0) { $0 + $1.count { $0.inUse == 0 } } }
 
     /// Asks for a connection to `key`.
     /// - Parameters:
     ///   - forceNew: skip open connections (a retry after a stale kept-alive connection).
     ///   - waiter: who to name later if the answer is `.wait`.
-    mutating func lease(_ key: PoolKey, forceNew: Bool, waiter: Waiter) -> Lease {
+    package mutating func lease(_ key: PoolKey, forceNew: Bool, waiter: Waiter) -> Lease {
         let lease = decideLease(key, forceNew: forceNew, waiter: waiter)
         // A waiter served (named earlier, or lucky now) leaves the queue.
         if lease != .wait, !waiters.isEmpty { removeWaiter(waiter, for: key) }
@@ -86,21 +86,21 @@ struct PoolLedger<ConnectionID: Hashable & Sendable, Waiter: Hashable & Sendable
     /// A reserved slot's connection opened, carrying the exchange that reserved it.
     /// - Parameter capacity: exchanges it can carry at once (1 for HTTP/1.1).
     /// - Returns: a waiter to name when the connection has spare capacity at once.
-    mutating func opened(_ id: ConnectionID, key: PoolKey, capacity: Int) -> Waiter? {
+    package mutating func opened(_ id: ConnectionID, key: PoolKey, capacity: Int) -> Waiter? {
         open[key, default: []].append(Entry(id: id, capacity: max(1, capacity), inUse: 1, idleSince: nil))
         return capacity > 1 ? nextWaiter(key) : nil
     }
 
     /// A reserved slot's connect failed.
     /// - Returns: the waiter that may now take the slot.
-    mutating func connectFailed(_ key: PoolKey) -> Waiter? {
+    package mutating func connectFailed(_ key: PoolKey) -> Waiter? {
         freeSlot(key)
         return nextWaiter(key)
     }
 
     /// An exchange ended and the connection can carry another.
     /// - Returns: the waiter that may now lease it.
-    mutating func released(_ id: ConnectionID, key: PoolKey, now: Instant) -> Waiter? {
+    package mutating func released(_ id: ConnectionID, key: PoolKey, now: Instant) -> Waiter? {
         guard let slot = open.index(forKey: key), let index = open.values[slot].firstIndex(where: { $0.id == id }) else { return nil }
         var entry = open.values[slot].remove(at: index)
         entry.inUse = max(0, entry.inUse - 1)
@@ -112,7 +112,7 @@ struct PoolLedger<ConnectionID: Hashable & Sendable, Waiter: Hashable & Sendable
 
     /// A connection closed, in use or idle (its slot frees).
     /// - Returns: the waiter that may now take the slot.
-    mutating func closed(_ id: ConnectionID, key: PoolKey) -> Waiter? {
+    package mutating func closed(_ id: ConnectionID, key: PoolKey) -> Waiter? {
         if var list = open[key], let index = list.firstIndex(where: { $0.id == id }) {
             list.remove(at: index)
             open[key] = list.isEmpty ? nil : list
@@ -122,7 +122,7 @@ struct PoolLedger<ConnectionID: Hashable & Sendable, Waiter: Hashable & Sendable
     }
 
     /// A waiter gave up (cancelled, timed out).
-    mutating func removeWaiter(_ waiter: Waiter, for key: PoolKey) {
+    package mutating func removeWaiter(_ waiter: Waiter, for key: PoolKey) {
         guard !waiters.isEmpty, var list = waiters[key] else { return }
         list.removeAll { $0 == waiter }
         waiters[key] = list.isEmpty ? nil : list
@@ -130,7 +130,7 @@ struct PoolLedger<ConnectionID: Hashable & Sendable, Waiter: Hashable & Sendable
 
     /// The idle connections whose time is up at `now` (to close; each is reported back with
     /// `closed`), and when the next one expires.
-    func expired(now: Instant) -> (expired: [ConnectionID], next: Instant?) {
+    package func expired(now: Instant) -> (expired: [ConnectionID], next: Instant?) {
         var expired: [ConnectionID] = []
         var next: Instant?
         for list in open.values {
@@ -148,7 +148,7 @@ struct PoolLedger<ConnectionID: Hashable & Sendable, Waiter: Hashable & Sendable
     }
 
     /// Every idle connection (to close when the session goes away).
-    var idleConnections: [ConnectionID] { open.values.flatMap { $0.filter { $0.inUse == 0 }.map(\.id) } }
+    package var idleConnections: [ConnectionID] { open.values.flatMap { $0.filter { $0.inUse == 0 }.map { $0.id } } }
 
     private mutating func freeSlot(_ key: PoolKey) {
         let used = slots[key, default: 1] - 1

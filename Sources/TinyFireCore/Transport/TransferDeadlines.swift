@@ -11,19 +11,31 @@
 ///   low-speed clocks restart when reading resumes.
 /// - The receive-rate limit: after each read, reading pauses until the bytes of the hop so far
 ///   are due at the rate (the average stays at the rate, give or take one read buffer).
-struct TransferDeadlines: Sendable {
+package struct TransferDeadlines: Sendable {
     /// The limits, from the session's configuration and the request.
-    struct Limits: Sendable, Equatable {
-        var connect: Duration
-        var handshake: Duration
-        var idle: Duration
-        var total: Duration?
-        var lowSpeed: LowSpeedLimit?
-        var maxReceiveBytesPerSecond: Int?
+    package struct Limits: Sendable, Equatable {
+        package var connect: Duration
+        package var handshake: Duration
+        package var idle: Duration
+        package var total: Duration?
+        package var lowSpeed: LowSpeedLimit?
+        package var maxReceiveBytesPerSecond: Int?
+
+        package init(
+            connect: Duration, handshake: Duration, idle: Duration, total: Duration?, lowSpeed: LowSpeedLimit?,
+            maxReceiveBytesPerSecond: Int?
+        ) {
+            self.connect = connect
+            self.handshake = handshake
+            self.idle = idle
+            self.total = total
+            self.lowSpeed = lowSpeed
+            self.maxReceiveBytesPerSecond = maxReceiveBytesPerSecond
+        }
     }
 
     /// Which clock the transfer's phase runs on.
-    enum Stage: Sendable, Equatable {
+    package enum Stage: Sendable, Equatable {
         /// Waiting for a pool slot: only the total timeout.
         case waiting
         /// Resolving the name and connecting.
@@ -35,7 +47,7 @@ struct TransferDeadlines: Sendable {
     }
 
     /// What a fired timer found.
-    enum Verdict: Sendable, Equatable {
+    package enum Verdict: Sendable, Equatable {
         /// Nothing is due yet (or the low-speed window passed and a new one started).
         case none
         /// The throttle ended: reading resumes.
@@ -45,26 +57,26 @@ struct TransferDeadlines: Sendable {
     }
 
     /// A timeout that expired.
-    enum Expiry: Sendable, Equatable {
+    package enum Expiry: Sendable, Equatable {
         case timedOut(TimeoutKind, limit: Duration)
         case lowSpeed(bytesPerSecond: Int, window: Duration, measuredBytesPerSecond: Int)
     }
 
-    let limits: Limits
-    let started: Instant
-    private(set) var stage: Stage = .waiting
+    package let limits: Limits
+    package let started: Instant
+    package private(set) var stage: Stage = .waiting
     private var stageDeadline: Instant?
     private var lastActivity: Instant
     private var lowSpeedWindowStart: Instant
     private var lowSpeedWindowBytes: UInt64 = 0
     /// Reading held back until then by the receive-rate limit.
-    private(set) var throttledUntil: Instant?
+    package private(set) var throttledUntil: Instant?
     private var rateStart: Instant
     private var rateBytes: UInt64 = 0
     /// Suspended by the caller or held back by the consumer.
-    private(set) var paused = false
+    package private(set) var paused = false
 
-    init(limits: Limits, now: Instant) {
+    package init(limits: Limits, now: Instant) {
         self.limits = limits
         started = now
         lastActivity = now
@@ -73,11 +85,11 @@ struct TransferDeadlines: Sendable {
     }
 
     /// Not reading: paused or throttled.
-    var holdsReading: Bool { paused || throttledUntil != nil }
+    package var holdsReading: Bool { paused || throttledUntil != nil }
 
     /// Enters a stage: connecting and handshaking start their own deadline; exchanging starts
     /// the idle, low-speed and rate clocks afresh (a new hop).
-    mutating func enter(_ stage: Stage, now: Instant) {
+    package mutating func enter(_ stage: Stage, now: Instant) {
         self.stage = stage
         switch stage {
         case .waiting, .exchanging: stageDeadline = nil
@@ -91,14 +103,14 @@ struct TransferDeadlines: Sendable {
     }
 
     /// Bytes were written.
-    mutating func sent(_ bytes: Int, now: Instant) {
+    package mutating func sent(_ bytes: Int, now: Instant) {
         lastActivity = now
         lowSpeedWindowBytes &+= UInt64(bytes)
     }
 
     /// Bytes were read. Returns the instant reading must wait for when the receive-rate limit
     /// now holds it back (nil: read on).
-    mutating func received(_ bytes: Int, now: Instant) -> Instant? {
+    package mutating func received(_ bytes: Int, now: Instant) -> Instant? {
         lastActivity = now
         lowSpeedWindowBytes &+= UInt64(bytes)
         guard let rate = limits.maxReceiveBytesPerSecond, throttledUntil == nil else { return nil }
@@ -112,7 +124,7 @@ struct TransferDeadlines: Sendable {
 
     /// Pauses or resumes (caller or consumer). Resuming restarts the idle and low-speed clocks,
     /// and the rate's: a pause is not credit for a burst afterwards.
-    mutating func setPaused(_ on: Bool, now: Instant) {
+    package mutating func setPaused(_ on: Bool, now: Instant) {
         paused = on
         if !on {
             restartActivityClocks(now: now)
@@ -128,7 +140,7 @@ struct TransferDeadlines: Sendable {
     }
 
     /// When the next timer must fire; nil for none.
-    var nextDeadline: Instant? {
+    package var nextDeadline: Instant? {
         var deadline: Instant?
         func consider(_ candidate: Instant?) {
             guard let candidate else { return }
@@ -149,7 +161,7 @@ struct TransferDeadlines: Sendable {
     }
 
     /// A timer fired at `now`: what is due.
-    mutating func fire(now: Instant) -> Verdict {
+    package mutating func fire(now: Instant) -> Verdict {
         if let total = limits.total, started + total <= now { return .expired(.timedOut(.total, limit: total)) }
         var verdict = Verdict.none
         if let until = throttledUntil, until <= now {
@@ -183,5 +195,23 @@ struct TransferDeadlines: Sendable {
             }
         }
         return verdict
+    }
+}
+
+/// A minimum transfer rate: fewer than `bytesPerSecond` on average over any whole `window`
+/// aborts the transfer (for dying cellular links that never quite drop).
+public struct LowSpeedLimit: Sendable, Equatable {
+    /// Minimum average rate, bytes per second.
+    public var bytesPerSecond: Int
+    /// Length of the measuring window.
+    public var window: Duration
+
+    /// Creates a limit.
+    /// - Parameters:
+    ///   - bytesPerSecond: minimum average rate.
+    ///   - window: how long the rate may stay below it.
+    public init(bytesPerSecond: Int, window: Duration) {
+        self.bytesPerSecond = bytesPerSecond
+        self.window = window
     }
 }

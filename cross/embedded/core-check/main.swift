@@ -343,6 +343,42 @@ func connectorCheck() -> (ok: Bool, detail: String) {
 let (connectOK, connectDetail) = connectorCheck()
 check("Happy Eyeballs connect", connectOK, connectDetail)
 
+// The engine's sans-I/O cores: the pool's ledger (one connection per origin: a second request
+// waits, is named when the first releases, then reuses it) and the transfer's deadlines (idle and
+// low-speed verdicts, computed in Double on 32-bit too).
+func engineCoresCheck() -> (ok: Bool, detail: String) {
+    var ledger = PoolLedger<Int, Int>(maxPerOrigin: 1, idleTimeout: .seconds(5))
+    let key = PoolKey(scheme: "https", host: "example.org", port: 443)
+    let now = Instant.now()
+    let first = ledger.lease(key, forceNew: false, waiter: 1)
+    _ = ledger.opened(100, key: key, capacity: 1)
+    let second = ledger.lease(key, forceNew: false, waiter: 2)
+    let named = ledger.released(100, key: key, now: now)
+    let third = ledger.lease(key, forceNew: false, waiter: 2)
+    let ledgerOK = first == .connect && second == .wait && named == 2 && third == .reuse(100)
+    var idle = TransferDeadlines(
+        limits: TransferDeadlines.Limits(
+            connect: .seconds(10), handshake: .seconds(10), idle: .seconds(1), total: nil, lowSpeed: nil,
+            maxReceiveBytesPerSecond: nil),
+        now: now)
+    idle.enter(.exchanging, now: now)
+    let idleVerdict = idle.fire(now: now + .seconds(2))
+    var slow = TransferDeadlines(
+        limits: TransferDeadlines.Limits(
+            connect: .seconds(10), handshake: .seconds(10), idle: .seconds(60), total: nil,
+            lowSpeed: LowSpeedLimit(bytesPerSecond: 1000, window: .seconds(10)), maxReceiveBytesPerSecond: nil),
+        now: now)
+    slow.enter(.exchanging, now: now)
+    _ = slow.received(5000, now: now + .seconds(5))
+    let slowVerdict = slow.fire(now: now + .seconds(10))
+    let deadlinesOK =
+        idleVerdict == .expired(.timedOut(.idle, limit: .seconds(1)))
+        && slowVerdict == .expired(.lowSpeed(bytesPerSecond: 1000, window: .seconds(10), measuredBytesPerSecond: 500))
+    return (ledgerOK && deadlinesOK, "ledger \(ledgerOK ? "ok" : "wrong"), deadlines \(deadlinesOK ? "ok" : "wrong")")
+}
+let (coresOK, coresDetail) = engineCoresCheck()
+check("pool ledger and transfer deadlines", coresOK, coresDetail)
+
 let before = Instant.now()
 let after = Instant.now()
 check("monotonic clock", after.nanoseconds >= before.nanoseconds && before.nanoseconds > 0, "\(before.nanoseconds) ns")
