@@ -25,27 +25,6 @@ extension Duration {
     }
 }
 
-extension String {
-    /// This text as a JSON string literal: quotes, backslashes and control characters escaped.
-    var jsonQuoted: String {
-        var out = "\""
-        for scalar in unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
-}
-
 /// Writes all of `bytes` to `fd`, again after a short write or EINTR.
 /// - Returns: whether every byte was written.
 func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {

@@ -1,5 +1,6 @@
 import Logging
 import Synchronization
+import TinyFire
 
 #if canImport(Glibc)
     import Glibc
@@ -72,27 +73,12 @@ public struct AgentLogHandler: LogHandler {
         Self.writeLock.withLock { _ in _ = writeAll(output, bytes) }
     }
 
-    /// One entry as its line, newline included.
+    /// One entry as its line, newline included (TinyFireCore's `LogLineRenderer`: the same
+    /// lines as the Embedded agent writes; a list or map value is JSON in text lines too).
     func render(level: Logger.Level, message: String, metadata: Logger.Metadata, time: Date) -> String {
-        switch format {
-        case .text:
-            var line = journal ? "<\(Self.priority(level))>" : "\(Self.timestamp(time)) \(level.rawValue) "
-            line += message.replacingNewlines()
-            for key in metadata.keys.sorted() {
-                line += " \(key)=\(Self.textValue(metadata[key]!))"
-            }
-            return line + "\n"
-        case .json:
-            var fields: [String] = []
-            fields.append("\"level\":\(Self.jsonString(level.rawValue))")
-            fields.append("\"message\":\(Self.jsonString(message))")
-            if !metadata.isEmpty {
-                let pairs = metadata.keys.sorted().map { "\(Self.jsonString($0)):\(Self.jsonValue(metadata[$0]!))" }
-                fields.append("\"metadata\":{\(pairs.joined(separator: ","))}")
-            }
-            if !journal { fields.append("\"time\":\(Self.jsonString(Self.timestamp(time)))") }
-            return "{\(fields.joined(separator: ","))}\n"
-        }
+        LogLineRenderer(format: format == .text ? .text : .json, journal: journal).render(
+            level: Self.coreLevel(level), message: message, metadata: metadata.mapValues(Self.coreValue),
+            epochSeconds: Int64(time.timeIntervalSince1970.rounded(.down)))
     }
 
     /// Whether standard error is the journal: `JOURNAL_STREAM` is `device:inode` of the stream
@@ -107,53 +93,36 @@ public struct AgentLogHandler: LogHandler {
     }
 
     /// sd-daemon(3) priorities: 7 debug … 2 critical.
-    static func priority(_ level: Logger.Level) -> Int {
-        switch level {
-        case .trace, .debug: return 7
-        case .info: return 6
-        case .notice: return 5
-        case .warning: return 4
-        case .error: return 3
-        case .critical: return 2
-        }
-    }
+    static func priority(_ level: Logger.Level) -> Int { coreLevel(level).journalPriority }
 
     /// `date` in RFC 3339, UTC, whole seconds (`2026-11-24T01:02:03Z`).
     /// - Parameter date: the time.
     /// - Returns: the text.
     public static func timestamp(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
-    }
-
-    private static func textValue(_ value: Logger.Metadata.Value) -> String {
-        let text = "\(value)".replacingNewlines()
-        return text.contains(" ") || text.isEmpty || text.contains("\"") ? jsonString(text) : text
-    }
-
-    private static func jsonValue(_ value: Logger.Metadata.Value) -> String {
-        switch value {
-        case .string(let text): return jsonString(text)
-        case .stringConvertible(let convertible): return jsonString(convertible.description)
-        case .array(let values): return "[\(values.map(jsonValue).joined(separator: ","))]"
-        case .dictionary(let pairs):
-            return "{\(pairs.keys.sorted().map { "\(jsonString($0)):\(jsonValue(pairs[$0]!))" }.joined(separator: ","))}"
-        }
+        rfc3339(epochSeconds: Int64(date.timeIntervalSince1970.rounded(.down)))
     }
 
     /// `text` as a JSON string literal.
     static func jsonString(_ text: String) -> String { text.jsonQuoted }
-}
 
-extension String {
-    /// Newlines as `\n`, so one entry stays one line.
-    fileprivate func replacingNewlines() -> String {
-        guard contains(where: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) else { return self }
-        return split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" })
-            .joined(separator: "\\n")
+    private static func coreLevel(_ level: Logger.Level) -> LogLevel {
+        switch level {
+        case .trace: return .trace
+        case .debug: return .debug
+        case .info: return .info
+        case .notice: return .notice
+        case .warning: return .warning
+        case .error: return .error
+        case .critical: return .critical
+        }
+    }
+
+    private static func coreValue(_ value: Logger.Metadata.Value) -> LogValue {
+        switch value {
+        case .string(let text): return .string(text)
+        case .stringConvertible(let convertible): return .string(convertible.description)
+        case .array(let values): return .array(values.map(coreValue))
+        case .dictionary(let pairs): return .dictionary(pairs.mapValues(coreValue))
+        }
     }
 }

@@ -86,6 +86,11 @@ struct DaemonPartsTests {
         let json = AgentLogHandler(format: .json, level: .info, journal: false)
         let line = json.render(level: .info, message: "say \"hi\"\u{1}", metadata: metadata, time: time)
         #expect(line.hasSuffix("\n") && !line.dropLast().contains("\n"))
+        // Byte for byte, as the Embedded agent's core-check expects it too.
+        #expect(
+            line
+                == #"{"level":"info","message":"say \"hi\"\u0001","metadata":{"file":"app 1.lp","line":"3"},"time":"2026-11-18T11:06:40Z"}"#
+                + "\n")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         #expect(object["message"] as? String == "say \"hi\"\u{1}")
         #expect(object["level"] as? String == "info" && object["time"] as? String == "2026-11-18T11:06:40Z")

@@ -379,6 +379,21 @@ func engineCoresCheck() -> (ok: Bool, detail: String) {
 let (coresOK, coresDetail) = engineCoresCheck()
 check("pool ledger and transfer deadlines", coresOK, coresDetail)
 
+// The agent's log lines, byte for byte what the host agent writes (DaemonPartsTests.logLines).
+let metadata: [String: LogValue] = ["file": .string("app 1.lp"), "line": .string("3")]
+let textLine = LogLineRenderer(format: .text, journal: false).render(
+    level: .warning, message: "spool line\nrejected", metadata: metadata, epochSeconds: 1_795_000_000)
+let journalLine = LogLineRenderer(format: .text, journal: true).render(
+    level: .error, message: "refused", metadata: [:], epochSeconds: 1_795_000_000)
+let jsonLine = LogLineRenderer(format: .json, journal: false).render(
+    level: .info, message: "say \"hi\"\u{1}", metadata: metadata, epochSeconds: 1_795_000_000)
+check(
+    "log lines (text, journal, JSON)",
+    textLine == "2026-11-18T11:06:40Z warning spool line\\nrejected file=\"app 1.lp\" line=3\n" && journalLine == "<3>refused\n"
+        && jsonLine
+            == "{\"level\":\"info\",\"message\":\"say \\\"hi\\\"\\u0001\",\"metadata\":{\"file\":\"app 1.lp\",\"line\":\"3\"},\"time\":\"2026-11-18T11:06:40Z\"}\n",
+    jsonLine.escapingControlCharacters())
+
 let before = Instant.now()
 let after = Instant.now()
 check("monotonic clock", after.nanoseconds >= before.nanoseconds && before.nanoseconds > 0, "\(before.nanoseconds) ns")

@@ -1,0 +1,152 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+// fire-agent's log lines, rendered without Foundation or swift-log so that the Embedded agent
+// writes exactly what the host agent writes (FireAgentCore's AgentLogHandler renders through
+// this). Three layouts:
+//
+// - text on a terminal or in a file: `2026-11-24T01:02:03Z info message key=value`;
+// - text under systemd (standard error is the journal): no time of its own — journald stamps
+//   each line — and a `<N>` priority prefix (sd-daemon(3)), so `journalctl -p warning` works;
+// - json: one object per line, `{"level":…,"message":…,"metadata":{…},"time":…}`, the time
+//   left out under systemd for the same reason.
+
+/// A log entry's severity, named as swift-log and syslog name them, lowest first.
+package enum LogLevel: String, Sendable, CaseIterable {
+    case trace, debug, info, notice, warning, error, critical
+
+    /// sd-daemon(3) priorities: 7 debug … 2 critical.
+    package var journalPriority: Int {
+        switch self {
+        case .trace, .debug: return 7
+        case .info: return 6
+        case .notice: return 5
+        case .warning: return 4
+        case .error: return 3
+        case .critical: return 2
+        }
+    }
+}
+
+/// A metadata value: text, a list or a map (swift-log's shape, without its existentials).
+package indirect enum LogValue: Sendable, Equatable {
+    case string(String)
+    case array([LogValue])
+    case dictionary([String: LogValue])
+
+    /// The value as JSON, keys sorted.
+    package var json: String {
+        switch self {
+        case .string(let text): return text.jsonQuoted
+        case .array(let values):
+            var out = "["
+            for (index, value) in values.enumerated() { out += (index == 0 ? "" : ",") + value.json }
+            return out + "]"
+        case .dictionary(let pairs):
+            var out = "{"
+            for (index, key) in pairs.keys.sorted().enumerated() {
+                out += (index == 0 ? "" : ",") + key.jsonQuoted + ":" + (pairs[key] ?? .string("")).json
+            }
+            return out + "}"
+        }
+    }
+
+    /// The value in a text line: a string as it is (quoted as JSON when it holds a space or a
+    /// quote, or is empty); a list or a map as JSON.
+    package var text: String {
+        guard case .string(let raw) = self else { return json }
+        let text = raw.replacingNewlines()
+        let needsQuotes =
+            text.isEmpty || text.utf8.contains(UInt8(ascii: " ")) || text.utf8.contains(UInt8(ascii: "\""))
+        return needsQuotes ? text.jsonQuoted : text
+    }
+}
+
+/// Renders log entries as lines in one of fire-agent's layouts.
+package struct LogLineRenderer: Sendable {
+    /// The layouts.
+    package enum Format: String, Sendable {
+        case text
+        case json
+    }
+
+    package let format: Format
+    /// Whether the lines go to systemd's journal (no time, a priority prefix in text).
+    package let journal: Bool
+
+    package init(format: Format, journal: Bool) {
+        self.format = format
+        self.journal = journal
+    }
+
+    /// One entry as its line, newline included. Metadata keys are sorted.
+    /// - Parameters:
+    ///   - level: the severity.
+    ///   - message: the message (newlines become `\n` in text).
+    ///   - metadata: the entry's key/value pairs.
+    ///   - epochSeconds: the wall-clock time, whole seconds since 1970 (UTC).
+    package func render(level: LogLevel, message: String, metadata: [String: LogValue], epochSeconds: Int64) -> String {
+        let keys = metadata.keys.sorted()
+        switch format {
+        case .text:
+            var line = journal ? "<\(level.journalPriority)>" : "\(rfc3339(epochSeconds: epochSeconds)) \(level.rawValue) "
+            line += message.replacingNewlines()
+            for key in keys {
+                line += " \(key)=\((metadata[key] ?? .string("")).text)"
+            }
+            return line + "\n"
+        case .json:
+            var line = "{\"level\":\(level.rawValue.jsonQuoted),\"message\":\(message.jsonQuoted)"
+            if !metadata.isEmpty { line += ",\"metadata\":\(LogValue.dictionary(metadata).json)" }
+            if !journal { line += ",\"time\":\(rfc3339(epochSeconds: epochSeconds).jsonQuoted)" }
+            return line + "}\n"
+        }
+    }
+}
+
+/// `epochSeconds` in RFC 3339, UTC, whole seconds (`2026-11-24T01:02:03Z`).
+package func rfc3339(epochSeconds: Int64) -> String {
+    var seconds = time_t(truncatingIfNeeded: epochSeconds)
+    var parts = tm()
+    gmtime_r(&seconds, &parts)
+    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+        + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+}
+
+extension String {
+    /// The text as a JSON string literal: quotes, backslashes and control characters escaped.
+    package var jsonQuoted: String {
+        var out = "\""
+        for scalar in unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+
+    /// Newlines as `\n`, so one entry stays one line.
+    package func replacingNewlines() -> String {
+        guard contains(where: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) else { return self }
+        var out = ""
+        var first = true
+        for part in split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
+            if !first { out += "\\n" }
+            out += part
+            first = false
+        }
+        return out
+    }
+}
