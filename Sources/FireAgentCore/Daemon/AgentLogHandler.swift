@@ -92,18 +92,12 @@ public struct AgentLogHandler: LogHandler {
         return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
     }
 
-    /// sd-daemon(3) priorities: 7 debug … 2 critical.
-    static func priority(_ level: Logger.Level) -> Int { coreLevel(level).journalPriority }
-
     /// `date` in RFC 3339, UTC, whole seconds (`2026-11-24T01:02:03Z`).
     /// - Parameter date: the time.
     /// - Returns: the text.
     public static func timestamp(_ date: Date) -> String {
         rfc3339(epochSeconds: Int64(date.timeIntervalSince1970.rounded(.down)))
     }
-
-    /// `text` as a JSON string literal.
-    static func jsonString(_ text: String) -> String { text.jsonQuoted }
 
     private static func coreLevel(_ level: Logger.Level) -> LogLevel {
         switch level {

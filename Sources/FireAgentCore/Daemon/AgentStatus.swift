@@ -288,13 +288,13 @@ enum StatusJSON: Sendable {
     /// Writes the value; `indent` nil writes it on one line.
     func write(to out: inout String, indent: String?) {
         switch self {
-        case .string(let text): out += AgentLogHandler.jsonString(text)
+        case .string(let text): out += text.jsonQuoted
         case .integer(let value): out += String(value)
         case .unsigned(let value): out += String(value)
         case .number(let value): out += value.isFinite ? String(value) : "null"
         case .bool(let value): out += String(value)
         case .null: out += "null"
-        case .date(let date): out += AgentLogHandler.jsonString(AgentLogHandler.timestamp(date))
+        case .date(let date): out += AgentLogHandler.timestamp(date).jsonQuoted
         case .array(let items):
             out += "["
             for (index, item) in items.enumerated() {
@@ -310,7 +310,7 @@ enum StatusJSON: Sendable {
             guard let indent else {
                 out += "{"
                 for (index, (key, value)) in members.sorted(by: { $0.0 < $1.0 }).enumerated() {
-                    out += (index == 0 ? "" : ",") + AgentLogHandler.jsonString(key) + ":"
+                    out += (index == 0 ? "" : ",") + key.jsonQuoted + ":"
                     value.write(to: &out, indent: nil)
                 }
                 out += "}"
@@ -319,7 +319,7 @@ enum StatusJSON: Sendable {
             let inner = indent + "  "
             out += "{\n"
             for (index, (key, value)) in members.sorted(by: { $0.0 < $1.0 }).enumerated() {
-                out += inner + AgentLogHandler.jsonString(key) + " : "
+                out += inner + key.jsonQuoted + " : "
                 value.write(to: &out, indent: inner)
                 out += index == members.count - 1 ? "\n" : ",\n"
             }
