@@ -23,6 +23,8 @@ final class Engine: @unchecked Sendable {
     /// The I/O loop, nil when it could not start.
     var loop: EventLoop? { try? loopResult.get() }
     private var pool: ConnectionPool?
+    /// Builds the connections the pool hands out (nil when the loop could not start).
+    private var factory: ConnectionFactory?
     /// Live transfers by owner, loop-confined.
     private var active: [ObjectIdentifier: Transfer] = [:]
 
@@ -36,9 +38,14 @@ final class Engine: @unchecked Sendable {
         do {
             let loop = try EventLoop(name: "tinyfire-io")
             loopResult = .success(loop)
+            factory = ConnectionFactory(
+                loop: loop,
+                settings: ConnectionSettings(
+                    readBufferSize: configuration.readBufferSize, tls: configuration.tls,
+                    maxHeaderBlockBytes: configuration.maxHeaderBlockBytes,
+                    userAgent: configuration.headers.value(for: "User-Agent")))
             pool = ConnectionPool(
-                loop: loop, factory: ConnectionFactory(loop: loop, configuration: configuration),
-                maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+                loop: loop, maxConnectionsPerHost: configuration.maxConnectionsPerHost,
                 idleTimeout: configuration.idleConnectionTimeout)
         } catch {
             loopResult = .failure(.resourceExhausted(error.description))
@@ -52,8 +59,8 @@ final class Engine: @unchecked Sendable {
             owner.transferDidFinish(.failure(error), request: nil, response: nil, metrics: TransferMetrics())
         case .success(let loop):
             let begin: @Sendable () -> Void = { [self] in
-                guard let pool else { return }
-                let transfer = Transfer(spec: spec, owner: owner, engine: self, loop: loop, pool: pool)
+                guard let pool, let factory else { return }
+                let transfer = Transfer(spec: spec, owner: owner, engine: self, loop: loop, pool: pool, factory: factory)
                 active[ObjectIdentifier(owner)] = transfer
                 transfer.start()
             }
@@ -109,6 +116,7 @@ final class Engine: @unchecked Sendable {
             for transfer in Array(active.values) { transfer.cancel(with: .sessionDeinitialized) }
             pool?.closeAll()
             pool = nil
+            factory = nil
         }
         // The stop flag is checked after tasks run, so the task above runs first.
         loop.shutdown()

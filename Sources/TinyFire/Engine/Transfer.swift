@@ -23,6 +23,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     private let engine: Engine
     private let loop: EventLoop
     private let pool: ConnectionPool
+    private let factory: ConnectionFactory
     private let configuration: SessionConfiguration
     // Loop-confined, so the runtime's exclusivity checks (two calls per mutation, on every body
     // chunk) are left out for the two cores.
@@ -70,11 +71,12 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     private var hopStarted = Instant.now()
     private var metrics = TransferMetrics()
 
-    init(spec: RequestSpec, owner: TransferOwner, engine: Engine, loop: EventLoop, pool: ConnectionPool) {
+    init(spec: RequestSpec, owner: TransferOwner, engine: Engine, loop: EventLoop, pool: ConnectionPool, factory: ConnectionFactory) {
         self.owner = owner
         self.engine = engine
         self.loop = loop
         self.pool = pool
+        self.factory = factory
         let configuration = engine.configuration
         self.configuration = configuration
         let asks = owner.transferRedirectHandler != nil && owner is Request
@@ -229,7 +231,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         case .connect:
             holdsReservedSlot = true
             guard let target else { return }
-            build = pool.factory.build(target, key: key, sendsProxyCredentials: sendsProxyCredentials, delegate: self)
+            build = factory.build(target, key: key, sendsProxyCredentials: sendsProxyCredentials, delegate: self)
         case .wait:
             armTimer()
         }
@@ -269,21 +271,23 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         metrics.connect = connect
     }
 
-    func connectionBuild(evaluate trust: ServerTrust, completion: @escaping (Bool) -> Void) {
+    func connectionBuild(evaluate trust: TrustFacts, completion: @escaping (Bool) -> Void) {
         evaluateTrust(trust, completion: completion)
     }
 
-    func connectionBuild(finished result: Result<HTTPConnection, ConnectionBuildFailure>, tls: TLSDetails?, handshake: Duration?) {
+    func connectionBuild(
+        finished result: Result<HTTPConnection, ConnectionBuildFailure>, tls: TLSStreamDetails?, handshake: Duration?
+    ) {
         build = nil
         switch result {
         case .success(let connection):
             if let handshake { metrics.tlsHandshake = handshake }
-            metrics.tls = tls
+            metrics.tls = tls.map(TLSDetails.init)
             use(connection)
         case .failure(let failure):
             connection = nil
             if let error = failure.configurationError {
-                finish(.failure(error))
+                finish(.failure(.invalidTLSConfiguration(reason: error.reason)))
                 return
             }
             if failure.unansweredChallenge && !answeredProxyChallenge {
@@ -306,8 +310,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     /// handshake timeout still bounds it.
     /// `completion` runs on the loop with the verdict, unless the transfer ended meanwhile; on
     /// a refusal the transfer has already failed.
-    private func evaluateTrust(_ trust: ServerTrust, completion: @escaping (Bool) -> Void) {
-        let host = trust.host
+    private func evaluateTrust(_ facts: TrustFacts, completion: @escaping (Bool) -> Void) {
+        let host = facts.host
         let evaluator: (any ServerTrustEvaluating)?
         do {
             evaluator = try engine.serverTrustManager?.serverTrustEvaluator(forHost: host)
@@ -319,7 +323,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             return
         }
         guard let evaluator else {
-            let reasons = trust.defaultValidationFailures(validateHost: true)
+            let reasons = facts.defaultValidationFailures(validateHost: true)
             guard reasons.isEmpty else {
                 fail(.certificateVerificationFailed(reasons: reasons))
                 return
@@ -329,6 +333,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         }
         // Nothing is read meanwhile (a TLS 1.3 server's tickets wait in the socket).
         connection?.setReadingPaused(true)
+        let trust = ServerTrust(facts)
         let weakSelf = WeakLoopReference(self)
         let loop = self.loop
         let verdict = TrustVerdict(completion)
@@ -375,7 +380,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         clock.enter(.exchanging, now: .now())
         armTimer()
         connection.start(
-            head: head, body: spec.body ?? Data(), bodySource: spec.bodySource, expectContinue: expectContinue,
+            head: head, body: spec.body.map(DataBody.init), bodySource: spec.bodySource, expectContinue: expectContinue,
             isHeadRequest: spec.method == .head,
             limits: ResponseParser.Limits(maxHeaderBlockBytes: configuration.maxHeaderBlockBytes),
             delegate: self)
@@ -414,17 +419,13 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
 
     func exchangeDidReceiveInformational(_ head: ResponseHead) {}
 
-    /// Ends the exchange from inside a delegate callback: the connection closes and the reason
-    /// comes back through `exchangeDidFail`.
-    private struct Abort: Error { var reason: TransferError.Reason }
-    /// Stops draining a redirect's body (too long to keep the connection): the connection
-    /// closes and the redirect is followed on another.
-    private struct DrainAbort: Error {}
-    /// A proxy's 407 to a request in absolute form, with credentials configured but not sent:
-    /// the hop starts again with them, on a fresh connection.
-    private struct ProxyChallenge: Error {}
+    // A delegate callback ends the exchange by throwing an `ExchangeAbort`: the connection
+    // closes and it comes back through `exchangeDidFail`. `.drainRedirect` stops draining a
+    // redirect's body (too long to keep the connection) and follows it on another;
+    // `.proxyChallenge` (a proxy's 407 to a request in absolute form, with credentials
+    // configured but not sent) starts the hop again with them, on a fresh connection.
 
-    func exchangeDidReceiveHead(_ head: ResponseHead) throws {
+    func exchangeDidReceiveHead(_ head: ResponseHead) throws(ExchangeAbort) {
         var fields = HTTPFields()
         fields.reserveCapacity(head.fields.count)
         for field in head.fields {
@@ -439,18 +440,22 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             if !sendsProxyCredentials, proxy.credentials != nil, challenge.lowercased().hasPrefix("basic"),
                 spec.bodySource?.isReplayable ?? true
             {
-                throw ProxyChallenge()
+                throw .proxyChallenge
             }
             failedAtProxy = true
-            throw Abort(reason: .proxyAuthenticationRequired(challenge: challenge))
+            throw .failed(.proxyAuthenticationRequired(challenge: challenge))
         }
         let location = RedirectPolicy.redirectStatuses.contains(head.status) ? head.firstValue("Location") : nil
         let action = lifecycle.headReceived(status: head.status, location: location)
         switch action {
         case .deliverResponse:
-            try prepareFinalResponse(head)
+            do {
+                try prepareFinalResponse(head)
+            } catch {
+                throw .failed(reason(for: error))
+            }
         case .fail(let reason):
-            throw Abort(reason: reason)
+            throw .failed(reason)
         case .askRedirectHandler:
             redirectHead = head
             perform(action)
@@ -545,11 +550,15 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         if complete { completeFinalResponse() }
     }
 
-    func exchangeDidReceiveBody(_ bytes: UnsafeRawBufferPointer) throws {
+    func exchangeDidReceiveBody(_ bytes: UnsafeRawBufferPointer) throws(ExchangeAbort) {
         metrics.responseBodyBytes += UInt64(bytes.count)
         switch lifecycle.bodyReceived(bytes.count) {
         case .deliver:
-            try deliverBody(bytes)
+            do {
+                try deliverBody(bytes)
+            } catch {
+                throw .failed(reason(for: error))
+            }
             if owner.transferWantsProgress {
                 owner.transferProgress(upload: nil, download: (metrics.responseBodyBytes, expectedBodyLength), final: false)
             }
@@ -558,9 +567,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         case .drop:
             break
         case .abortAndFollow:
-            throw DrainAbort()
+            throw .drainRedirect
         case .fail(let reason):
-            throw Abort(reason: reason)
+            throw .failed(reason)
         }
     }
 
@@ -598,11 +607,11 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
 
     func exchangeDidFail(_ failure: ExchangeFailure) {
         connection = nil
-        if case .delegate(let error) = failure.kind, error is DrainAbort {
+        if case .delegate(.drainRedirect) = failure.kind {
             perform(lifecycle.drainAborted())
             return
         }
-        if case .delegate(let error) = failure.kind, error is ProxyChallenge, !answeredProxyChallenge {
+        if case .delegate(.proxyChallenge) = failure.kind, !answeredProxyChallenge {
             answeredProxyChallenge = true
             sendsProxyCredentials = true
             response = nil
@@ -615,7 +624,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         case .tls(let code): reason = .tlsFailed(code: code, message: tlsErrorMessage(code))
         case .bodySource(let message): reason = .requestBodyReadFailed(message: message)
         case .parse(let error): reason = .invalidResponse(error)
-        case .delegate(let error): reason = self.reason(for: error)
+        case .delegate(.failed(let failed)): reason = failed
+        case .delegate(.proxyChallenge): reason = .proxyAuthenticationRequired(challenge: "")
+        case .delegate(.drainRedirect): reason = .connectionError(code: 0, message: "the redirect's body was cut short")
         }
         perform(
             lifecycle.exchangeFailed(
@@ -636,8 +647,6 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             }
         case let error as ContentDecodingError:
             return .contentDecodingFailed(error)
-        case let error as Abort:
-            return error.reason
         default:
             return .connectionError(code: 0, message: "\(error)")
         }

@@ -536,7 +536,7 @@ public final class OfflineQueue: Sendable {
         bytes.reserveCapacity(Int(length))
         for segment in segments {
             switch segment {
-            case .bytes(let data): bytes.append(contentsOf: data)
+            case .memory(let memory): memory.withBodyBytes { bytes.append(contentsOf: $0) }
             case .file(let path, let offset, let count, _):
                 let fd = open(path, O_RDONLY | O_CLOEXEC)
                 guard fd >= 0 else { throw .bodyFileUnreadable(path: path, message: errnoMessage(errno)) }
@@ -562,8 +562,10 @@ public final class OfflineQueue: Sendable {
         var written: UInt64 = 0
         for segment in segments where failure == nil {
             switch segment {
-            case .bytes(let data):
-                failure = writeAll(fd, Array(data), at: Int64(written), path: path)
+            case .memory(let memory):
+                var copy: [UInt8] = []
+                memory.withBodyBytes { copy = Array($0) }
+                failure = writeAll(fd, copy, at: Int64(written), path: path)
             case .file(let original, let start, let length, _):
                 let input = open(original, O_RDONLY | O_CLOEXEC)
                 guard input >= 0 else {

@@ -87,7 +87,7 @@ final class UploadBody: Sendable {
         self.uploadable = uploadable
         self.multipartThreshold = multipartThreshold
         if case .stream(let stream) = uploadable {
-            streamSource = StreamBodySource(stream)
+            streamSource = StreamBodySource(UploadStreamSource(stream))
         } else {
             streamSource = nil
         }

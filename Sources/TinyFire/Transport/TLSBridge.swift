@@ -32,9 +32,13 @@ extension TLSStream {
     }
 
     /// What the handshake negotiated, in the public form.
-    var negotiated: TLSDetails {
-        let details = self.details
-        return TLSDetails(
+    var negotiated: TLSDetails { TLSDetails(details) }
+}
+
+extension TLSDetails {
+    /// The core's details in the public form (DER as `Data`).
+    init(_ details: TLSStreamDetails) {
+        self.init(
             version: details.version, cipherSuite: details.cipherSuite, resumed: details.resumed,
             peerCertificates: details.peerCertificates.map { Data($0) }, verifiedPath: details.verifiedPath.map { Data($0) })
     }

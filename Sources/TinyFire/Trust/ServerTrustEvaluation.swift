@@ -70,11 +70,25 @@ public struct ServerTrust: Sendable {
     public let leafHasHostIPAddress: Bool?
     /// The session's trust anchors (loaded on demand).
     let anchors: @Sendable () -> [Certificate]
+    /// The core's form, which the default validation runs on.
+    let facts: TrustFacts
+
+    /// The core's facts, in the public form.
+    init(_ facts: TrustFacts) {
+        certificates = facts.verifiedPath.map { Certificate(der: Data($0)) }
+        presentedCertificates = facts.presented.map { Certificate(der: Data($0)) }
+        host = facts.host
+        verificationFlags = facts.verificationFlags
+        leafHasHostIPAddress = facts.leafHasHostIPAddress
+        let context = facts.context
+        anchors = { context.anchorCertificates }
+        self.facts = facts
+    }
 
     /// mbedTLS's bit for a host name mismatch.
-    static let nameMismatch: UInt32 = 0x04
+    static let nameMismatch: UInt32 = TrustFacts.nameMismatch
     /// mbedTLS's bit for a chain that does not end at a trust anchor.
-    static let notTrusted: UInt32 = 0x08
+    static let notTrusted: UInt32 = TrustFacts.notTrusted
     /// mbedTLS's bits for a CRL that cannot be relied on: not signed by a trusted CA, expired,
     /// from the future, or signed with an unacceptable hash, algorithm or key.
     static let unusableCRL: UInt32 = 0x10 | 0x20 | 0x0400 | 0x02_0000 | 0x04_0000 | 0x08_0000
@@ -82,20 +96,11 @@ public struct ServerTrust: Sendable {
     /// The leaf, as the server sent it.
     var leaf: Certificate? { presentedCertificates.first }
 
-    /// For an IP host whose leaf does not list it, the reason; otherwise nothing.
-    private func ipAddressFailure(validateHost: Bool) -> [String] {
-        validateHost && leafHasHostIPAddress == false ? ["the certificate has no iPAddress entry for \(host)"] : []
-    }
-
     /// The failures of default validation, in words; empty when the chain and the host check.
     /// - Parameter validateHost: whether the host must match.
     /// - Returns: the reasons.
     func defaultValidationFailures(validateHost: Bool, ignoring ignored: UInt32 = 0) -> [String] {
-        var flags = verificationFlags & ~ignored
-        if !validateHost { flags &= ~Self.nameMismatch }
-        var reasons = tlsVerificationReasons(flags)
-        if certificates.isEmpty && reasons.isEmpty { reasons.append("no certificate path was verified") }
-        return reasons + ipAddressFailure(validateHost: validateHost)
+        facts.defaultValidationFailures(validateHost: validateHost, ignoring: ignored)
     }
 
     /// The failures of the presented chain verified against `pins` alone instead of the
@@ -114,7 +119,7 @@ public struct ServerTrust: Sendable {
         case .failure(let error): return ["the chain does not parse: \(error)"]
         }
         if leafIsPinned { flags &= ~Self.notTrusted }
-        return tlsVerificationReasons(flags) + ipAddressFailure(validateHost: validateHost)
+        return tlsVerificationReasons(flags) + facts.ipAddressFailure(validateHost: validateHost)
     }
 }
 

@@ -1,3 +1,15 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// close(2), for code inside a type that has a `close()` of its own. The result is not looked
+/// at: after close, the descriptor is gone whatever it returned (EINTR included, on Linux).
+package func closeDescriptor(_ fd: Int32) {
+    _ = close(fd)
+}
+
 #if hasFeature(Embedded)
     import CTinyFireSystem
     import Glibc

@@ -39,3 +39,50 @@ package final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+/// A value behind a pthread mutex with a condition variable: a thread waits, without spinning,
+/// until another thread changes the value so that it can go on. Every `withLock` wakes the
+/// waiting threads when it ends (cheap when none waits). Not recursive.
+package final class ConditionLocked<Value>: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var value: Value
+
+    package init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        condition.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with the value, holding the lock, then wakes the waiting threads.
+    package func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+        pthread_mutex_lock(mutex)
+        defer {
+            pthread_cond_broadcast(condition)
+            pthread_mutex_unlock(mutex)
+        }
+        return body(&value)
+    }
+
+    /// Waits until `ready` returns a result (it runs with the lock held, first at once, then
+    /// each time another thread's `withLock` ends), and returns it.
+    package func wait<Result>(until ready: (inout Value) -> Result?) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while true {
+            if let result = ready(&value) { return result }
+            pthread_cond_wait(condition, mutex)
+        }
+    }
+}

@@ -41,7 +41,11 @@ extension FirmwareUpdateTests {
                 server.statusEvents().contains { ($0["reason"] as? String)?.hasPrefix("waiting: outside firmware.installWindow") == true }
             }, "\(server.statusEvents())")
         #expect(await reach("installed", version: "9.1.0", board, agent, within: .seconds(240)), "\(log(board))")
-        #expect(board.calls == ["install \(board.directory)/firmware/staging/image.bin 9.1.0", "reboot"], "\(board.calls)")
+        // The agent records `installed` first, then runs the reboot command.
+        #expect(
+            await eventually(within: .seconds(30)) {
+                board.calls == ["install \(board.directory)/firmware/staging/image.bin 9.1.0", "reboot"]
+            }, "\(board.calls)")
         #expect(board.firmware?.waiting == nil)
         #expect(stopAgent(agent) == 0)
     }

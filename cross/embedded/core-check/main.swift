@@ -379,6 +379,119 @@ func engineCoresCheck() -> (ok: Bool, detail: String) {
 let (coresOK, coresDetail) = engineCoresCheck()
 check("pool ledger and transfer deadlines", coresOK, coresDetail)
 
+// One HTTP/1.1 exchange on an HTTPConnection over a socket pair, with a streamed upload: the
+// stream is read on a thread of its own (three chunks), sent chunked; a server thread checks
+// the request bytes and answers; the connection goes back to the pool as idle.
+final class ThreeChunks: UploadSource {
+    private let sent = Locked(0)
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(UploadSourceError) -> Int {
+        sent.withLock { count -> Int in
+            guard count < 3 else { return 0 }
+            count += 1
+            let text = Array("part \(count);".utf8)
+            for (i, byte) in text.enumerated() { buffer[i] = byte }
+            return text.count
+        }
+    }
+}
+
+final class ExchangeRecorder: HTTPExchangeDelegate {
+    let outcome = Locked<String?>(nil)
+    private var status = 0
+    private var body: [UInt8] = []
+    func exchangeDidSend(bytes: Int) {}
+    func exchangeDidSendRequest() {}
+    func exchangeDidReceive(bytes: Int) {}
+    func exchangeDidReceiveInformational(_ head: ResponseHead) {}
+    func exchangeDidReceiveHead(_ head: ResponseHead) throws(ExchangeAbort) { status = head.status }
+    func exchangeDidReceiveBody(_ bytes: UnsafeRawBufferPointer) throws(ExchangeAbort) { body.append(contentsOf: bytes) }
+    func exchangeDidComplete(trailers: [RawHeaderField]) {
+        let text = "\(status) \(String(decoding: body, as: UTF8.self))"
+        outcome.withLock { $0 = text }
+    }
+    func exchangeDidFail(_ failure: ExchangeFailure) { outcome.withLock { $0 = "failed: \(failure.kind)" } }
+}
+
+final class PoolWaiter: ConnectionPoolWaiter {
+    func poolSlotMayBeAvailable() {}
+}
+
+func exchangeCheck() -> (ok: Bool, detail: String) {
+    var pair: [Int32] = [0, 0]
+    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0 else {
+        return (false, "socketpair: \(errnoMessage(errno))")
+    }
+    _ = fcntl(pair[0], F_SETFL, fcntl(pair[0], F_GETFL) | O_NONBLOCK)
+    let server = pair[1]
+    defer { close(server) }
+    let expected =
+        "POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + "7\r\npart 1;\r\n7\r\npart 2;\r\n7\r\npart 3;\r\n0\r\n\r\n"
+    let request = Locked<[UInt8]>([])
+    do throws(SystemResourceError) {
+        try BlockingWork.run(label: "check-server") {
+            var buffer = [UInt8](repeating: 0, count: 512)
+            var got: [UInt8] = []
+            while got.count < expected.utf8.count {
+                let n = buffer.withUnsafeMutableBytes { read(server, $0.baseAddress, $0.count) }
+                guard n > 0 else { break }
+                got.append(contentsOf: buffer[0..<n])
+            }
+            request.withLock { $0 = got }
+            let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello".utf8)
+            _ = answer.withUnsafeBytes { write(server, $0.baseAddress, $0.count) }
+        }
+    } catch {
+        return (false, error.description)
+    }
+    let loop: EventLoop
+    do throws(SystemResourceError) {
+        loop = try EventLoop(name: "core-exchange")
+    } catch {
+        return (false, error.description)
+    }
+    defer { loop.shutdown() }
+    let recorder = ExchangeRecorder()
+    let idle = Locked(-1)
+    let pool = ConnectionPool(loop: loop, maxConnectionsPerHost: 1, idleTimeout: .seconds(5))
+    let key = PoolKey(scheme: "http", host: "h", port: 80)
+    let head = Array("POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+    let waiter = PoolWaiter()
+    loop.execute {
+        guard case .connect = pool.lease(key, forceNew: false, waiter: waiter) else { return }
+        let connection: HTTPConnection
+        do throws(SystemResourceError) {
+            connection = try HTTPConnection(
+                key: key, fd: pair[0], remoteAddress: SocketAddress(storage: sockaddr_storage(), length: 0), loop: loop,
+                readBufferSize: 4096)
+        } catch {
+            recorder.outcome.withLock { $0 = error.description }
+            return
+        }
+        pool.didOpen(connection)
+        connection.start(
+            head: head, body: nil, bodySource: .stream(StreamBodySource(ThreeChunks())), isHeadRequest: false,
+            limits: ResponseParser.Limits(), delegate: recorder)
+    }
+    let start = Instant.now()
+    while recorder.outcome.withLock({ $0 }) == nil && Instant.now().since(start) < .seconds(10) { usleep(1000) }
+    loop.execute { idle.withLock { $0 = pool.idleCount } }
+    while idle.withLock({ $0 }) < 0 && Instant.now().since(start) < .seconds(10) { usleep(1000) }
+    loop.execute { pool.closeAll() }
+    let sent = String(decoding: request.withLock { $0 }, as: UTF8.self)
+    let outcome = recorder.outcome.withLock { $0 } ?? "no answer within 10 s"
+    let idleCount = idle.withLock { $0 }
+    let ok = outcome == "200 hello" && sent == expected && idleCount == 1
+    return (
+        ok,
+        ok
+            ? "chunked upload of 3 reads, \(outcome), 1 idle connection"
+            : "\(outcome); idle \(idleCount); sent \(sent.escapingControlCharacters())"
+    )
+}
+let (exchangeOK, exchangeDetail) = exchangeCheck()
+check("HTTP exchange (stream upload, pool)", exchangeOK, exchangeDetail)
+
 // The agent's log lines, byte for byte what the host agent writes (DaemonPartsTests.logLines).
 let metadata: [String: LogValue] = ["file": .string("app 1.lp"), "line": .string("3")]
 let textLine = LogLineRenderer(format: .text, journal: false).render(

@@ -5,30 +5,35 @@ import CTinyFireSystem
 #elseif canImport(Musl)
     import Musl
 #endif
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 /// Receives what happens to one request/response exchange on a connection. Called on the
 /// loop thread. A throwing callback aborts the exchange (the connection is closed) and comes
-/// back as `exchangeDidFail` with `.delegate(error)`.
-protocol HTTPExchangeDelegate: AnyObject {
+/// back as `exchangeDidFail` with `.delegate(abort)`.
+package protocol HTTPExchangeDelegate: AnyObject {
     func exchangeDidSend(bytes: Int)
     /// The last byte of the request went out.
     func exchangeDidSendRequest()
     func exchangeDidReceive(bytes: Int)
     func exchangeDidReceiveInformational(_ head: ResponseHead)
-    func exchangeDidReceiveHead(_ head: ResponseHead) throws
-    func exchangeDidReceiveBody(_ bytes: UnsafeRawBufferPointer) throws
+    func exchangeDidReceiveHead(_ head: ResponseHead) throws(ExchangeAbort)
+    func exchangeDidReceiveBody(_ bytes: UnsafeRawBufferPointer) throws(ExchangeAbort)
     func exchangeDidComplete(trailers: [RawHeaderField])
     func exchangeDidFail(_ failure: ExchangeFailure)
 }
 
+/// Why an exchange's delegate stopped it.
+package enum ExchangeAbort: Error, Sendable {
+    /// The rest of a redirect's body is not worth reading: close the connection and follow.
+    case drainRedirect
+    /// The proxy asked for credentials that are configured: they go on a fresh connection.
+    case proxyChallenge
+    /// The response cannot be taken (its sink is full or failed, its gzip is corrupt, …).
+    case failed(TransferError.Reason)
+}
+
 /// Why an exchange ended without a complete response.
-struct ExchangeFailure: Error {
-    enum Kind {
+package struct ExchangeFailure: Error {
+    package enum Kind {
         /// A system call failed (errno); the transfer knows the phase.
         case io(Int32)
         /// A TLS record failed (mbedTLS code).
@@ -37,15 +42,15 @@ struct ExchangeFailure: Error {
         case bodySource(String)
         /// The response violated HTTP/1.1, or the connection closed early.
         case parse(HTTPParseError)
-        /// The delegate threw (sink full, write error, corrupt gzip, …).
-        case delegate(any Error)
+        /// The delegate stopped it.
+        case delegate(ExchangeAbort)
     }
 
-    var kind: Kind
+    package var kind: Kind
     /// Whether any byte of the response arrived before the failure.
-    var receivedResponseBytes: Bool
+    package var receivedResponseBytes: Bool
     /// Whether the connection had carried an earlier exchange (a candidate stale connection).
-    var connectionWasReused: Bool
+    package var connectionWasReused: Bool
 }
 
 /// One HTTP/1.1 connection over a non-blocking socket: writes a request head and body, feeds
@@ -54,33 +59,38 @@ struct ExchangeFailure: Error {
 ///
 /// Memory: one read buffer of `readBufferSize` bytes, allocated when the connection opens,
 /// plus the parser's head buffer (bounded by the header block limit).
-final class HTTPConnection: EventLoopHandler {
-    enum State {
+package final class HTTPConnection: EventLoopHandler {
+    package enum State {
         case idle(since: Instant)
         case active
         case closed
     }
 
-    let key: PoolKey
-    let fd: Int32
-    let remoteAddress: SocketAddress
+    package let key: PoolKey
+    package let fd: Int32
+    package let remoteAddress: SocketAddress
     /// `remoteAddress` as text, computed once (getnameinfo is not free).
-    let remoteAddressDescription: String
+    package let remoteAddressDescription: String
     private let loop: EventLoop
     private var registration: Registration?
     private let readBuffer: UnsafeMutableRawBufferPointer
-    private(set) var state: State = .active
+    package private(set) var state: State = .active
     /// Completed exchanges; > 0 means the next one runs on a reused connection.
-    private(set) var completedExchanges = 0
-    weak var pool: ConnectionPool?
+    package private(set) var completedExchanges = 0
+    /// The pool the connection goes back to after an exchange; a strong reference, cleared when
+    /// the connection closes (which breaks the cycle with the pool's table).
+    package var pool: ConnectionPool?
 
     // The current exchange.
     private var delegate: HTTPExchangeDelegate?
     private var parser = ResponseParser(isHeadRequest: false)
     private var outHead: [UInt8] = []
-    private var outBody = Data()
+    private var outBody: (any BodyBytes)?
     /// A body from files or a stream instead of `outBody`.
     private var producer: BodyProducer?
+    /// How a stream producer reaches the connection when a chunk is ready; cleared when the
+    /// body ends, so a late wake-up finds nothing.
+    private var producerTarget: ClearableReference<HTTPConnection>?
     private var bodyLength = 0
     /// The exchange's state: what is sent, what has arrived, what to do next.
     private var exchange = HTTPExchange()
@@ -95,7 +105,7 @@ final class HTTPConnection: EventLoopHandler {
     private var readingPaused = false
     /// The top of the connection's layers (the socket, TLS over it, …): every byte of the
     /// exchange goes through it.
-    private(set) var stream: any ByteStream
+    package private(set) var stream: any ByteStream
     /// The step running before exchanges can (a TLS handshake, a CONNECT), and who hears how
     /// it ended.
     private var step: ConnectionStep?
@@ -105,7 +115,9 @@ final class HTTPConnection: EventLoopHandler {
     /// The peer reset the connection before its first exchange started.
     private var brokenBeforeExchange = false
 
-    init(key: PoolKey, fd: Int32, remoteAddress: SocketAddress, loop: EventLoop, readBufferSize: Int) throws(TinyFireError) {
+    package init(
+        key: PoolKey, fd: Int32, remoteAddress: SocketAddress, loop: EventLoop, readBufferSize: Int
+    ) throws(SystemResourceError) {
         self.key = key
         self.fd = fd
         self.remoteAddress = remoteAddress
@@ -117,34 +129,34 @@ final class HTTPConnection: EventLoopHandler {
             registration = try loop.register(fd, interest: .read, handler: self)
         } catch {
             // Fully initialized, so deinit still runs: it frees the buffer; close the fd here.
-            Glibc.close(fd)
+            closeDescriptor(fd)
             state = .closed
-            throw .resourceExhausted(error.description)
+            throw error
         }
     }
 
     deinit {
         // Normally closed through close(); a connection dropped with its loop still owns its fd.
-        if case .closed = state {} else { Glibc.close(fd) }
+        if case .closed = state {} else { closeDescriptor(fd) }
         readBuffer.deallocate()
     }
 
-    var isReused: Bool { completedExchanges > 0 }
+    package var isReused: Bool { completedExchanges > 0 }
 
     /// Exchanges one connection carries at once: HTTP/1.1 without pipelining runs one request
     /// after the other. (The pool's only knowledge of it; a multiplexed protocol's connection
     /// would say its stream limit.)
-    static let maxConcurrentExchanges = 1
+    package static let maxConcurrentExchanges = 1
 
     /// How long a request with `Expect: 100-continue` waits before sending its body anyway
     /// (curl waits one second too).
-    static let expectContinueWait: Duration = .seconds(1)
+    package static let expectContinueWait: Duration = .seconds(1)
 
     /// Starts an exchange: writes `head` and the body (from memory, or from `bodySource`:
     /// files through sendfile or a fixed 64 KiB buffer, a stream in 64 KiB chunks), then reads
     /// the response.
-    func start(
-        head: [UInt8], body: Data, bodySource: RequestBodySource? = nil, expectContinue: Bool = false, isHeadRequest: Bool,
+    package func start(
+        head: [UInt8], body: (any BodyBytes)?, bodySource: RequestBodySource? = nil, expectContinue: Bool = false, isHeadRequest: Bool,
         limits: ResponseParser.Limits, delegate: HTTPExchangeDelegate
     ) {
         state = .active
@@ -152,7 +164,7 @@ final class HTTPConnection: EventLoopHandler {
         parser = ResponseParser(isHeadRequest: isHeadRequest, limits: limits)
         outHead = head
         outBody = body
-        bodyLength = body.count
+        bodyLength = body?.count ?? 0
         producer = nil
         written = 0
         switch bodySource {
@@ -165,8 +177,9 @@ final class HTTPConnection: EventLoopHandler {
                 fail(.bodySource("the upload stream was already read by an earlier attempt and cannot be sent again"))
                 return
             }
-            let connection = WeakLoopReference(self)
-            producer = StreamBodyProducer(stream: source.stream, loop: loop) { connection.value?.bodyBecameReady() }
+            let target = ClearableReference(self)
+            producerTarget = target
+            producer = StreamBodyProducer(stream: source.stream, loop: loop) { target.value?.bodyBecameReady() }
         }
         if readingPaused {
             // The last exchange ended paused (its owner held the body back): read again, or
@@ -184,25 +197,25 @@ final class HTTPConnection: EventLoopHandler {
     }
 
     /// Abandons the current exchange and closes the connection, without calling the delegate.
-    func abort() {
+    package func abort() {
         delegate = nil
         close()
     }
 
     /// Puts the connection in the idle state (the pool calls this).
-    func markIdle(now: Instant) {
+    package func markIdle(now: Instant) {
         state = .idle(since: now)
     }
 
     /// Puts a layer on top of the stream (TLS over what is there); from now on every byte
     /// goes through it.
-    func push(_ layer: any ByteStream) {
+    package func push(_ layer: any ByteStream) {
         stream = layer
     }
 
     /// Runs a step (a TLS handshake, a CONNECT) on this connection, then calls `completion`
     /// once, on the loop, with `.done` or `.failed`.
-    func run(_ step: ConnectionStep, completion: @escaping (ConnectionStepProgress) -> Void) {
+    package func run(_ step: ConnectionStep, completion: @escaping (ConnectionStepProgress) -> Void) {
         self.step = step
         stepCompletion = completion
         continueStep()
@@ -224,7 +237,7 @@ final class HTTPConnection: EventLoopHandler {
         }
     }
 
-    func close() {
+    package func close() {
         if case .closed = state { return }
         if case .idle = state { stream.shutdown() }
         state = .closed
@@ -235,15 +248,17 @@ final class HTTPConnection: EventLoopHandler {
             loop.deregister(registration)
             self.registration = nil
         }
-        Glibc.close(fd)
+        closeDescriptor(fd)
         delegate = nil
-        outBody = Data()
+        outBody = nil
+        let pool = self.pool
+        self.pool = nil
         pool?.connectionClosed(self)
     }
 
     // MARK: - Events
 
-    func handleEvents(_ events: UInt32) {
+    package func handleEvents(_ events: UInt32) {
         switch state {
         case .closed:
             return
@@ -284,18 +299,12 @@ final class HTTPConnection: EventLoopHandler {
     }
 
     private func writeRequest() {
-        let empty = UnsafeRawBufferPointer(start: nil, count: 0)
         while exchange.wantsToWrite {
             let headCount = outHead.count
             if written < headCount {
                 // The head, with an in-memory body in the same sendmsg when nothing has to wait
                 // (a TLS layer writes the head alone).
-                let result = outHead.withUnsafeBytes { headBytes in
-                    outBody.withUnsafeBytes { bodyBytes in
-                        let first = UnsafeRawBufferPointer(rebasing: headBytes[written...])
-                        return stream.write(first, bodyWithHead ? UnsafeRawBufferPointer(bodyBytes) : empty)
-                    }
-                }
+                let result = writeHead(withBody: bodyWithHead ? outBody : nil)
                 guard handle(result) else { return }
             } else if let producer {
                 switch producer.write(to: stream) {
@@ -317,13 +326,23 @@ final class HTTPConnection: EventLoopHandler {
                     return
                 }
             } else {
+                guard let outBody else { return }
                 let offset = written - headCount
-                let result = outBody.withUnsafeBytes { bytes in
-                    let chunk = UnsafeRawBufferPointer(rebasing: bytes[offset...])
-                    return stream.write(chunk, empty)
-                }
+                var result = IOResult.bytes(0)
+                outBody.withBodyBytes { result = stream.write(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
                 guard handle(result) else { return }
             }
+        }
+    }
+
+    /// Writes the rest of the head, and `body` after it in the same gather write.
+    private func writeHead(withBody body: (any BodyBytes)?) -> IOResult {
+        outHead.withUnsafeBytes { headBytes in
+            let first = UnsafeRawBufferPointer(rebasing: headBytes[written...])
+            guard let body else { return stream.write(first) }
+            var result = IOResult.bytes(0)
+            body.withBodyBytes { result = stream.write(first, $0) }
+            return result
         }
     }
 
@@ -360,15 +379,15 @@ final class HTTPConnection: EventLoopHandler {
             break
         case .holdBodyForContinue:
             setWatchingWrite(false)
-            continueTimer = loop.schedule(at: .now() + Self.expectContinueWait) { [weak self] in
-                guard let self else { return }
+            // The timer holds the connection until it fires or close() cancels it.
+            continueTimer = loop.schedule(at: .now() + Self.expectContinueWait) { [self] in
                 continueTimer = nil
                 resumeBody(exchange.continueWaitEnded())
             }
         case .writeBody:
             cancelContinueTimer()
         case .requestSent:
-            outBody = Data()
+            outBody = nil
             endBody()
             setWatchingWrite(false)
             delegate?.exchangeDidSendRequest()
@@ -376,7 +395,7 @@ final class HTTPConnection: EventLoopHandler {
             // An early final response (413, 401…) ends the upload; the connection cannot be
             // reused since the body was cut short.
             outHead = []
-            outBody = Data()
+            outBody = nil
             endBody()
             cancelContinueTimer()
             setWatchingWrite(false)
@@ -403,10 +422,12 @@ final class HTTPConnection: EventLoopHandler {
     private func endBody() {
         producer?.close()
         producer = nil
+        producerTarget?.value = nil
+        producerTarget = nil
     }
 
     /// Body bytes sent so far on this exchange, without chunk framing.
-    var bodyPayloadSent: UInt64? { producer?.payloadSent }
+    package var bodyPayloadSent: UInt64? { producer?.payloadSent }
 
     /// A stream's next chunk is ready.
     private func bodyBecameReady() {
@@ -422,7 +443,7 @@ final class HTTPConnection: EventLoopHandler {
 
     /// Stops or restarts reading the response (the kernel's receive buffer then fills and TCP
     /// flow control holds the server back). Takes effect after the buffer being processed.
-    func setReadingPaused(_ paused: Bool) {
+    package func setReadingPaused(_ paused: Bool) {
         guard readingPaused != paused else { return }
         readingPaused = paused
         // Data that arrived while paused is reported again once the interest is back
@@ -470,9 +491,10 @@ final class HTTPConnection: EventLoopHandler {
         // Out of rounds with data still inside mbedTLS: continue after other work.
         if buffered, !readScheduled {
             readScheduled = true
-            _ = loop.schedule(at: .now()) { [weak self] in
-                self?.readScheduled = false
-                self?.readResponse()
+            // Holds the connection until it runs (at once, after the loop's other work).
+            _ = loop.schedule(at: .now()) { [self] in
+                readScheduled = false
+                readResponse()
             }
         }
     }
@@ -482,7 +504,7 @@ final class HTTPConnection: EventLoopHandler {
         while let delegate {
             let event: ResponseParser.Event
             let consumed: Int
-            do {
+            do throws(HTTPParseError) {
                 (consumed, event) = try parser.parse(UnsafeRawBufferPointer(rebasing: input[offset...]))
             } catch {
                 fail(.parse(error))
@@ -490,7 +512,7 @@ final class HTTPConnection: EventLoopHandler {
             }
             let base = offset
             offset += consumed
-            do {
+            do throws(ExchangeAbort) {
                 switch event {
                 case .needMore:
                     return
@@ -515,7 +537,7 @@ final class HTTPConnection: EventLoopHandler {
     }
 
     private func endOfInput() {
-        do {
+        do throws(HTTPParseError) {
             let event = try parser.inputEnded(authenticated: !stream.endedWithoutCloseNotify)
             if case .end(let trailers) = event {
                 complete(trailers: trailers, leftover: 0, peerClosed: true)

@@ -1,7 +1,14 @@
 /// Someone waiting for a connection slot to the same origin.
-protocol ConnectionPoolWaiter: AnyObject {
+package protocol ConnectionPoolWaiter: AnyObject {
     /// A connection was released or closed: lease again.
     func poolSlotMayBeAvailable()
+    /// The waiter's identity (a protocol requirement because Embedded Swift cannot take the
+    /// identity of an existential; the default is the object's).
+    var poolWaiterID: ObjectIdentifier { get }
+}
+
+extension ConnectionPoolWaiter {
+    package var poolWaiterID: ObjectIdentifier { ObjectIdentifier(self) }
 }
 
 /// Keep-alive connections per scheme/host/port, with a per-origin limit and an idle timeout:
@@ -10,9 +17,9 @@ protocol ConnectionPoolWaiter: AnyObject {
 ///
 /// Memory: at most `maxConnectionsPerHost` connections per origin (each one read buffer), and
 /// one waiter entry per request queued for a slot.
-final class ConnectionPool {
+package final class ConnectionPool {
     /// What `lease` decided.
-    enum Lease {
+    package enum Lease {
         /// Use this connection.
         case reuse(HTTPConnection)
         /// A slot is reserved: open a new connection (and report it with `didOpen` or
@@ -23,28 +30,25 @@ final class ConnectionPool {
     }
 
     private let loop: EventLoop
-    /// Builds the connections this pool hands out.
-    let factory: ConnectionFactory
     private var ledger: PoolLedger<ObjectIdentifier, ObjectIdentifier>
     private var connections: [ObjectIdentifier: HTTPConnection] = [:]
     private var waiters: [ObjectIdentifier: ConnectionPoolWaiter] = [:]
     private var pruneTimer: TimerHandle?
 
-    init(loop: EventLoop, factory: ConnectionFactory, maxConnectionsPerHost: Int, idleTimeout: Duration) {
+    package init(loop: EventLoop, maxConnectionsPerHost: Int, idleTimeout: Duration) {
         self.loop = loop
-        self.factory = factory
         ledger = PoolLedger(maxPerOrigin: maxConnectionsPerHost, idleTimeout: idleTimeout)
     }
 
     /// Number of idle connections (for tests and metrics).
-    var idleCount: Int { ledger.idleCount }
+    package var idleCount: Int { ledger.idleCount }
 
     /// Asks for a connection to `key`.
     /// - Parameters:
     ///   - forceNew: skip kept-alive connections (after a stale-connection failure).
     ///   - waiter: told when to lease again if the answer is `.wait`.
-    func lease(_ key: PoolKey, forceNew: Bool, waiter: ConnectionPoolWaiter) -> Lease {
-        let id = ObjectIdentifier(waiter)
+    package func lease(_ key: PoolKey, forceNew: Bool, waiter: ConnectionPoolWaiter) -> Lease {
+        let id = waiter.poolWaiterID
         let decision = ledger.lease(key, forceNew: forceNew, waiter: id)
         if !waiters.isEmpty, decision != .wait { waiters[id] = nil }
         switch decision {
@@ -71,20 +75,20 @@ final class ConnectionPool {
     }
 
     /// Stops waiting (the request was cancelled or timed out).
-    func removeWaiter(_ waiter: ConnectionPoolWaiter, for key: PoolKey) {
+    package func removeWaiter(_ waiter: ConnectionPoolWaiter, for key: PoolKey) {
         guard !waiters.isEmpty else { return }
-        let id = ObjectIdentifier(waiter)
+        let id = waiter.poolWaiterID
         ledger.removeWaiter(id, for: key)
         waiters[id] = nil
     }
 
     /// A reserved slot's connect attempt failed.
-    func connectFailed(_ key: PoolKey) {
+    package func connectFailed(_ key: PoolKey) {
         wake(ledger.connectFailed(key))
     }
 
     /// A connection opened on a reserved slot, carrying the exchange that reserved it.
-    func didOpen(_ connection: HTTPConnection) {
+    package func didOpen(_ connection: HTTPConnection) {
         connection.pool = self
         let id = ObjectIdentifier(connection)
         connections[id] = connection
@@ -92,7 +96,7 @@ final class ConnectionPool {
     }
 
     /// A connection finished an exchange and can carry another.
-    func release(_ connection: HTTPConnection) {
+    package func release(_ connection: HTTPConnection) {
         let now = Instant.now()
         connection.markIdle(now: now)
         let waiter = ledger.released(ObjectIdentifier(connection), key: connection.key, now: now)
@@ -101,14 +105,14 @@ final class ConnectionPool {
     }
 
     /// A connection closed (idle or not).
-    func connectionClosed(_ connection: HTTPConnection) {
+    package func connectionClosed(_ connection: HTTPConnection) {
         let id = ObjectIdentifier(connection)
         connections[id] = nil
         wake(ledger.closed(id, key: connection.key))
     }
 
     /// Closes every idle connection (Session invalidation).
-    func closeAll() {
+    package func closeAll() {
         for id in ledger.idleConnections { connections[id]?.close() }
     }
 
@@ -118,8 +122,10 @@ final class ConnectionPool {
     }
 
     private func schedulePrune(at deadline: Instant) {
-        pruneTimer = loop.schedule(at: deadline) { [weak self] in
-            self?.prune()
+        // The timer holds the pool until it fires: at most the idle timeout after the last
+        // connection went idle, and it ends by closing the expired ones.
+        pruneTimer = loop.schedule(at: deadline) { [self] in
+            prune()
         }
     }
 

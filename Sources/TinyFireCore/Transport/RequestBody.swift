@@ -1,5 +1,4 @@
 import CTinyFireSystem
-import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
@@ -7,31 +6,78 @@ import Synchronization
 #elseif canImport(Musl)
     import Musl
 #endif
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
+
+/// Request body bytes held in memory, lent to the connection while it writes them. A class, so
+/// an in-memory body (TinyFire's `Data`, the agent's `[UInt8]`) goes to the socket from where it
+/// already is, without a copy into a core type.
+package protocol BodyBytes: AnyObject, Sendable {
+    /// The number of bytes.
+    var count: Int { get }
+    /// Runs `body` with the bytes (valid only inside `body`).
+    func withBodyBytes(_ body: (UnsafeRawBufferPointer) -> Void)
+}
+
+/// An in-memory body as a byte array.
+package final class ByteArrayBody: BodyBytes {
+    package let bytes: [UInt8]
+
+    package init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    package var count: Int { bytes.count }
+
+    package func withBodyBytes(_ body: (UnsafeRawBufferPointer) -> Void) {
+        bytes.withUnsafeBytes { body($0) }
+    }
+}
+
+extension BodyBytes {
+    /// Writes the bytes from `offset` on to `stream`.
+    fileprivate func write(from offset: Int, to stream: any ByteStream) -> IOResult {
+        var result = IOResult.bytes(0)
+        withBodyBytes { result = stream.write(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+        return result
+    }
+}
+
+/// Why a streamed upload's source could not be read.
+package struct UploadSourceError: Error, Sendable {
+    /// What failed, for the request's error.
+    package var message: String
+
+    package init(_ message: String) {
+        self.message = message
+    }
+}
+
+/// Request body bytes of unknown length, read on a thread of their own (never the I/O loop's),
+/// so a read may block.
+package protocol UploadSource: AnyObject, Sendable {
+    /// Fills up to `buffer.count` bytes; 0 at the end of the stream.
+    /// - Throws: `UploadSourceError` naming what failed; the upload fails with it.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(UploadSourceError) -> Int
+}
 
 /// A piece of a request body of known length.
-enum BodySegment: Sendable {
+package enum BodySegment: Sendable {
     /// Bytes in memory.
-    case bytes(Data)
+    case memory(any BodyBytes)
     /// `length` bytes of the file at `path` from `offset`. When `fileSize` is set, the file
     /// must still have that size once its bytes are sent (a file that changed mid-upload fails
     /// the request instead of sending a mix of two versions).
     case file(path: String, offset: UInt64, length: UInt64, fileSize: UInt64?)
 
-    var length: UInt64 {
+    package var length: UInt64 {
         switch self {
-        case .bytes(let data): UInt64(data.count)
+        case .memory(let bytes): UInt64(bytes.count)
         case .file(_, _, let length, _): length
         }
     }
 }
 
-/// A request body that is not a single `Data`.
-enum RequestBodySource: Sendable {
+/// A request body that is not a single in-memory buffer.
+package enum RequestBodySource: Sendable {
     /// Memory and file pieces of known total length (a file upload, a multipart body):
     /// `Content-Length` framing; sent again from the start on a retry.
     case segments([BodySegment])
@@ -39,7 +85,7 @@ enum RequestBodySource: Sendable {
     case stream(StreamBodySource)
 
     /// The body's length, nil when unknown (a stream).
-    var length: UInt64? {
+    package var length: UInt64? {
         switch self {
         case .segments(let segments): segments.reduce(0) { $0 + $1.length }
         case .stream: nil
@@ -47,7 +93,7 @@ enum RequestBodySource: Sendable {
     }
 
     /// Whether the body can be sent again from the start (a stream cannot, once read).
-    var isReplayable: Bool {
+    package var isReplayable: Bool {
         switch self {
         case .segments: true
         case .stream(let source): !source.wasClaimed
@@ -55,31 +101,8 @@ enum RequestBodySource: Sendable {
     }
 }
 
-/// A file body (`upload(_ fileURL:)`, `fire-agent request -T`).
-enum RequestBodyFile {
-    /// The file at `path` with its current size, as one segment that must keep that size.
-    /// - Throws: `.invalidRequest` naming the file when it cannot be read or is not a regular file.
-    static func segment(regularFileAt path: String) throws(TinyFireError) -> BodySegment {
-        let size = try regularFileSize(path, purpose: "upload file")
-        return .file(path: path, offset: 0, length: size, fileSize: size)
-    }
-
-    /// The size of the regular file at `path`.
-    /// - Throws: `.invalidRequest` naming the file when it cannot be read or is not a regular file.
-    static func regularFileSize(_ path: String, purpose: String) throws(TinyFireError) -> UInt64 {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw .invalidRequest(reason: "cannot read the \(purpose) \(path): \(errnoMessage(errno))")
-        }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw .invalidRequest(reason: "the \(purpose) \(path) is not a regular file")
-        }
-        return UInt64(info.st_size)
-    }
-}
-
 /// What a body producer did.
-enum BodyWriteResult: Equatable {
+package enum BodyWriteResult: Equatable {
     /// Wrote this many bytes.
     case wrote(Int)
     /// The socket (or TLS) cannot take more now: wait for writability.
@@ -94,8 +117,8 @@ enum BodyWriteResult: Equatable {
     case sourceFailed(String)
 }
 
-/// Sends a request body that is not a single `Data`, for one exchange. Loop-confined.
-protocol BodyProducer: AnyObject {
+/// Sends a request body that is not a single in-memory buffer, for one exchange. Loop-confined.
+package protocol BodyProducer: AnyObject {
     /// Writes some of the body to the connection's top stream.
     func write(to stream: any ByteStream) -> BodyWriteResult
     /// The exchange ended (sent, failed or aborted): release files and buffers.
@@ -104,11 +127,11 @@ protocol BodyProducer: AnyObject {
     var payloadSent: UInt64 { get }
 }
 
-/// Sends segments in order: memory pieces straight from their `Data`, file pieces with
+/// Sends segments in order: memory pieces straight from where they are, file pieces with
 /// `sendfile` on plain HTTP (no copy through user space, ≤ 1 MiB per call) or through one
 /// 64 KiB buffer on TLS. Memory: the buffer, allocated on the first TLS file read.
-final class SegmentBodyProducer: BodyProducer {
-    static let bufferSize = 64 * 1024
+package final class SegmentBodyProducer: BodyProducer {
+    package static let bufferSize = 64 * 1024
     private let segments: [BodySegment]
     private var index = 0
     /// Bytes of the current segment sent.
@@ -117,22 +140,22 @@ final class SegmentBodyProducer: BodyProducer {
     private var buffer: UnsafeMutableRawBufferPointer?
     private var start = 0
     private var end = 0
-    private(set) var payloadSent: UInt64 = 0
+    package private(set) var payloadSent: UInt64 = 0
 
-    init(segments: [BodySegment]) {
+    package init(segments: [BodySegment]) {
         self.segments = segments
     }
 
     deinit { close() }
 
-    func close() {
-        if fd >= 0 { Glibc.close(fd) }
+    package func close() {
+        if fd >= 0 { closeDescriptor(fd) }
         fd = -1
         buffer?.deallocate()
         buffer = nil
     }
 
-    func write(to stream: any ByteStream) -> BodyWriteResult {
+    package func write(to stream: any ByteStream) -> BodyWriteResult {
         while index < segments.count {
             let segment = segments[index]
             if sent == segment.length {
@@ -143,11 +166,11 @@ final class SegmentBodyProducer: BodyProducer {
             }
             let result: IOResult
             switch segment {
-            case .bytes(let data):
-                result = data.withUnsafeBytes { stream.write(UnsafeRawBufferPointer(rebasing: $0[Int(sent)...])) }
+            case .memory(let bytes):
+                result = bytes.write(from: Int(sent), to: stream)
             case .file(let path, let offset, let length, _):
                 if fd < 0 {
-                    fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+                    fd = open(path, O_RDONLY | O_CLOEXEC)
                     guard fd >= 0 else { return .sourceFailed("cannot open \(path): \(errnoMessage(errno))") }
                 }
                 let remaining = length - sent
@@ -210,7 +233,7 @@ final class SegmentBodyProducer: BodyProducer {
     private func finishSegment(_ segment: BodySegment) -> String? {
         guard case .file(let path, _, _, let fileSize) = segment else { return nil }
         defer {
-            Glibc.close(fd)
+            closeDescriptor(fd)
             fd = -1
             start = 0
             end = 0
@@ -230,27 +253,20 @@ final class SegmentBodyProducer: BodyProducer {
 
 // MARK: - Streams
 
-/// A weak reference to a loop-confined object, carried through a `@Sendable` closure that
-/// runs on the same loop (the only place it is dereferenced).
-struct WeakLoopReference<Value: AnyObject>: @unchecked Sendable {
-    weak var value: Value?
-    init(_ value: Value) { self.value = value }
-}
-
 /// One upload stream, handed out to at most one exchange: a stream cannot be rewound, so a
 /// retry, a stale-connection replay or a 307/308 redirect of a stream upload fails with a
 /// message saying so.
-final class StreamBodySource: Sendable {
-    let stream: any UploadByteStream
+package final class StreamBodySource: Sendable {
+    package let stream: any UploadSource
     private let claimed = Atomic<Bool>(false)
 
-    init(_ stream: any UploadByteStream) { self.stream = stream }
+    package init(_ stream: any UploadSource) { self.stream = stream }
 
     /// Whether an exchange already took the stream.
-    var wasClaimed: Bool { claimed.load(ordering: .acquiring) }
+    package var wasClaimed: Bool { claimed.load(ordering: .acquiring) }
 
     /// Takes the stream for one exchange; false when it was taken before.
-    func claim() -> Bool {
+    package func claim() -> Bool {
         claimed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
     }
 }
@@ -293,71 +309,82 @@ private final class ChunkBuffer: @unchecked Sendable {
     }
 }
 
-/// Sends a stream with chunked framing. Reads run on a serial background queue into one of
-/// two chunk buffers while the other is written, so reading and sending overlap. Memory: two
-/// 64 KiB chunk buffers.
-final class StreamBodyProducer: BodyProducer, @unchecked Sendable {
+/// Sends a stream with chunked framing. A thread of its own reads the stream into one of two
+/// chunk buffers while the loop writes the other, so reading and sending overlap and a blocking
+/// read never holds the loop. The thread ends at the end of the stream, at its failure, or after
+/// the read in progress when the exchange ends. Memory: two 64 KiB chunk buffers and the
+/// thread's stack (`BlockingWork.callbackStack`, reserved; the stream is the app's code).
+package final class StreamBodyProducer: BodyProducer, @unchecked Sendable {
     private struct Shared {
+        /// Buffers the reader may fill.
+        var free: [ChunkBuffer]
+        /// Framed chunks, in order, waiting to be written.
         var ready: [ChunkBuffer] = []
-        var reading = false
         var ended = false
         var failure: String?
+        /// The exchange ended: the reader stops.
         var closed = false
         /// Set when the writer found nothing ready and waits for a wake-up.
         var writerWaiting = false
     }
 
+    private enum Take {
+        case buffer(ChunkBuffer)
+        case stop
+    }
+
     private static let terminator: [UInt8] = Array("0\r\n\r\n".utf8)
-    private let stream: any UploadByteStream
-    private let queue = DispatchQueue(label: "org.tinyfire.upload-stream")
+    private let stream: any UploadSource
     private let loop: EventLoop
     private let wake: @Sendable () -> Void
-    private let shared = Mutex(Shared())
-    /// Loop-owned: the chunk being written, and the spare buffer.
+    private let shared: ConditionLocked<Shared>
+    /// Loop-owned: the chunk being written.
     private var current: ChunkBuffer?
-    private var spare: [ChunkBuffer] = [ChunkBuffer(), ChunkBuffer()]
     private var terminatorSent = 0
-    private(set) var payloadSent: UInt64 = 0
+    package private(set) var payloadSent: UInt64 = 0
 
+    /// Starts reading `stream` on a new thread.
     /// - Parameters:
     ///   - stream: the source.
     ///   - loop: the I/O loop; `wake` runs on it when a chunk becomes ready.
     ///   - wake: continues the exchange's writing.
-    init(stream: any UploadByteStream, loop: EventLoop, wake: @escaping @Sendable () -> Void) {
+    package init(stream: any UploadSource, loop: EventLoop, wake: @escaping @Sendable () -> Void) {
         self.stream = stream
         self.loop = loop
         self.wake = wake
-        readAhead()
+        shared = ConditionLocked(Shared(free: [ChunkBuffer(), ChunkBuffer()]))
+        do throws(SystemResourceError) {
+            try BlockingWork.run(label: "tinyfire-upload", stackBytes: BlockingWork.callbackStack) { [self] in readAll() }
+        } catch {
+            shared.withLock { $0.failure = "no thread to read the upload stream: \(error.description)" }
+        }
     }
 
-    func close() {
+    package func close() {
         shared.withLock { $0.closed = true }
     }
 
-    /// Starts reading into a spare buffer if none is being read and the stream has not ended.
-    private func readAhead() {
-        guard !spare.isEmpty else { return }
-        let start = shared.withLock { state -> Bool in
-            guard !state.reading, !state.ended, state.failure == nil, !state.closed else { return false }
-            state.reading = true
-            return true
-        }
-        guard start else { return }
-        let buffer = spare.removeLast()
-        queue.async { [self] in
+    /// The reader thread: fills free buffers until the stream ends, fails, or the exchange ends.
+    private func readAll() {
+        while true {
+            let take = shared.wait { state -> Take? in
+                if state.closed { return .stop }
+                return state.free.popLast().map { .buffer($0) }
+            }
+            guard case .buffer(let buffer) = take else { return }
             var count = 0
             var failure: String?
-            do {
+            do throws(UploadSourceError) {
                 count = try stream.read(into: buffer.dataArea)
                 if count < 0 || count > ChunkBuffer.dataCapacity {
                     failure = "the upload stream returned \(count) from read (expected 0...\(ChunkBuffer.dataCapacity))"
                 }
             } catch {
-                failure = "the upload stream failed: \(error)"
+                failure = "the upload stream failed: \(error.message)"
             }
             if failure == nil && count > 0 { buffer.frame(count: count) }
+            let finished = failure != nil || count == 0
             let wakeWriter = shared.withLock { state -> Bool in
-                state.reading = false
                 if let failure {
                     state.failure = failure
                 } else if count == 0 {
@@ -365,20 +392,17 @@ final class StreamBodyProducer: BodyProducer, @unchecked Sendable {
                 } else {
                     state.ready.append(buffer)
                 }
+                if finished { state.free.append(buffer) }
                 let waiting = state.writerWaiting
                 state.writerWaiting = false
                 return waiting && !state.closed
             }
-            // The buffer goes back to the spare list on the loop (count == 0 or failure).
-            let returnBuffer = failure != nil || count == 0
-            loop.execute { [self] in
-                if returnBuffer { spare.append(buffer) }
-                if wakeWriter { wake() }
-            }
+            if wakeWriter { loop.execute(wake) }
+            if finished { return }
         }
     }
 
-    func write(to stream: any ByteStream) -> BodyWriteResult {
+    package func write(to stream: any ByteStream) -> BodyWriteResult {
         while true {
             if let chunk = current {
                 let result = stream.write(UnsafeRawBufferPointer(rebasing: chunk.storage[chunk.range]))
@@ -388,8 +412,7 @@ final class StreamBodyProducer: BodyProducer, @unchecked Sendable {
                     chunk.range = chunk.range.lowerBound + n..<chunk.range.upperBound
                     if chunk.range.isEmpty {
                         current = nil
-                        spare.append(chunk)
-                        readAhead()
+                        shared.withLock { $0.free.append(chunk) }
                     }
                     return .wrote(n)
                 case .wouldBlock: return .wouldBlock
@@ -408,11 +431,9 @@ final class StreamBodyProducer: BodyProducer, @unchecked Sendable {
             switch next {
             case .chunk(let chunk):
                 current = chunk
-                readAhead()
             case .failed(let message):
                 return .sourceFailed(message)
             case .wait:
-                readAhead()
                 return .waiting
             case .end:
                 guard terminatorSent < Self.terminator.count else { return .done }

@@ -1,5 +1,5 @@
 /// The stages a connection goes through while it is built, in order (each may be skipped).
-enum ConnectionBuildStage: Sendable, Equatable {
+package enum ConnectionBuildStage: Sendable, Equatable {
     /// Looking up the origin's name, or the proxy's.
     case resolving
     /// Opening TCP (Happy Eyeballs over the addresses).
@@ -13,22 +13,50 @@ enum ConnectionBuildStage: Sendable, Equatable {
 }
 
 /// Why a connection could not be built.
-struct ConnectionBuildFailure: Error {
-    var reason: TransferError.Reason
+package struct ConnectionBuildFailure: Error {
+    package var reason: TransferError.Reason
     /// getaddrinfo's status or each address's errno (see `TransferError.systemCodes`).
-    var codes: [Int32] = []
+    package var codes: [Int32] = []
     /// The failure was on the way to the proxy or at it.
-    var atProxy = false
+    package var atProxy = false
     /// The proxy asked for credentials that are configured but were not sent (they are sent
     /// in answer, once, on a fresh connection).
-    var unansweredChallenge = false
+    package var unansweredChallenge = false
     /// The TLS settings could not be loaded (a CA file that does not parse): the request fails
     /// with this error rather than a transfer error.
-    var configurationError: TinyFireError?
+    package var configurationError: TLSSetupError?
+
+    package init(
+        reason: TransferError.Reason, codes: [Int32] = [], atProxy: Bool = false, configurationError: TLSSetupError? = nil
+    ) {
+        self.reason = reason
+        self.codes = codes
+        self.atProxy = atProxy
+        self.configurationError = configurationError
+    }
+}
+
+/// What building a connection takes from the client's configuration.
+package struct ConnectionSettings: Sendable {
+    /// The connection's read buffer, allocated when it opens.
+    package var readBufferSize: Int
+    /// The origin's TLS settings (trust anchors, CRLs, versions, resumption).
+    package var tls: TLSConfiguration
+    /// The largest response head a proxy's CONNECT answer may have.
+    package var maxHeaderBlockBytes: Int
+    /// The `User-Agent` CONNECT requests carry (the client's default, as curl sends its own).
+    package var userAgent: String?
+
+    package init(readBufferSize: Int, tls: TLSConfiguration, maxHeaderBlockBytes: Int, userAgent: String?) {
+        self.readBufferSize = readBufferSize
+        self.tls = tls
+        self.maxHeaderBlockBytes = maxHeaderBlockBytes
+        self.userAgent = userAgent
+    }
 }
 
 /// Hears how a build goes (the transfer it is for). Called on the loop.
-protocol ConnectionBuildDelegate: AnyObject {
+package protocol ConnectionBuildDelegate: AnyObject {
     /// The build entered `stage` (the transfer's phase and clock follow it).
     func connectionBuild(entered stage: ConnectionBuildStage)
     /// A TCP connection opened: it takes the reserved pool slot (the delegate tells the pool);
@@ -36,9 +64,10 @@ protocol ConnectionBuildDelegate: AnyObject {
     func connectionBuild(opened connection: HTTPConnection, nameLookup: Duration, connect: Duration)
     /// The origin's handshake finished: judge `trust`, then call `completion(true)` to go on.
     /// On a refusal the delegate fails the transfer itself and calls `completion(false)`.
-    func connectionBuild(evaluate trust: ServerTrust, completion: @escaping (Bool) -> Void)
+    func connectionBuild(evaluate trust: TrustFacts, completion: @escaping (Bool) -> Void)
     /// The connection is ready for exchanges (with the origin's TLS facts, if any), or failed.
-    func connectionBuild(finished result: Result<HTTPConnection, ConnectionBuildFailure>, tls: TLSDetails?, handshake: Duration?)
+    func connectionBuild(
+        finished result: Result<HTTPConnection, ConnectionBuildFailure>, tls: TLSStreamDetails?, handshake: Duration?)
 }
 
 /// Builds connections for the pool, step by step, as a stack of byte streams:
@@ -51,23 +80,20 @@ protocol ConnectionBuildDelegate: AnyObject {
 ///
 /// Memory: one TLS context per distinct trust setting (the session's, and each https proxy's),
 /// one saved session per pool key (bounded by the origins the session talks to). Loop-confined.
-final class ConnectionFactory {
-    let loop: EventLoop
-    let configuration: SessionConfiguration
-    /// The `User-Agent` CONNECT requests carry (the session's default, as curl sends its own).
-    let userAgent: String?
-    private var originContextResult: Result<TLSContext, TinyFireError>?
-    private var proxyContexts: [(TLSConfiguration, Result<TLSContext, TinyFireError>)] = []
-    private var tlsSessions: [PoolKey: TLSSession<ServerTrust>] = [:]
+package final class ConnectionFactory {
+    package let loop: EventLoop
+    package let settings: ConnectionSettings
+    private var originContextResult: Result<TLSContext, TLSSetupError>?
+    private var proxyContexts: [(TLSConfiguration, Result<TLSContext, TLSSetupError>)] = []
+    private var tlsSessions: [PoolKey: TLSSession<TrustFacts>] = [:]
 
-    init(loop: EventLoop, configuration: SessionConfiguration) {
+    package init(loop: EventLoop, settings: ConnectionSettings) {
         self.loop = loop
-        self.configuration = configuration
-        userAgent = configuration.headers.value(for: "User-Agent")
+        self.settings = settings
     }
 
     /// Starts building a connection for `target` under `key`, on a pool slot already reserved.
-    func build(_ target: RequestTarget, key: PoolKey, sendsProxyCredentials: Bool, delegate: ConnectionBuildDelegate)
+    package func build(_ target: RequestTarget, key: PoolKey, sendsProxyCredentials: Bool, delegate: ConnectionBuildDelegate)
         -> ConnectionBuild
     {
         let build = ConnectionBuild(
@@ -76,12 +102,12 @@ final class ConnectionFactory {
         return build
     }
 
-    /// The origin's TLS context (the session's `tls`), loaded once.
-    func originContext() throws(TinyFireError) -> TLSContext {
+    /// The origin's TLS context (the settings' `tls`), loaded once.
+    package func originContext() throws(TLSSetupError) -> TLSContext {
         if let originContextResult { return try originContextResult.get() }
-        let result: Result<TLSContext, TinyFireError>
-        do throws(TinyFireError) {
-            result = .success(try TLSContext.load(configuration.tls))
+        let result: Result<TLSContext, TLSSetupError>
+        do throws(TLSSetupError) {
+            result = .success(try TLSContext(settings.tls))
         } catch {
             result = .failure(error)
         }
@@ -90,11 +116,11 @@ final class ConnectionFactory {
     }
 
     /// The TLS context for an https proxy's own certificate, loaded once per trust setting.
-    func proxyContext(_ tls: TLSConfiguration) throws(TinyFireError) -> TLSContext {
+    package func proxyContext(_ tls: TLSConfiguration) throws(TLSSetupError) -> TLSContext {
         if let entry = proxyContexts.first(where: { $0.0 == tls }) { return try entry.1.get() }
-        let result: Result<TLSContext, TinyFireError>
-        do throws(TinyFireError) {
-            result = .success(try TLSContext.load(tls))
+        let result: Result<TLSContext, TLSSetupError>
+        do throws(TLSSetupError) {
+            result = .success(try TLSContext(tls))
         } catch {
             result = .failure(error)
         }
@@ -102,32 +128,19 @@ final class ConnectionFactory {
         return try result.get()
     }
 
-    func tlsSession(for key: PoolKey) -> TLSSession<ServerTrust>? {
-        configuration.tls.sessionResumption ? tlsSessions[key] : nil
+    package func tlsSession(for key: PoolKey) -> TLSSession<TrustFacts>? {
+        settings.tls.sessionResumption ? tlsSessions[key] : nil
     }
 
-    func storeTLSSession(_ session: TLSSession<ServerTrust>, for key: PoolKey) {
-        guard configuration.tls.sessionResumption else { return }
+    package func storeTLSSession(_ session: TLSSession<TrustFacts>, for key: PoolKey) {
+        guard settings.tls.sessionResumption else { return }
         tlsSessions[key] = session
-    }
-
-    /// What a full handshake with `host` presented and what mbedTLS verified of it. mbedTLS
-    /// checks DNS names only: an address is checked against the certificate's iPAddress
-    /// entries (never against a DNS name spelling it).
-    static func serverTrust(of stream: TLSStream, details: TLSDetails, host: String) -> ServerTrust {
-        let context = stream.context
-        return ServerTrust(
-            certificates: details.verifiedPath.map(Certificate.init(der:)),
-            presentedCertificates: details.peerCertificates.map(Certificate.init(der:)), host: host,
-            verificationFlags: stream.verificationFlags,
-            leafHasHostIPAddress: IPAddressBytes.parse(host).map { stream.peerHasIPAddress($0) },
-            anchors: { context.anchorCertificates })
     }
 }
 
 /// One connection being built. Ends with exactly one `finished` call to its delegate, unless
 /// cancelled first. Loop-confined.
-final class ConnectionBuild {
+package final class ConnectionBuild {
     private let factory: ConnectionFactory
     private let target: RequestTarget
     private let key: PoolKey
@@ -136,6 +149,9 @@ final class ConnectionBuild {
     private var delegate: ConnectionBuildDelegate?
     private var connector: Connector?
     private var connection: HTTPConnection?
+    /// How the lookup's answer, which may come long after a cancel, reaches the build; cleared
+    /// when the build ends.
+    private var answerTarget: ClearableReference<ConnectionBuild>?
     private var resolveStarted = Instant.now()
     private var nameLookup: Duration = .zero
 
@@ -153,8 +169,10 @@ final class ConnectionBuild {
     private var viaProxy: Bool { target.proxy != nil }
 
     /// Abandons the build: the connection, if one opened, is closed; the delegate hears nothing.
-    func cancel() {
+    package func cancel() {
         delegate = nil
+        answerTarget?.value = nil
+        answerTarget = nil
         connector?.cancel()
         connector = nil
         connection?.abort()
@@ -165,15 +183,18 @@ final class ConnectionBuild {
         delegate?.connectionBuild(entered: .resolving)
         resolveStarted = .now()
         // getaddrinfo cannot be interrupted and may answer long after the build was cancelled:
-        // the answer holds the build weakly, and only the loop waits for it.
-        let weakSelf = WeakLoopReference(self)
+        // the answer reaches the build through a box that a cancel empties, and only the loop
+        // waits for it.
+        let answerTarget = ClearableReference(self)
+        self.answerTarget = answerTarget
         let loop = factory.loop
         DNSResolver.resolve(host: target.connectHost, port: target.connectPort) { result in
-            loop.execute { weakSelf.value?.resolved(result) }
+            loop.execute { answerTarget.value?.resolved(result) }
         }
     }
 
     private func resolved(_ result: Result<[SocketAddress], DNSResolver.ResolutionError>) {
+        answerTarget = nil
         guard delegate != nil else { return }
         nameLookup = Instant.now().since(resolveStarted)
         switch result {
@@ -200,12 +221,12 @@ final class ConnectionBuild {
                 fail(ConnectionBuildFailure(reason: .connectFailed(attempts: failure.attempts), codes: failure.codes, atProxy: viaProxy))
             case .success(let connected):
                 let connection: HTTPConnection
-                do throws(TinyFireError) {
+                do throws(SystemResourceError) {
                     connection = try HTTPConnection(
                         key: key, fd: connected.fd, remoteAddress: connected.address, loop: factory.loop,
-                        readBufferSize: factory.configuration.readBufferSize)
+                        readBufferSize: factory.settings.readBufferSize)
                 } catch {
-                    fail(ConnectionBuildFailure(reason: .connectionError(code: 0, message: "\(error)"), atProxy: viaProxy))
+                    fail(ConnectionBuildFailure(reason: .connectionError(code: 0, message: error.description), atProxy: viaProxy))
                     return
                 }
                 self.connection = connection
@@ -225,12 +246,12 @@ final class ConnectionBuild {
         }
         delegate?.connectionBuild(entered: .proxyHandshake)
         let tls: TLSStream
-        do throws(TinyFireError) {
+        do throws(TLSSetupError) {
             let isAddress = IPAddressBytes.parse(proxy.host) != nil
-            tls = try TLSStream.open(
+            tls = try TLSStream(
                 context: try factory.proxyContext(proxy.tls), over: connection.stream, serverName: isAddress ? nil : proxy.host)
         } catch {
-            fail(ConnectionBuildFailure(reason: .tlsFailed(code: 0, message: "\(error)"), atProxy: true, configurationError: error))
+            fail(ConnectionBuildFailure(reason: .tlsFailed(code: 0, message: error.reason), atProxy: true, configurationError: error))
             return
         }
         connection.run(TLSHandshakeStep(tls)) { [self] progress in
@@ -238,7 +259,7 @@ final class ConnectionBuild {
                 if case .failed(let reason) = progress { fail(ConnectionBuildFailure(reason: reason, atProxy: true)) }
                 return
             }
-            let trust = ConnectionFactory.serverTrust(of: tls, details: tls.negotiated, host: proxy.host)
+            let trust = TrustFacts(stream: tls, details: tls.details, host: proxy.host)
             let reasons = trust.defaultValidationFailures(validateHost: true)
             guard reasons.isEmpty else {
                 fail(ConnectionBuildFailure(reason: .certificateVerificationFailed(reasons: reasons), atProxy: true))
@@ -259,7 +280,7 @@ final class ConnectionBuild {
         let credentials = sendsProxyCredentials ? proxy.credentials : nil
         let step = ProxyTunnelStep(
             stream: connection.stream, authority: target.tunnelAuthority, authorization: credentials?.basicAuthorization,
-            userAgent: factory.userAgent, maxHeadBytes: factory.configuration.maxHeaderBlockBytes)
+            userAgent: factory.settings.userAgent, maxHeadBytes: factory.settings.maxHeaderBlockBytes)
         connection.run(step) { [self] progress in
             switch progress {
             case .done:
@@ -287,12 +308,12 @@ final class ConnectionBuild {
         }
         delegate?.connectionBuild(entered: .handshake)
         let tls: TLSStream
-        do throws(TinyFireError) {
+        do throws(TLSSetupError) {
             let isAddress = IPAddressBytes.parse(target.host) != nil
-            tls = try TLSStream.open(
+            tls = try TLSStream(
                 context: try factory.originContext(), over: connection.stream, serverName: isAddress ? nil : target.host)
         } catch {
-            fail(ConnectionBuildFailure(reason: .tlsFailed(code: 0, message: "\(error)"), configurationError: error))
+            fail(ConnectionBuildFailure(reason: .tlsFailed(code: 0, message: error.reason), configurationError: error))
             return
         }
         let offered = factory.tlsSession(for: key)
@@ -304,16 +325,16 @@ final class ConnectionBuild {
                 return
             }
             let handshake = Instant.now().since(started)
-            var details = tls.negotiated
+            var details = tls.details
             // A resumed handshake received no certificate: it is judged on what the full
             // handshake it continues presented and verified, by the same evaluators.
-            let trust: ServerTrust
+            let trust: TrustFacts
             if details.resumed, let offered {
                 trust = offered.trust
-                details.peerCertificates = trust.presentedCertificates.map(\.der)
-                details.verifiedPath = trust.certificates.map(\.der)
+                details.peerCertificates = trust.presented
+                details.verifiedPath = trust.verifiedPath
             } else {
-                trust = ConnectionFactory.serverTrust(of: tls, details: details, host: target.host)
+                trust = TrustFacts(stream: tls, details: details, host: target.host)
             }
             connection.push(tls)
             delegate?.connectionBuild(evaluate: trust) { [self] trusted in
@@ -329,7 +350,7 @@ final class ConnectionBuild {
         }
     }
 
-    private func succeed(_ connection: HTTPConnection, tls: TLSDetails?, handshake: Duration?) {
+    private func succeed(_ connection: HTTPConnection, tls: TLSStreamDetails?, handshake: Duration?) {
         let delegate = self.delegate
         self.delegate = nil
         self.connection = nil
