@@ -61,9 +61,14 @@ struct TinyFireBench {
             await handshakes(url: arguments[2], count: count, tls: tls)
             return
         }
+        if arguments.count == 3, arguments[1] == "stream-upload" {
+            await streamUpload(url: arguments[2])
+            return
+        }
         guard arguments.count == 4, arguments[1] == "keepalive", let count = Int(arguments[3]), count > 0 else {
             print(
-                "usage: tinyfire-bench keepalive URL COUNT | handshakes URL COUNT resume|noresume | enqueue DIR COUNT THREADS BYTES | replay DIR"
+                "usage: tinyfire-bench keepalive URL COUNT | handshakes URL COUNT resume|noresume | enqueue DIR COUNT THREADS BYTES"
+                    + " | replay DIR | stream-upload URL"
             )
             exit(64)
         }
@@ -95,6 +100,18 @@ struct TinyFireBench {
         }
         let seconds = now() - start
         print("requests=\(count) bytes=\(bytes) seconds=\(seconds) rps=\(Int(Double(count) / seconds))")
+    }
+
+    /// PUTs standard input to `url` as a stream of unknown length (chunked), as
+    /// `upload(_ stream:)` does for a pipe or a sensor.
+    static func streamUpload(url: String) async {
+        let session = Session()
+        let response = await session.upload(FileDescriptorByteStream(fileDescriptor: 0), to: url, method: .put)
+            .serializingData().response
+        guard response.error == nil, response.response?.status.code == 200 else {
+            print("upload failed: \(String(describing: response.error))")
+            exit(1)
+        }
     }
 
     static func handshakes(url: String, count: Int, tls: TLSConfiguration) async {

@@ -492,6 +492,16 @@ func exchangeCheck() -> (ok: Bool, detail: String) {
 let (exchangeOK, exchangeDetail) = exchangeCheck()
 check("HTTP exchange (stream upload, pool)", exchangeOK, exchangeDetail)
 
+// URL parsing and reference resolution (RFC 3986 §5.4's examples), as a redirect is followed.
+let resolvedURLs = ["g;x=1/../y", "../../../g", "//g", "?y", "/path with space"].map {
+    AbsoluteURL("http://a/b/c/d;p?q")?.resolving($0)?.absoluteString ?? "nil"
+}
+check(
+    "URL references",
+    resolvedURLs == ["http://a/b/c/y", "http://a/g", "http://g", "http://a/b/c/d;p?y", "http://a/path%20with%20space"]
+        && AbsoluteURL("https://[::1]:8443/x")?.port == 8443,
+    resolvedURLs.joined(separator: " "))
+
 // The agent's log lines, byte for byte what the host agent writes (DaemonPartsTests.logLines).
 let metadata: [String: LogValue] = ["file": .string("app 1.lp"), "line": .string("3")]
 let textLine = LogLineRenderer(format: .text, journal: false).render(
