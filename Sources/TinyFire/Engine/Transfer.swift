@@ -159,12 +159,9 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
 
     /// Builds the request head for the current hop.
     private func prepareHead() throws(TinyFireError) {
-        let url = spec.url
         let target: RequestTarget
         do throws(RequestTargetError) {
-            target = try RequestTarget(
-                scheme: url.scheme, host: url.host(percentEncoded: true), port: url.port, path: url.path(percentEncoded: true),
-                query: url.query(percentEncoded: true), url: url.absoluteString, proxies: spec.proxy ?? configuration.proxy)
+            target = try spec.target(proxies: configuration.proxy)
         } catch {
             throw .invalidURL(url: error.url, reason: error.reason)
         }
@@ -380,7 +377,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         clock.enter(.exchanging, now: .now())
         armTimer()
         connection.start(
-            head: head, body: spec.body.map(DataBody.init), bodySource: spec.bodySource, expectContinue: expectContinue,
+            head: head, body: spec.body, bodySource: spec.bodySource, expectContinue: expectContinue,
             isHeadRequest: spec.method == .head,
             limits: ResponseParser.Limits(maxHeaderBlockBytes: configuration.maxHeaderBlockBytes),
             delegate: self)
@@ -512,7 +509,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     private func askRedirectHandler(about target: RequestSpec) {
         guard let handler = owner.transferRedirectHandler, let request = owner as? Request, let response else {
             // The handler went away meanwhile: follow, as without one.
-            perform(lifecycle.redirectDecided(target.urlRequest, connectionOpen: connection != nil))
+            perform(lifecycle.redirectDecided(RedirectRewrite(keeping: target), connectionOpen: connection != nil))
             return
         }
         let window = RedirectDecisionWindow()
@@ -522,14 +519,21 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             self.loop.execute { self.redirectDecided(decision) }
         }
         if let decision = window.close() {
-            perform(lifecycle.redirectDecided(decision, connectionOpen: connection != nil))
+            redirectDecided(decision)
         }
     }
 
-    /// The redirect handler answered after returning.
+    /// The redirect handler answered (nil: deliver the redirect response itself).
     private func redirectDecided(_ decision: URLRequest?) {
         guard !finished else { return }
-        perform(lifecycle.redirectDecided(decision, connectionOpen: connection != nil))
+        let rewrite: RedirectRewrite?
+        do throws(TinyFireError) {
+            rewrite = try decision.map { (request) throws(TinyFireError) in try RedirectRewrite(request) }
+        } catch {
+            finish(.failure(error))
+            return
+        }
+        perform(lifecycle.redirectDecided(rewrite, connectionOpen: connection != nil))
     }
 
     /// The redirect response is the final one after all: deliver it with the body kept while

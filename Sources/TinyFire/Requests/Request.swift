@@ -545,7 +545,7 @@ public class Request: @unchecked Sendable {
             state.awaitingDisposition = false
             return state.requests.last
         }
-        eventMonitor?.request(self, didStartTransferFor: last ?? URLRequest(url: spec.url))
+        eventMonitor?.request(self, didStartTransferFor: last ?? spec.urlRequest)
         session.engine.start(spec, owner: self)
         // Cancelled after the transfer was decided on but before the engine had it: that
         // cancellation found nothing to stop. The engine has it now (cancel runs on its loop,

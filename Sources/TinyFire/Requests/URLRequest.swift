@@ -37,6 +37,13 @@ public struct URLRequest: Sendable, Equatable, CustomStringConvertible {
         self.headers = headers
     }
 
+    /// A request whose URL may be missing (the engine's requests, rebuilt for a handler).
+    init(optionalURL url: URL?, method: HTTPMethod, headers: HTTPHeaders) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+    }
+
     /// Creates a request from anything URL-like, as Alamofire's `URLRequest(url:method:headers:)`.
     /// - Parameters:
     ///   - url: the URL.

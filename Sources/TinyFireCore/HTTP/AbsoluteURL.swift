@@ -26,8 +26,9 @@ package struct AbsoluteURL: Sendable, Equatable, CustomStringConvertible {
     package private(set) var userinfo: String?
 
     /// Parses an absolute URL (one with a scheme).
-    /// - Returns: nil when `text` has no scheme, or its authority's port is not a number up to
-    ///   65535, or an IP literal is not closed.
+    /// - Returns: nil when `text` has no scheme, or its authority's port is not a number (a
+    ///   port over 65535 parses; a request to it is refused with a message naming it), or an IP
+    ///   literal is not closed.
     package init?(_ text: String) {
         guard let reference = Reference(text), let scheme = reference.scheme else { return nil }
         self.init(scheme: scheme, reference: reference)
@@ -73,7 +74,7 @@ package struct AbsoluteURL: Sendable, Equatable, CustomStringConvertible {
             for byte in portText.utf8 {
                 guard byte >= 0x30 && byte <= 0x39 else { return false }
                 value = value * 10 + Int(byte - 0x30)
-                guard value <= 65535 else { return false }
+                guard value <= Int(Int32.max) else { return false }
             }
             port = value
         }

@@ -119,7 +119,7 @@ struct EventLoopTests {
         let engine = Engine(configuration: SessionConfiguration())
         defer { engine.shutdown() }
         let loop = try #require(engine.loop)
-        let spec = RequestSpec(url: URL(string: "ftp://127.0.0.1/file")!, method: .get, headers: HTTPHeaders(), body: nil)
+        let spec = RequestSpec(url: AbsoluteURL("ftp://127.0.0.1/file")!, method: .get, headers: HTTPHeaders(), body: nil)
         // The loop may be busy at a given instant (then the start is handed over and proves
         // nothing here): try until the start ran on this thread.
         var attempts = 0

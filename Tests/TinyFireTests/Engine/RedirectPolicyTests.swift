@@ -8,7 +8,7 @@ struct RedirectPolicyTests {
     let policy = RedirectPolicy(maxRedirects: 5, allowsInsecureRedirects: false)
 
     func spec(_ url: String, _ method: HTTPMethod = .get, headers: HTTPHeaders = [:], body: String? = nil) -> RequestSpec {
-        RequestSpec(url: URL(string: url)!, method: method, headers: headers, body: body.map { Data($0.utf8) })
+        RequestSpec(url: AbsoluteURL(url)!, method: method, headers: headers, body: body.map { ByteArrayBody(Array($0.utf8)) })
     }
 
     func followed(_ decision: RedirectPolicy.Decision) -> RequestSpec? {
@@ -58,7 +58,9 @@ struct RedirectPolicyTests {
         }
         for status in [307, 308] {
             let next = try #require(followed(policy.decide(status: status, location: "/again", request: post, redirectsSoFar: 0)))
-            #expect(next.method == .post && next.body == Data("hello".utf8) && next.headers.value(for: "Content-Type") == "text/plain")
+            #expect(
+                next.method == .post && next.body.map { Data(bodyBytes: $0) } == Data("hello".utf8)
+                    && next.headers.value(for: "Content-Type") == "text/plain")
         }
         let put = spec("http://a.test/r", .put, body: "x")
         #expect(followed(policy.decide(status: 302, location: "/s", request: put, redirectsSoFar: 0))?.method == .put)
@@ -128,9 +130,13 @@ struct RedirectPolicyTests {
         let target = spec("https://a.test/next", .post, headers: ["A": "1"], body: "b")
         var rewritten = URLRequest(url: URL(string: "https://elsewhere.test/z")!, method: .put, headers: ["B": "2"])
         rewritten.httpBody = Data("new".utf8)
-        let applied = RedirectPolicy.apply(rewritten, to: target)
+        let applied = RedirectPolicy.apply(try RedirectRewrite(rewritten), to: target)
         #expect(applied.url.absoluteString == "https://elsewhere.test/z" && applied.method == .put)
-        #expect(applied.headers.value(for: "A") == nil && applied.headers.value(for: "B") == "2" && applied.body == Data("new".utf8))
+        #expect(
+            applied.headers.value(for: "A") == nil && applied.headers.value(for: "B") == "2"
+                && applied.body.map { Data(bodyBytes: $0) } == Data("new".utf8))
+        // A handler's URL that is not absolute fails the request, naming it.
+        #expect(throws: TinyFireError.self) { try RedirectRewrite(URLRequest(url: URL(string: "relative/path")!)) }
         #expect(applied.credentialOrigin == target.credentialOrigin)
     }
 }

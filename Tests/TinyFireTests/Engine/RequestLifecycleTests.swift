@@ -9,7 +9,7 @@ struct RequestLifecycleTests {
         _ url: String = "http://a.test/start", method: HTTPMethod = .get, maxRedirects: Int = 5, handler: Bool = false
     ) -> RequestLifecycle {
         RequestLifecycle(
-            spec: RequestSpec(url: URL(string: url)!, method: method, headers: [:], body: nil),
+            spec: RequestSpec(url: AbsoluteURL(url)!, method: method, headers: [:], body: nil),
             policy: RedirectPolicy(maxRedirects: maxRedirects, allowsInsecureRedirects: false), asksRedirectHandler: handler)
     }
 
@@ -125,7 +125,7 @@ struct RequestLifecycleTests {
         sent(&followed)
         _ = followed.headReceived(status: 302, location: "/b")
         #expect(describe(followed.exchangeCompleted()) == "none")
-        let rewritten = URLRequest(url: URL(string: "http://a.test/rewritten")!)
+        let rewritten = RedirectRewrite(url: AbsoluteURL("http://a.test/rewritten"), method: nil, headers: [:], body: nil)
         #expect(describe(followed.redirectDecided(rewritten, connectionOpen: false)) == "redirect http://a.test/rewritten now")
         #expect(followed.spec.url.absoluteString == "http://a.test/rewritten" && followed.redirects == ["http://a.test/rewritten"])
         // A second answer (a handler calling its completion twice) changes nothing.
@@ -138,7 +138,7 @@ struct RequestLifecycleTests {
         sent(&life)
         _ = life.headReceived(status: 308, location: "/b")
         #expect(describe(life.bodyReceived(1000)) == "keep")
-        let next = URLRequest(url: URL(string: "http://a.test/b")!)
+        let next = RedirectRewrite(url: AbsoluteURL("http://a.test/b"), method: nil, headers: [:], body: nil)
         #expect(describe(life.redirectDecided(next, connectionOpen: true)) == "redirect http://a.test/b")
         // The bytes kept count towards the drain limit.
         #expect(describe(life.bodyReceived(RequestLifecycle.redirectBodyLimit - 1000)) == "drop")

@@ -1,9 +1,3 @@
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 /// Decides what a response head means for redirects, without I/O: the session's policy, the
 /// request that got the answer and the redirects so far go in; "not a redirect", "follow this
 /// request" or "fail with this reason" comes out. Rules (RFC 9110 §15.4, as curl and
@@ -15,14 +9,19 @@
 /// - A Location that is not an absolute or relative http(s) URL with a host is
 ///   `invalidRedirect`; https to http is `insecureRedirect` unless allowed.
 /// - `Authorization`, `Cookie` and `Proxy-Authorization` never follow to another origin.
-struct RedirectPolicy: Sendable, Equatable {
+package struct RedirectPolicy: Sendable, Equatable {
     /// Redirects followed at most; 0 delivers every redirect response as the final one.
-    var maxRedirects: Int
+    package var maxRedirects: Int
     /// Whether an https URL may redirect to http.
-    var allowsInsecureRedirects: Bool
+    package var allowsInsecureRedirects: Bool
+
+    package init(maxRedirects: Int, allowsInsecureRedirects: Bool) {
+        self.maxRedirects = maxRedirects
+        self.allowsInsecureRedirects = allowsInsecureRedirects
+    }
 
     /// The policy's verdict on one response head.
-    enum Decision: Sendable {
+    package enum Decision: Sendable {
         /// Not a redirect to follow: the response is the final one.
         case deliver
         /// Follow: the next hop's request, before any redirect handler rewrites it.
@@ -32,10 +31,10 @@ struct RedirectPolicy: Sendable, Equatable {
     }
 
     /// The statuses that redirect.
-    static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
+    package static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
 
     /// The headers a method change to GET drops with the body.
-    static let bodyHeaders = ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"]
+    package static let bodyHeaders = ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"]
 
     /// Decides for one response head.
     /// - Parameters:
@@ -43,16 +42,18 @@ struct RedirectPolicy: Sendable, Equatable {
     ///   - location: its first `Location` value, if any.
     ///   - request: the request that got this response.
     ///   - redirectsSoFar: redirects already followed by this transfer.
-    func decide(status: Int, location: String?, request: RequestSpec, redirectsSoFar: Int) -> Decision {
+    package func decide(status: Int, location: String?, request: RequestSpec, redirectsSoFar: Int) -> Decision {
         guard Self.redirectStatuses.contains(status), maxRedirects > 0, let location else { return .deliver }
         guard redirectsSoFar < maxRedirects else { return .fail(.tooManyRedirects(limit: maxRedirects)) }
-        guard let target = URL(string: location, relativeTo: request.url)?.absoluteURL,
-            let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            target.host(percentEncoded: true)?.isEmpty == false
+        // An empty Location is the same resource to RFC 3986, and no redirect at all here
+        // (Foundation's URL does not parse it either).
+        guard !location.isEmpty, let target = request.url.resolving(location),
+            case let scheme = target.scheme.lowercased(), scheme == "http" || scheme == "https",
+            target.host?.isEmpty == false
         else {
             return .fail(.invalidRedirect(location: location))
         }
-        if request.url.scheme?.lowercased() == "https" && scheme == "http" && !allowsInsecureRedirects {
+        if request.url.scheme.lowercased() == "https" && scheme == "http" && !allowsInsecureRedirects {
             return .fail(.insecureRedirect(location: target.absoluteString))
         }
         var next = request
@@ -73,12 +74,12 @@ struct RedirectPolicy: Sendable, Equatable {
 
     /// The next hop as a redirect handler rewrote it: its URL, method, headers and body
     /// replace the policy's; the rest (credential origin, timeout, body source) stays.
-    static func apply(_ rewritten: URLRequest, to target: RequestSpec) -> RequestSpec {
+    package static func apply(_ rewritten: RedirectRewrite, to target: RequestSpec) -> RequestSpec {
         var spec = target
         spec.url = rewritten.url ?? target.url
         spec.method = rewritten.method ?? target.method
         spec.headers = rewritten.headers
-        spec.body = rewritten.httpBody
+        spec.body = rewritten.body
         return spec
     }
 }

@@ -14,13 +14,13 @@
 ///   response byte arrived is retried once on a fresh connection, when the request can be sent
 ///   again (idempotent method, replayable body).
 /// - The **phase** a failure is reported in.
-struct RequestLifecycle: Sendable {
+package struct RequestLifecycle: Sendable {
     /// Bytes of a redirect response's body kept or dropped before the connection is closed
     /// instead: 64 KiB.
-    static let redirectBodyLimit = 64 * 1024
+    package static let redirectBodyLimit = 64 * 1024
 
     /// Where the request is.
-    enum State: Sendable {
+    package enum State: Sendable {
         /// Created, not started.
         case idle
         /// Asked the pool for a connection, waiting for a slot.
@@ -44,7 +44,7 @@ struct RequestLifecycle: Sendable {
     }
 
     /// Where a response's body goes.
-    enum BodyRoute: Sendable {
+    package enum BodyRoute: Sendable {
         /// To the sink: this is the final response.
         case deliver
         /// A redirect handler has not answered yet: kept, `buffered` bytes so far;
@@ -55,7 +55,7 @@ struct RequestLifecycle: Sendable {
     }
 
     /// What the I/O code does next.
-    enum Action: Sendable {
+    package enum Action: Sendable {
         /// Build the head for `spec` and lease a connection (a fresh one when
         /// `needsFreshConnection`).
         case startHop
@@ -84,7 +84,7 @@ struct RequestLifecycle: Sendable {
     }
 
     /// What to do with body bytes just read.
-    enum BodyDisposition: Sendable {
+    package enum BodyDisposition: Sendable {
         /// Decode and write to the sink.
         case deliver
         /// Keep them until the redirect handler answers.
@@ -98,30 +98,30 @@ struct RequestLifecycle: Sendable {
         case fail(TransferError.Reason)
     }
 
-    private(set) var state: State = .idle
+    package private(set) var state: State = .idle
     /// The current hop's request.
-    private(set) var spec: RequestSpec
-    let policy: RedirectPolicy
+    package private(set) var spec: RequestSpec
+    package let policy: RedirectPolicy
     /// Whether a redirect handler decides redirects.
-    let asksRedirectHandler: Bool
+    package let asksRedirectHandler: Bool
     /// URLs redirected to, in order.
-    private(set) var redirects: [String] = []
+    package private(set) var redirects: [String] = []
     /// Whether the one stale-connection retry was used.
-    private(set) var retriedOnStaleConnection = false
+    package private(set) var retriedOnStaleConnection = false
     /// The next lease must open a new connection (the retry after a stale one), until a
     /// redirect leads elsewhere.
-    private(set) var needsFreshConnection = false
+    package private(set) var needsFreshConnection = false
     /// Body bytes go straight to the sink (the hot path: no state to look into).
-    private(set) var deliversBody = false
+    package private(set) var deliversBody = false
 
-    init(spec: RequestSpec, policy: RedirectPolicy, asksRedirectHandler: Bool) {
+    package init(spec: RequestSpec, policy: RedirectPolicy, asksRedirectHandler: Bool) {
         self.spec = spec
         self.policy = policy
         self.asksRedirectHandler = asksRedirectHandler
     }
 
     /// The phase a failure now is reported in.
-    var phase: TransferPhase {
+    package var phase: TransferPhase {
         switch state {
         case .idle, .resolving: return .resolving
         case .waitingForConnection: return .waitingForConnection
@@ -134,7 +134,7 @@ struct RequestLifecycle: Sendable {
         }
     }
 
-    var isFinished: Bool {
+    package var isFinished: Bool {
         if case .finished = state { return true }
         return false
     }
@@ -142,30 +142,30 @@ struct RequestLifecycle: Sendable {
     // MARK: - Events
 
     /// The request starts.
-    mutating func start() -> Action {
+    package mutating func start() -> Action {
         state = .waitingForConnection
         return .startHop
     }
 
     /// The pool has no slot: wait.
-    mutating func waitingForSlot() { state = .waitingForConnection }
+    package mutating func waitingForSlot() { state = .waitingForConnection }
     /// A new connection is being made: resolving first.
-    mutating func resolving() { state = .resolving }
+    package mutating func resolving() { state = .resolving }
     /// The name resolved; connecting.
-    mutating func connecting() { state = .connecting }
+    package mutating func connecting() { state = .connecting }
     /// TCP connected; the TLS handshake runs.
-    mutating func handshaking() { state = .tlsHandshake }
-    mutating func openingTunnel() { state = .openingTunnel }
+    package mutating func handshaking() { state = .tlsHandshake }
+    package mutating func openingTunnel() { state = .openingTunnel }
     /// An exchange starts on a connection (reused or new): the request is being written.
-    mutating func exchangeStarted() { state = .sending }
+    package mutating func exchangeStarted() { state = .sending }
 
     /// The last request byte went out.
-    mutating func requestSent() {
+    package mutating func requestSent() {
         if case .sending = state { state = .awaitingResponse }
     }
 
     /// A final (non-1xx) response head arrived.
-    mutating func headReceived(status: Int, location: String?) -> Action {
+    package mutating func headReceived(status: Int, location: String?) -> Action {
         switch policy.decide(status: status, location: location, request: spec, redirectsSoFar: redirects.count) {
         case .deliver:
             state = .receiving(.deliver)
@@ -186,7 +186,7 @@ struct RequestLifecycle: Sendable {
 
     /// The redirect handler answered: `rewritten` is the request to follow, nil to deliver the
     /// redirect response as the final one. `connectionOpen`: the exchange still runs.
-    mutating func redirectDecided(_ rewritten: URLRequest?, connectionOpen: Bool) -> Action {
+    package mutating func redirectDecided(_ rewritten: RedirectRewrite?, connectionOpen: Bool) -> Action {
         guard case .receiving(.awaitingDecision(let target, let buffered, let exchangeDone)) = state else { return .none }
         guard let rewritten else {
             state = .receiving(.deliver)
@@ -203,7 +203,7 @@ struct RequestLifecycle: Sendable {
     }
 
     /// Body bytes arrived (`count` of them): where they go.
-    mutating func bodyReceived(_ count: Int) -> BodyDisposition {
+    package mutating func bodyReceived(_ count: Int) -> BodyDisposition {
         if deliversBody { return .deliver }
         guard case .receiving(let route) = state else { return .deliver }
         switch route {
@@ -223,7 +223,7 @@ struct RequestLifecycle: Sendable {
     }
 
     /// The response ended (the connection is released or closed by then).
-    mutating func exchangeCompleted() -> Action {
+    package mutating func exchangeCompleted() -> Action {
         guard case .receiving(let route) = state else { return .none }
         switch route {
         case .deliver:
@@ -237,7 +237,7 @@ struct RequestLifecycle: Sendable {
     }
 
     /// The drain was cut short on purpose (`abortAndFollow`): follow on another connection.
-    mutating func drainAborted() -> Action {
+    package mutating func drainAborted() -> Action {
         guard case .receiving(.draining(let target, _)) = state else { return .none }
         return follow(target)
     }
@@ -248,7 +248,7 @@ struct RequestLifecycle: Sendable {
     ///   - connectionWasReused: the connection had carried an earlier exchange.
     ///   - bodyReplayable: the request body can be sent again.
     ///   - reason: the failure, should it not be retried.
-    mutating func exchangeFailed(
+    package mutating func exchangeFailed(
         receivedResponseBytes: Bool, connectionWasReused: Bool, bodyReplayable: Bool, reason: TransferError.Reason
     ) -> Action {
         if !receivedResponseBytes && connectionWasReused && spec.method.isIdempotent && !retriedOnStaleConnection
@@ -263,7 +263,7 @@ struct RequestLifecycle: Sendable {
     }
 
     /// The transfer ended (success, failure or cancel).
-    mutating func finished() {
+    package mutating func finished() {
         state = .finished
         deliversBody = false
     }
