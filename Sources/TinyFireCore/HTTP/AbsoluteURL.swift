@@ -8,87 +8,70 @@
 /// Nothing else is normalized: case, percent-encoding and empty components stay as written, and
 /// `absoluteString` recomposes them (§5.3).
 package struct AbsoluteURL: Sendable, Equatable, CustomStringConvertible {
-    /// The scheme as written (compare it lowercased).
-    package private(set) var scheme: String
-    /// `userinfo@host:port` as written; nil when the URL has no `//` part.
-    package private(set) var authority: String?
-    /// The path, percent-encoded ("" for none).
-    package private(set) var path: String
-    /// The query without `?`, percent-encoded; nil when there is no `?`.
-    package private(set) var query: String?
-    /// The fragment without `#`; nil when there is no `#`.
-    package private(set) var fragment: String?
-    /// The host as written, without the brackets of an IP literal; nil without an authority.
-    package private(set) var host: String?
+    /// The text and where each part is in it, in one immutable object: a URL is parsed with
+    /// two allocations and copied (every request's spec is, several times) with one retain.
+    private let storage: Storage
+
+    private final class Storage: Sendable {
+        let text: String
+        let parts: Parts
+        let port: Int?
+
+        init(text: String, parts: Parts, port: Int?) {
+            self.text = text
+            self.parts = parts
+            self.port = port
+        }
+    }
+
+    /// The URL as text (RFC 3986 §5.3): what was parsed, invalid bytes percent-encoded.
+    package var absoluteString: String { storage.text }
     /// The port, nil when the authority has none (or an empty one).
-    package private(set) var port: Int?
+    package var port: Int? { storage.port }
+    private var parts: Parts { storage.parts }
+
+    private struct Parts: Sendable {
+        var scheme: Range<String.Index>
+        var authority: Range<String.Index>?
+        var userinfo: Range<String.Index>?
+        var host: Range<String.Index>?
+        var path: Range<String.Index>
+        var query: Range<String.Index>?
+        var fragment: Range<String.Index>?
+    }
+
+    /// The scheme as written (compare it lowercased).
+    package var scheme: String { String(absoluteString[parts.scheme]) }
+    /// `userinfo@host:port` as written; nil when the URL has no `//` part.
+    package var authority: String? { parts.authority.map { String(absoluteString[$0]) } }
     /// The userinfo before `@`, as written.
-    package private(set) var userinfo: String?
+    package var userinfo: String? { parts.userinfo.map { String(absoluteString[$0]) } }
+    /// The host as written, without the brackets of an IP literal; nil without an authority.
+    package var host: String? { parts.host.map { String(absoluteString[$0]) } }
+    /// The path, percent-encoded ("" for none).
+    package var path: String { String(absoluteString[parts.path]) }
+    /// The query without `?`, percent-encoded; nil when there is no `?`.
+    package var query: String? { parts.query.map { String(absoluteString[$0]) } }
+    /// The fragment without `#`; nil when there is no `#`.
+    package var fragment: String? { parts.fragment.map { String(absoluteString[$0]) } }
 
     /// Parses an absolute URL (one with a scheme).
     /// - Returns: nil when `text` has no scheme, or its authority's port is not a number (a
     ///   port over 65535 parses; a request to it is refused with a message naming it), or an IP
     ///   literal is not closed.
     package init?(_ text: String) {
-        guard let reference = Reference(text), let scheme = reference.scheme else { return nil }
-        self.init(scheme: scheme, reference: reference)
+        guard let reference = Reference(text), let scheme = reference.scheme, let authority = reference.authorityParts
+        else { return nil }
+        storage = Storage(
+            text: reference.text,
+            parts: Parts(
+                scheme: scheme, authority: reference.authority, userinfo: authority.userinfo, host: authority.host,
+                path: reference.path, query: reference.query, fragment: reference.fragment),
+            port: authority.port)
     }
 
-    private init?(scheme: String, reference: Reference) {
-        self.scheme = scheme
-        authority = reference.authority
-        path = reference.path
-        query = reference.query
-        fragment = reference.fragment
-        guard splitAuthority() else { return nil }
-    }
-
-    /// Splits `authority` into userinfo, host and port; false when it is malformed.
-    private mutating func splitAuthority() -> Bool {
-        userinfo = nil
-        host = nil
-        port = nil
-        guard let authority else { return true }
-        var rest = Substring(authority)
-        if let at = rest.lastIndex(of: "@") {
-            userinfo = String(rest[..<at])
-            rest = rest[rest.index(after: at)...]
-        }
-        var portText: Substring?
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { return false }
-            host = String(rest[rest.index(after: rest.startIndex)..<close])
-            let after = rest[rest.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { return false }
-                portText = after.dropFirst()
-            }
-        } else if let colon = rest.lastIndex(of: ":") {
-            host = String(rest[..<colon])
-            portText = rest[rest.index(after: colon)...]
-        } else {
-            host = String(rest)
-        }
-        if let portText, !portText.isEmpty {
-            var value = 0
-            for byte in portText.utf8 {
-                guard byte >= 0x30 && byte <= 0x39 else { return false }
-                value = value * 10 + Int(byte - 0x30)
-                guard value <= Int(Int32.max) else { return false }
-            }
-            port = value
-        }
-        return true
-    }
-
-    /// The URL as text (RFC 3986 §5.3).
-    package var absoluteString: String {
-        var text = scheme + ":"
-        if let authority { text += "//" + authority }
-        text += path
-        if let query { text += "?" + query }
-        if let fragment { text += "#" + fragment }
-        return text
+    package static func == (lhs: AbsoluteURL, rhs: AbsoluteURL) -> Bool {
+        lhs.storage === rhs.storage || lhs.absoluteString == rhs.absoluteString
     }
 
     package var description: String { absoluteString }
@@ -98,35 +81,44 @@ package struct AbsoluteURL: Sendable, Equatable, CustomStringConvertible {
     /// - Returns: nil when `reference` does not parse (a malformed authority).
     package func resolving(_ text: String) -> AbsoluteURL? {
         guard let reference = Reference(text) else { return nil }
-        var target = self
-        target.fragment = reference.fragment
-        if let scheme = reference.scheme {
-            target.scheme = scheme
-            target.authority = reference.authority
-            target.path = Self.removingDotSegments(reference.path)
-            target.query = reference.query
-        } else if let authority = reference.authority {
-            target.authority = authority
-            target.path = Self.removingDotSegments(reference.path)
-            target.query = reference.query
-        } else if reference.path.isEmpty {
-            if let query = reference.query { target.query = query }
+        func part(_ range: Range<String.Index>?) -> Substring? { range.map { reference.text[$0] } }
+        var scheme = absoluteString[parts.scheme]
+        var authority = parts.authority.map { absoluteString[$0] }
+        var path = absoluteString[parts.path]
+        var query = parts.query.map { absoluteString[$0] }
+        let referencePath = reference.text[reference.path]
+        if let referenceScheme = reference.scheme {
+            scheme = reference.text[referenceScheme]
+            authority = part(reference.authority)
+            path = Substring(Self.removingDotSegments(String(referencePath)))
+            query = part(reference.query)
+        } else if let referenceAuthority = reference.authority {
+            authority = reference.text[referenceAuthority]
+            path = Substring(Self.removingDotSegments(String(referencePath)))
+            query = part(reference.query)
+        } else if referencePath.isEmpty {
+            if let referenceQuery = reference.query { query = reference.text[referenceQuery] }
         } else {
-            if reference.path.hasPrefix("/") {
-                target.path = Self.removingDotSegments(reference.path)
+            if referencePath.hasPrefix("/") {
+                path = Substring(Self.removingDotSegments(String(referencePath)))
             } else {
-                target.path = Self.removingDotSegments(merged(with: reference.path))
+                path = Substring(Self.removingDotSegments(merged(with: String(referencePath))))
             }
-            target.query = reference.query
+            query = part(reference.query)
         }
-        guard target.splitAuthority() else { return nil }
-        return target
+        var result = String(scheme) + ":"
+        if let authority { result += "//" + authority }
+        result += path
+        if let query { result += "?" + query }
+        if let fragment = part(reference.fragment) { result += "#" + fragment }
+        return AbsoluteURL(result)
     }
 
     /// A relative path appended to this URL's directory (§5.2.3).
     private func merged(with relative: String) -> String {
-        if authority != nil && path.isEmpty { return "/" + relative }
-        guard let slash = path.lastIndex(of: "/") else { return relative }
+        let path = absoluteString[parts.path]
+        if parts.authority != nil && path.isEmpty { return "/" + relative }
+        guard let slash = path.utf8.lastIndex(of: 0x2F) else { return relative }
         return String(path[...slash]) + relative
     }
 
@@ -167,40 +159,153 @@ package struct AbsoluteURL: Sendable, Equatable, CustomStringConvertible {
 
 /// A URI reference split by RFC 3986's grammar (Appendix B), invalid bytes percent-encoded.
 private struct Reference {
-    var scheme: String?
-    var authority: String?
-    var path: String
-    var query: String?
-    var fragment: String?
+    /// The reference, invalid bytes percent-encoded; the parts are ranges of it.
+    let text: String
+    var scheme: Range<String.Index>?
+    var authority: Range<String.Index>?
+    var path: Range<String.Index>
+    var query: Range<String.Index>?
+    var fragment: Range<String.Index>?
+    /// The authority's userinfo, host and port; nil when the authority is malformed.
+    var authorityParts: (userinfo: Range<String.Index>?, host: Range<String.Index>?, port: Int?)?
+
+    /// The parts as byte offsets, found in one pass over the UTF-8 bytes (the delimiters are
+    /// ASCII; Character-wise searching costs tens of instructions a byte, and every request
+    /// parses its URL).
+    private struct Offsets {
+        var invalid = false
+        var scheme: Range<Int>?
+        var authority: Range<Int>?
+        var path = 0..<0
+        var query: Range<Int>?
+        var fragment: Range<Int>?
+        var userinfo: Range<Int>?
+        var host: Range<Int>?
+        var port: Int?
+        var malformedAuthority = false
+    }
 
     init?(_ raw: String) {
-        let text = Self.encodingInvalidBytes(raw)
-        var rest = Substring(text)
-        if let colon = rest.firstIndex(of: ":"), Self.isScheme(rest[..<colon]) {
-            scheme = String(rest[..<colon])
-            rest = rest[rest.index(after: colon)...]
+        var text = raw
+        var offsets = Self.scan(text)
+        if offsets.invalid {
+            text = Self.encodingInvalidBytes(raw)
+            offsets = Self.scan(text)
         }
-        if let hash = rest.firstIndex(of: "#") {
-            fragment = String(rest[rest.index(after: hash)...])
-            rest = rest[..<hash]
+        self.text = text
+        let utf8 = text.utf8
+        func index(_ offset: Int) -> String.Index { utf8.index(utf8.startIndex, offsetBy: offset) }
+        func range(_ offsets: Range<Int>?) -> Range<String.Index>? {
+            offsets.map { index($0.lowerBound)..<index($0.upperBound) }
         }
-        if let mark = rest.firstIndex(of: "?") {
-            query = String(rest[rest.index(after: mark)...])
-            rest = rest[..<mark]
+        scheme = range(offsets.scheme)
+        authority = range(offsets.authority)
+        path = index(offsets.path.lowerBound)..<index(offsets.path.upperBound)
+        query = range(offsets.query)
+        fragment = range(offsets.fragment)
+        authorityParts = offsets.malformedAuthority ? nil : (range(offsets.userinfo), range(offsets.host), offsets.port)
+    }
+
+    private static func scan(_ text: String) -> Offsets {
+        var text = text
+        if let offsets = text.utf8.withContiguousStorageIfAvailable({ scan($0) }) { return offsets }
+        text.makeContiguousUTF8()
+        return text.utf8.withContiguousStorageIfAvailable { scan($0) } ?? Offsets()
+    }
+
+    private static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> Offsets {
+        var offsets = Offsets()
+        let count = bytes.count
+        var rest = 0
+        var end = count
+        var firstDelimiter = count
+        for i in 0..<count {
+            let byte = bytes[i]
+            if isInvalid(byte) {
+                offsets.invalid = true
+                return offsets
+            }
+            if firstDelimiter == count && (byte == 0x3A || byte == 0x2F || byte == 0x3F || byte == 0x23) { firstDelimiter = i }
         }
-        if rest.hasPrefix("//") {
-            rest = rest.dropFirst(2)
-            let end = rest.firstIndex(of: "/") ?? rest.endIndex
-            authority = String(rest[..<end])
-            rest = rest[end...]
+        // The scheme: what comes before the first ":" when no "/", "?" or "#" comes first.
+        if firstDelimiter < count && bytes[firstDelimiter] == 0x3A && isScheme(bytes, 0..<firstDelimiter) {
+            offsets.scheme = 0..<firstDelimiter
+            rest = firstDelimiter + 1
         }
-        path = String(rest)
+        if let hash = firstIndex(of: 0x23, in: bytes, rest..<count) {
+            offsets.fragment = hash + 1..<count
+            end = hash
+        }
+        if let mark = firstIndex(of: 0x3F, in: bytes, rest..<end) {
+            offsets.query = mark + 1..<end
+            end = mark
+        }
+        if end - rest >= 2 && bytes[rest] == 0x2F && bytes[rest + 1] == 0x2F {
+            let authorityEnd = firstIndex(of: 0x2F, in: bytes, rest + 2..<end) ?? end
+            offsets.authority = rest + 2..<authorityEnd
+            splitAuthority(bytes, rest + 2..<authorityEnd, into: &offsets)
+            rest = authorityEnd
+        }
+        offsets.path = rest..<end
+        return offsets
+    }
+
+    /// `userinfo@host:port`, the host without the brackets of an IP literal.
+    private static func splitAuthority(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, into offsets: inout Offsets) {
+        var hostStart = range.lowerBound
+        if let at = lastIndex(of: 0x40, in: bytes, range) {
+            offsets.userinfo = range.lowerBound..<at
+            hostStart = at + 1
+        }
+        var portStart: Int?
+        if hostStart < range.upperBound && bytes[hostStart] == 0x5B {
+            guard let close = firstIndex(of: 0x5D, in: bytes, hostStart..<range.upperBound) else {
+                offsets.malformedAuthority = true
+                return
+            }
+            offsets.host = hostStart + 1..<close
+            if close + 1 < range.upperBound {
+                guard bytes[close + 1] == 0x3A else {
+                    offsets.malformedAuthority = true
+                    return
+                }
+                portStart = close + 2
+            }
+        } else if let colon = lastIndex(of: 0x3A, in: bytes, hostStart..<range.upperBound) {
+            offsets.host = hostStart..<colon
+            portStart = colon + 1
+        } else {
+            offsets.host = hostStart..<range.upperBound
+        }
+        if let portStart, portStart < range.upperBound {
+            var value = 0
+            for i in portStart..<range.upperBound {
+                let byte = bytes[i]
+                guard byte >= 0x30 && byte <= 0x39, value <= Int(Int32.max) / 10 else {
+                    offsets.malformedAuthority = true
+                    return
+                }
+                value = value * 10 + Int(byte - 0x30)
+            }
+            offsets.port = value
+        }
+    }
+
+    private static func firstIndex(of byte: UInt8, in bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int? {
+        for i in range where bytes[i] == byte { return i }
+        return nil
+    }
+
+    private static func lastIndex(of byte: UInt8, in bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int? {
+        for i in range.reversed() where bytes[i] == byte { return i }
+        return nil
     }
 
     /// ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ).
-    private static func isScheme(_ text: Substring) -> Bool {
-        guard let first = text.utf8.first, isLetter(first) else { return false }
-        for byte in text.utf8 {
+    private static func isScheme(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Bool {
+        guard !range.isEmpty, isLetter(bytes[range.lowerBound]) else { return false }
+        for i in range {
+            let byte = bytes[i]
             guard isLetter(byte) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2B || byte == 0x2D || byte == 0x2E else {
                 return false
             }
@@ -212,7 +317,6 @@ private struct Reference {
 
     /// Bytes no URL may hold (controls, space, DEL, non-ASCII, `" < > \ ^ ` { | }`) as `%XX`.
     static func encodingInvalidBytes(_ text: String) -> String {
-        guard text.utf8.contains(where: isInvalid) else { return text }
         let digits: [UInt8] = Array("0123456789ABCDEF".utf8)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(text.utf8.count + 16)
