@@ -54,10 +54,15 @@ let package = Package(
             ]
         ),
         .target(name: "TinyFireFoundation", dependencies: ["TinyFire"]),
+        // fire-agent's logic that is in the Embedded subset already, on TinyFireCore alone
+        // (issue 30, stage 2, moves the agent here file by file); cross/embedded/build.sh
+        // compiles it for boards too. FireAgentCore re-exports it.
+        .target(name: "FireAgentBase", dependencies: ["TinyFireCore"]),
         // fire-agent's logic (config, telemetry, daemon), tested in-process.
         .target(
             name: "FireAgentCore",
             dependencies: [
+                "FireAgentBase",
                 "TinyFire",
                 "CTinyFireSystem",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -98,6 +103,7 @@ let package = Package(
                 "TinyFireCore",
                 "TinyFire",
                 "TinyFireFoundation",
+                "FireAgentBase",
                 "FireAgentCore",
                 "CZlib",
                 "CTinyFireSystem",

@@ -87,12 +87,17 @@ swiftc "${swift_flags[@]}" -module-name TinyFireCore -package-name TinyFire \
     -warnings-as-errors -emit-module -emit-module-path "$out/TinyFireCore.swiftmodule" -c "${core_sources[@]}" -o "$out/TinyFireCore.o"
 
 # core-check: a static executable over the core (cross/embedded/check.sh runs it).
+# fire-agent's logic that is in the subset already (issue 30, stage 2).
+mapfile -t agent_sources < <(find "$project/Sources/FireAgentBase" -name '*.swift' | sort)
+swiftc "${swift_flags[@]}" -module-name FireAgentBase -package-name TinyFire \
+    -warnings-as-errors -emit-module -emit-module-path "$out/FireAgentBase.swiftmodule" -c "${agent_sources[@]}" -o "$out/FireAgentBase.o"
+
 swiftc "${swift_flags[@]/-parse-as-library/}" -module-name CoreCheck -package-name TinyFire \
     -c "$here/core-check/main.swift" -o "$out/core-check.o"
 link_flags=("${clang_target[@]}" -fuse-ld=lld -static -Wl,--gc-sections -s)
 [ "$arch" = x86_64 ] || link_flags+=(-L "$sysroot/usr/lib/$multiarch")
 unicode="/opt/swift/usr/lib/swift/embedded/${swift_target[1]}/libswiftUnicodeDataTables.a"
-clang "${link_flags[@]}" "$out/core-check.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
+clang "${link_flags[@]}" "$out/core-check.o" "$out/FireAgentBase.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
     "$unicode" -lmbedtls -lmbedx509 -lmbedcrypto -lz -lm -lpthread -o "$out/core-check"
-log "$arch: TinyFireCore and core-check built in $out ($(stat -c %s "$out/core-check") bytes stripped)"
+log "$arch: TinyFireCore, FireAgentBase and core-check built in $out ($(stat -c %s "$out/core-check") bytes stripped)"
 echo "$out"

@@ -57,16 +57,7 @@ public struct AgentConfig: Sendable {
     }
 
     /// Timestamp precision of the line protocol sent.
-    public enum Precision: String, Sendable, CaseIterable {
-        /// Nanoseconds.
-        case ns
-        /// Microseconds.
-        case us
-        /// Milliseconds.
-        case ms
-        /// Seconds.
-        case s
-    }
+    public typealias Precision = TimestampPrecision
 
     /// How the agent reaches servers: the proxy for telemetry, manifests, images and reports.
     public struct Network: Sendable {

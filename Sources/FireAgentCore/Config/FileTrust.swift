@@ -1,3 +1,5 @@
+import TinyFireCore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -26,7 +28,7 @@ enum FileTrust {
     /// user or root, neither readable nor writable by group or others.
     static func secretProblem(_ file: String) -> String? {
         var info = stat()
-        guard stat(file, &info) == 0 else { return "\(file) cannot be read: \(errnoText(errno))" }
+        guard stat(file, &info) == 0 else { return "\(file) cannot be read: \(errnoMessage(errno))" }
         if !ownedByAgentOrRoot(info) { return ownerProblem(file, info) }
         if info.st_mode & 0o077 != 0 {
             return "\(file) is readable or writable by group or others (mode \(mode(info))): run chmod 600 on it"
@@ -72,7 +74,7 @@ enum FileTrust {
                     }
                 }
             } else if errno != ENOENT {
-                return "\(current) cannot be examined: \(errnoText(errno))"
+                return "\(current) cannot be examined: \(errnoMessage(errno))"
             }
             first = false
             if current == "/" { break }

@@ -125,12 +125,12 @@ public final class WallClock: Sendable {
         let seconds = Int64(now.timeIntervalSince1970)
         let temporary = floorFile + ".new"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { return "\(temporary): \(errnoText(errno))" }
+        guard fd >= 0 else { return "\(temporary): \(errnoMessage(errno))" }
         let text = Array("\(seconds)\n".utf8)
         let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         closeDescriptor(fd)
         guard written == text.count, rename(temporary, floorFile) == 0 else {
-            let problem = "\(floorFile): \(written < 0 ? errnoText(errno) : "short write")"
+            let problem = "\(floorFile): \(written < 0 ? errnoMessage(errno) : "short write")"
             unlink(temporary)
             return problem
         }

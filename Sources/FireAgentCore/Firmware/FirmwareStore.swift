@@ -1,3 +1,5 @@
+import TinyFireCore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -33,7 +35,7 @@ public struct FirmwareStore: Sendable {
                     atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
                 let code = ((error as? CocoaError)?.underlying as? POSIXError)?.code.rawValue ?? errno
-                throw AgentError(description: "firmware.directory \(path): cannot be created: \(errnoText(code))")
+                throw AgentError(description: "firmware.directory \(path): cannot be created: \(errnoMessage(code))")
             }
         }
     }

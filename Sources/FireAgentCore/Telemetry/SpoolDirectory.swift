@@ -1,5 +1,6 @@
 import Logging
 import Synchronization
+import TinyFireCore
 
 #if canImport(Glibc)
     import CTinyFireSystem
@@ -179,7 +180,7 @@ final class SpoolDirectory: Sendable {
             let code = errno
             if !state.openFailureReported {
                 state.openFailureReported = true
-                logger.warning("spool directory cannot be opened", metadata: ["directory": "\(path)", "reason": "\(errnoText(code))"])
+                logger.warning("spool directory cannot be opened", metadata: ["directory": "\(path)", "reason": "\(errnoMessage(code))"])
             }
             return nil
         }
@@ -289,7 +290,7 @@ final class SpoolDirectory: Sendable {
         }
         if !state.progressProblemReported {
             state.progressProblemReported = true
-            logger.error("spool progress not saved", metadata: ["file": "\(progressPath)", "reason": "\(errnoText(failure))"])
+            logger.error("spool progress not saved", metadata: ["file": "\(progressPath)", "reason": "\(errnoMessage(failure))"])
         }
         return false
     }
@@ -320,7 +321,7 @@ final class SpoolDirectory: Sendable {
     /// Removes the carried files: their lines are queued.
     private func removeCarried(_ filling: inout Filling, directory: Int32) {
         for name in filling.carried where unlinkat(directory, name, 0) != 0 {
-            logger.error("spool file queued but not removed", metadata: ["file": "\(name)", "reason": "\(errnoText(errno))"])
+            logger.error("spool file queued but not removed", metadata: ["file": "\(name)", "reason": "\(errnoMessage(errno))"])
         }
         filling.carried = []
         filling.memoryLines = 0
@@ -376,7 +377,7 @@ final class SpoolDirectory: Sendable {
                 case ELOOP: return putAside("a symbolic link", rejected: &rejected, state: &state)
                 case ENXIO: return putAside("a socket", rejected: &rejected, state: &state)
                 default:
-                    owner.logger.warning("spool file cannot be opened", metadata: ["file": "\(name)", "reason": "\(errnoText(code))"])
+                    owner.logger.warning("spool file cannot be opened", metadata: ["file": "\(name)", "reason": "\(errnoMessage(code))"])
                     return
                 }
             }
@@ -454,7 +455,7 @@ final class SpoolDirectory: Sendable {
                 let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if count < 0 && errno == EINTR { continue }
                 if count < 0 {
-                    owner.logger.warning("spool file cannot be read", metadata: ["file": "\(name)", "reason": "\(errnoText(errno))"])
+                    owner.logger.warning("spool file cannot be read", metadata: ["file": "\(name)", "reason": "\(errnoMessage(errno))"])
                     owner.abandon(&filling, batcher: &batcher)
                     return
                 }
@@ -519,7 +520,7 @@ final class SpoolDirectory: Sendable {
             // All of it is queued: the file goes, then its record (a record for a file that is
             // gone is dropped at the next pass).
             if unlinkat(directory, name, 0) != 0 {
-                owner.logger.error("spool file queued but not removed", metadata: ["file": "\(name)", "reason": "\(errnoText(errno))"])
+                owner.logger.error("spool file queued but not removed", metadata: ["file": "\(name)", "reason": "\(errnoMessage(errno))"])
             }
             if recorded { owner.clearProgress(state: &state) }
         }
@@ -576,12 +577,12 @@ private struct RejectedDirectory {
         if fd >= 0 { return fd }
         if problem != nil { return nil }
         if mkdirat(spool, SpoolDirectory.rejectedName, 0o750) != 0 && errno != EEXIST {
-            problem = "cannot create it: \(errnoText(errno))"
+            problem = "cannot create it: \(errnoMessage(errno))"
             return nil
         }
         let opened = openat(spool, SpoolDirectory.rejectedName, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard opened >= 0 else {
-            problem = errno == ELOOP || errno == ENOTDIR ? "it is not a directory" : "cannot open it: \(errnoText(errno))"
+            problem = errno == ELOOP || errno == ENOTDIR ? "it is not a directory" : "cannot open it: \(errnoMessage(errno))"
             return nil
         }
         var info = stat()
@@ -600,7 +601,7 @@ private struct RejectedDirectory {
         for attempt in 0..<100 {
             let target = attempt == 0 ? name : "\(name).\(attempt)"
             if tinyfire_renameat_noreplace(spool, name, fd, target) == 0 { return .success("\(SpoolDirectory.rejectedName)/\(target)") }
-            if errno != EEXIST { return .failure(Problem(description: errnoText(errno))) }
+            if errno != EEXIST { return .failure(Problem(description: errnoMessage(errno))) }
         }
         return .failure(Problem(description: "\(name) … \(name).99 are all taken in rejected/"))
     }

@@ -104,6 +104,11 @@ struct CollectorTests {
         #expect(LineProtocol.encode(Point(measurement: "m", fields: ["x": .float(.infinity)], timestamp: 0), precision: .s) == nil)
         #expect(
             LineProtocol.encode(Point(measurement: "m", fields: ["x": .float(2)], timestamp: 5_000_000_000), precision: .s) == "m x=2.0 5")
+        // Floats as Swift writes them (shortest round trip); core-check expects the same bytes
+        // from the Embedded build on every target.
+        let floats = Point(
+            measurement: "m", fields: ["a": .float(0.1), "b": .float(1e-7), "c": .float(1e20), "d": .float(-0.25)], timestamp: 0)
+        #expect(LineProtocol.encode(floats, precision: .ns) == "m a=0.1,b=1e-07,c=1e+20,d=-0.25 0")
         let valid = ["weather,loc=us temp=82 1465839830100400200", "w temp=1i", "w t=\"a b\",u=true", "w,a=b c=1.5e3 -5"]
         for text in valid { #expect(LineProtocol.problem(in: text[...]) == nil, "\(text)") }
         let invalid: [(String, String)] = [

@@ -1,3 +1,4 @@
+import FireAgentBase
 // Runs TinyFireCore's pieces once on the machine (or emulator) it was built for, and says whether
 // each gave the known answer: a chunked, gzip-encoded response through ResponseParser and
 // ContentDecoder, SHA-256 over mbedTLS, the strict JSON reader, the monotonic clock, and errno
@@ -422,6 +423,7 @@ func exchangeCheck() -> (ok: Bool, detail: String) {
         return (false, "socketpair: \(errnoMessage(errno))")
     }
     _ = fcntl(pair[0], F_SETFL, fcntl(pair[0], F_GETFL) | O_NONBLOCK)
+    let client = pair[0]
     let server = pair[1]
     defer { close(server) }
     let expected =
@@ -462,7 +464,7 @@ func exchangeCheck() -> (ok: Bool, detail: String) {
         let connection: HTTPConnection
         do throws(SystemResourceError) {
             connection = try HTTPConnection(
-                key: key, fd: pair[0], remoteAddress: SocketAddress(storage: sockaddr_storage(), length: 0), loop: loop,
+                key: key, fd: client, remoteAddress: SocketAddress(storage: sockaddr_storage(), length: 0), loop: loop,
                 readBufferSize: 4096)
         } catch {
             recorder.outcome.withLock { $0 = error.description }
@@ -501,6 +503,21 @@ check(
     resolvedURLs == ["http://a/b/c/y", "http://a/g", "http://g", "http://a/b/c/d;p?y", "http://a/path%20with%20space"]
         && AbsoluteURL("https://[::1]:8443/x")?.port == 8443,
     resolvedURLs.joined(separator: " "))
+
+// Line protocol, byte for byte what the host agent writes (CollectorTests.lineProtocol).
+let pointLine = LineProtocol.encode(
+    Point(
+        measurement: "my meas,x", tags: ["host": "a b", "k=1": "v,2"],
+        fields: ["f": .float(1.5), "n": .integer(-3), "s": .string("say \"hi\" \\ ok"), "b": .bool(true)],
+        timestamp: 1_700_000_000_123_456_789), precision: .ms)
+let floatLine = LineProtocol.encode(
+    Point(measurement: "m", fields: ["a": .float(0.1), "b": .float(1e-7), "c": .float(1e20), "d": .float(-0.25)], timestamp: 0),
+    precision: .ns)
+check(
+    "line protocol",
+    pointLine == #"my\ meas\,x,host=a\ b,k\=1=v\,2 b=true,f=1.5,n=-3i,s="say \"hi\" \\ ok" 1700000000123"#
+        && floatLine == "m a=0.1,b=1e-07,c=1e+20,d=-0.25 0",
+    "\(pointLine ?? "nil") | \(floatLine ?? "nil")")
 
 // The agent's log lines, byte for byte what the host agent writes (DaemonPartsTests.logLines).
 let metadata: [String: LogValue] = ["file": .string("app 1.lp"), "line": .string("3")]

@@ -41,7 +41,7 @@ public enum LineProtocol {
     /// The line for `point`, timestamp in `precision` (truncated), without a newline. Fields
     /// that are not finite numbers are left out (InfluxDB refuses NaN and infinity); nil when
     /// no field is left.
-    public static func encode(_ point: Point, precision: AgentConfig.Precision) -> String? {
+    public static func encode(_ point: Point, precision: TimestampPrecision) -> String? {
         var line = escape(point.measurement, measurement: true)
         for key in point.tags.keys.sorted() {
             guard let value = point.tags[key], !key.isEmpty, !value.isEmpty else { continue }
@@ -57,7 +57,7 @@ public enum LineProtocol {
                 text = number.rounded() == number && abs(number) < 1e15 ? String(Int64(number)) + ".0" : String(number)
             case .integer(let number): text = String(number) + "i"
             case .bool(let flag): text = flag ? "true" : "false"
-            case .string(let string): text = "\"" + string.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"") + "\""
+            case .string(let string): text = quotedFieldString(string)
             }
             line += (first ? " " : ",") + escape(key) + "=" + text
             first = false
@@ -67,7 +67,7 @@ public enum LineProtocol {
     }
 
     /// Nanoseconds in `precision`'s unit.
-    public static func scale(_ nanoseconds: Int64, to precision: AgentConfig.Precision) -> Int64 {
+    public static func scale(_ nanoseconds: Int64, to precision: TimestampPrecision) -> Int64 {
         switch precision {
         case .ns: return nanoseconds
         case .us: return nanoseconds / 1000
@@ -76,7 +76,18 @@ public enum LineProtocol {
         }
     }
 
-    static func escape(_ text: String, measurement: Bool = false) -> String {
+    /// A string field value: in double quotes, with `\` and `"` escaped by a backslash.
+    package static func quotedFieldString(_ text: String) -> String {
+        var out = "\""
+        for character in text {
+            if character == "\\" || character == "\"" { out.append("\\") }
+            out.append(character)
+        }
+        out.append("\"")
+        return out
+    }
+
+    package static func escape(_ text: String, measurement: Bool = false) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
         for character in text {
@@ -91,7 +102,7 @@ public enum LineProtocol {
     }
 
     /// Why a tag cannot be used, or nil (config labels become tags on every point).
-    static func tagProblem(key: String, value: String) -> String? {
+    package static func tagProblem(key: String, value: String) -> String? {
         if key.isEmpty { return "a tag name must not be empty" }
         if value.isEmpty { return "a tag value must not be empty (InfluxDB drops empty tags)" }
         if key.hasPrefix("_") { return "tag names starting with '_' are reserved by InfluxDB" }

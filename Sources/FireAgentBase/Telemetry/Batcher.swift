@@ -68,6 +68,10 @@ public struct Batch: Sendable, Equatable {
     /// The lines, without newlines.
     public var lines: [String]
 
+    package init(lines: [String]) {
+        self.lines = lines
+    }
+
     /// The body: each line and a newline.
     public var body: [UInt8] {
         var out: [UInt8] = []

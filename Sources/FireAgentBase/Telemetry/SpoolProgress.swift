@@ -121,7 +121,7 @@ public enum SpoolProgressSlots {
     }
 
     /// FNV-1a, 64 bits: enough to tell a torn slot from a whole one.
-    static func checksum(_ text: String) -> UInt64 {
+    package static func checksum(_ text: String) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in text.utf8 {
             hash ^= UInt64(byte)

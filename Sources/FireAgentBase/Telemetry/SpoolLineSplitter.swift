@@ -26,6 +26,12 @@ public struct SpoolLineSplitter: Sendable {
         public var end: Int64
         /// The line.
         public var content: Content
+
+        package init(number: Int, end: Int64, content: Content) {
+            self.number = number
+            self.end = end
+            self.content = content
+        }
     }
 
     /// Lines longer than this (newline included) are handed out as `.tooLong`.

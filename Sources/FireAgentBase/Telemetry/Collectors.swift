@@ -1,3 +1,5 @@
+import TinyFireCore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -218,7 +220,7 @@ public enum SystemCollectors {
     }
 
     /// /proc/mounts writes spaces and tabs in paths as octal escapes (`\040`).
-    static func unescapeMountPath(_ path: String) -> String {
+    package static func unescapeMountPath(_ path: String) -> String {
         guard path.contains("\\") else { return path }
         var bytes: [UInt8] = []
         let raw = Array(path.utf8)
