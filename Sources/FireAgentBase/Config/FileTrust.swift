@@ -9,7 +9,7 @@ import TinyFireCore
 /// Who may change or read the files and directories the agent trusts. The agent runs as root
 /// (or its own user); a file another user can write decides what the agent trusts, and a secret
 /// another user can read is no longer one. Each check returns the problem in words, or nil.
-enum FileTrust {
+package enum FileTrust {
     /// The owner is the agent's user or root.
     private static func ownedByAgentOrRoot(_ info: stat) -> Bool {
         info.st_uid == geteuid() || info.st_uid == 0
@@ -26,7 +26,7 @@ enum FileTrust {
 
     /// A secret (a private key, a config holding a password or token): owned by the agent's
     /// user or root, neither readable nor writable by group or others.
-    static func secretProblem(_ file: String) -> String? {
+    package static func secretProblem(_ file: String) -> String? {
         var info = stat()
         guard stat(file, &info) == 0 else { return "\(file) cannot be read: \(errnoMessage(errno))" }
         if !ownedByAgentOrRoot(info) { return ownerProblem(file, info) }
@@ -39,7 +39,7 @@ enum FileTrust {
     /// A file whose content the agent trusts (a key updates are checked against): owned by the
     /// agent's user or root, not writable by group or others. nil also when it cannot be
     /// examined (whoever reads it reports that).
-    static func trustedFileProblem(_ file: String) -> String? {
+    package static func trustedFileProblem(_ file: String) -> String? {
         var info = stat()
         guard stat(file, &info) == 0 else { return nil }  // reading it says why it cannot be read
         if !ownedByAgentOrRoot(info) { return ownerProblem(file, info) }
@@ -55,20 +55,20 @@ enum FileTrust {
     /// group or others; those above it writable by group or others only with the sticky bit (so
     /// nobody else can rename it away and put another in its place). A part of the path that
     /// does not exist yet is created by the agent; the check covers what exists.
-    static func privateDirectoryProblem(_ path: String) -> String? {
+    package static func privateDirectoryProblem(_ path: String) -> String? {
         var current = path.hasPrefix("/") ? path : (currentDirectory() + "/" + path)
         var first = true
         while !current.isEmpty {
             var info = stat()
             if stat(current, &info) == 0 {
-                guard info.st_mode & S_IFMT == S_IFDIR else { return "\(current) is not a directory" }
+                guard info.st_mode & mode_t(S_IFMT) == mode_t(S_IFDIR) else { return "\(current) is not a directory" }
                 if !ownedByAgentOrRoot(info) { return ownerProblem(current, info) }
                 if info.st_mode & 0o022 != 0 {
                     if first {
                         return "\(current) is writable by group or others (mode \(mode(info))): another user could change the "
                             + "agent's state there; run chmod go-w on it"
                     }
-                    if info.st_mode & S_ISVTX == 0 {
+                    if info.st_mode & mode_t(S_ISVTX) == 0 {
                         return "\(current), above \(path), is writable by group or others without the sticky bit "
                             + "(mode \(mode(info))): another user could replace what is below it"
                     }
