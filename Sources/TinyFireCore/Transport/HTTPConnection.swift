@@ -327,10 +327,7 @@ package final class HTTPConnection: EventLoopHandler {
                 }
             } else {
                 guard let outBody else { return }
-                let offset = written - headCount
-                var result = IOResult.bytes(0)
-                outBody.withBodyBytes { result = stream.write(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
-                guard handle(result) else { return }
+                guard handle(outBody.write(from: written - headCount, to: stream)) else { return }
             }
         }
     }

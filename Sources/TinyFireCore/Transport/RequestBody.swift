@@ -34,7 +34,7 @@ package final class ByteArrayBody: BodyBytes {
 
 extension BodyBytes {
     /// Writes the bytes from `offset` on to `stream`.
-    fileprivate func write(from offset: Int, to stream: any ByteStream) -> IOResult {
+    func write(from offset: Int, to stream: any ByteStream) -> IOResult {
         var result = IOResult.bytes(0)
         withBodyBytes { result = stream.write(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
         return result
