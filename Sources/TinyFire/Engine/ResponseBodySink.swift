@@ -33,33 +33,14 @@ enum SinkOutput: Sendable {
     }
 }
 
-/// A sink refused bytes.
-enum SinkError: Error {
-    case limitExceeded(limit: Int)
-    /// A download's file would grow past its limit.
-    case fileSizeExceeded(limit: UInt64)
-    case writeFailed(path: String, message: String)
-    /// A download's destination cannot take the file: it exists (and may not be replaced),
-    /// its directory is missing, or the final move failed; the errno says which.
-    case destinationUnusable(path: String, code: Int32, message: String)
-    /// A resumed download's response cannot continue the partial file.
-    case resumeRejected(String)
-    /// A resumed download's resource changed, and the request asked to stop then.
-    case resourceChanged(String)
-}
-
-/// Receives a response body as it is decoded. Loop-confined; `write` must not block for long.
-protocol ResponseBodySink: AnyObject {
-    /// Body bytes, valid only during the call.
-    func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError)
-    /// The body is complete and valid.
-    func finish() throws(SinkError) -> SinkOutput
-    /// The transfer failed or was cancelled: drop what was written.
-    func discard()
+/// A TinyFire sink: where its body ended up, once `finish` succeeded.
+protocol OutputSink: ResponseBodySink {
+    /// The body (memory), its file, or `.none`.
+    var output: SinkOutput { get }
 }
 
 /// Collects the body in memory, up to `limit` bytes (decoded).
-final class MemorySink: ResponseBodySink {
+final class MemorySink: OutputSink {
     private var data = Data()
     private let limit: Int
 
@@ -75,36 +56,19 @@ final class MemorySink: ResponseBodySink {
         data.append(contentsOf: bytes)
     }
 
-    func finish() throws(SinkError) -> SinkOutput { .data(data) }
+    func finish() throws(SinkError) {}
+
+    var output: SinkOutput { .data(data) }
 
     func discard() { data = Data() }
 }
 
-/// Writes the body to a descriptor the caller owns (stdout, a pipe into an installer,
-/// /dev/null); nothing is buffered.
-final class DescriptorSink: ResponseBodySink {
-    private let fd: Int32
-    private let name: String
-
-    init(fd: Int32, name: String) {
-        self.fd = fd
-        self.name = name
-    }
-
-    func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError) {
-        try writeAll(fd, bytes, name: name)
-    }
-
-    func finish() throws(SinkError) -> SinkOutput { .none }
-
-    func discard() {}
+extension DescriptorSink: OutputSink {
+    var output: SinkOutput { .none }
 }
 
-/// Drops the body (redirect bodies, HEAD-like uses).
-final class DiscardSink: ResponseBodySink {
-    func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError) {}
-    func finish() throws(SinkError) -> SinkOutput { .none }
-    func discard() {}
+extension DiscardSink: OutputSink {
+    var output: SinkOutput { .none }
 }
 
 /// Writes the body to a partial file (hidden, next to the destination) and renames it into
@@ -114,7 +78,7 @@ final class DiscardSink: ResponseBodySink {
 /// A resumable download keeps its partial file when the transfer fails (flushed with fsync
 /// first, so the recorded length survives a power cut) and reports how many bytes it holds;
 /// a resumed one appends to the partial file of an earlier attempt.
-final class AtomicFileSink: ResponseBodySink {
+final class AtomicFileSink: OutputSink {
     /// Where the partial file comes from.
     enum Partial {
         /// A new hidden file beside the destination.
@@ -130,6 +94,7 @@ final class AtomicFileSink: ResponseBodySink {
     let partialPath: String
     private var fd: Int32
     private var finished = false
+    private(set) var output = SinkOutput.none
     /// Bytes in the partial file.
     private(set) var bytesOnDisk: UInt64
     /// Keep the partial file when the transfer fails (called with its path and length), or
@@ -272,7 +237,7 @@ final class AtomicFileSink: ResponseBodySink {
 
     /// Closes the partial file; the request moves it into place once validated
     /// (`commitStagedFile`).
-    func finish() throws(SinkError) -> SinkOutput {
+    func finish() throws(SinkError) {
         finished = true
         let closed = Glibc.close(fd)
         fd = -1  // closed even when close reports an error: never close this number again
@@ -281,7 +246,7 @@ final class AtomicFileSink: ResponseBodySink {
             unlink(partialPath)
             throw .writeFailed(path: partialPath, message: message)
         }
-        return .stagedFile(URL(filePath: partialPath), destination: destination)
+        output = .stagedFile(URL(filePath: partialPath), destination: destination)
     }
 
     func discard() {
@@ -343,11 +308,6 @@ private func copyFile(from source: String, to target: String) -> Bool {
             return false
         }
     }
-}
-
-/// Writes every byte (`writeAll`), as a sink error naming `name`.
-private func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, name: String) throws(SinkError) {
-    if let code = writeAll(fd, bytes) { throw .writeFailed(path: name, message: errnoMessage(code)) }
 }
 
 /// A path split at its last slash, without NSString.

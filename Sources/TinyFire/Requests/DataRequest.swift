@@ -22,7 +22,7 @@ public class DataRequest: Request, @unchecked Sendable {
         protected.withLock { $0.output?.data }
     }
 
-    override func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
+    override func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> any OutputSink {
         let limit = session.configuration.maxInMemoryBodyBytes
         // A Content-Length (of an unencoded body) above the limit is refused before its first
         // byte, as curl's --max-filesize: a slow server cannot hold the request until the body

@@ -535,7 +535,7 @@ public final class DataStreamRequest: Request, @unchecked Sendable {
 
     // MARK: - Engine hooks
 
-    override func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
+    override func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> any OutputSink {
         let validators = streamState.withLock { $0.streamValidators }
         let request = self.request
         for validator in validators {
@@ -617,13 +617,14 @@ public final class DataStreamRequest: Request, @unchecked Sendable {
 }
 
 /// Forwards body chunks to a `DataStreamRequest`.
-private final class StreamSink: ResponseBodySink {
+private final class StreamSink: OutputSink {
     private weak var request: DataStreamRequest?
 
     init(request: DataStreamRequest) { self.request = request }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError) { request?.received(bytes) }
-    func finish() throws(SinkError) -> SinkOutput { .none }
+    func finish() throws(SinkError) {}
+    var output: SinkOutput { .none }
     func discard() {}
 }
 

@@ -237,7 +237,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         return cancels ? cancel() : self
     }
 
-    override func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
+    override func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> any OutputSink {
         let sink = try makeTargetSink(for: response)
         if includeResponseHead {
             var head = "HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n"
@@ -252,7 +252,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         return sink
     }
 
-    private func makeTargetSink(for response: HTTPURLResponse) throws(SinkError) -> ResponseBodySink {
+    private func makeTargetSink(for response: HTTPURLResponse) throws(SinkError) -> any OutputSink {
         let code = response.status.code
         let (partial, rangeOffset) = resume.withLock { ($0.partial, $0.rangeOffset) }
         if let acceptableStatusCodes, !acceptableStatusCodes.contains(code), !(code == 416 && rangeOffset != nil) {
@@ -973,7 +973,7 @@ package protocol DownloadBodyObserver: AnyObject, Sendable {
 }
 
 /// Passes written bytes to an observer and enforces a file size limit.
-final class ObservedFileSink: ResponseBodySink {
+final class ObservedFileSink: OutputSink {
     private let base: AtomicFileSink
     private var size: UInt64
     private let limit: UInt64?
@@ -994,7 +994,9 @@ final class ObservedFileSink: ResponseBodySink {
         observer?.bodyWritten(bytes)
     }
 
-    func finish() throws(SinkError) -> SinkOutput { try base.finish() }
+    func finish() throws(SinkError) { try base.finish() }
+
+    var output: SinkOutput { base.output }
 
     func discard() { base.discard() }
 }

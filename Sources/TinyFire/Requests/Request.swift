@@ -50,6 +50,9 @@ public class Request: @unchecked Sendable {
         var response: HTTPURLResponse?
         var allMetrics: [TransferMetrics] = []
         var output: SinkOutput?
+        /// Why this request's trust evaluator or redirect handler refused (the engine reports
+        /// only that the owner refused).
+        var refusal: TinyFireError?
         var error: TinyFireError?
         var retryCount = 0
         var transferRunning = false
@@ -91,6 +94,9 @@ public class Request: @unchecked Sendable {
     public let interceptor: (any RequestInterceptor)?
     let convertible: any URLRequestConvertible
     let protected = Mutex(MutableState())
+    /// The running transfer's sink, whose output is read when the transfer succeeds
+    /// (loop-confined: made and read by the engine's calls).
+    nonisolated(unsafe) private var transferSink: (any OutputSink)?
     /// Set once any progress handler exists, so the I/O thread skips the lock otherwise.
     let wantsProgress = Atomic<Bool>(false)
 
@@ -246,7 +252,7 @@ public class Request: @unchecked Sendable {
             }
         case .resumeTransfer:
             eventMonitor?.requestDidResume(self)
-            session.engine.resumeTransfer(self)
+            session.engine.resumeTransfer(ObjectIdentifier(self))
         case .start(let spec):
             eventMonitor?.requestDidResume(self)
             startTransfer(spec)
@@ -270,7 +276,7 @@ public class Request: @unchecked Sendable {
             return (true, state.transferRunning)
         }
         guard changed else { return self }
-        if running { session.engine.suspendTransfer(self) }
+        if running { session.engine.suspendTransfer(ObjectIdentifier(self)) }
         eventMonitor?.requestDidSuspend(self)
         return self
     }
@@ -289,7 +295,7 @@ public class Request: @unchecked Sendable {
         eventMonitor?.requestDidCancel(self)
         if running {
             // The transfer ends with .explicitlyCancelled and comes back through the pipeline.
-            session.engine.cancel(self)
+            session.engine.cancel(ObjectIdentifier(self))
         } else {
             finish(.explicitlyCancelled)
         }
@@ -413,7 +419,7 @@ public class Request: @unchecked Sendable {
     /// Tells the engine to read or pause as `wantsFlowPaused()` says when it gets to it (two
     /// changes in flight can arrive in any order).
     func updateFlowPause() {
-        session.engine.setFlowPaused(self) { [weak self] in self?.wantsFlowPaused() ?? false }
+        session.engine.setFlowPaused(ObjectIdentifier(self)) { [weak self] in self?.wantsFlowPaused() ?? false }
     }
 
     /// A response head waits for the app's disposition.
@@ -550,7 +556,7 @@ public class Request: @unchecked Sendable {
         // Cancelled after the transfer was decided on but before the engine had it: that
         // cancellation found nothing to stop. The engine has it now (cancel runs on its loop,
         // after the start).
-        if isCancelled { session.engine.cancel(self) }
+        if isCancelled { session.engine.cancel(ObjectIdentifier(self)) }
     }
 
     /// Runs validators, then retries or finishes. Called when a transfer ends.
@@ -898,7 +904,7 @@ public class Request: @unchecked Sendable {
 
     // MARK: - Subclass hooks
 
-    func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
+    func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> any OutputSink {
         DiscardSink()
     }
 
@@ -954,14 +960,59 @@ extension Request: Hashable {
 }
 
 extension Request: TransferOwner {
-    var transferRedirectHandler: (any RedirectHandler)? { effectiveRedirectHandler }
-    var transferWantsProgress: Bool { wantsProgress.load(ordering: .acquiring) }
+    package var transferOwnerID: ObjectIdentifier { ObjectIdentifier(self) }
+    package var transferAsksRedirects: Bool { effectiveRedirectHandler != nil }
+    package var transferWantsProgress: Bool { wantsProgress.load(ordering: .acquiring) }
 
-    func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
-        try makeSink(for: HTTPURLResponse(response, sent: protected.withLock { $0.sentHead }), expectedLength: expectedLength)
+    package func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> any ResponseBodySink {
+        let sent = protected.withLock { $0.sentHead }
+        let sink = try makeSink(for: HTTPURLResponse(response, sent: sent), expectedLength: expectedLength)
+        transferSink = sink
+        return sink
     }
 
-    func transferDidReceiveResponse(_ head: HTTPResponse, request: SentRequestHead) -> Bool {
+    package func transferDecideRedirect(
+        to target: RequestSpec, for response: HTTPResponse, sent: SentRequestHead?, answer: RedirectAnswer
+    ) -> Bool {
+        guard let handler = effectiveRedirectHandler else { return false }
+        let answered = HTTPURLResponse(response, sent: sent)
+        handler.request(self, willBeRedirectedTo: target.urlRequest, for: answered) { [weak self] decision in
+            do throws(TinyFireError) {
+                answer.give(.success(try decision.map { (request) throws(TinyFireError) in try RedirectRewrite(request) }))
+            } catch {
+                self?.protected.withLock { $0.refusal = error }
+                answer.give(.failure(.refusedByOwner))
+            }
+        }
+        return true
+    }
+
+    package func transferJudgeTrust(host: String) -> TrustJudgement {
+        let evaluator: (any ServerTrustEvaluating)?
+        do {
+            evaluator = try session.serverTrustManager?.serverTrustEvaluator(forHost: host)
+        } catch {
+            let refusal = error as? TinyFireError ?? .serverTrustEvaluationFailed(reason: .customEvaluationFailed(host: host, error: error))
+            protected.withLock { $0.refusal = refusal }
+            return .refuse
+        }
+        guard let evaluator else { return .defaultValidation }
+        return .evaluate { [weak self] facts in
+            let refusal: TinyFireError
+            do {
+                try evaluator.evaluate(ServerTrust(facts), forHost: host)
+                return true
+            } catch let error as TinyFireError {
+                refusal = error
+            } catch {
+                refusal = .serverTrustEvaluationFailed(reason: .customEvaluationFailed(host: host, error: error))
+            }
+            self?.protected.withLock { $0.refusal = refusal }
+            return false
+        }
+    }
+
+    package func transferDidReceiveResponse(_ head: HTTPResponse, request: SentRequestHead) -> Bool {
         let response = HTTPURLResponse(head, sent: request)
         let (observers, handler, generation) = protected.withLock { state in
             state.response = response
@@ -979,12 +1030,13 @@ extension Request: TransferOwner {
         return handler.holdsBody
     }
 
-    func transferWillRedirect(to redirect: URLRequest, for head: HTTPResponse) {
+    package func transferWillRedirect(to redirect: RequestSpec, for head: HTTPResponse) {
+        guard let eventMonitor else { return }
         let response = HTTPURLResponse(head, sent: protected.withLock { $0.sentHead })
-        eventMonitor?.request(self, willRedirectTo: redirect, for: response)
+        eventMonitor.request(self, willRedirectTo: redirect.urlRequest, for: response)
     }
 
-    func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {
+    package func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {
         let now = Instant.now()
         let (deliveries, flushUpload, flushDownload) = protected.withLock { state -> ([ProgressReporter.Delivery], Bool, Bool) in
             var out: [ProgressReporter.Delivery] = []
@@ -1019,11 +1071,22 @@ extension Request: TransferOwner {
         }
     }
 
-    func transferDidFinish(
-        _ result: Result<SinkOutput, TinyFireError>, request: SentRequestHead?, response head: HTTPResponse?, metrics: TransferMetrics
+    package func transferDidFinish(
+        _ outcome: Result<Void, TransferFailure>, request: SentRequestHead?, response head: HTTPResponse?, report: TransferReport
     ) {
         let response = head.map { HTTPURLResponse($0, sent: request ?? protected.withLock { $0.sentHead }) }
-        let result = adjustTransferResult(result)
+        let metrics = TransferMetrics(report)
+        let sink = transferSink
+        transferSink = nil
+        let refusal = protected.withLock { state in
+            defer { state.refusal = nil }
+            return state.refusal
+        }
+        let result: Result<SinkOutput, TinyFireError>
+        switch outcome {
+        case .success: result = adjustTransferResult(.success(sink?.output ?? .none))
+        case .failure(let failure): result = adjustTransferResult(.failure(TinyFireError(failure, refusal: refusal)))
+        }
         var error: TinyFireError? = if case .failure(let failure) = result { failure } else { nil }
         let (needsQueue, held, refused) = protected.withLock { state -> (Bool, Bool, Bool) in
             state.transferRunning = false

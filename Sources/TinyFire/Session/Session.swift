@@ -95,7 +95,7 @@ public final class Session: Sendable {
         self.serverTrustManager = serverTrustManager
         self.redirectHandler = redirectHandler
         self.eventMonitor = eventMonitors.isEmpty ? nil : CompositeEventMonitor(monitors: eventMonitors)
-        self.engine = Engine(configuration: configuration, serverTrustManager: serverTrustManager)
+        self.engine = Engine(settings: configuration.engineSettings)
     }
 
     deinit {

@@ -47,13 +47,6 @@ final class UploadStreamSource: UploadSource {
     }
 }
 
-/// A weak reference to a loop-confined object, carried through a `@Sendable` closure that
-/// runs on the same loop (the only place it is dereferenced).
-struct WeakLoopReference<Value: AnyObject>: @unchecked Sendable {
-    weak var value: Value?
-    init(_ value: Value) { self.value = value }
-}
-
 /// A file body (`upload(_ fileURL:)`, `fire-agent request -T`).
 package enum RequestBodyFile {
     /// The file at `path` with its current size, as one segment that must keep that size.

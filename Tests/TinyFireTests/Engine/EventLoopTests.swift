@@ -116,7 +116,7 @@ struct EventLoopTests {
 
     @Test("a transfer that ends while it starts on the caller's thread is reported from the loop thread, not inside the caller's call")
     func transferEndingInlineReportsFromLoopThread() async throws {
-        let engine = Engine(configuration: SessionConfiguration())
+        let engine = Engine(settings: SessionConfiguration().engineSettings)
         defer { engine.shutdown() }
         let loop = try #require(engine.loop)
         let spec = RequestSpec(url: AbsoluteURL("ftp://127.0.0.1/file")!, method: .get, headers: HTTPHeaders(), body: nil)
@@ -157,17 +157,21 @@ struct EventLoopTests {
             return false
         }
         var isSuspended: Bool { false }
-        var transferRedirectHandler: (any RedirectHandler)? { nil }
+        var transferOwnerID: ObjectIdentifier { ObjectIdentifier(self) }
+        var transferAsksRedirects: Bool { false }
         var transferWantsProgress: Bool { false }
-        func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> ResponseBodySink {
+        func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> any ResponseBodySink {
             throw .writeFailed(path: "-", message: "no body expected")
         }
         func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool { false }
-        func transferWillRedirect(to redirect: URLRequest, for response: HTTPResponse) {}
+        func transferWillRedirect(to redirect: RequestSpec, for response: HTTPResponse) {}
+        func transferDecideRedirect(
+            to target: RequestSpec, for response: HTTPResponse, sent: SentRequestHead?, answer: RedirectAnswer
+        ) -> Bool { false }
+        func transferJudgeTrust(host: String) -> TrustJudgement { .defaultValidation }
         func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
         func transferDidFinish(
-            _ result: Result<SinkOutput, TinyFireError>, request: SentRequestHead?, response: HTTPResponse?,
-            metrics: TransferMetrics
+            _ result: Result<Void, TransferFailure>, request: SentRequestHead?, response: HTTPResponse?, report: TransferReport
         ) {
             let error = if case .failure(let failure) = result { "\(failure)" } else { "" }
             let seen = EventLoopTests.sighting(loop)

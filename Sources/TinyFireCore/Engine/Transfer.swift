@@ -1,30 +1,19 @@
 import HTTPTypes
-import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 /// Executes one request's life: asks the pool for a connection, resolves and connects, runs the
 /// TLS handshake and the trust decision, starts the exchange, routes the response's body, and
 /// arms one timer. What to do at each event is decided by `RequestLifecycle` (redirects, the
 /// stale-connection retry, the phase) and `TransferDeadlines` (every timeout and the receive
-/// rate); this class only carries the decisions out. Loop-confined.
+/// rate); this class only carries the decisions out. What belongs to the owner — the body's
+/// sink, trust evaluators, redirect handlers — it reaches through `TransferOwner`. Loop-confined.
 final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuildDelegate, @unchecked Sendable {
-    private let owner: TransferOwner
+    private let owner: any TransferOwner
+    private let ownerID: ObjectIdentifier
     private let engine: Engine
     private let loop: EventLoop
     private let pool: ConnectionPool
     private let factory: ConnectionFactory
-    private let configuration: SessionConfiguration
+    private let configuration: EngineSettings
     // Loop-confined, so the runtime's exclusivity checks (two calls per mutation, on every body
     // chunk) are left out for the two cores.
     @exclusivity(unchecked) private var lifecycle: RequestLifecycle
@@ -58,7 +47,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     private var redirectHead: ResponseHead?
     /// Its body so far (at most `RequestLifecycle.redirectBodyLimit` bytes).
     private var keptBody: [UInt8] = []
-    private var sink: ResponseBodySink?
+    private var sink: (any ResponseBodySink)?
     private var decoder: ContentDecoder?
     private var expectedBodyLength: UInt64?
     private var suspended = false
@@ -69,17 +58,22 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     /// Request body bytes sent on this hop, without chunk framing.
     private var uploadPayloadSent: UInt64 = 0
     private var hopStarted = Instant.now()
-    private var metrics = TransferMetrics()
+    private var metrics = TransferReport()
+    /// The owner's pending redirect decision, if it is deciding.
+    private var redirectAnswer: RedirectAnswer?
 
-    init(spec: RequestSpec, owner: TransferOwner, engine: Engine, loop: EventLoop, pool: ConnectionPool, factory: ConnectionFactory) {
+    init(
+        spec: RequestSpec, owner: any TransferOwner, engine: Engine, loop: EventLoop, pool: ConnectionPool, factory: ConnectionFactory
+    ) {
         self.owner = owner
+        ownerID = owner.transferOwnerID
         self.engine = engine
         self.loop = loop
         self.pool = pool
         self.factory = factory
-        let configuration = engine.configuration
+        let configuration = engine.settings
         self.configuration = configuration
-        let asks = owner.transferRedirectHandler != nil && owner is Request
+        let asks = owner.transferAsksRedirects
         lifecycle = RequestLifecycle(
             spec: spec,
             policy: RedirectPolicy(
@@ -121,7 +115,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         case .follow:
             startNextHop()
         case .redirect(let target, let followNow):
-            if let response { owner.transferWillRedirect(to: target.urlRequest, for: response) }
+            if let response { owner.transferWillRedirect(to: target, for: response) }
             if followNow { startNextHop() }
         case .askRedirectHandler(let target):
             askRedirectHandler(about: target)
@@ -158,7 +152,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     }
 
     /// Builds the request head for the current hop.
-    private func prepareHead() throws(TinyFireError) {
+    private func prepareHead() throws(TransferFailure) {
         let target: RequestTarget
         do throws(RequestTargetError) {
             target = try spec.target(proxies: configuration.proxy)
@@ -188,7 +182,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         if spec.hasBody {
             framing = spec.bodyLength.map { .contentLength($0) } ?? .chunked
             if let threshold = configuration.expectContinueThreshold, spec.bodyLength.map({ $0 >= UInt64(threshold) }) ?? true,
-                !spec.headers.fields.contains(.expect), !configuration.headers.fields.contains(.expect)
+                !spec.headers.fields.contains(.expect), !configuration.defaultFields.contains(.expect)
             {
                 options.expectsContinue = true
             }
@@ -214,7 +208,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         }
         request = SentRequestHead(
             method: spec.method, scheme: target.scheme, authority: target.authority, path: target.originForm,
-            fields: spec.headers.fields, defaults: configuration.headers.fields, options: options)
+            fields: spec.headers.fields, defaults: configuration.defaultFields, options: options)
     }
 
     private func acquireConnection(forceNew: Bool) {
@@ -279,7 +273,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         switch result {
         case .success(let connection):
             if let handshake { metrics.tlsHandshake = handshake }
-            metrics.tls = tls.map(TLSDetails.init)
+            metrics.tls = tls
             use(connection)
         case .failure(let failure):
             connection = nil
@@ -300,65 +294,40 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         }
     }
 
-    /// Judges a finished handshake: the session's evaluator for the host, or default
-    /// validation. Default validation runs here; an evaluator (app code, or a CRL check that
-    /// reads files) runs on a thread of its own (`BlockingWork`), so a slow one holds up only
-    /// this connection, never the session's other transfers nor the app's async tasks, and the
-    /// handshake timeout still bounds it.
+    /// Judges a finished handshake as the owner says: default validation here, or the owner's
+    /// evaluator (app code, or a CRL check that reads files) on a thread of its own
+    /// (`BlockingWork`), so a slow one holds up only this connection, never the engine's other
+    /// transfers, and the handshake timeout still bounds it.
     /// `completion` runs on the loop with the verdict, unless the transfer ended meanwhile; on
     /// a refusal the transfer has already failed.
     private func evaluateTrust(_ facts: TrustFacts, completion: @escaping (Bool) -> Void) {
-        let host = facts.host
-        let evaluator: (any ServerTrustEvaluating)?
-        do {
-            evaluator = try engine.serverTrustManager?.serverTrustEvaluator(forHost: host)
-        } catch let error as TinyFireError {
-            finish(.failure(error))
-            return
-        } catch {
-            finish(.failure(.serverTrustEvaluationFailed(reason: .customEvaluationFailed(host: host, error: error))))
-            return
-        }
-        guard let evaluator else {
+        switch owner.transferJudgeTrust(host: facts.host) {
+        case .refuse:
+            finish(.failure(.refusedByOwner))
+        case .defaultValidation:
             let reasons = facts.defaultValidationFailures(validateHost: true)
             guard reasons.isEmpty else {
                 fail(.certificateVerificationFailed(reasons: reasons))
                 return
             }
             completion(true)
-            return
-        }
-        // Nothing is read meanwhile (a TLS 1.3 server's tickets wait in the socket).
-        connection?.setReadingPaused(true)
-        let trust = ServerTrust(facts)
-        let weakSelf = WeakLoopReference(self)
-        let loop = self.loop
-        let verdict = TrustVerdict(completion)
-        do throws(SystemResourceError) {
-            try BlockingWork.run(label: "tinyfire-trust", stackBytes: BlockingWork.callbackStack) {
-                let outcome: TinyFireError?
-                do {
-                    try evaluator.evaluate(trust, forHost: host)
-                    outcome = nil
-                } catch let error as TinyFireError {
-                    outcome = error
-                } catch {
-                    outcome = .serverTrustEvaluationFailed(reason: .customEvaluationFailed(host: host, error: error))
+        case .evaluate(let evaluate):
+            // Nothing is read meanwhile (a TLS 1.3 server's tickets wait in the socket).
+            connection?.setReadingPaused(true)
+            // The thread holds the transfer until the verdict is in: a refused or cancelled
+            // transfer is only freed then.
+            let verdict = TrustVerdict(transfer: self, completion: completion)
+            let loop = self.loop
+            do throws(SystemResourceError) {
+                try BlockingWork.run(label: "tinyfire-trust", stackBytes: BlockingWork.callbackStack) {
+                    let trusted = evaluate(facts)
+                    loop.execute { verdict.deliver(trusted) }
                 }
-                loop.execute {
-                    guard let transfer = weakSelf.value, !transfer.finished else { return }
-                    if let outcome {
-                        transfer.finish(.failure(outcome))
-                        verdict.completion(false)
-                    } else {
-                        verdict.completion(true)
-                    }
-                }
+            } catch {
+                // No thread for the owner's evaluator: the connection is not trusted.
+                finish(.failure(.resourceExhausted(error.description)))
+                completion(false)
             }
-        } catch {
-            // No thread for the app's evaluator: the connection is not trusted.
-            finish(.failure(.resourceExhausted(error.description)))
-            completion(false)
         }
     }
 
@@ -446,10 +415,10 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         let action = lifecycle.headReceived(status: head.status, location: location)
         switch action {
         case .deliverResponse:
-            do {
+            do throws(TransferStop) {
                 try prepareFinalResponse(head)
             } catch {
-                throw .failed(reason(for: error))
+                throw .failed(error.reason)
             }
         case .fail(let reason):
             throw .failed(reason)
@@ -485,15 +454,19 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     }
 
     /// Sets up decoding and the sink for the response that ends the transfer.
-    private func prepareFinalResponse(_ head: ResponseHead) throws {
+    private func prepareFinalResponse(_ head: ResponseHead) throws(TransferStop) {
         guard let response else { return }
         var expected: UInt64?
         if case .contentLength(let n) = head.framing { expected = n }
         expectedBodyLength = expected
         if configuration.automaticDecompression && spec.method != .head, head.framing != .none {
-            if let coding = try ContentCoding.from(headerValues: head.listValues("Content-Encoding")) {
-                decoder = try ContentDecoder(coding: coding)
-                expected = nil
+            do throws(ContentDecodingError) {
+                if let coding = try ContentCoding.from(headerValues: head.listValues("Content-Encoding")) {
+                    decoder = try ContentDecoder(coding: coding)
+                    expected = nil
+                }
+            } catch {
+                throw TransferStop(.contentDecodingFailed(error))
             }
         }
         if let request, owner.transferDidReceiveResponse(response, request: request) {
@@ -501,39 +474,46 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             // until it answers; bytes already read reach the sink, which holds them.
             setFlowPaused(true)
         }
-        sink = try owner.transferMakeSink(for: response, expectedLength: expected)
+        do throws(SinkError) {
+            sink = try owner.transferMakeSink(for: response, expectedLength: expected)
+        } catch {
+            throw TransferStop(error.reason)
+        }
     }
 
-    /// Asks the redirect handler about `target`; its answer may come before this returns or
-    /// later, through the loop.
+    /// Asks the owner about `target`; its answer may come before this returns or later,
+    /// through the loop.
     private func askRedirectHandler(about target: RequestSpec) {
-        guard let handler = owner.transferRedirectHandler, let request = owner as? Request, let response else {
-            // The handler went away meanwhile: follow, as without one.
+        guard let response else { return }
+        let transfer = ClearableReference(self)
+        let loop = self.loop
+        let answer = RedirectAnswer { decision in
+            loop.execute {
+                guard let self = transfer.value else { return }
+                self.redirectDecided(decision)
+            }
+        }
+        redirectAnswer = answer
+        guard owner.transferDecideRedirect(to: target, for: response, sent: request, answer: answer) else {
+            // No one to ask any more: follow, as without a handler.
+            redirectAnswer = nil
             perform(lifecycle.redirectDecided(RedirectRewrite(keeping: target), connectionOpen: connection != nil))
             return
         }
-        let window = RedirectDecisionWindow()
-        let answered = HTTPURLResponse(response, sent: self.request)
-        handler.request(request, willBeRedirectedTo: target.urlRequest, for: answered) { [weak self] decision in
-            guard !window.deliver(decision), let self else { return }
-            self.loop.execute { self.redirectDecided(decision) }
-        }
-        if let decision = window.close() {
+        if let decision = answer.close() {
             redirectDecided(decision)
         }
     }
 
-    /// The redirect handler answered (nil: deliver the redirect response itself).
-    private func redirectDecided(_ decision: URLRequest?) {
+    /// The owner answered (nil: deliver the redirect response itself).
+    private func redirectDecided(_ decision: Result<RedirectRewrite?, TransferFailure>) {
         guard !finished else { return }
-        let rewrite: RedirectRewrite?
-        do throws(TinyFireError) {
-            rewrite = try decision.map { (request) throws(TinyFireError) in try RedirectRewrite(request) }
-        } catch {
-            finish(.failure(error))
-            return
+        redirectAnswer?.abandon()
+        redirectAnswer = nil
+        switch decision {
+        case .failure(let failure): finish(.failure(failure))
+        case .success(let rewrite): perform(lifecycle.redirectDecided(rewrite, connectionOpen: connection != nil))
         }
-        perform(lifecycle.redirectDecided(rewrite, connectionOpen: connection != nil))
     }
 
     /// The redirect response is the final one after all: deliver it with the body kept while
@@ -542,13 +522,22 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         redirectHead = nil
         let kept = keptBody
         keptBody = []
-        do {
+        do throws(TransferStop) {
             try prepareFinalResponse(head)
-            try kept.withUnsafeBytes { try deliverBody($0) }
+            // `withUnsafeBytes` rethrows untyped errors: the outcome comes out as a value.
+            let delivered = kept.withUnsafeBytes { bytes -> Result<Void, TransferStop> in
+                do throws(TransferStop) {
+                    try deliverBody(bytes)
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            try delivered.get()
         } catch {
             connection?.abort()
             connection = nil
-            fail(reason(for: error))
+            fail(error.reason)
             return
         }
         if complete { completeFinalResponse() }
@@ -558,10 +547,10 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         metrics.responseBodyBytes += UInt64(bytes.count)
         switch lifecycle.bodyReceived(bytes.count) {
         case .deliver:
-            do {
+            do throws(TransferStop) {
                 try deliverBody(bytes)
             } catch {
-                throw .failed(reason(for: error))
+                throw .failed(error.reason)
             }
             if owner.transferWantsProgress {
                 owner.transferProgress(upload: nil, download: (metrics.responseBodyBytes, expectedBodyLength), final: false)
@@ -577,16 +566,16 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         }
     }
 
-    private func deliverBody(_ bytes: UnsafeRawBufferPointer) throws {
+    private func deliverBody(_ bytes: UnsafeRawBufferPointer) throws(TransferStop) {
         guard let sink else { return }
         if let decoder {
-            try decoder.decode(bytes) { decoded in
+            try decoder.decode(bytes, corrupt: { TransferStop(.contentDecodingFailed($0)) }) { (decoded) throws(TransferStop) in
                 metrics.decodedBodyBytes += UInt64(decoded.count)
-                try sink.write(decoded)
+                do throws(SinkError) { try sink.write(decoded) } catch { throw TransferStop(error.reason) }
             }
         } else {
             metrics.decodedBodyBytes += UInt64(bytes.count)
-            try sink.write(bytes)
+            do throws(SinkError) { try sink.write(bytes) } catch { throw TransferStop(error.reason) }
         }
     }
 
@@ -596,17 +585,23 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     }
 
     private func completeFinalResponse() {
-        do {
+        do throws(ContentDecodingError) {
             try decoder?.finish()
-            let output = try sink?.finish() ?? SinkOutput.none
-            if owner.transferWantsProgress {
-                let upload = spec.hasBody ? (uploadPayloadSent, spec.bodyLength ?? uploadPayloadSent) : nil
-                owner.transferProgress(upload: upload, download: (metrics.responseBodyBytes, expectedBodyLength), final: true)
-            }
-            finish(.success(output))
         } catch {
-            fail(reason(for: error))
+            fail(.contentDecodingFailed(error))
+            return
         }
+        do throws(SinkError) {
+            try sink?.finish()
+        } catch {
+            fail(error.reason)
+            return
+        }
+        if owner.transferWantsProgress {
+            let upload = spec.hasBody ? (uploadPayloadSent, spec.bodyLength ?? uploadPayloadSent) : nil
+            owner.transferProgress(upload: upload, download: (metrics.responseBodyBytes, expectedBodyLength), final: true)
+        }
+        finish(.success(()))
     }
 
     func exchangeDidFail(_ failure: ExchangeFailure) {
@@ -638,24 +633,6 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
                 bodyReplayable: spec.bodySource?.isReplayable ?? true, reason: reason))
     }
 
-    private func reason(for error: any Error) -> TransferError.Reason {
-        switch error {
-        case let error as SinkError:
-            switch error {
-            case .limitExceeded(let limit): return .bodyLimitExceeded(limit: limit)
-            case .fileSizeExceeded(let limit): return .fileSizeExceeded(limit: limit)
-            case .writeFailed(let path, let message), .destinationUnusable(let path, _, let message):
-                return .fileWriteFailed(path: path, message: message)
-            case .resumeRejected(let message): return .resumeRejected(message: message)
-            case .resourceChanged(let message): return .resourceChanged(message: message)
-            }
-        case let error as ContentDecodingError:
-            return .contentDecodingFailed(error)
-        default:
-            return .connectionError(code: 0, message: "\(error)")
-        }
-    }
-
     /// The next hop, after a redirect: the response, its decoder and sink belong to the last.
     private func startNextHop() {
         redirectHead = nil
@@ -677,8 +654,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             loop.cancel(timer)
         }
         timerDeadline = deadline
-        timer = loop.schedule(at: deadline) { [weak self] in
-            guard let self else { return }
+        // The timer holds the transfer until it fires or `finish` cancels it.
+        timer = loop.schedule(at: deadline) { [self] in
             timer = nil
             timerDeadline = nil
             checkTimeouts()
@@ -724,8 +701,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
 
     // MARK: - End
 
-    /// Ends the transfer with `error` (cancel, session going away).
-    func cancel(with error: TinyFireError) {
+    /// Ends the transfer with `error` (cancel, engine going away).
+    func cancel(with error: TransferFailure) {
         finish(.failure(error))
     }
 
@@ -735,12 +712,14 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             reason: reason, bytesSent: hopBytesSent, bytesReceived: hopBytesReceived, systemCodes: codes)
         error.proxy = target?.proxy?.displayURL
         error.failedAtProxy = failedAtProxy
-        finish(.failure(.sessionTaskFailed(error)))
+        finish(.failure(.failed(error)))
     }
 
-    private func finish(_ result: Result<SinkOutput, TinyFireError>) {
+    private func finish(_ result: Result<Void, TransferFailure>) {
         guard !finished else { return }
         lifecycle.finished()
+        redirectAnswer?.abandon()
+        redirectAnswer = nil
         if let timer { loop.cancel(timer) }
         timer = nil
         timerDeadline = nil
@@ -760,22 +739,44 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         metrics.total = Instant.now().since(clock.started)
         metrics.requestBytesSent = hopBytesSent
         metrics.responseBytesReceived = hopBytesReceived
-        engine.transferEnded(owner)
+        engine.transferEnded(ownerID)
         if loop.runsOnCallerThread {
             // Ended while starting on the caller's thread (cancelled before it began, a
             // connection refused at once): the owner hears it from the loop thread, as always,
             // not inside its own call, where it may hold locks its callbacks take.
             loop.execute { [owner, request, response, metrics] in
-                owner.transferDidFinish(result, request: request, response: response, metrics: metrics)
+                owner.transferDidFinish(result, request: request, response: response, report: metrics)
             }
             return
         }
-        owner.transferDidFinish(result, request: request, response: response, metrics: metrics)
+        owner.transferDidFinish(result, request: request, response: response, report: metrics)
+    }
+
+    /// The evaluator's verdict on its way back to the loop.
+    fileprivate func trustEvaluated(_ trusted: Bool, completion: (Bool) -> Void) {
+        guard !finished else { return }
+        if trusted {
+            completion(true)
+        } else {
+            finish(.failure(.refusedByOwner))
+            completion(false)
+        }
     }
 }
 
-/// A loop-confined completion carried through the trust queue (which never calls it).
+/// A loop-confined completion carried through the evaluator's thread (which never calls it).
 private struct TrustVerdict: @unchecked Sendable {
+    let transfer: Transfer
     let completion: (Bool) -> Void
-    init(_ completion: @escaping (Bool) -> Void) { self.completion = completion }
+
+    /// On the loop.
+    func deliver(_ trusted: Bool) {
+        transfer.trustEvaluated(trusted, completion: completion)
+    }
+}
+
+/// Why the body cannot go on (the decoder or the sink refused), as a thrown error.
+private struct TransferStop: Error {
+    let reason: TransferError.Reason
+    init(_ reason: TransferError.Reason) { self.reason = reason }
 }

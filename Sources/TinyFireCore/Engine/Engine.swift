@@ -1,0 +1,105 @@
+import HTTPTypes
+
+/// Owns one loop thread, its connection pool and the live transfers on it: what a TinyFire
+/// `Session` runs on, and what the agent sends through. Memory: the pool's connections (each a
+/// `readBufferSize` buffer, at most `maxConnectionsPerHost` per host) and one `Transfer` per
+/// live request.
+package final class Engine: @unchecked Sendable {
+    package let settings: EngineSettings
+    private let loopResult: Result<EventLoop, SystemResourceError>
+    /// The I/O loop, nil when it could not start.
+    package var loop: EventLoop? { try? loopResult.get() }
+    private var pool: ConnectionPool?
+    /// Builds the connections the pool hands out (nil when the loop could not start).
+    private var factory: ConnectionFactory?
+    /// Live transfers by owner, loop-confined.
+    private var active: [ObjectIdentifier: Transfer] = [:]
+
+    /// The default header fields, their lines written once.
+    let defaultHeaderLines: DefaultHeaderLines
+
+    /// Starts the loop thread (`name` names it).
+    package init(settings: EngineSettings, name: String = "tinyfire-io") {
+        self.settings = settings
+        defaultHeaderLines = DefaultHeaderLines(settings.defaultFields, dropsAcceptEncoding: !settings.automaticDecompression)
+        do throws(SystemResourceError) {
+            let loop = try EventLoop(name: name)
+            loopResult = .success(loop)
+            factory = ConnectionFactory(
+                loop: loop,
+                settings: ConnectionSettings(
+                    readBufferSize: settings.readBufferSize, tls: settings.tls, maxHeaderBlockBytes: settings.maxHeaderBlockBytes,
+                    userAgent: settings.defaultFields[.userAgent]))
+            pool = ConnectionPool(
+                loop: loop, maxConnectionsPerHost: settings.maxConnectionsPerHost, idleTimeout: settings.idleConnectionTimeout)
+        } catch {
+            loopResult = .failure(error)
+        }
+    }
+
+    /// Starts a transfer for `owner` (from any thread; the owner hears back on the loop thread).
+    package func start(_ spec: RequestSpec, owner: any TransferOwner) {
+        switch loopResult {
+        case .failure(let error):
+            owner.transferDidFinish(.failure(.resourceExhausted(error.description)), request: nil, response: nil, report: TransferReport())
+        case .success(let loop):
+            let begin: @Sendable () -> Void = { [self] in
+                guard let pool, let factory else { return }
+                let transfer = Transfer(spec: spec, owner: owner, engine: self, loop: loop, pool: pool, factory: factory)
+                active[owner.transferOwnerID] = transfer
+                transfer.start()
+            }
+            // When the loop thread is waiting, a request without a file or stream body starts
+            // right here: the head goes out from this thread, and the loop thread wakes only
+            // for the answer (one thread hand-off per request instead of two). Files stay with
+            // the loop thread (sendfile's SIGPIPE is blocked there only); streams may block.
+            if spec.bodySource == nil && !loop.inEventLoop && loop.runIfWaiting(begin) { return }
+            loop.execute(begin)
+        }
+    }
+
+    /// Cancels the transfer of the owner `id`, if it is running (from any thread).
+    package func cancel(_ id: ObjectIdentifier) {
+        onLoop { engine in engine.active[id]?.cancel(with: .explicitlyCancelled) }
+    }
+
+    /// Pauses the owner's transfer (from any thread).
+    package func suspendTransfer(_ id: ObjectIdentifier) {
+        onLoop { engine in engine.active[id]?.setSuspended(true) }
+    }
+
+    /// Continues the owner's paused transfer (from any thread).
+    package func resumeTransfer(_ id: ObjectIdentifier) {
+        onLoop { engine in engine.active[id]?.setSuspended(false) }
+    }
+
+    /// Pauses or continues reading the owner's body as `paused` says when the loop gets to it
+    /// (from any thread).
+    package func setFlowPaused(_ id: ObjectIdentifier, _ paused: @escaping @Sendable () -> Bool) {
+        onLoop { engine in engine.active[id]?.setFlowPaused(paused()) }
+    }
+
+    private func onLoop(_ work: @escaping @Sendable (Engine) -> Void) {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in work(self) }
+    }
+
+    /// Called by a transfer when it ends (loop work).
+    func transferEnded(_ id: ObjectIdentifier) {
+        active[id] = nil
+    }
+
+    /// Fails every live transfer (`.engineShutDown`), closes every connection and stops the
+    /// loop. The owner drops the engine after this: its loop work holds it until then.
+    package func shutdown() {
+        guard case .success(let loop) = loopResult else { return }
+        loop.execute { [self] in
+            for transfer in Array(active.values) { transfer.cancel(with: .engineShutDown) }
+            pool?.closeAll()
+            pool = nil
+            factory = nil
+        }
+        // The stop flag is checked after tasks run, so the task above runs first.
+        loop.shutdown()
+    }
+}
