@@ -5,6 +5,7 @@ import FireAgentBase
 // through open(2). Exit status 0 only when every check passed. Built in Embedded Swift by
 // cross/embedded/build.sh for x86_64, armv7 and aarch64, and run under qemu by cross/embedded/check.sh.
 import Glibc
+import HTTPTypes
 import Synchronization
 import TinyFireCore
 
@@ -493,6 +494,111 @@ func exchangeCheck() -> (ok: Bool, detail: String) {
 }
 let (exchangeOK, exchangeDetail) = exchangeCheck()
 check("HTTP exchange (stream upload, pool)", exchangeOK, exchangeDetail)
+
+// A whole request through the engine, as the agent will send one: a GET to a listener on
+// loopback, a 301 followed on the kept-alive connection, the 200's body in a ByteArraySink.
+final class CheckOwner: TransferOwner, @unchecked Sendable {
+    let sink = ByteArraySink(limit: 1024)
+    let outcome = Locked<String?>(nil)
+    var transferOwnerID: ObjectIdentifier { ObjectIdentifier(self) }
+    var isCancelled: Bool { false }
+    var isSuspended: Bool { false }
+    var transferAsksRedirects: Bool { false }
+    var transferWantsProgress: Bool { false }
+    func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> any ResponseBodySink { sink }
+    func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool { false }
+    func transferWillRedirect(to redirect: RequestSpec, for response: HTTPResponse) {}
+    func transferDecideRedirect(to target: RequestSpec, for response: HTTPResponse, sent: SentRequestHead?, answer: RedirectAnswer)
+        -> Bool
+    { false }
+    func transferJudgeTrust(host: String) -> TrustJudgement { .defaultValidation }
+    func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
+    func transferDidFinish(
+        _ result: Result<Void, TransferFailure>, request: SentRequestHead?, response: HTTPResponse?, report: TransferReport
+    ) {
+        let text: String
+        switch result {
+        case .success:
+            text =
+                "\(response?.status.code ?? 0) \(String(decoding: sink.bytes, as: UTF8.self)) via \(report.redirects.joined()),"
+                + " reused \(report.reusedConnection)"
+        case .failure(let failure): text = "failed: \(failure)"
+        }
+        outcome.withLock { $0 = text }
+    }
+}
+
+/// Where the first blank line ends (the index after CR LF CR LF).
+func headEnd(_ bytes: [UInt8]) -> Int? {
+    guard bytes.count >= 4 else { return nil }
+    for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
+        return i + 4
+    }
+    return nil
+}
+
+func engineCheck() -> (ok: Bool, detail: String) {
+    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+    }
+    guard bound, listen(listener, 4) == 0 else { return (false, "cannot listen: \(errnoMessage(errno))") }
+    defer { close(listener) }
+    let port = Int(UInt16(bigEndian: address.sin_port))
+    let heads = Locked<[String]>([])
+    do throws(SystemResourceError) {
+        try BlockingWork.run(label: "check-origin") {
+            let connection = accept(listener, nil, nil)
+            guard connection >= 0 else { return }
+            defer { close(connection) }
+            let answers = [
+                "HTTP/1.1 301 Moved Permanently\r\nLocation: /final\r\nContent-Length: 4\r\n\r\ngone",
+                "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+            ]
+            var pending: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 1024)
+            for answer in answers {
+                // One request head, up to its blank line.
+                while headEnd(pending) == nil {
+                    let n = buffer.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
+                    guard n > 0 else { return }
+                    pending.append(contentsOf: buffer[0..<n])
+                }
+                guard let end = headEnd(pending) else { return }
+                let head = String(decoding: pending[..<end], as: UTF8.self)
+                pending.removeSubrange(..<end)
+                heads.withLock { $0.append(head.split(separator: "\r\n").first.map(String.init) ?? "") }
+                _ = Array(answer.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+            }
+        }
+    } catch {
+        return (false, error.description)
+    }
+    let settings = EngineSettings(
+        connectTimeout: .seconds(5), idleTimeout: .seconds(5), totalTimeout: .seconds(10), lowSpeedLimit: nil,
+        maxReceiveBytesPerSecond: nil, maxHeaderBlockBytes: 16 * 1024, readBufferSize: 16 * 1024, maxConnectionsPerHost: 2,
+        idleConnectionTimeout: .seconds(5), maxRedirects: 3, allowsInsecureRedirects: false, automaticDecompression: true,
+        defaultFields: [.userAgent: "core-check"], expectContinueThreshold: nil, tls: TLSConfiguration(), proxy: .direct)
+    let engine = Engine(settings: settings, name: "core-engine")
+    defer { engine.shutdown() }
+    guard let url = AbsoluteURL("http://127.0.0.1:\(port)/start") else { return (false, "URL refused") }
+    let owner = CheckOwner()
+    engine.start(RequestSpec(url: url, method: .get, headers: HTTPHeaders(), body: nil), owner: owner)
+    let start = Instant.now()
+    while owner.outcome.withLock({ $0 }) == nil && Instant.now().since(start) < .seconds(10) { usleep(1000) }
+    let outcome = owner.outcome.withLock { $0 } ?? "no answer within 10 s"
+    let seen = heads.withLock { $0 }
+    let ok =
+        outcome == "200 hello via http://127.0.0.1:\(port)/final, reused true"
+        && seen == ["GET /start HTTP/1.1", "GET /final HTTP/1.1"]
+    return (ok, ok ? outcome : "\(outcome); heads \(seen.joined(separator: " | "))")
+}
+let (engineOK, engineDetail) = engineCheck()
+check("engine: GET, redirect on a kept-alive connection, body in a sink", engineOK, engineDetail)
 
 // URL parsing and reference resolution (RFC 3986 §5.4's examples), as a redirect is followed.
 let resolvedURLs = ["g;x=1/../y", "../../../g", "//g", "?y", "/path with space"].map {
