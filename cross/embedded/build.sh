@@ -25,9 +25,13 @@ x86_64)
 armv7)
     # Embedded Swift's stdlib exists for the bare-metal triple only; with the hard-float ABI and
     # the Linux headers it is the armhf ABI (objects carry Tag_ABI_VFP_args: VFP registers).
+    # 64-bit file offsets and inode numbers (readdir, stat, lseek): without them a listing on
+    # a file system with large inode numbers fails with EOVERFLOW and files past 2 GiB cannot
+    # be read. time_t stays 32-bit: bookworm's armhf mbedTLS is built that way, and its
+    # structures (sessions, certificates) must have the layout it was compiled with.
     sysroot="$("$here/sysroot.sh" armv7)"
-    swift_target=(-target armv7-none-none-eabi -Xcc -mfloat-abi=hard -Xcc -mfpu=vfpv3-d16)
-    clang_target=(--target=armv7-unknown-linux-gnueabihf -mfloat-abi=hard -mfpu=vfpv3-d16)
+    swift_target=(-target armv7-none-none-eabi -Xcc -mfloat-abi=hard -Xcc -mfpu=vfpv3-d16 -Xcc -D_FILE_OFFSET_BITS=64)
+    clang_target=(--target=armv7-unknown-linux-gnueabihf -mfloat-abi=hard -mfpu=vfpv3-d16 -D_FILE_OFFSET_BITS=64)
     multiarch=arm-linux-gnueabihf
     ;;
 aarch64)

@@ -417,7 +417,7 @@ public final class OfflineQueue: Sendable {
                 maxRecords: configuration.maxRecords, maxBytes: configuration.maxBytes,
                 dropOldest: configuration.overflowPolicy == .dropOldest, segmentBytes: configuration.segmentBytes,
                 cursorSyncInterval: configuration.cursorSyncInterval),
-            logger: logger)
+            logger: SwiftLogSink(logger))
         _ = store.enforceBoundsAfterOpen()
     }
 
@@ -638,7 +638,7 @@ public final class OfflineQueue: Sendable {
             limits: .init(
                 maxRecords: .max, maxBytes: .max, dropOldest: false, segmentBytes: Configuration.defaultSegmentBytes,
                 cursorSyncInterval: .seconds(1)),
-            logger: Logger(label: "org.tinyfire.offline-queue.inspect"), readOnly: true)
+            logger: SwiftLogSink(Logger(label: "org.tinyfire.offline-queue.inspect")), readOnly: true)
         defer { store.close() }
         let records = store.entries(limit: limit).compactMap { entry in (try? store.read(entry)).map { record(entry, payload: $0) } }
         return Inspection(records: records, statistics: statistics(of: store, headFailures: 0, lastFailure: nil))

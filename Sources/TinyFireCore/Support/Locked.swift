@@ -86,3 +86,21 @@ package final class ConditionLocked<Value>: @unchecked Sendable {
         }
     }
 }
+
+/// A one-time wake-up between threads (what a `DispatchSemaphore` of value 0 signalled once
+/// does): `wait` returns once `signal` was called, before or after it.
+package final class WakeSignal: Sendable {
+    private let signalled = ConditionLocked(false)
+
+    package init() {}
+
+    /// Wakes the waiter (or lets its coming `wait` return at once).
+    package func signal() {
+        signalled.withLock { $0 = true }
+    }
+
+    /// Blocks until `signal` was called.
+    package func wait() {
+        signalled.wait { $0 ? () : nil }
+    }
+}

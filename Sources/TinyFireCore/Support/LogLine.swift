@@ -150,3 +150,17 @@ extension String {
         return out
     }
 }
+
+/// Where the core's own log lines go (the offline queue's recoveries and refusals): TinyFire
+/// hands in its swift-log `Logger` wrapped, the agent its log renderer. Called from any thread.
+package protocol LogSink: AnyObject, Sendable {
+    /// One line at `level`.
+    func log(_ level: LogLevel, _ message: String)
+}
+
+extension LogSink {
+    package func error(_ message: String) { log(.error, message) }
+    package func warning(_ message: String) { log(.warning, message) }
+    package func notice(_ message: String) { log(.notice, message) }
+    package func info(_ message: String) { log(.info, message) }
+}

@@ -135,6 +135,74 @@ let cursor = OfflineQueueJournal.Cursor(generation: 7, removedThrough: 0x1_0000_
 let readBack = OfflineQueueJournal.encode(cursor).withUnsafeBytes { OfflineQueueJournal.decodeCursor($0) }
 check("queue cursor", readBack == cursor, "removed through \(readBack.map { String($0.removedThrough) } ?? "unreadable")")
 
+// The offline queue's store on disk: four threads enqueue at once (their appends share writes
+// and syncs), the head is removed as delivered, and a second open recovers the other three.
+final class PrintSink: LogSink {
+    func log(_ level: LogLevel, _ message: String) { print("  log \(level.rawValue): \(message)") }
+}
+func storeCheck() -> (ok: Bool, detail: String) {
+    var template = Array("/tmp/core-check-queue-XXXXXX".utf8CString)
+    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+        return (false, "mkdtemp: \(errnoMessage(errno))")
+    }
+    let directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    defer { _ = system("rm -rf " + directory) }
+    let limits = OfflineQueueStore.Limits(
+        maxRecords: 100, maxBytes: 1 << 20, dropOldest: false, segmentBytes: 64 * 1024, cursorSyncInterval: .seconds(1))
+    let store: OfflineQueueStore
+    do throws(OfflineQueueError) {
+        store = try OfflineQueueStore(directory: directory, limits: limits, logger: PrintSink())
+    } catch {
+        return (false, error.description)
+    }
+    let bytes = OfflineQueueJournal.encodePayload(payload)
+    let appended = Locked<[UInt64]>([])
+    let done = Locked(0)
+    for _ in 0..<4 {
+        do throws(SystemResourceError) {
+            try BlockingWork.run(label: "check-enqueue") {
+                do throws(OfflineQueueError) {
+                    try store.reserve(bytes: Int64(bytes.count + OfflineQueueJournal.headerLength))
+                    let (entry, _) = try store.append(
+                        payload: bytes, payloadChecksum: OfflineQueueJournal.checksum(bytes[...]), enqueuedAt: 1_790_000_000_000,
+                        bodyFile: nil, bodyBytes: 0, reservedBytes: Int64(bytes.count + OfflineQueueJournal.headerLength))
+                    appended.withLock { $0.append(entry.sequence) }
+                } catch {
+                    print("  enqueue failed: \(error)")
+                }
+                done.withLock { $0 += 1 }
+            }
+        } catch {
+            return (false, error.description)
+        }
+    }
+    let start = Instant.now()
+    while done.withLock({ $0 }) < 4 && Instant.now().since(start) < .seconds(10) { usleep(1000) }
+    let sequences = appended.withLock { $0 }.sorted()
+    let removed = store.removeHead(sequence: 1, reason: .delivered)
+    store.close()
+    let reopened: OfflineQueueStore
+    do throws(OfflineQueueError) {
+        reopened = try OfflineQueueStore(directory: directory, limits: limits, logger: PrintSink())
+    } catch {
+        return (false, "reopen: \(error.description)")
+    }
+    defer { reopened.close() }
+    let totals = reopened.totals()
+    var readBackOK = false
+    if let first = reopened.first {
+        do throws(OfflineQueueError) {
+            readBackOK = try reopened.read(first) == payload && first.sequence == 2
+        } catch {
+            return (false, "read: \(error.description)")
+        }
+    }
+    let ok = sequences == [1, 2, 3, 4] && removed != nil && totals.records == 3 && totals.cursor.delivered == 1 && readBackOK
+    return (ok, "appended \(sequences.map { String($0) }.joined(separator: ",")), reopened with \(totals.records) records, \(totals.cursor.delivered) delivered")
+}
+let (storeOK, storeDetail) = storeCheck()
+check("queue store (group commit, removal, recovery)", storeOK, storeDetail)
+
 // The event loop: its own thread (pthreads), epoll, the eventfd wake-up, a timer, a task handed
 // over from this thread, and a pipe's readiness.
 final class PipeReader: EventLoopHandler, @unchecked Sendable {

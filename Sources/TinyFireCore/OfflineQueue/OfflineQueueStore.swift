@@ -1,7 +1,4 @@
 import CTinyFireSystem
-import Dispatch
-import Logging
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -17,45 +14,53 @@ import Synchronization
 /// Memory: the index of live records (about 100 bytes each, so `maxRecords` bounds it), the
 /// pending batch (the records of enqueues in flight), and at start-up one segment at a time
 /// (`segmentBytes` plus one record).
-final class OfflineQueueStore: @unchecked Sendable {
+package final class OfflineQueueStore: @unchecked Sendable {
     /// One live record: where it is and what it costs.
-    struct Entry: Sendable, Equatable {
-        var sequence: UInt64
-        var segment: UInt64
-        var offset: Int64
-        var length: Int
-        var enqueuedAtMilliseconds: UInt64
-        var bodyFile: String?
-        var bodyBytes: Int64
+    package struct Entry: Sendable, Equatable {
+        package var sequence: UInt64
+        package var segment: UInt64
+        package var offset: Int64
+        package var length: Int
+        package var enqueuedAtMilliseconds: UInt64
+        package var bodyFile: String?
+        package var bodyBytes: Int64
         /// What counts against `maxBytes`: the record plus its body file.
-        var bytes: Int64 { Int64(length) + bodyBytes }
+        package var bytes: Int64 { Int64(length) + bodyBytes }
     }
 
     /// Why a record leaves the queue.
-    enum Removal: Sendable {
+    package enum Removal: Sendable {
         case delivered, discarded, droppedOldest, quarantined
     }
 
-    struct Limits: Sendable {
-        var maxRecords: Int
-        var maxBytes: Int64
-        var dropOldest: Bool
-        var segmentBytes: Int
-        var cursorSyncInterval: Duration
+    package struct Limits: Sendable {
+        package var maxRecords: Int
+        package var maxBytes: Int64
+        package var dropOldest: Bool
+        package var segmentBytes: Int
+        package var cursorSyncInterval: Duration
+
+        package init(maxRecords: Int, maxBytes: Int64, dropOldest: Bool, segmentBytes: Int, cursorSyncInterval: Duration) {
+            self.maxRecords = maxRecords
+            self.maxBytes = maxBytes
+            self.dropOldest = dropOldest
+            self.segmentBytes = segmentBytes
+            self.cursorSyncInterval = cursorSyncInterval
+        }
     }
 
     /// Bytes copied into `quarantine/` at most; past it damage is only logged and counted.
-    static let quarantineLimit: Int64 = 16 << 20
+    package static let quarantineLimit: Int64 = 16 << 20
 
-    let directory: String
-    let journalDirectory: String
-    let bodiesDirectory: String
-    let quarantineDirectory: String
-    let limits: Limits
-    let logger: Logger
+    package let directory: String
+    package let journalDirectory: String
+    package let bodiesDirectory: String
+    package let quarantineDirectory: String
+    package let limits: Limits
+    package let logger: any LogSink
     /// Opened for inspection only: no lock, nothing written, damage skipped but left in place.
-    let readOnly: Bool
-    private let state: Mutex<State>
+    package let readOnly: Bool
+    private let state: Locked<State>
 
     private struct Segment {
         var first: UInt64
@@ -74,7 +79,7 @@ final class OfflineQueueStore: @unchecked Sendable {
         var stateFD: Int32 = -1
         var cursor = OfflineQueueJournal.Cursor()
         var cursorDirty = false
-        var lastCursorSync = ContinuousClock.now
+        var lastCursorSync = Instant.now()
         var segments: [Segment] = []
         var activeFD: Int32 = -1
         var activeSize: Int64 = 0
@@ -88,7 +93,7 @@ final class OfflineQueueStore: @unchecked Sendable {
         var flushing = false
         /// Each appended record's committed entry, or why it failed, until its enqueue collects it.
         var outcomes: [UInt64: Result<Entry, OfflineQueueError>] = [:]
-        var waiters: [UInt64: DispatchSemaphore] = [:]
+        var waiters: [UInt64: WakeSignal] = [:]
 
         var count: Int { index.count - head }
         var first: Entry? { head < index.count ? index[head] : nil }
@@ -98,7 +103,7 @@ final class OfflineQueueStore: @unchecked Sendable {
     /// damaged bytes are quarantined, a torn tail is cut, orphan body files and fully removed
     /// segments are deleted.
     /// - Throws: `OfflineQueueError` when the directory cannot be used or is locked.
-    init(directory: String, limits: Limits, logger: Logger, readOnly: Bool = false) throws(OfflineQueueError) {
+    package init(directory: String, limits: Limits, logger: any LogSink, readOnly: Bool = false) throws(OfflineQueueError) {
         self.readOnly = readOnly
         self.directory = directory
         journalDirectory = directory + "/journal"
@@ -106,7 +111,7 @@ final class OfflineQueueStore: @unchecked Sendable {
         quarantineDirectory = directory + "/quarantine"
         self.limits = limits
         self.logger = logger
-        state = Mutex(State())
+        state = Locked(State())
         for path in [directory, journalDirectory, bodiesDirectory, quarantineDirectory] where !readOnly {
             if mkdir(path, 0o700) != 0 && errno != EEXIST {
                 throw .directoryUnusable(path: path, message: errnoMessage(errno))
@@ -126,7 +131,7 @@ final class OfflineQueueStore: @unchecked Sendable {
     deinit { close() }
 
     /// Syncs the cursor and closes every file; later calls fail with `.closed`.
-    func close() {
+    package func close() {
         let snapshot = state.withLock { state -> State? in
             guard !state.closed else { return nil }
             state.closed = true
@@ -144,23 +149,23 @@ final class OfflineQueueStore: @unchecked Sendable {
 
     // MARK: - Reading
 
-    var count: Int { state.withLock { $0.count } }
-    var first: Entry? { state.withLock { $0.first } }
+    package var count: Int { state.withLock { $0.count } }
+    package var first: Entry? { state.withLock { $0.first } }
 
     /// Live records in order, at most `limit`.
-    func entries(limit: Int = .max) -> [Entry] {
+    package func entries(limit: Int = .max) -> [Entry] {
         state.withLock { Array($0.index[$0.head...].prefix(limit)) }
     }
 
     /// Records, bytes and the cursor's counters.
-    func totals() -> (records: Int, bytes: Int64, oldest: UInt64?, cursor: OfflineQueueJournal.Cursor) {
+    package func totals() -> (records: Int, bytes: Int64, oldest: UInt64?, cursor: OfflineQueueJournal.Cursor) {
         state.withLock { ($0.count, $0.liveBytes, $0.first?.enqueuedAtMilliseconds, $0.cursor) }
     }
 
     /// Reads and decodes a live record from its segment.
     /// - Throws: `OfflineQueueError.ioFailed` when the bytes cannot be read or no longer
     ///   check out (damaged after start-up).
-    func read(_ entry: Entry) throws(OfflineQueueError) -> OfflineQueueJournal.Payload {
+    package func read(_ entry: Entry) throws(OfflineQueueError) -> OfflineQueueJournal.Payload {
         let path = segmentPath(entry.segment)
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw .io(errno, path: path, operation: "open") }
@@ -175,11 +180,11 @@ final class OfflineQueueStore: @unchecked Sendable {
         }
         let decoded = bytes.withUnsafeBytes { raw -> Result<OfflineQueueJournal.Payload, OfflineQueueJournal.DecodeError>? in
             guard let header = OfflineQueueJournal.intactRecord(in: raw, at: 0), header.sequence == entry.sequence else { return nil }
-            do {
+            do throws(OfflineQueueJournal.DecodeError) {
                 return .success(
                     try OfflineQueueJournal.decodePayload(UnsafeRawBufferPointer(rebasing: raw[OfflineQueueJournal.headerLength...])))
             } catch {
-                return .failure(error as? OfflineQueueJournal.DecodeError ?? .init(description: "\(error)"))
+                return .failure(error)
             }
         }
         switch decoded {
@@ -189,11 +194,11 @@ final class OfflineQueueStore: @unchecked Sendable {
         }
     }
 
-    func segmentPath(_ first: UInt64) -> String { journalDirectory + "/" + Self.segmentName(first) }
+    package func segmentPath(_ first: UInt64) -> String { journalDirectory + "/" + Self.segmentName(first) }
 
-    func bodyPath(_ name: String) -> String { bodiesDirectory + "/" + name }
+    package func bodyPath(_ name: String) -> String { bodiesDirectory + "/" + name }
 
-    static func segmentName(_ first: UInt64) -> String {
+    package static func segmentName(_ first: UInt64) -> String {
         let digits = String(first)
         return String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".log"
     }
@@ -204,7 +209,7 @@ final class OfflineQueueStore: @unchecked Sendable {
     /// `.rejectNew` a full queue refuses it (and counts the refusal); with `.dropOldest` it
     /// is accepted and the oldest records go after it commits.
     /// - Throws: `.queueFull`, `.recordTooLarge`, `.closed`.
-    func reserve(bytes: Int64) throws(OfflineQueueError) {
+    package func reserve(bytes: Int64) throws(OfflineQueueError) {
         let error = state.withLock { state -> OfflineQueueError? in
             if state.closed || readOnly { return .closed }
             if bytes > limits.maxBytes { return .recordTooLarge(bytes: bytes, limit: limits.maxBytes) }
@@ -223,7 +228,7 @@ final class OfflineQueueStore: @unchecked Sendable {
     }
 
     /// Gives back a reservation whose record was not appended.
-    func release(bytes: Int64) {
+    package func release(bytes: Int64) {
         state.withLock {
             $0.reservedRecords -= 1
             $0.reservedBytes -= bytes
@@ -236,11 +241,11 @@ final class OfflineQueueStore: @unchecked Sendable {
     /// - Returns: the record's entry, and the entries dropped to make room (`.dropOldest`).
     /// - Throws: `.diskFull` / `.ioFailed` when the write or the sync failed; the segment is
     ///   cut back, so nothing before is affected.
-    func append(payload: [UInt8], payloadChecksum: UInt32, enqueuedAt: UInt64, bodyFile: String?, bodyBytes: Int64, reservedBytes: Int64)
+    package func append(payload: [UInt8], payloadChecksum: UInt32, enqueuedAt: UInt64, bodyFile: String?, bodyBytes: Int64, reservedBytes: Int64)
         throws(OfflineQueueError) -> (entry: Entry, dropped: [Entry])
     {
         let recordLength = OfflineQueueJournal.headerLength + payload.count
-        let (sequence, leader, waiter) = state.withLock { state -> (UInt64, Bool, DispatchSemaphore?) in
+        let (sequence, leader, waiter) = state.withLock { state -> (UInt64, Bool, WakeSignal?) in
             let sequence = state.nextSequence
             state.nextSequence += 1
             let header = OfflineQueueJournal.encodeHeader(
@@ -258,7 +263,7 @@ final class OfflineQueueStore: @unchecked Sendable {
                 return (sequence, false, nil)
             }
             if state.flushing {
-                let semaphore = DispatchSemaphore(value: 0)
+                let semaphore = WakeSignal()
                 state.waiters[sequence] = semaphore
                 return (sequence, false, semaphore)
             }
@@ -323,7 +328,7 @@ final class OfflineQueueStore: @unchecked Sendable {
                 }
             }
             let outcome = failure
-            let waiters = state.withLock { state -> [DispatchSemaphore] in
+            let waiters = state.withLock { state -> [WakeSignal] in
                 if let outcome {
                     if newSegment != nil, fd != currentFD {
                         Glibc.close(fd)
@@ -378,7 +383,7 @@ final class OfflineQueueStore: @unchecked Sendable {
     /// most every `cursorSyncInterval`), deletes its body file and any segment now wholly
     /// removed. Returns the entry, or nil when the head has moved on.
     @discardableResult
-    func removeHead(sequence: UInt64, reason: Removal) -> Entry? {
+    package func removeHead(sequence: UInt64, reason: Removal) -> Entry? {
         let result = state.withLock { state -> (Entry, [String], Int32?)? in
             guard !state.closed, !readOnly, let first = state.first, first.sequence == sequence else { return nil }
             state.head += 1
@@ -400,10 +405,10 @@ final class OfflineQueueStore: @unchecked Sendable {
             while state.segments.count > 1, state.segments[0].last <= sequence {
                 unlinks.append(state.segments.removeFirst().path)
             }
-            let due = state.count == 0 || state.lastCursorSync.duration(to: .now) >= limits.cursorSyncInterval
+            let due = state.count == 0 || Instant.now().since(state.lastCursorSync) >= limits.cursorSyncInterval
             if due {
                 state.cursorDirty = false
-                state.lastCursorSync = .now
+                state.lastCursorSync = Instant.now()
             }
             return (first, unlinks, due ? state.stateFD : nil)
         }
@@ -424,11 +429,11 @@ final class OfflineQueueStore: @unchecked Sendable {
     }
 
     /// Syncs the cursor now (`fdatasync`), e.g. before a planned shutdown.
-    func syncCursor() {
+    package func syncCursor() {
         let fd = state.withLock { state -> Int32? in
             guard !state.closed, state.cursorDirty else { return nil }
             state.cursorDirty = false
-            state.lastCursorSync = .now
+            state.lastCursorSync = Instant.now()
             return state.stateFD
         }
         if let fd { fdatasync(fd) }
@@ -614,7 +619,7 @@ final class OfflineQueueStore: @unchecked Sendable {
     }
 
     /// Drops records over the bounds after opening (`.dropOldest` only).
-    func enforceBoundsAfterOpen() -> [Entry] { limits.dropOldest ? enforceBounds() : [] }
+    package func enforceBoundsAfterOpen() -> [Entry] { limits.dropOldest ? enforceBounds() : [] }
 
     private func quarantine(_ bytes: ArraySlice<UInt8>, name: String, budget: inout Int64) {
         guard !readOnly else { return }
@@ -653,27 +658,34 @@ final class OfflineQueueStore: @unchecked Sendable {
 // MARK: - File helpers
 
 /// Writes all of `bytes` at `offset`; nil, or the error.
-func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int64, path: String) -> OfflineQueueError? {
+package func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int64, path: String) -> OfflineQueueError? {
     bytes.withUnsafeBytes { raw in pwriteAll(fd, raw, at: offset).map { .io($0, path: path, operation: "write") } }
 }
 
 /// `fsync` on the directory at `path`; nil, or the error.
-func syncQueueDirectory(_ path: String) -> OfflineQueueError? {
+package func syncQueueDirectory(_ path: String) -> OfflineQueueError? {
     syncDirectory(path).map { .io($0.code, path: path, operation: $0.operation) }
 }
 
-func listDirectory(_ path: String) throws(OfflineQueueError) -> [String] {
+/// The names in the directory at `path` (without `.` and `..`).
+/// - Throws: `.directoryUnusable` when it cannot be opened, `.ioFailed` when the listing stops
+///   on an error (EOVERFLOW: an inode number a 32-bit `readdir` cannot hold) — never a short
+///   list that would pass for the whole.
+package func listDirectory(_ path: String) throws(OfflineQueueError) -> [String] {
     guard let dir = opendir(path) else { throw .directoryUnusable(path: path, message: errnoMessage(errno)) }
     defer { closedir(dir) }
     var names: [String] = []
-    while let entry = readdir(dir) {
+    while true {
+        errno = 0
+        guard let entry = readdir(dir) else { break }
         let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
         if name != "." && name != ".." { names.append(name) }
     }
+    if errno != 0 { throw .io(errno, path: path, operation: "list") }
     return names
 }
 
-func directorySize(_ path: String) -> Int64 {
+package func directorySize(_ path: String) -> Int64 {
     guard let names = try? listDirectory(path) else { return 0 }
     var total: Int64 = 0
     for name in names {
@@ -683,7 +695,7 @@ func directorySize(_ path: String) -> Int64 {
     return total
 }
 
-func readWholeFile(_ path: String) throws(OfflineQueueError) -> [UInt8] {
+package func readWholeFile(_ path: String) throws(OfflineQueueError) -> [UInt8] {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { throw .io(errno, path: path, operation: "open") }
     defer { close(fd) }

@@ -47,7 +47,7 @@ public enum OfflineQueueError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The error for a failed system call on `path`.
-    static func io(_ code: Int32, path: String, operation: String) -> OfflineQueueError {
+    package static func io(_ code: Int32, path: String, operation: String) -> OfflineQueueError {
         if code == ENOSPC || code == EDQUOT { return .diskFull(path: path) }
         return .ioFailed(path: path, operation: operation, message: errnoMessage(code))
     }
