@@ -241,7 +241,9 @@ package final class OfflineQueueStore: @unchecked Sendable {
     /// - Returns: the record's entry, and the entries dropped to make room (`.dropOldest`).
     /// - Throws: `.diskFull` / `.ioFailed` when the write or the sync failed; the segment is
     ///   cut back, so nothing before is affected.
-    package func append(payload: [UInt8], payloadChecksum: UInt32, enqueuedAt: UInt64, bodyFile: String?, bodyBytes: Int64, reservedBytes: Int64)
+    package func append(
+        payload: [UInt8], payloadChecksum: UInt32, enqueuedAt: UInt64, bodyFile: String?, bodyBytes: Int64, reservedBytes: Int64
+    )
         throws(OfflineQueueError) -> (entry: Entry, dropped: [Entry])
     {
         let recordLength = OfflineQueueJournal.headerLength + payload.count

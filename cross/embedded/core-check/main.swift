@@ -198,7 +198,10 @@ func storeCheck() -> (ok: Bool, detail: String) {
         }
     }
     let ok = sequences == [1, 2, 3, 4] && removed != nil && totals.records == 3 && totals.cursor.delivered == 1 && readBackOK
-    return (ok, "appended \(sequences.map { String($0) }.joined(separator: ",")), reopened with \(totals.records) records, \(totals.cursor.delivered) delivered")
+    return (
+        ok,
+        "appended \(sequences.map { String($0) }.joined(separator: ",")), reopened with \(totals.records) records, \(totals.cursor.delivered) delivered"
+    )
 }
 let (storeOK, storeDetail) = storeCheck()
 check("queue store (group commit, removal, recovery)", storeOK, storeDetail)
