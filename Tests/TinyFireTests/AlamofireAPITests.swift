@@ -827,6 +827,11 @@ final class LogCapture: Sendable {
 
     var messages: [String] { lines.withLock { $0 } }
 
+    /// Records one line.
+    func append(_ line: String) {
+        lines.withLock { $0.append(line) }
+    }
+
     var logger: Logger {
         Logger(label: "test") { _ in Handler(capture: self) }
     }

@@ -44,13 +44,16 @@ struct StreamTests {
     @Test("httpbin /stream/N decodes line by line; Data and String handlers see the same bytes, then one completion")
     func decodableLines() async throws {
         let server = try httpbin()
-        let request = Session().streamRequest("\(server.base)/stream/5")
+        // Started by hand once the three handlers are in: a handler added after the body
+        // arrived would see none of it (as in Alamofire).
+        let request = Session(startRequestsImmediately: false).streamRequest("\(server.base)/stream/5")
         let lines = EventLog<StreamLine, TinyFireError>()
         let chunks = EventLog<Data, Never>()
         let strings = EventLog<String, Never>()
         request.responseStreamDecodable(of: StreamLine.self) { lines.record($0) }
         request.responseStream { chunks.record($0) }
         request.responseStreamString { strings.record($0) }
+        request.resume()
         let completion = try #require(await lines.wait(), "no completion")
         _ = await chunks.wait()
         _ = await strings.wait()

@@ -1,4 +1,3 @@
-import Logging
 import TinyFire
 
 #if canImport(Glibc)

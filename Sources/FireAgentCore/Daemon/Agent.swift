@@ -1,6 +1,5 @@
 import Dispatch
 import HTTPTypes
-import Logging
 import Synchronization
 import TinyFire
 
@@ -137,7 +136,7 @@ public final class Agent: Sendable {
         do {
             queue = try OfflineQueue(
                 directory: config.queue.directory, configuration: queueConfiguration, session: session, reachability: reachability,
-                logger: logger)
+                logger: logger.swiftLogger)
         } catch {
             throw AgentError(description: "queue.directory \(config.queue.directory): \(error)")
         }

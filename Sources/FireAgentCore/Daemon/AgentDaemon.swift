@@ -1,6 +1,5 @@
 import CTinyFireSystem
 import Dispatch
-import Logging
 import Synchronization
 import TinyFire
 
@@ -435,7 +434,7 @@ public final class AgentDaemon: @unchecked Sendable {
             return try NetworkReachabilityManager(
                 // Through a proxy, the route that matters is the one to the proxy.
                 host: namespace == nil ? config.network.routeHost(for: config.server.url) : nil, networkNamespace: namespace,
-                logger: logger)
+                logger: logger.swiftLogger)
         } catch {
             logger.notice("reachability is not watched (deliveries retry on their backoff alone)", metadata: ["reason": "\(error)"])
             return nil

@@ -1,5 +1,4 @@
 import Logging
-import Synchronization
 import TinyFire
 
 #if canImport(Glibc)
@@ -7,13 +6,16 @@ import TinyFire
 #elseif canImport(Musl)
     import Musl
 #endif
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
 
-/// fire-agent's log output on standard error, one line per entry:
+/// swift-log's side of fire-agent's log output: what TinyFire's own parts that take a swift-log
+/// `Logger` (the offline queue, the firmware report queue) write goes to the agent's
+/// `LogOutput`, in the same lines as the agent's own `Logger` writes:
 ///
 /// - `text` on a terminal or in a file: `2026-11-24T01:02:03Z info message key=value`;
 /// - `text` under systemd (standard error is the journal, `JOURNAL_STREAM` names it): no time
@@ -21,44 +23,24 @@ import TinyFire
 ///   `journalctl -p warning` works;
 /// - `json`: one object per line, `{"level":…,"message":…,"metadata":{…},"time":…}`, the time
 ///   left out under systemd for the same reason.
-///
-/// A line is written with one `write(2)` under a lock, so lines from threads never interleave.
 public struct AgentLogHandler: LogHandler {
-    /// The output format.
-    public enum Format: String, Sendable {
-        case text
-        case json
-    }
-
-    /// The line layout.
-    public let format: Format
-    /// Whether standard error is systemd's journal.
-    public let journal: Bool
+    /// Where the lines go.
+    public let output: LogOutput
     /// The lowest level written.
-    public var logLevel: Logger.Level
+    public var logLevel: Logging.Logger.Level
     /// Metadata added to every entry.
-    public var metadata: Logger.Metadata = [:]
+    public var metadata: Logging.Logger.Metadata = [:]
     /// Metadata gathered at each entry (task-local values).
-    public var metadataProvider: Logger.MetadataProvider?
-    private let output: Int32
+    public var metadataProvider: Logging.Logger.MetadataProvider?
 
-    private static let writeLock = Mutex(())
-
-    /// A handler.
-    /// - Parameters:
-    ///   - format: text or json.
-    ///   - level: the lowest level written.
-    ///   - journal: whether standard error is the journal; default from `JOURNAL_STREAM`.
-    ///   - output: the descriptor written to; default standard error.
-    public init(format: Format, level: Logger.Level, journal: Bool = AgentLogHandler.stderrIsJournal(), output: Int32 = 2) {
-        self.format = format
-        self.journal = journal
-        logLevel = level
+    /// A handler writing to `output` from `level` up.
+    public init(output: LogOutput, level: Logging.Logger.Level) {
         self.output = output
+        logLevel = level
     }
 
     /// One metadata value.
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    public subscript(metadataKey key: String) -> Logging.Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
@@ -68,17 +50,7 @@ public struct AgentLogHandler: LogHandler {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
         if let extra = event.metadata { merged.merge(extra) { $1 } }
-        let line = render(level: event.level, message: event.message.description, metadata: merged, time: Date())
-        let bytes = Array(line.utf8)
-        Self.writeLock.withLock { _ in _ = writeAll(output, bytes) }
-    }
-
-    /// One entry as its line, newline included (TinyFireCore's `LogLineRenderer`: the same
-    /// lines as the Embedded agent writes; a list or map value is JSON in text lines too).
-    func render(level: Logger.Level, message: String, metadata: Logger.Metadata, time: Date) -> String {
-        LogLineRenderer(format: format == .text ? .text : .json, journal: journal).render(
-            level: Self.coreLevel(level), message: message, metadata: metadata.mapValues(Self.coreValue),
-            epochSeconds: Int64(time.timeIntervalSince1970.rounded(.down)))
+        output.write(level: Self.coreLevel(event.level), message: event.message.description, metadata: merged.mapValues(Self.coreValue))
     }
 
     /// Whether standard error is the journal: `JOURNAL_STREAM` is `device:inode` of the stream
@@ -99,7 +71,7 @@ public struct AgentLogHandler: LogHandler {
         rfc3339(epochSeconds: Int64(date.timeIntervalSince1970.rounded(.down)))
     }
 
-    private static func coreLevel(_ level: Logger.Level) -> LogLevel {
+    static func coreLevel(_ level: Logging.Logger.Level) -> LogLevel {
         switch level {
         case .trace: return .trace
         case .debug: return .debug
@@ -111,12 +83,33 @@ public struct AgentLogHandler: LogHandler {
         }
     }
 
-    private static func coreValue(_ value: Logger.Metadata.Value) -> LogValue {
+    static func swiftLogLevel(_ level: LogLevel) -> Logging.Logger.Level {
+        switch level {
+        case .trace: return .trace
+        case .debug: return .debug
+        case .info: return .info
+        case .notice: return .notice
+        case .warning: return .warning
+        case .error: return .error
+        case .critical: return .critical
+        }
+    }
+
+    private static func coreValue(_ value: Logging.Logger.Metadata.Value) -> LogValue {
         switch value {
         case .string(let text): return .string(text)
         case .stringConvertible(let convertible): return .string(convertible.description)
         case .array(let values): return .array(values.map(coreValue))
         case .dictionary(let pairs): return .dictionary(pairs.mapValues(coreValue))
         }
+    }
+}
+
+extension FireAgentBase.Logger {
+    /// The same output and level as a swift-log `Logger`, for TinyFire's parts that take one.
+    public var swiftLogger: Logging.Logger {
+        let output = output
+        let level = AgentLogHandler.swiftLogLevel(logLevel)
+        return Logging.Logger(label: label) { _ in AgentLogHandler(output: output, level: level) }
     }
 }

@@ -1,6 +1,5 @@
 import Dispatch
 import HTTPTypes
-import Logging
 import TinyFire
 
 #if canImport(FoundationEssentials)
@@ -128,7 +127,7 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
         do {
             reports = try OfflineQueue(
                 directory: config.directory + "/reports", configuration: queueConfiguration, session: session,
-                reachability: reachability, logger: logger)
+                reachability: reachability, logger: logger.swiftLogger)
         } catch {
             throw AgentError(description: "firmware report queue \(config.directory)/reports: \(error)")
         }

@@ -1,6 +1,5 @@
 import Dispatch
 import HTTPTypes
-import Logging
 import Synchronization
 import TinyFire
 
@@ -938,7 +937,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
         if let (known, manager) = imageRoute, known == host {
             route = manager
         } else {
-            guard let made = try? NetworkReachabilityManager(host: host, networkNamespace: reachabilityNamespace, logger: logger) else {
+            guard
+                let made = try? NetworkReachabilityManager(host: host, networkNamespace: reachabilityNamespace, logger: logger.swiftLogger)
+            else {
                 return nil
             }
             imageRoute = (host, made)

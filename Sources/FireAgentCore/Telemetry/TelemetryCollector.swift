@@ -1,5 +1,3 @@
-import Logging
-
 /// Runs the built-in collectors the config switches on, once per `collect`. A collector whose
 /// file is missing or unreadable on this board is logged once and switched off for the rest of
 /// the run; it never stops the others or the agent. Every point gets the device's tags

@@ -252,7 +252,7 @@ public class Request: @unchecked Sendable {
             }
         case .resumeTransfer:
             eventMonitor?.requestDidResume(self)
-            session.engine.resumeTransfer(ObjectIdentifier(self))
+            session.engine.resumeTransfer(self)
         case .start(let spec):
             eventMonitor?.requestDidResume(self)
             startTransfer(spec)
@@ -276,7 +276,7 @@ public class Request: @unchecked Sendable {
             return (true, state.transferRunning)
         }
         guard changed else { return self }
-        if running { session.engine.suspendTransfer(ObjectIdentifier(self)) }
+        if running { session.engine.suspendTransfer(self) }
         eventMonitor?.requestDidSuspend(self)
         return self
     }
@@ -295,7 +295,7 @@ public class Request: @unchecked Sendable {
         eventMonitor?.requestDidCancel(self)
         if running {
             // The transfer ends with .explicitlyCancelled and comes back through the pipeline.
-            session.engine.cancel(ObjectIdentifier(self))
+            session.engine.cancel(self)
         } else {
             finish(.explicitlyCancelled)
         }
@@ -419,7 +419,7 @@ public class Request: @unchecked Sendable {
     /// Tells the engine to read or pause as `wantsFlowPaused()` says when it gets to it (two
     /// changes in flight can arrive in any order).
     func updateFlowPause() {
-        session.engine.setFlowPaused(ObjectIdentifier(self)) { [weak self] in self?.wantsFlowPaused() ?? false }
+        session.engine.setFlowPaused(self) { [weak self] in self?.wantsFlowPaused() ?? false }
     }
 
     /// A response head waits for the app's disposition.
@@ -556,7 +556,7 @@ public class Request: @unchecked Sendable {
         // Cancelled after the transfer was decided on but before the engine had it: that
         // cancellation found nothing to stop. The engine has it now (cancel runs on its loop,
         // after the start).
-        if isCancelled { session.engine.cancel(ObjectIdentifier(self)) }
+        if isCancelled { session.engine.cancel(self) }
     }
 
     /// Runs validators, then retries or finishes. Called when a transfer ends.

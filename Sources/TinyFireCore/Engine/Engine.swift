@@ -58,30 +58,34 @@ package final class Engine: @unchecked Sendable {
         }
     }
 
-    /// Cancels the transfer of the owner `id`, if it is running (from any thread).
-    package func cancel(_ id: ObjectIdentifier) {
-        onLoop { engine in engine.active[id]?.cancel(with: .explicitlyCancelled) }
+    /// Cancels `owner`'s transfer, if it is running (from any thread).
+    package func cancel(_ owner: any TransferOwner) {
+        onLoop(owner) { transfer in transfer.cancel(with: .explicitlyCancelled) }
     }
 
-    /// Pauses the owner's transfer (from any thread).
-    package func suspendTransfer(_ id: ObjectIdentifier) {
-        onLoop { engine in engine.active[id]?.setSuspended(true) }
+    /// Pauses `owner`'s transfer (from any thread).
+    package func suspendTransfer(_ owner: any TransferOwner) {
+        onLoop(owner) { transfer in transfer.setSuspended(true) }
     }
 
-    /// Continues the owner's paused transfer (from any thread).
-    package func resumeTransfer(_ id: ObjectIdentifier) {
-        onLoop { engine in engine.active[id]?.setSuspended(false) }
+    /// Continues `owner`'s paused transfer (from any thread).
+    package func resumeTransfer(_ owner: any TransferOwner) {
+        onLoop(owner) { transfer in transfer.setSuspended(false) }
     }
 
-    /// Pauses or continues reading the owner's body as `paused` says when the loop gets to it
+    /// Pauses or continues reading `owner`'s body as `paused` says when the loop gets to it
     /// (from any thread).
-    package func setFlowPaused(_ id: ObjectIdentifier, _ paused: @escaping @Sendable () -> Bool) {
-        onLoop { engine in engine.active[id]?.setFlowPaused(paused()) }
+    package func setFlowPaused(_ owner: any TransferOwner, _ paused: @escaping @Sendable () -> Bool) {
+        onLoop(owner) { transfer in transfer.setFlowPaused(paused()) }
     }
 
-    private func onLoop(_ work: @escaping @Sendable (Engine) -> Void) {
+    /// Runs `work` on the loop with `owner`'s live transfer. The task holds the owner until it
+    /// runs: its identifier cannot pass to a newer owner at the same address meanwhile.
+    private func onLoop(_ owner: any TransferOwner, _ work: @escaping @Sendable (Transfer) -> Void) {
         guard case .success(let loop) = loopResult else { return }
-        loop.execute { [self] in work(self) }
+        loop.execute { [self] in
+            if let transfer = active[owner.transferOwnerID] { work(transfer) }
+        }
     }
 
     /// Called by a transfer when it ends (loop work).

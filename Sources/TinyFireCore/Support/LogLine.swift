@@ -14,9 +14,27 @@
 // - json: one object per line, `{"level":…,"message":…,"metadata":{…},"time":…}`, the time
 //   left out under systemd for the same reason.
 
-/// A log entry's severity, named as swift-log and syslog name them, lowest first.
-package enum LogLevel: String, Sendable, CaseIterable {
+/// A log entry's severity, named as swift-log and syslog name them, lowest first (fire-agent's
+/// log levels; the core's own lines go to a `LogSink` at one of them).
+public enum LogLevel: String, Sendable, CaseIterable, Comparable {
     case trace, debug, info, notice, warning, error, critical
+
+    /// Lower is less severe.
+    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool {
+        lhs.severity < rhs.severity
+    }
+
+    private var severity: Int {
+        switch self {
+        case .trace: return 0
+        case .debug: return 1
+        case .info: return 2
+        case .notice: return 3
+        case .warning: return 4
+        case .error: return 5
+        case .critical: return 6
+        }
+    }
 
     /// sd-daemon(3) priorities: 7 debug … 2 critical.
     package var journalPriority: Int {
@@ -31,11 +49,17 @@ package enum LogLevel: String, Sendable, CaseIterable {
     }
 }
 
-/// A metadata value: text, a list or a map (swift-log's shape, without its existentials).
-package indirect enum LogValue: Sendable, Equatable {
+/// A log entry's metadata value: text, a list or a map (swift-log's shape, without its
+/// existentials). A string literal or interpolation is a `.string`.
+public indirect enum LogValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByStringInterpolation {
     case string(String)
     case array([LogValue])
     case dictionary([String: LogValue])
+
+    /// `.string(value)`.
+    public init(stringLiteral value: String) {
+        self = .string(value)
+    }
 
     /// The value as JSON, keys sorted.
     package var json: String {

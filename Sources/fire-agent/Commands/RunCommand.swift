@@ -1,6 +1,5 @@
 import ArgumentParser
 import FireAgentCore
-import Logging
 
 /// `fire-agent run`: the daemon (systemd's `ExecStart`).
 struct RunCommand: ParsableCommand {
@@ -33,9 +32,8 @@ struct RunCommand: ParsableCommand {
 /// The agent's logger for a config's `logging` section: text or JSON lines on standard error,
 /// journald-friendly under systemd.
 @Sendable func agentLogger(_ logging: AgentConfig.Logging) -> Logger {
-    let format = AgentLogHandler.Format(rawValue: logging.format) ?? .text
-    let journal = AgentLogHandler.stderrIsJournal()
-    return Logger(label: "fire-agent") { _ in AgentLogHandler(format: format, level: logging.level, journal: journal) }
+    let format = LogOutput.Format(rawValue: logging.format) ?? .text
+    return Logger(label: "fire-agent", output: LogOutput(format: format, journal: AgentLogHandler.stderrIsJournal()), level: logging.level)
 }
 
 /// The checked config at `path`; every problem printed and exit 78 when it has any.

@@ -1,6 +1,5 @@
 import ArgumentParser
 import FireAgentCore
-import Logging
 
 /// `fire-agent sync --once`: one collection and delivery cycle, then exit (cron, tests).
 struct SyncCommand: ParsableCommand {

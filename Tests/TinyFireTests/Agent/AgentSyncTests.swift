@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import Logging
 import Synchronization
 import Testing
 

@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 import Synchronization
 import Testing
 
@@ -64,7 +63,7 @@ struct CollectorTests {
         let logs = LogCapture()
         let collector = TelemetryCollector(
             collectors: AgentConfig.Collectors(), tags: ["device": "b1", "site": "x"], files: SystemFiles(root: root),
-            logger: logs.logger, agentHealth: { ["queue_records": .integer(3)] })
+            logger: logs.agentLogger, agentHealth: { ["queue_records": .integer(3)] })
         let first = collector.collect(timestamp: 1_000_000_000)
         let second = collector.collect(timestamp: 2_000_000_000)
         #expect(Set(first.map(\.measurement)) == ["mem", "system", "temp", "fire_agent"], "no CPU before a delta")
@@ -78,7 +77,7 @@ struct CollectorTests {
 
     @Test("on this machine's real /proc every round yields points, CPU from the second round")
     func realSystem() {
-        let collector = TelemetryCollector(collectors: AgentConfig.Collectors(), tags: ["device": "ci"], logger: LogCapture().logger)
+        let collector = TelemetryCollector(collectors: AgentConfig.Collectors(), tags: ["device": "ci"], logger: LogCapture().agentLogger)
         let first = collector.collect(timestamp: 1)
         usleep(50_000)
         let second = collector.collect(timestamp: 2)
@@ -121,5 +120,20 @@ struct CollectorTests {
             let problem = LineProtocol.problem(in: text[...])
             #expect(problem?.contains(reason) == true, "\(text): \(String(describing: problem))")
         }
+    }
+}
+
+extension LogCapture {
+    /// The agent's logger, recording `message key=value …` lines here (keys sorted).
+    var agentLogger: Logger {
+        Logger(
+            label: "test",
+            output: LogOutput { _, message, metadata in
+                let fields = metadata.sorted { $0.key < $1.key }.map { field -> String in
+                    if case .string(let text) = field.value { return "\(field.key)=\(text)" }
+                    return "\(field.key)=\(field.value.json)"
+                }
+                self.append("\(message) \(fields.joined(separator: " "))")
+            }, level: .trace)
     }
 }

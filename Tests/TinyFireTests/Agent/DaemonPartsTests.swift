@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 import Testing
 
 @testable import FireAgentCore
@@ -74,17 +73,17 @@ struct DaemonPartsTests {
 
     @Test("log lines: text with time for terminals, a <priority> prefix and no time for the journal, JSON objects")
     func logLines() throws {
-        let time = Date(timeIntervalSince1970: 1_795_000_000)
+        let time: Int64 = 1_795_000_000
         let metadata: Logger.Metadata = ["file": "app 1.lp", "line": "3"]
-        let text = AgentLogHandler(format: .text, level: .info, journal: false)
+        let text = LogOutput(format: .text, journal: false)
         #expect(
-            text.render(level: .warning, message: "spool line\nrejected", metadata: metadata, time: time)
+            text.render(level: .warning, message: "spool line\nrejected", metadata: metadata, epochSeconds: time)
                 == "2026-11-18T11:06:40Z warning spool line\\nrejected file=\"app 1.lp\" line=3\n")
-        let journal = AgentLogHandler(format: .text, level: .info, journal: true)
-        #expect(journal.render(level: .error, message: "refused", metadata: [:], time: time) == "<3>refused\n")
-        #expect(journal.render(level: .info, message: "ok", metadata: [:], time: time) == "<6>ok\n")
-        let json = AgentLogHandler(format: .json, level: .info, journal: false)
-        let line = json.render(level: .info, message: "say \"hi\"\u{1}", metadata: metadata, time: time)
+        let journal = LogOutput(format: .text, journal: true)
+        #expect(journal.render(level: .error, message: "refused", metadata: [:], epochSeconds: time) == "<3>refused\n")
+        #expect(journal.render(level: .info, message: "ok", metadata: [:], epochSeconds: time) == "<6>ok\n")
+        let json = LogOutput(format: .json, journal: false)
+        let line = json.render(level: .info, message: "say \"hi\"\u{1}", metadata: metadata, epochSeconds: time)
         #expect(line.hasSuffix("\n") && !line.dropLast().contains("\n"))
         // Byte for byte, as the Embedded agent's core-check expects it too.
         #expect(
@@ -95,14 +94,42 @@ struct DaemonPartsTests {
         #expect(object["message"] as? String == "say \"hi\"\u{1}")
         #expect(object["level"] as? String == "info" && object["time"] as? String == "2026-11-18T11:06:40Z")
         #expect((object["metadata"] as? [String: String]) == ["file": "app 1.lp", "line": "3"])
-        let journalJSON = AgentLogHandler(format: .json, level: .info, journal: true)
-        #expect(!journalJSON.render(level: .info, message: "x", metadata: [:], time: time).contains("time"))
+        let journalJSON = LogOutput(format: .json, journal: true)
+        #expect(!journalJSON.render(level: .info, message: "x", metadata: [:], epochSeconds: time).contains("time"))
         // JOURNAL_STREAM counts only when it names the stream standard error still is.
         #expect(!AgentLogHandler.stderrIsJournal(environment: ["JOURNAL_STREAM": "1:2"]))
         #expect(!AgentLogHandler.stderrIsJournal(environment: [:]))
         var info = stat()
         fstat(2, &info)
         #expect(AgentLogHandler.stderrIsJournal(environment: ["JOURNAL_STREAM": "\(info.st_dev):\(info.st_ino)"]))
+    }
+
+    @Test("the agent's logger writes whole lines to its descriptor from its level up, with its metadata; swift-log's side writes the same")
+    func loggerOutput() throws {
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        defer { close(fds[0]) }
+        let output = LogOutput(format: .json, journal: true, fd: fds[1])
+        var logger = Logger(label: "test", output: output, level: .notice)
+        logger[metadataKey: "device"] = "board-1"
+        var built = 0
+        logger.info("not written: \({ built += 1; return "x" }())")
+        logger.warning("spool file cannot be read", metadata: ["file": "a.lp", "device": "board-2"])
+        logger.swiftLogger.error("queue: \(3) records")
+        logger.swiftLogger.debug("not written either")
+        close(fds[1])
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(fds[0], &buffer, buffer.count)
+            if n <= 0 { break }
+            bytes += buffer[0..<n]
+        }
+        #expect(built == 0, "a message below the level was built")
+        #expect(
+            String(decoding: bytes, as: UTF8.self)
+                == #"{"level":"warning","message":"spool file cannot be read","metadata":{"device":"board-2","file":"a.lp"}}"# + "\n"
+                + #"{"level":"error","message":"queue: 3 records"}"# + "\n")
     }
 
     @Test("sd_notify datagrams reach a NOTIFY_SOCKET path and an abstract one; WATCHDOG_USEC is read, for this pid only")

@@ -1,6 +1,5 @@
 import FireAgentCore
 import Foundation
-import Logging
 import Synchronization
 import Testing
 

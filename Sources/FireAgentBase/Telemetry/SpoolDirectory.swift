@@ -1,5 +1,3 @@
-import Logging
-import Synchronization
 import TinyFireCore
 
 #if canImport(Glibc)
@@ -41,19 +39,19 @@ public struct SpoolPass: Sendable, Equatable {
 ///
 /// Not thread-safe by itself: `take` runs under the agent's sync, one pass at a time (a lock
 /// makes a second caller wait).
-final class SpoolDirectory: Sendable {
+package final class SpoolDirectory: Sendable {
     /// Bytes read from a spool file at a time.
-    static let readBufferBytes = 64 << 10
+    package static let readBufferBytes = 64 << 10
     /// Refused lines are written to `rejected/` once this many bytes of them are waiting.
-    static let rejectedFlushBytes = 64 << 10
+    package static let rejectedFlushBytes = 64 << 10
     /// The name of the agent's own subdirectory in the spool.
-    static let rejectedName = "rejected"
+    package static let rejectedName = "rejected"
 
-    let path: String
-    let progressPath: String
-    let maxFileBytes: Int
-    let maxLineBytes: Int
-    let logger: Logger
+    package let path: String
+    package let progressPath: String
+    package let maxFileBytes: Int
+    package let maxLineBytes: Int
+    package let logger: Logger
 
     fileprivate struct State: Sendable {
         var directory: Int32 = -1
@@ -67,14 +65,14 @@ final class SpoolDirectory: Sendable {
         /// Entries that could not be set aside, reported once each.
         var reported: Set<String> = []
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// - Parameters:
     ///   - path: the spool directory.
     ///   - progressPath: the progress record's file, in the agent's own state directory.
     ///   - maxFileBytes: larger files are set aside unread.
     ///   - maxLineBytes: longer lines are refused (they fit no batch).
-    init(path: String, progressPath: String, maxFileBytes: Int, maxLineBytes: Int, logger: Logger) {
+    package init(path: String, progressPath: String, maxFileBytes: Int, maxLineBytes: Int, logger: Logger) {
         self.path = path
         self.progressPath = progressPath
         self.maxFileBytes = maxFileBytes
@@ -95,7 +93,7 @@ final class SpoolDirectory: Sendable {
     ///   - batcher: cuts the batches (empty when called; left empty).
     ///   - stamp: the time for lines without one, asked once per file (in the config's precision).
     ///   - enqueue: queues a batch durably; false when the queue takes no more.
-    func take(batcher: inout Batcher, stamp: () -> Int64, enqueue: (Batch) -> Bool) -> SpoolPass {
+    package func take(batcher: inout Batcher, stamp: () -> Int64, enqueue: (Batch) -> Bool) -> SpoolPass {
         state.withLock { state in
             var pass = SpoolPass()
             guard let directory = openDirectory(&state) else { return pass }
@@ -186,7 +184,7 @@ final class SpoolDirectory: Sendable {
         }
         state.openFailureReported = false
         var info = stat()
-        if fstat(fd, &info) == 0, info.st_mode & 0o022 != 0, info.st_mode & S_ISVTX == 0 {
+        if fstat(fd, &info) == 0, info.st_mode & 0o022 != 0, info.st_mode & mode_t(S_ISVTX) == 0 {
             logger.warning(
                 "spool directory is writable by others without the sticky bit: writers can remove each other's files",
                 metadata: ["directory": "\(path)", "mode": "\(String(info.st_mode & 0o7777, radix: 8))"])
@@ -196,9 +194,9 @@ final class SpoolDirectory: Sendable {
     }
 
     /// Names listed at once: at most this many (plus as many again while sorting) are held.
-    static let namesPerListing = 256
+    package static let namesPerListing = 256
     /// Listings per `take`: up to 16,384 files a sync; the rest at the next.
-    static let listingsPerTake = 64
+    package static let listingsPerTake = 64
 
     /// The entries to take, in name order: not hidden (a writer's file still being written),
     /// not `rejected`; the first `namesPerListing` of them, after `first` when it is there (the
@@ -366,7 +364,7 @@ final class SpoolDirectory: Sendable {
             // A first look without following or opening: only a regular file is opened at all.
             var info = stat()
             guard fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return }  // gone meanwhile
-            guard info.st_mode & S_IFMT == S_IFREG else {
+            guard info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) else {
                 return putAside(Self.kind(info.st_mode), rejected: &rejected, state: &state)
             }
             let fd = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
@@ -384,7 +382,7 @@ final class SpoolDirectory: Sendable {
             defer { close(fd) }
             // The entry may have been swapped between the look and the open: judge what was opened.
             guard fstat(fd, &info) == 0 else { return }
-            guard info.st_mode & S_IFMT == S_IFREG else {
+            guard info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) else {
                 return putAside(Self.kind(info.st_mode), rejected: &rejected, state: &state)
             }
             guard info.st_nlink == 1 else {
@@ -544,13 +542,13 @@ final class SpoolDirectory: Sendable {
         }
 
         static func kind(_ mode: mode_t) -> String {
-            switch mode & S_IFMT {
-            case S_IFLNK: "a symbolic link"
-            case S_IFIFO: "a FIFO"
-            case S_IFSOCK: "a socket"
-            case S_IFCHR: "a character device"
-            case S_IFBLK: "a block device"
-            case S_IFDIR: "a directory"
+            switch mode & mode_t(S_IFMT) {
+            case mode_t(S_IFLNK): "a symbolic link"
+            case mode_t(S_IFIFO): "a FIFO"
+            case mode_t(S_IFSOCK): "a socket"
+            case mode_t(S_IFCHR): "a character device"
+            case mode_t(S_IFBLK): "a block device"
+            case mode_t(S_IFDIR): "a directory"
             default: "not a regular file"
             }
         }
@@ -613,7 +611,9 @@ private struct RejectedDirectory {
         guard file >= 0 else { return }
         defer { closeDescriptor(file) }
         var info = stat()
-        guard fstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1, info.st_uid == geteuid() else { return }
+        guard fstat(file, &info) == 0, info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG), info.st_nlink == 1, info.st_uid == geteuid() else {
+            return
+        }
         _ = writeAll(file, Array(text.utf8))
     }
 
