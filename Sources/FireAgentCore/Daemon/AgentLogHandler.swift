@@ -83,18 +83,6 @@ public struct AgentLogHandler: LogHandler {
         }
     }
 
-    static func swiftLogLevel(_ level: LogLevel) -> Logging.Logger.Level {
-        switch level {
-        case .trace: return .trace
-        case .debug: return .debug
-        case .info: return .info
-        case .notice: return .notice
-        case .warning: return .warning
-        case .error: return .error
-        case .critical: return .critical
-        }
-    }
-
     private static func coreValue(_ value: Logging.Logger.Metadata.Value) -> LogValue {
         switch value {
         case .string(let text): return .string(text)
@@ -109,7 +97,7 @@ extension FireAgentBase.Logger {
     /// The same output and level as a swift-log `Logger`, for TinyFire's parts that take one.
     public var swiftLogger: Logging.Logger {
         let output = output
-        let level = AgentLogHandler.swiftLogLevel(logLevel)
+        let level = logLevel.swiftLogLevel
         return Logging.Logger(label: label) { _ in AgentLogHandler(output: output, level: level) }
     }
 }

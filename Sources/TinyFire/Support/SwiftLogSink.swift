@@ -9,16 +9,21 @@ final class SwiftLogSink: LogSink {
     }
 
     func log(_ level: LogLevel, _ message: String) {
-        let mapped: Logger.Level
-        switch level {
-        case .trace: mapped = .trace
-        case .debug: mapped = .debug
-        case .info: mapped = .info
-        case .notice: mapped = .notice
-        case .warning: mapped = .warning
-        case .error: mapped = .error
-        case .critical: mapped = .critical
+        logger.log(level: level.swiftLogLevel, "\(message)")
+    }
+}
+
+extension LogLevel {
+    /// The same level in swift-log.
+    package var swiftLogLevel: Logger.Level {
+        switch self {
+        case .trace: return .trace
+        case .debug: return .debug
+        case .info: return .info
+        case .notice: return .notice
+        case .warning: return .warning
+        case .error: return .error
+        case .critical: return .critical
         }
-        logger.log(level: mapped, "\(message)")
     }
 }

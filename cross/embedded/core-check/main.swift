@@ -206,6 +206,49 @@ func storeCheck() -> (ok: Bool, detail: String) {
 let (storeOK, storeDetail) = storeCheck()
 check("queue store (group commit, removal, recovery)", storeOK, storeDetail)
 
+// The agent's spool, read as untrusted input, logging through the agent's Logger: good lines
+// are batched, a bad line and a symlink to a file outside are set aside, the read file is gone.
+func spoolCheck() -> (ok: Bool, detail: String) {
+    var template = Array("/tmp/core-check-spool-XXXXXX".utf8CString)
+    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+        return (false, "mkdtemp: \(errnoMessage(errno))")
+    }
+    let directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    defer { _ = system("rm -rf " + directory) }
+    let spool = directory + "/spool"
+    guard mkdir(spool, 0o750) == 0 else { return (false, "mkdir: \(errnoMessage(errno))") }
+    let text = Array("cpu load=1i 1\nnot line protocol\ncpu load=2i 2\ncpu load=3i 3\n".utf8)
+    let fd = open(spool + "/a.lp", O_WRONLY | O_CREAT | O_EXCL, 0o640)
+    guard fd >= 0, text.withUnsafeBytes({ writeAll(fd, $0) }) == nil else { return (false, "write: \(errnoMessage(errno))") }
+    close(fd)
+    guard symlink("/etc/passwd", spool + "/evil.lp") == 0 else { return (false, "symlink: \(errnoMessage(errno))") }
+    let logged = Locked<[String]>([])
+    let logger = Logger(
+        label: "core-check", output: LogOutput { level, message, _ in logged.withLock { $0.append("\(level.rawValue) \(message)") } },
+        level: .info)
+    let reader = SpoolDirectory(
+        path: spool, progressPath: directory + "/progress", maxFileBytes: 1 << 20, maxLineBytes: 4096, logger: logger)
+    var batcher = Batcher(maxPoints: 100, maxBytes: 64 * 1024)
+    var batches: [Batch] = []
+    let pass = reader.take(batcher: &batcher, stamp: { 0 }) { batch in
+        batches.append(batch)
+        return true
+    }
+    if let last = batcher.flush() { batches.append(last) }
+    let lines = batches.flatMap { $0.lines }
+    let leftover = access(spool + "/a.lp", F_OK) == 0
+    let messages = logged.withLock { $0 }
+    let ok =
+        pass.queuedLines == 3 && pass.rejectedLines >= 2 && lines == ["cpu load=1i 1", "cpu load=2i 2", "cpu load=3i 3"] && !leftover
+        && messages.contains { $0.hasPrefix("warning spool line rejected") }
+    return (
+        ok,
+        "queued \(pass.queuedLines), set aside \(pass.rejectedLines), file \(leftover ? "left" : "removed"); \(messages.count) log entries"
+    )
+}
+let (spoolOK, spoolDetail) = spoolCheck()
+check("spool (untrusted lines and entries, the agent's logger)", spoolOK, spoolDetail)
+
 // The event loop: its own thread (pthreads), epoll, the eventfd wake-up, a timer, a task handed
 // over from this thread, and a pipe's readiness.
 final class PipeReader: EventLoopHandler, @unchecked Sendable {
@@ -369,10 +412,8 @@ let (proxyOK, proxyDetail) = proxyCheck()
 check("proxy URL, route and CONNECT", proxyOK, proxyDetail)
 
 // Happy Eyeballs on the event loop: a refused address first, then a listening one.
-final class ConnectOutcome: Sendable {
-    let result = Locked<String?>(nil)
-}
-func connectorCheck() -> (ok: Bool, detail: String) {
+/// A TCP listener on 127.0.0.1 and a port the kernel chose.
+func loopbackListener() -> (fd: Int32, port: Int)? {
     let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -381,9 +422,19 @@ func connectorCheck() -> (ok: Bool, detail: String) {
     let bound = withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
     }
-    guard bound, listen(listener, 4) == 0 else { return (false, "cannot listen: \(errnoMessage(errno))") }
+    guard bound, listen(listener, 4) == 0 else {
+        close(listener)
+        return nil
+    }
+    return (listener, Int(UInt16(bigEndian: address.sin_port)))
+}
+
+final class ConnectOutcome: Sendable {
+    let result = Locked<String?>(nil)
+}
+func connectorCheck() -> (ok: Bool, detail: String) {
+    guard let (listener, port) = loopbackListener() else { return (false, "cannot listen: \(errnoMessage(errno))") }
     defer { close(listener) }
-    let port = Int(UInt16(bigEndian: address.sin_port))
     guard case .success(let refused) = DNSResolver.resolveNow(host: "127.0.0.1", port: 1),
         case .success(let listening) = DNSResolver.resolveNow(host: "127.0.0.1", port: port)
     else { return (false, "no addresses") }
@@ -609,17 +660,8 @@ func headEnd(_ bytes: [UInt8]) -> Int? {
 }
 
 func engineCheck() -> (ok: Bool, detail: String) {
-    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
-    }
-    guard bound, listen(listener, 4) == 0 else { return (false, "cannot listen: \(errnoMessage(errno))") }
+    guard let (listener, port) = loopbackListener() else { return (false, "cannot listen: \(errnoMessage(errno))") }
     defer { close(listener) }
-    let port = Int(UInt16(bigEndian: address.sin_port))
     let heads = Locked<[String]>([])
     do throws(SystemResourceError) {
         try BlockingWork.run(label: "check-origin") {
