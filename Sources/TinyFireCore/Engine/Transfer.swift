@@ -485,13 +485,11 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     /// through the loop.
     private func askRedirectHandler(about target: RequestSpec) {
         guard let response else { return }
-        let transfer = ClearableReference(self)
+        // The answer's route holds the transfer until it is used or the transfer ends
+        // (`redirectDecided` and `finish` abandon it): an answer that never comes holds nothing.
         let loop = self.loop
-        let answer = RedirectAnswer { decision in
-            loop.execute {
-                guard let self = transfer.value else { return }
-                self.redirectDecided(decision)
-            }
+        let answer = RedirectAnswer { [self] decision in
+            loop.execute { self.redirectDecided(decision) }
         }
         redirectAnswer = answer
         guard owner.transferDecideRedirect(to: target, for: response, sent: request, answer: answer) else {
