@@ -109,7 +109,7 @@ public final class LogOutput: LogSink, @unchecked Sendable {
     private let entries: (@Sendable (LogLevel, String, [String: LogValue]) -> Void)?
 
     /// Text lines on standard error, journal or not as `JOURNAL_STREAM` says.
-    public static let standardError = LogOutput(format: .text, journal: LogOutput.stderrIsJournal())
+    public static let standardError = LogOutput(format: .text, journal: LogOutput.stderrIsJournal(journalStream: nil))
 
     /// An output.
     /// - Parameters:
@@ -159,9 +159,9 @@ public final class LogOutput: LogSink, @unchecked Sendable {
 
     /// Whether standard error is the journal: `JOURNAL_STREAM` is `device:inode` of the stream
     /// systemd connected, and standard error must still be that stream (not redirected).
-    public static func stderrIsJournal() -> Bool {
-        guard let raw = getenv("JOURNAL_STREAM") else { return false }
-        let value = String(cString: raw)
+    /// - Parameter journalStream: the variable's value; nil reads it from the environment.
+    public static func stderrIsJournal(journalStream: String?) -> Bool {
+        guard let value = journalStream ?? getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return false }
         let parts = value.split(separator: ":")
         guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
         var info = stat()

@@ -1,12 +1,6 @@
 import Logging
 import TinyFire
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -57,11 +51,7 @@ public struct AgentLogHandler: LogHandler {
     /// systemd connected, and standard error must still be that stream (not redirected).
     public static func stderrIsJournal(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
         guard let value = environment["JOURNAL_STREAM"] else { return false }
-        let parts = value.split(separator: ":")
-        guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
-        var info = stat()
-        guard fstat(2, &info) == 0 else { return false }
-        return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
+        return LogOutput.stderrIsJournal(journalStream: value)
     }
 
     /// `date` in RFC 3339, UTC, whole seconds (`2026-11-24T01:02:03Z`).
