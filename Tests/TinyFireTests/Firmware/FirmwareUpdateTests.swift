@@ -403,6 +403,9 @@ extension FirmwareUpdateTests {
                 if !agent.isRunning { return true }
                 guard let status = board.status, status.pid == agent.pid, let firmware = status.firmware else { return false }
                 phase = firmware.phase
+                // The status may show the step a moment before the agent persists it and exits
+                // there (under qemu the moment is long): that step settles only by the exit.
+                if phase == step && !exited { return false }
                 return (phase == "installed" && !rebooted) || phase == "done" || phase == "failed"
             }
             #expect(settled, "start \(starts) settled nowhere: \(log(board))")
