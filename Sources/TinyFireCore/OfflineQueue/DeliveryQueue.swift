@@ -1,0 +1,815 @@
+import CTinyFireSystem
+import HTTPTypes
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The offline queue without Foundation: records written durably (`OfflineQueueStore`) and
+/// delivered in order, at least once, from a thread of its own (an `EventLoop`: its tasks and
+/// retry timers). The library's `OfflineQueue` is its edge (`URLRequest`, `Date`, handlers on
+/// dispatch queues, reachability); the agent uses it directly. docs/OFFLINE.md describes the
+/// guarantees.
+///
+/// Memory: the store's index (about 100 bytes per record, `maxRecords` bounds it), the records
+/// in flight (`maxConcurrentDeliveries`, inline bodies up to `inlineBodyLimit`, answers up to
+/// `judgedBodyBytes` each) and the records the window saw taken, waiting to be removed in order.
+package final class DeliveryQueue: Sendable {
+    /// Bytes of a response body kept for the judge and for the log: 4 KiB.
+    package static let judgedBodyBytes = 4096
+    /// The header that carries each record's key.
+    package static let idempotencyKeyHeader = "Idempotency-Key"
+
+    package let store: OfflineQueueStore
+    package let settings: QueueDeliverySettings
+    private let sender: any QueueSender
+    private let logger: any LogSink
+    private let loop: EventLoop
+    private let onEvent: @Sendable (QueueDeliveryEvent) -> Void
+    private let newKey: @Sendable () -> String
+    private let state = Locked(DeliveryState())
+
+    private struct DeliveryState {
+        var replay = OfflineQueueReplay()
+        var retryTimer: TimerHandle?
+        var flushing = false
+        /// Between `start` and `stop`.
+        var running = false
+        var closed = false
+        var lastFailure: String?
+        /// The delay a `.retryAfter` disposition asked for, used by the next retry timer.
+        var retryAfter: Duration?
+        /// Attempts in flight in background delivery (the head's and the window's).
+        var attemptsInFlight = 0
+        /// Records after the head sent by the window: in flight, or taken by the server and
+        /// waiting to be removed in order.
+        var window: [UInt64: WindowEntry] = [:]
+        /// Records after the head the server did not simply take: sent again only as the head.
+        var deferredToHead: Set<UInt64> = []
+        /// The head is a record the window already sent: its attempt's outcome is the head's.
+        var headRidesWindow: UInt64?
+        /// Called once the attempts in flight have finished (`stop(completion:)`).
+        var idleWaiters: [@Sendable () -> Void] = []
+    }
+
+    /// A record after the head, sent early (`maxConcurrentDeliveries` above 1).
+    private enum WindowEntry {
+        case inFlight
+        /// Taken by the server: removed once every record before it is.
+        case settled(OfflineQueueStore.Removal, status: Int, idempotencyKey: String)
+    }
+
+    /// Delivers from `store`.
+    /// - Parameters:
+    ///   - store: the queue's open store (closed by `close`).
+    ///   - settings: dispositions, backoff, window, dead letters.
+    ///   - sender: sends each record.
+    ///   - logger: quarantines, drops, failures.
+    ///   - newKey: a new idempotency key (a UUID's text) for a request without one.
+    ///   - onEvent: every delivery event, on the delivery thread (drops: on the enqueuing one).
+    /// - Throws: `.directoryUnusable` when the delivery thread cannot be started.
+    package init(
+        store: OfflineQueueStore, settings: QueueDeliverySettings, sender: any QueueSender, logger: any LogSink,
+        newKey: @escaping @Sendable () -> String, onEvent: @escaping @Sendable (QueueDeliveryEvent) -> Void
+    ) throws(OfflineQueueError) {
+        self.store = store
+        self.settings = settings
+        self.sender = sender
+        self.logger = logger
+        self.newKey = newKey
+        self.onEvent = onEvent
+        do throws(SystemResourceError) {
+            loop = try EventLoop(name: "tf-queue")
+        } catch {
+            throw .directoryUnusable(path: store.directory, message: "cannot start the delivery thread: \(error.description)")
+        }
+    }
+
+    /// Stops delivery and its thread (an attempt in flight is dropped: its record stays
+    /// queued), syncs the cursor, closes the store.
+    package func close() {
+        let first = state.withLock { state -> Bool in
+            defer { state.closed = true }
+            state.running = false
+            return !state.closed
+        }
+        guard first else { return }
+        // Queued before the shutdown, so it runs in the loop's last pass: the timer (which
+        // holds this queue) goes with it.
+        loop.execute { [self] in
+            if let timer = state.withLock({ $0.retryTimer }) { loop.cancel(timer) }
+        }
+        loop.shutdown()
+        store.syncCursor()
+        store.close()
+    }
+
+    // MARK: - Enqueue
+
+    /// Queues `submission` and returns once it is durable on disk.
+    /// - Parameter submission: the request; its body's pieces are copied into the queue.
+    /// - Returns: the record's entry and payload.
+    /// - Throws: `OfflineQueueError`: `.queueFull`, `.recordTooLarge`, `.diskFull`, `.ioFailed`,
+    ///   `.invalidRequest`, `.bodyFileUnreadable`, `.closed`.
+    package func enqueue(_ submission: QueueSubmission) throws(OfflineQueueError) -> (
+        entry: OfflineQueueStore.Entry, payload: OfflineQueueJournal.Payload
+    ) {
+        guard AbsoluteURL(submission.url) != nil else { throw .invalidRequest(reason: "\(submission.url) is not an absolute http(s) URL") }
+        let idempotencyKey = submission.headers.value(for: Self.idempotencyKeyHeader).map(Self.unquoted) ?? newKey()
+        let headers = submission.headers.headers.map { (name: $0.name, value: $0.value) }
+
+        // The body: inline, or a file in bodies/ that is durable before the record points at it.
+        let segments = submission.body
+        var bodyLength: UInt64 = 0
+        for segment in segments { bodyLength += segment.length }
+        let inline = bodyLength <= UInt64(settings.inlineBodyLimit)
+        let fileName = inline ? nil : Self.randomName() + ".body"
+        let body: OfflineQueueJournal.Body
+        if bodyLength == 0 {
+            body = .none
+        } else if let fileName {
+            body = .file(name: fileName, length: bodyLength)
+        } else {
+            body = .inline(try Self.readSmallBody(segments, length: bodyLength))
+        }
+        let payload = OfflineQueueJournal.Payload(
+            method: submission.method, url: submission.url, idempotencyKey: idempotencyKey, headers: headers, body: body,
+            enqueuedOnBootClock: BootInstant.now())
+        if let problem = OfflineQueueJournal.validate(payload) {
+            if case .file = body { throw .invalidRequest(reason: problem) }
+            throw .recordTooLarge(bytes: Int64(bodyLength), limit: Int64(OfflineQueueJournal.maxPayloadLength))
+        }
+        let payloadBytes = OfflineQueueJournal.encodePayload(payload)
+        let recordBytes = Int64(OfflineQueueJournal.headerLength + payloadBytes.count) + (fileName == nil ? 0 : Int64(bodyLength))
+
+        try store.reserve(bytes: recordBytes)
+        if let fileName {
+            do throws(OfflineQueueError) {
+                try writeBodyFile(fileName, from: segments)
+            } catch {
+                store.release(bytes: recordBytes)
+                throw error
+            }
+        }
+        let (entry, dropped) = try store.append(
+            payload: payloadBytes, payloadChecksum: OfflineQueueJournal.checksum(payloadBytes[...]),
+            enqueuedAt: Self.wallClockMilliseconds(), bodyFile: fileName, bodyBytes: fileName == nil ? 0 : Int64(bodyLength),
+            reservedBytes: recordBytes)
+        for entry in dropped { onEvent(.dropped(sequence: entry.sequence)) }
+        // Wake delivery only when it runs (a hop to its thread per enqueue otherwise); the
+        // record is appended before the check, and `start` counts records after it sets the
+        // flag, so a start racing with this enqueue still sees the record.
+        if state.withLock({ $0.running }) {
+            let removed = dropped.count
+            loop.execute { [self] in
+                for _ in 0..<removed { handle(.headRemoved(more: store.count > 0)) }
+                handle(.recordsAvailable)
+                fillWindow()  // a record behind a head in flight goes at once, within the window
+            }
+        }
+        return (entry, payload)
+    }
+
+    /// Milliseconds since 1970 by the wall clock.
+    package static func wallClockMilliseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        guard now.tv_sec >= 0 else { return 0 }
+        return UInt64(now.tv_sec) * 1000 + UInt64(now.tv_nsec / 1_000_000)
+    }
+
+    /// A small body's bytes, read from its pieces (at most `inlineBodyLimit`).
+    private static func readSmallBody(_ segments: [BodySegment], length: UInt64) throws(OfflineQueueError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(length))
+        for segment in segments {
+            switch segment {
+            case .memory(let memory): memory.withBodyBytes { bytes.append(contentsOf: $0) }
+            case .file(let path, let offset, let count, _):
+                let fd = open(path, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { throw .bodyFileUnreadable(path: path, message: errnoMessage(errno)) }
+                defer { Glibc.close(fd) }
+                switch preadFully(fd, count: Int(count), at: Int64(offset)) {
+                case .success(let chunk): bytes.append(contentsOf: chunk)
+                case .failure(let failure):
+                    throw .bodyFileUnreadable(
+                        path: path, message: failure.code == 0 ? "it shrank while being read" : errnoMessage(failure.code))
+                }
+            }
+        }
+        return bytes
+    }
+
+    /// Writes a body file from its pieces completely (file ranges copied with sendfile),
+    /// syncs it and its directory; removes it on failure.
+    private func writeBodyFile(_ name: String, from segments: [BodySegment]) throws(OfflineQueueError) {
+        let path = store.bodyPath(name)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .io(errno, path: path, operation: "create body file") }
+        var failure: OfflineQueueError?
+        var written: UInt64 = 0
+        for segment in segments where failure == nil {
+            switch segment {
+            case .memory(let memory):
+                var copy: [UInt8] = []
+                memory.withBodyBytes { copy = Array($0) }
+                failure = writeAll(fd, copy, at: Int64(written), path: path)
+            case .file(let original, let start, let length, _):
+                let input = open(original, O_RDONLY | O_CLOEXEC)
+                guard input >= 0 else {
+                    failure = .bodyFileUnreadable(path: original, message: errnoMessage(errno))
+                    break
+                }
+                // sendfile writes at the output's file offset: keep it at `written`.
+                lseek(fd, off_t(written), SEEK_SET)
+                var offset = Int64(start)
+                let end = Int64(start + length)
+                while failure == nil && offset < end {
+                    let sent = tinyfire_sendfile(fd, input, &offset, UInt(min(Int64(1 << 30), end - offset)))
+                    if sent < 0 && errno == EINTR { continue }
+                    if sent < 0 { failure = .io(errno, path: path, operation: "copy \(original) into") }
+                    if sent == 0 { failure = .bodyFileUnreadable(path: original, message: "it shrank while being copied") }
+                }
+                Glibc.close(input)
+            }
+            written += segment.length
+        }
+        if failure == nil, fsync(fd) != 0 { failure = .io(errno, path: path, operation: "sync") }
+        Glibc.close(fd)
+        if failure == nil { failure = syncQueueDirectory(store.bodiesDirectory) }
+        if let failure {
+            unlink(path)
+            throw failure
+        }
+    }
+
+    private static func randomName() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var name = ""
+        for _ in 0..<2 {
+            let value = generator.next() as UInt64
+            let hex = String(value, radix: 16)
+            name += String(repeating: "0", count: 16 - hex.count) + hex
+        }
+        return name
+    }
+
+    /// A structured-field string's content (`"abc"` → `abc`); other values as they are.
+    package static func unquoted(_ value: String) -> String {
+        value.utf8.count >= 2 && value.hasPrefix("\"") && value.hasSuffix("\"") ? String(value.dropFirst().dropLast()) : value
+    }
+
+    // MARK: - State
+
+    /// Consecutive failed attempts of the head (this process) and the last failure.
+    package var headFailures: (count: Int, last: String?) { state.withLock { ($0.replay.failures, $0.lastFailure) } }
+
+    // MARK: - Delivery
+
+    /// Starts delivering in the background: now if there is anything to send (and `network`
+    /// is not down), again at every enqueue, after each backoff, and at once when `network(_:)`
+    /// reports the network back.
+    /// - Parameter network: what reachability says now (`.unknown` without it).
+    package func start(network: OfflineQueueReplay.Network) {
+        let closed = state.withLock { state -> Bool in
+            if !state.closed { state.running = true }
+            return state.closed
+        }
+        guard !closed else { return }
+        loop.execute { [self] in
+            handle(.network(network))
+            handle(.start(hasRecords: store.count > 0))
+        }
+    }
+
+    /// Tells delivery what reachability now says.
+    package func network(_ network: OfflineQueueReplay.Network) {
+        loop.execute { [self] in handle(.network(network)) }
+    }
+
+    /// Stops delivering (an attempt in flight finishes; its record is removed if it succeeded).
+    package func stop() {
+        state.withLock { $0.running = false }
+        loop.execute { [self] in handle(.stop) }
+    }
+
+    /// Stops delivering and calls `completion` once no attempt is in flight: at once when none
+    /// is, otherwise when the last one in flight has finished. Called on the delivery thread;
+    /// never when the queue is closed first.
+    package func stop(completion: @escaping @Sendable () -> Void) {
+        stop()
+        loop.execute { [self] in
+            let idle = state.withLock { state -> Bool in
+                guard state.attemptsInFlight > 0 else { return true }
+                state.idleWaiters.append(completion)
+                return false
+            }
+            if idle { completion() }
+        }
+    }
+
+    /// Runs on the delivery thread.
+    private func handle(_ event: OfflineQueueReplay.Event) {
+        let actions = state.withLock { $0.replay.handle(event) }
+        for action in actions {
+            switch action {
+            case .sendHead:
+                sendHead()
+                fillWindow()
+            case .cancelRetry:
+                if let timer = state.withLock({ $0.retryTimer.take() }) { loop.cancel(timer) }
+            case .scheduleRetry(let failure):
+                // A server's Retry-After, when it gave one, replaces the backoff for this wait;
+                // zero (or a date already past) counts as none, as curl counts it: a server that
+                // says "now" at every refusal must not turn the backoff into a busy loop.
+                let asked = state.withLock { state -> Duration? in
+                    defer { state.retryAfter = nil }
+                    guard let delay = state.retryAfter, delay > .zero else { return nil }
+                    return delay
+                }
+                let delay = asked ?? settings.backoff.delay(afterFailure: failure, random: Double.random(in: 0...1))
+                if let old = state.withLock({ $0.retryTimer.take() }) { loop.cancel(old) }
+                let timer = loop.schedule(at: Instant.now() + delay) { [self] in
+                    state.withLock { $0.retryTimer = nil }
+                    handle(.timerFired)
+                }
+                state.withLock { $0.retryTimer = timer }
+            }
+        }
+    }
+
+    /// Sends the head record; handles the outcome on the delivery thread.
+    private func sendHead() {
+        // A head the window saw taken already (the records before it went another way, an
+        // overflow say) is removed, not sent again.
+        let before = store.first?.sequence
+        removeSettled()
+        if before != nil, store.first?.sequence != before {
+            handle(.headRemoved(more: store.count > 0))
+            return
+        }
+        let riding = state.withLock { state -> Bool in
+            guard let head = store.first, case .inFlight? = state.window[head.sequence] else { return false }
+            state.headRidesWindow = head.sequence
+            return true
+        }
+        if riding { return }  // sent already, by the window: not twice at once
+        state.withLock { $0.attemptsInFlight += 1 }
+        attemptHead { [self] outcome in
+            if outcome == .removed { removeSettled() }
+            let waiters = attemptEnded()
+            switch outcome {
+            case .removed: handle(.headRemoved(more: store.count > 0))
+            case .failed: handle(.attemptFailed)
+            case .empty: handle(.headRemoved(more: false))
+            }
+            for waiter in waiters { waiter() }
+        }
+    }
+
+    /// Counts an attempt's end; the idle waiters once none is in flight.
+    private func attemptEnded() -> [@Sendable () -> Void] {
+        state.withLock { state in
+            state.attemptsInFlight -= 1
+            guard state.attemptsInFlight == 0 else { return [] }
+            defer { state.idleWaiters = [] }
+            return state.idleWaiters
+        }
+    }
+
+    /// While the head is in flight, sends the records after it, up to
+    /// `maxConcurrentDeliveries` at once. Runs on the delivery thread.
+    private func fillWindow() {
+        let limit = settings.maxConcurrentDeliveries
+        guard limit > 1 else { return }
+        for entry in store.entries(limit: limit).dropFirst() {
+            let send = state.withLock { state -> Bool in
+                guard state.replay.phase == .sending, state.attemptsInFlight < limit, state.window[entry.sequence] == nil,
+                    !state.deferredToHead.contains(entry.sequence)
+                else { return false }
+                state.window[entry.sequence] = .inFlight
+                state.attemptsInFlight += 1
+                return true
+            }
+            guard send else { continue }
+            attempt(entry) { [self] outcome in
+                state.withLock { state in
+                    switch outcome {
+                    case .settled(let removal, let status, let key):
+                        state.window[entry.sequence] = .settled(removal, status: status, idempotencyKey: key)
+                    case .waitForHead:
+                        state.window[entry.sequence] = nil
+                        state.deferredToHead.insert(entry.sequence)
+                    }
+                }
+                let wasHead = state.withLock { state -> Bool in
+                    guard state.headRidesWindow == entry.sequence else { return false }
+                    state.headRidesWindow = nil
+                    return true
+                }
+                // The head may have been removed meanwhile: this one may be next in order.
+                removeSettled()
+                let waiters = attemptEnded()
+                if wasHead {
+                    // It became the head while in flight: its outcome moves the queue on, or
+                    // it is sent again as the head and judged as one.
+                    if case .settled = outcome {
+                        handle(.headRemoved(more: store.count > 0))
+                    } else if state.withLock({ $0.replay.phase == .sending }) {
+                        sendHead()
+                    }
+                }
+                for waiter in waiters { waiter() }
+                fillWindow()
+            }
+        }
+    }
+
+    /// Removes, in order, the records at the head that the window's attempts saw taken.
+    private func removeSettled() {
+        guard settings.maxConcurrentDeliveries > 1 else { return }  // no window: nothing settles early
+        while let head = store.first {
+            let settled = state.withLock { state -> (OfflineQueueStore.Removal, Int, String)? in
+                state.window = state.window.filter { $0.key >= head.sequence }
+                state.deferredToHead = state.deferredToHead.filter { $0 > head.sequence }
+                guard case .settled(let removal, let status, let key)? = state.window[head.sequence] else { return nil }
+                state.window[head.sequence] = nil
+                return (removal, status, key)
+            }
+            guard let (removal, status, key) = settled else { return }
+            store.removeHead(sequence: head.sequence, reason: removal)
+            state.withLock { $0.lastFailure = nil }
+            if removal == .delivered {
+                onEvent(.delivered(sequence: head.sequence, idempotencyKey: key, status: status))
+            } else {
+                onEvent(.discarded(sequence: head.sequence, idempotencyKey: key, status: status))
+            }
+        }
+    }
+
+    private enum AttemptOutcome { case removed, failed, empty }
+
+    /// Reads `entry`'s record, or quarantines it (it was damaged after it was written, or its
+    /// URL cannot be sent) and returns nil.
+    private func readHead(_ entry: OfflineQueueStore.Entry) -> OfflineQueueJournal.Payload? {
+        let payload: OfflineQueueJournal.Payload
+        do throws(OfflineQueueError) {
+            payload = try store.read(entry)
+        } catch {
+            logger.error("offline queue: record \(entry.sequence) cannot be read back (\(error.description)); quarantined")
+            store.removeHead(sequence: entry.sequence, reason: .quarantined)
+            onEvent(.quarantined(sequence: entry.sequence, reason: error.description))
+            return nil
+        }
+        guard AbsoluteURL(payload.url) != nil else {
+            store.removeHead(sequence: entry.sequence, reason: .quarantined)
+            onEvent(.quarantined(sequence: entry.sequence, reason: "invalid URL \(payload.url)"))
+            return nil
+        }
+        return payload
+    }
+
+    /// One attempt of the head record: read it, send it, remove it or count the failure.
+    private func attemptHead(completion: @escaping @Sendable (AttemptOutcome) -> Void) {
+        guard let entry = store.first else {
+            completion(.empty)
+            return
+        }
+        guard let payload = readHead(entry) else {
+            completion(.removed)
+            return
+        }
+        let key = payload.idempotencyKey
+        send(entry, payload, failures: state.withLock { $0.replay.failures }) { [self] judged in
+            switch judged {
+            case .noResponse(let reason): fail(reason)
+            case .answered(let status, let disposition, let refusal):
+                switch disposition {
+                case .delivered:
+                    removed(.delivered, .delivered(sequence: entry.sequence, idempotencyKey: key, status: status))
+                case .discard:
+                    logger.warning("offline queue: record \(entry.sequence) discarded: \(payload.method) \(payload.url) answered \(status)")
+                    removed(.discarded, .discarded(sequence: entry.sequence, idempotencyKey: key, status: status))
+                case .retry:
+                    fail(refusal)
+                case .retryAfter(let delay):
+                    fail(refusal + "; retry after \(Self.describe(delay))", after: delay)
+                case .deadLetter(let reason):
+                    keepDeadLetter(entry: entry, payload: payload, status: status, reason: reason)
+                    logger.warning("offline queue: record \(entry.sequence) dead-lettered: \(payload.method) \(payload.url): \(reason)")
+                    removed(.discarded, .deadLettered(sequence: entry.sequence, idempotencyKey: key, status: status, reason: reason))
+                case .replace(let replacements):
+                    do throws(OfflineQueueError) {
+                        for replacement in replacements { _ = try enqueue(replacement) }
+                    } catch {
+                        fail(
+                            "\(payload.method) \(payload.url) answered \(status); its replacements could not be queued: \(error.description)"
+                        )
+                        return
+                    }
+                    logger.notice("offline queue: record \(entry.sequence) replaced by \(replacements.count) after \(status)")
+                    removed(
+                        .discarded, .replaced(sequence: entry.sequence, idempotencyKey: key, status: status, count: replacements.count))
+                }
+            }
+        }
+
+        @Sendable func removed(_ reason: OfflineQueueStore.Removal, _ event: QueueDeliveryEvent) {
+            store.removeHead(sequence: entry.sequence, reason: reason)
+            state.withLock { $0.lastFailure = nil }
+            onEvent(event)
+            completion(.removed)
+        }
+
+        @Sendable func fail(_ reason: String, after delay: Duration? = nil) {
+            let failures = state.withLock { state -> Int in
+                state.lastFailure = reason
+                state.retryAfter = delay
+                return state.replay.failures + 1
+            }
+            logger.notice("offline queue: record \(entry.sequence) not delivered (\(reason)); attempt \(failures)")
+            onEvent(.failed(sequence: entry.sequence, idempotencyKey: payload.idempotencyKey, reason: reason, failures: failures))
+            completion(.failed)
+        }
+    }
+
+    /// A duration in words as Swift prints one ("2.0 seconds").
+    private static func describe(_ delay: Duration) -> String {
+        let (seconds, attoseconds) = delay.components
+        let tenths = attoseconds / 100_000_000_000_000_000
+        return "\(seconds).\(tenths) seconds"
+    }
+
+    /// What the window's attempt of a record after the head came to.
+    private enum WindowOutcome {
+        /// Taken (or to be discarded): removed once the records before it are.
+        case settled(OfflineQueueStore.Removal, status: Int, idempotencyKey: String)
+        /// Anything else: judged again when it is the head.
+        case waitForHead
+    }
+
+    /// One attempt of a record after the head (the window): never removes it.
+    private func attempt(_ entry: OfflineQueueStore.Entry, completion: @escaping @Sendable (WindowOutcome) -> Void) {
+        let read: OfflineQueueJournal.Payload?
+        do throws(OfflineQueueError) {
+            read = try store.read(entry)
+        } catch {
+            read = nil
+        }
+        guard let payload = read, AbsoluteURL(payload.url) != nil else {
+            completion(.waitForHead)  // the head's path quarantines it
+            return
+        }
+        send(entry, payload, failures: 0) { [logger] judged in
+            guard case .answered(let status, let disposition, _) = judged else {
+                completion(.waitForHead)
+                return
+            }
+            switch disposition {
+            case .delivered: completion(.settled(.delivered, status: status, idempotencyKey: payload.idempotencyKey))
+            case .discard:
+                logger.warning("offline queue: record \(entry.sequence) discarded: \(payload.method) \(payload.url) answered \(status)")
+                completion(.settled(.discarded, status: status, idempotencyKey: payload.idempotencyKey))
+            case .retry, .retryAfter, .deadLetter, .replace: completion(.waitForHead)
+            }
+        }
+    }
+
+    /// A record's attempt as the server answered it.
+    private enum Judged: Sendable {
+        /// The status, what it means, and why it did not deliver the record in words (for a
+        /// retry: a redirect names where it pointed, a 2xx that was not accepted shows the
+        /// start of its body).
+        case answered(status: Int, disposition: QueueDisposition, refusal: String)
+        /// No answer (connection, TLS, timeout): why.
+        case noResponse(String)
+    }
+
+    /// Sends one record and judges the answer (`judge`, or `disposition` by status) on the
+    /// delivery thread.
+    private func send(
+        _ entry: OfflineQueueStore.Entry, _ payload: OfflineQueueJournal.Payload, failures: Int,
+        completion: @escaping @Sendable (Judged) -> Void
+    ) {
+        var headers = HTTPHeaders()
+        for header in payload.headers { headers.append(name: header.name, value: header.value) }
+        if headers.value(for: Self.idempotencyKeyHeader) == nil {
+            headers.add(name: Self.idempotencyKeyHeader, value: "\"\(payload.idempotencyKey)\"")
+        }
+        let body: QueuedSend.Body
+        switch payload.body {
+        case .none: body = .none
+        case .inline(let bytes): body = .bytes(bytes)
+        case .file(let name, let length): body = .file(path: store.bodyPath(name), length: length)
+        }
+        let request = QueuedSend(method: payload.method, url: payload.url, headers: headers, body: body, bodyLimit: Self.judgedBodyBytes)
+        let sentHeaders = headers
+        sender.sendQueued(request) { [self] reply in
+            loop.execute { [self] in
+                switch reply {
+                case .noResponse(let reason): completion(.noResponse(reason))
+                case .answered(let response, let start):
+                    let status = response.status.code
+                    let disposition: QueueDisposition
+                    if let judge = settings.judge {
+                        disposition = judge(
+                            QueueAnswer(
+                                entry: entry, payload: payload, sentHeaders: sentHeaders, response: response, body: start,
+                                failures: failures))
+                    } else {
+                        disposition = settings.disposition(status)
+                    }
+                    completion(.answered(status: status, disposition: disposition, refusal: Self.refusal(payload, response, start)))
+                }
+            }
+        }
+    }
+
+    /// Why an answer did not deliver a record, in words: a redirect names where it pointed, a
+    /// 2xx that was not accepted shows the start of its body (escaped).
+    package static func refusal(_ payload: OfflineQueueJournal.Payload, _ response: HTTPResponse, _ body: [UInt8]) -> String {
+        let status = response.status.code
+        var reason = "\(payload.method) \(payload.url) answered \(status)"
+        if (300..<400).contains(status) {
+            let location = response.headerFields[.location] ?? "nowhere"
+            reason += ", redirected to \(location): a captive portal or a wrong URL?"
+        } else if (200..<300).contains(status) {
+            var text = ""
+            for byte in body.prefix(80) {
+                if byte >= 0x20 && byte < 0x7F {
+                    text.unicodeScalars.append(Unicode.Scalar(byte))
+                } else {
+                    text += Self.escaped(byte)
+                }
+            }
+            reason += " but it was not accepted as delivered" + (body.isEmpty ? "" : ": \"\(text)\"") + " (a captive portal or a proxy?)"
+        }
+        return reason
+    }
+
+    /// A byte outside printable ASCII as Swift escapes a scalar: `\n`, `\t`, `\r`, else `\u{XX}`.
+    private static func escaped(_ byte: UInt8) -> String {
+        switch byte {
+        case 0x0A: return "\\n"
+        case 0x09: return "\\t"
+        case 0x0D: return "\\r"
+        case 0x00: return "\\0"
+        default: return "\\u{" + String(byte, radix: 16, uppercase: true) + "}"
+        }
+    }
+
+    /// Sends every queued record now, in order, regardless of reachability and backoff,
+    /// stopping at the first one that is not removed. Background delivery must be stopped.
+    /// - Parameter completion: called once, on the delivery thread, with what happened.
+    package func flush(completion: @escaping @Sendable (Result<QueueFlushOutcome, OfflineQueueError>) -> Void) {
+        let closed = state.withLock { $0.closed }
+        guard !closed else {
+            completion(.failure(.closed))
+            return
+        }
+        loop.execute { [self] in
+            let busy = state.withLock { state -> Bool in
+                guard state.replay.phase == .stopped, !state.flushing else { return true }
+                state.flushing = true
+                return false
+            }
+            guard !busy else {
+                completion(.failure(.deliveryRunning))
+                return
+            }
+            let before = store.totals().cursor
+            FlushStep(queue: self, before: before, completion: completion).run()
+        }
+    }
+
+    /// One step of a flush: the head's attempt, then the next step or the end.
+    private struct FlushStep: Sendable {
+        let queue: DeliveryQueue
+        let before: OfflineQueueJournal.Cursor
+        let completion: @Sendable (Result<QueueFlushOutcome, OfflineQueueError>) -> Void
+
+        func run() {
+            queue.attemptHead { outcome in
+                switch outcome {
+                case .removed: run()
+                case .empty, .failed:
+                    let store = queue.store
+                    let after = store.totals().cursor
+                    let result = QueueFlushOutcome(
+                        delivered: Int(after.delivered - before.delivered), discarded: Int(after.discarded - before.discarded),
+                        remaining: store.count, failure: outcome == .failed ? queue.state.withLock { $0.lastFailure } : nil)
+                    store.syncCursor()
+                    queue.state.withLock { $0.flushing = false }
+                    completion(.success(result))
+                }
+            }
+        }
+    }
+
+    // MARK: - Dead letters
+
+    /// Writes a dead-lettered record to `deadLetterDirectory`: `<sequence>.json` (method, URL,
+    /// status, reason, times in ms since the epoch, headers without credentials:
+    /// Authorization, Cookie, Proxy-Authorization) and `<sequence>.body`. Failures are
+    /// logged; the record is dead either way.
+    private func keepDeadLetter(entry: OfflineQueueStore.Entry, payload: OfflineQueueJournal.Payload, status: Int, reason: String) {
+        guard let directory = settings.deadLetterDirectory else { return }
+        let base = directory + "/" + String(entry.sequence)
+        var failure: OfflineQueueError?
+        if mkdir(directory, 0o755) != 0 && errno != EEXIST { failure = .io(errno, path: directory, operation: "create") }
+        if failure == nil {
+            switch payload.body {
+            case .none: break
+            case .inline(let bytes): failure = Self.writeFile(base + ".body", bytes)
+            case .file(let name, let length): failure = Self.copyFile(store.bodyPath(name), length: length, to: base + ".body")
+            }
+        }
+        if failure == nil {
+            var headers: [(String, String)] = []
+            for header in payload.headers {
+                let name = header.name.lowercased()
+                if name != "authorization" && name != "cookie" && name != "proxy-authorization" {
+                    headers.append((header.name, header.value))
+                }
+            }
+            headers.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+            var headerText = ""
+            for (index, header) in headers.enumerated() {
+                headerText += (index == 0 ? "\n" : ",\n") + "    " + Self.jsonString(header.0) + " : " + Self.jsonString(header.1)
+            }
+            // Keys in sorted order, as the first dead letters were written.
+            let fields: [(String, String)] = [
+                ("deadLetteredAt", String(Self.wallClockMilliseconds())),
+                ("enqueuedAt", String(entry.enqueuedAtMilliseconds)),
+                ("headers", headers.isEmpty ? "{\n\n  }" : "{" + headerText + "\n  }"),
+                ("idempotencyKey", Self.jsonString(payload.idempotencyKey)),
+                ("method", Self.jsonString(payload.method)),
+                ("reason", Self.jsonString(reason)),
+                ("status", Self.jsonString(String(status))),
+                ("url", Self.jsonString(payload.url)),
+            ]
+            var text = "{"
+            for (index, field) in fields.enumerated() {
+                text += (index == 0 ? "\n" : ",\n") + "  " + Self.jsonString(field.0) + " : " + field.1
+            }
+            text += "\n}"
+            failure = Self.writeFile(base + ".json", Array(text.utf8))
+        }
+        if let failure {
+            logger.error(
+                "offline queue: record \(entry.sequence) could not be kept as a dead letter in \(directory): \(failure.description)")
+        }
+    }
+
+    /// `text` as a JSON string (quotes, backslashes and control characters escaped; `/` kept).
+    package static func jsonString(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.utf8.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+
+    /// Writes `bytes` to a new or truncated file at `path`.
+    private static func writeFile(_ path: String, _ bytes: [UInt8]) -> OfflineQueueError? {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return .io(errno, path: path, operation: "create") }
+        defer { Glibc.close(fd) }
+        return writeAll(fd, bytes, at: 0, path: path)
+    }
+
+    /// Copies the first `length` bytes of the file at `source` to a new or truncated file at
+    /// `path` in the kernel (sendfile: no buffer in this process, whatever the body's size).
+    private static func copyFile(_ source: String, length: UInt64, to path: String) -> OfflineQueueError? {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { return .io(errno, path: source, operation: "open") }
+        defer { Glibc.close(input) }
+        let output = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard output >= 0 else { return .io(errno, path: path, operation: "create") }
+        defer { Glibc.close(output) }
+        var offset: Int64 = 0
+        let end = Int64(length)
+        while offset < end {
+            let sent = tinyfire_sendfile(output, input, &offset, UInt(min(Int64(1 << 30), end - offset)))
+            if sent < 0 && errno == EINTR { continue }
+            if sent < 0 { return .io(errno, path: path, operation: "copy \(source) into") }
+            if sent == 0 { return .ioFailed(path: source, operation: "copy", message: "it is shorter than its record says") }
+        }
+        return nil
+    }
+}
