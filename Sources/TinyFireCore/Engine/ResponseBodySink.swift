@@ -72,14 +72,25 @@ package final class ByteArraySink: ResponseBodySink {
     /// The body so far.
     package private(set) var bytes: [UInt8] = []
     private let limit: Int
+    private let keepsPrefix: Bool
 
-    package init(limit: Int, expectedLength: UInt64? = nil) {
+    /// - Parameters:
+    ///   - limit: bytes kept at most.
+    ///   - expectedLength: the announced length, to reserve for.
+    ///   - keepsPrefix: past `limit`, keep the first `limit` bytes and read on (the start of
+    ///     an answer that is judged, not used); false fails the transfer with `.limitExceeded`.
+    package init(limit: Int, expectedLength: UInt64? = nil, keepsPrefix: Bool = false) {
         self.limit = limit
+        self.keepsPrefix = keepsPrefix
         if let expectedLength, expectedLength <= UInt64(limit) { bytes.reserveCapacity(Int(expectedLength)) }
     }
 
     package func write(_ chunk: UnsafeRawBufferPointer) throws(SinkError) {
-        guard bytes.count + chunk.count <= limit else { throw .limitExceeded(limit: limit) }
+        guard bytes.count + chunk.count <= limit else {
+            guard keepsPrefix else { throw .limitExceeded(limit: limit) }
+            bytes.append(contentsOf: chunk.prefix(limit - bytes.count))
+            return
+        }
         bytes.append(contentsOf: chunk)
     }
 

@@ -56,6 +56,22 @@ package enum TransferFailure: Error, Sendable {
     case refusedByOwner
 }
 
+extension TransferFailure: CustomStringConvertible {
+    /// What went wrong, in words (the agent's logs; the library maps it to `TinyFireError`).
+    package var description: String {
+        switch self {
+        case .invalidURL(let url, let reason): "invalid URL \(url): \(reason)"
+        case .invalidRequest(let reason): "the request cannot be sent: \(reason)"
+        case .invalidTLSConfiguration(let reason): "the TLS configuration cannot be loaded: \(reason)"
+        case .explicitlyCancelled: "cancelled"
+        case .engineShutDown: "the engine shut down"
+        case .resourceExhausted(let what): "out of system resources: \(what)"
+        case .failed(let error): error.description
+        case .refusedByOwner: "refused by its owner"
+        }
+    }
+}
+
 /// How to judge a server once its TLS handshake finished.
 package enum TrustJudgement {
     /// mbedTLS's verification against the configured anchors, and the host name.

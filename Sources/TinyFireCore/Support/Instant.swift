@@ -1,3 +1,5 @@
+import CTinyFireSystem
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

@@ -713,6 +713,143 @@ func engineCheck() -> (ok: Bool, detail: String) {
 let (engineOK, engineDetail) = engineCheck()
 check("engine: GET, redirect on a kept-alive connection, body in a sink", engineOK, engineDetail)
 
+// The offline queue's delivery as the agent runs it: records sent through the engine in order,
+// with their idempotency key; a 503 and a captive portal's 302 retried after the backoff, a 400
+// dead-lettered (its description and body written), a large body sent from its body file, then
+// a flush with delivery stopped.
+func deliveryCheck() -> (ok: Bool, detail: String) {
+    var template = Array("/tmp/core-check-delivery-XXXXXX".utf8CString)
+    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+        return (false, "mkdtemp: \(errnoMessage(errno))")
+    }
+    let directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    defer { _ = system("rm -rf " + directory) }
+    guard let (listener, port) = loopbackListener() else { return (false, "cannot listen: \(errnoMessage(errno))") }
+    defer { close(listener) }
+    let answers = [
+        "503 Service Unavailable\r\n", "302 Found\r\nLocation: http://portal.example/login\r\n", "204 No Content\r\n",
+        "204 No Content\r\n", "400 Bad Request\r\n", "204 No Content\r\n",
+    ]
+    let seen = Locked<[String]>([])
+    do throws(SystemResourceError) {
+        try BlockingWork.run(label: "check-ingest") {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            for answer in answers {
+                let connection = accept(listener, nil, nil)
+                guard connection >= 0 else { return }
+                defer { close(connection) }
+                var pending: [UInt8] = []
+                while headEnd(pending) == nil {
+                    let n = buffer.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
+                    guard n > 0 else { return }
+                    pending.append(contentsOf: buffer[0..<n])
+                }
+                guard let end = headEnd(pending) else { return }
+                let lines = String(decoding: pending[..<end], as: UTF8.self).split(separator: "\r\n").map(String.init)
+                func field(_ name: String) -> String {
+                    for line in lines where line.lowercased().hasPrefix(name + ":") {
+                        return String(line.dropFirst(name.utf8.count + 1).drop { $0 == " " })
+                    }
+                    return ""
+                }
+                let length = Int(field("content-length")) ?? 0
+                while pending.count - end < length {
+                    let n = buffer.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
+                    guard n > 0 else { return }
+                    pending.append(contentsOf: buffer[0..<n])
+                }
+                let path = lines.first?.split(separator: " ").dropFirst().first.map(String.init) ?? "?"
+                seen.withLock { $0.append("\(path) \(field("idempotency-key")) \(length)") }
+                let response = "HTTP/1.1 " + answer + "Content-Length: 0\r\nConnection: close\r\n\r\n"
+                _ = Array(response.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+            }
+        }
+    } catch {
+        return (false, error.description)
+    }
+    let settings = EngineSettings(
+        connectTimeout: .seconds(5), idleTimeout: .seconds(5), totalTimeout: .seconds(10), lowSpeedLimit: nil,
+        maxReceiveBytesPerSecond: nil, maxHeaderBlockBytes: 16 * 1024, readBufferSize: 16 * 1024, maxConnectionsPerHost: 2,
+        idleConnectionTimeout: .seconds(5), maxRedirects: 3, allowsInsecureRedirects: false, automaticDecompression: true,
+        defaultFields: [.userAgent: "core-check"], expectContinueThreshold: nil, tls: TLSConfiguration(), proxy: .direct)
+    let engine = Engine(settings: settings, name: "core-queue")
+    defer { engine.shutdown() }
+    let events = Locked<[String]>([])
+    let queue: DeliveryQueue
+    do throws(OfflineQueueError) {
+        let store = try OfflineQueueStore(
+            directory: directory + "/queue",
+            limits: .init(maxRecords: 10, maxBytes: 1 << 20, dropOldest: false, segmentBytes: 64 * 1024, cursorSyncInterval: .seconds(1)),
+            logger: PrintSink())
+        let delivery = QueueDeliverySettings(
+            backoff: QueueBackoff(initial: .milliseconds(50), maximum: .milliseconds(100)),
+            disposition: { status in
+                (200..<300).contains(status) ? .delivered : status == 400 ? .deadLetter(reason: "refused as malformed") : .retry
+            }, judge: nil, deadLetterDirectory: directory + "/dead", maxConcurrentDeliveries: 1, inlineBodyLimit: 16)
+        let keys = Locked(0)
+        queue = try DeliveryQueue(
+            store: store, settings: delivery, sender: EngineQueueSender(engine: engine), logger: PrintSink(),
+            newKey: {
+                keys.withLock {
+                    $0 += 1
+                    return "key-\($0)"
+                }
+            },
+            onEvent: { event in
+                let text: String
+                switch event {
+                case .delivered(let sequence, _, let status): text = "\(sequence) delivered \(status)"
+                case .failed(let sequence, _, _, let failures): text = "\(sequence) failed \(failures)"
+                case .deadLettered(let sequence, _, let status, _): text = "\(sequence) dead \(status)"
+                default: text = "other"
+                }
+                events.withLock { $0.append(text) }
+            })
+        let base = "http://127.0.0.1:\(port)"
+        for (path, body) in [("/a", "a x=1\n"), ("/b", String(repeating: "b x=2\n", count: 20)), ("/c", "bad")] {
+            _ = try queue.enqueue(
+                QueueSubmission(
+                    method: "POST", url: base + path, headers: HTTPHeaders(), body: [.memory(ByteArrayBody(Array(body.utf8)))]))
+        }
+    } catch {
+        return (false, error.description)
+    }
+    defer { queue.close() }
+    queue.start(network: .unknown)
+    let start = Instant.now()
+    while queue.store.count > 0 && Instant.now().since(start) < .seconds(10) { usleep(2000) }
+    queue.stop()
+    let flushed = Locked<String?>(nil)
+    do throws(OfflineQueueError) {
+        _ = try queue.enqueue(
+            QueueSubmission(method: "PUT", url: "http://127.0.0.1:\(port)/d", headers: ["Idempotency-Key": "\"own\""], body: []))
+    } catch {
+        return (false, "enqueue after stop: \(error.description)")
+    }
+    queue.flush { result in
+        let text: String
+        switch result {
+        case .success(let outcome): text = "flush delivered \(outcome.delivered), \(outcome.remaining) left"
+        case .failure(let error): text = "flush failed: \(error.description)"
+        }
+        flushed.withLock { $0 = text }
+    }
+    while flushed.withLock({ $0 }) == nil && Instant.now().since(start) < .seconds(15) { usleep(2000) }
+    let letter = (try? readWholeFile(directory + "/dead/3.json")).map { String(decoding: $0, as: UTF8.self) } ?? ""
+    let letterBody = (try? readWholeFile(directory + "/dead/3.body")).map { String(decoding: $0, as: UTF8.self) } ?? ""
+    let requests = seen.withLock { $0 }
+    let happened = events.withLock { $0 }
+    let outcome = flushed.withLock { $0 } ?? "flush never finished"
+    let ok =
+        requests == [#"/a "key-1" 6"#, #"/a "key-1" 6"#, #"/a "key-1" 6"#, #"/b "key-2" 120"#, #"/c "key-3" 3"#, #"/d "own" 0"#]
+        && happened == ["1 failed 1", "1 failed 2", "1 delivered 204", "2 delivered 204", "3 dead 400", "4 delivered 204"]
+        && outcome == "flush delivered 1, 0 left" && letter.firstRange(ofASCII: "\"status\" : \"400\"") != nil
+        && letter.firstRange(ofASCII: "refused as malformed") != nil && letterBody == "bad"
+    return (ok, "requests \(requests.joined(separator: " | ")); events \(happened.joined(separator: ", ")); \(outcome)")
+}
+let (deliveryOK, deliveryDetail) = deliveryCheck()
+check("offline queue delivery through the engine (retry, captive portal, dead letter, flush)", deliveryOK, deliveryDetail)
+
 // URL parsing and reference resolution (RFC 3986 §5.4's examples), as a redirect is followed.
 let resolvedURLs = ["g;x=1/../y", "../../../g", "//g", "?y", "/path with space"].map {
     AbsoluteURL("http://a/b/c/d;p?q")?.resolving($0)?.absoluteString ?? "nil"

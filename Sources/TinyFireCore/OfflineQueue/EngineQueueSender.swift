@@ -1,0 +1,89 @@
+import HTTPTypes
+
+/// Sends the offline queue's records through the core's `Engine`: the agent's sender (the
+/// library sends through its `Session` instead). Redirects follow the queue's rule: only a
+/// 307 or 308 to the same origin; any other redirect is the answer that is judged.
+///
+/// Memory: per record in flight, the start of its answer (`QueuedSend.bodyLimit` bytes); the
+/// rest of the body is read and dropped.
+package final class EngineQueueSender: QueueSender {
+    private let engine: Engine
+
+    /// - Parameter engine: sends the records (its settings: timeouts, TLS, proxy).
+    package init(engine: Engine) {
+        self.engine = engine
+    }
+
+    package func sendQueued(_ request: QueuedSend, completion: @escaping @Sendable (QueueReply) -> Void) {
+        guard let url = AbsoluteURL(request.url) else {
+            completion(.noResponse("invalid URL \(request.url)"))
+            return
+        }
+        var spec = RequestSpec(url: url, method: HTTPMethod(rawValue: request.method), headers: request.headers, body: nil)
+        switch request.body {
+        case .none: break
+        case .bytes(let bytes): spec.body = ByteArrayBody(bytes)
+        case .file(let path, let length): spec.bodySource = .segments([.file(path: path, offset: 0, length: length, fileSize: length)])
+        }
+        engine.start(spec, owner: QueueTransfer(request: request, url: url, completion: completion))
+    }
+}
+
+/// One record's transfer.
+private final class QueueTransfer: TransferOwner, @unchecked Sendable {
+    private let request: QueuedSend
+    private let url: AbsoluteURL
+    private let completion: @Sendable (QueueReply) -> Void
+    /// Made and read on the engine's loop thread only.
+    private var sink: ByteArraySink?
+
+    init(request: QueuedSend, url: AbsoluteURL, completion: @escaping @Sendable (QueueReply) -> Void) {
+        self.request = request
+        self.url = url
+        self.completion = completion
+    }
+
+    var transferOwnerID: ObjectIdentifier { ObjectIdentifier(self) }
+    var isCancelled: Bool { false }
+    var isSuspended: Bool { false }
+    var transferAsksRedirects: Bool { true }
+    var transferWantsProgress: Bool { false }
+
+    func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> any ResponseBodySink {
+        let sink = ByteArraySink(limit: request.bodyLimit, expectedLength: expectedLength, keepsPrefix: true)
+        self.sink = sink
+        return sink
+    }
+
+    func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool { false }
+    func transferWillRedirect(to redirect: RequestSpec, for response: HTTPResponse) {}
+
+    func transferDecideRedirect(to target: RequestSpec, for response: HTTPResponse, sent: SentRequestHead?, answer: RedirectAnswer)
+        -> Bool
+    {
+        // Only the addressed server's own answer counts: a captive portal's 302 to its login
+        // page is the answer judged, not a delivery.
+        let code = response.status.code
+        let follows = (code == 307 || code == 308) && RequestSpec.origin(of: target.url) == RequestSpec.origin(of: url)
+        answer.give(.success(follows ? RedirectRewrite(keeping: target) : nil))
+        return true
+    }
+
+    func transferJudgeTrust(host: String) -> TrustJudgement { .defaultValidation }
+    func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
+
+    func transferDidFinish(
+        _ result: Result<Void, TransferFailure>, request sent: SentRequestHead?, response: HTTPResponse?, report: TransferReport
+    ) {
+        switch result {
+        case .success:
+            guard let response else {
+                completion(.noResponse("\(request.method) \(request.url): no response"))
+                return
+            }
+            completion(.answered(response, body: sink?.bytes ?? []))
+        case .failure(let failure):
+            completion(.noResponse("\(request.method) \(request.url) failed: \(failure.description)"))
+        }
+    }
+}
