@@ -332,7 +332,7 @@ public struct AgentConfig: Sendable {
         _ data: Data, file: String, machineIDPath: String = "/etc/machine-id",
         environment: (String) -> String? = ProxySettings.processEnvironment
     ) throws(ConfigError) -> AgentConfig {
-        let root = try JSONValue.parse(data, file: file)
+        let root = try JSONValue.parse(Array(data), file: file)
         let problems = ProblemList()
         let reader = ConfigReader.document(root, problems: problems)
         let config = read(reader, file: file, machineIDPath: machineIDPath, environment: environment, problems: problems)

@@ -59,7 +59,7 @@ public struct FirmwareStore: Sendable {
             throw AgentError(description: "firmware state \(statePath) cannot be read: \(String(cString: strerror(errno)))")
         }
         do {
-            return try FirmwareState(json: JSONValue.parse(Data(bytes), file: statePath))
+            return try FirmwareState(json: JSONValue.parse(bytes, file: statePath))
         } catch {
             throw AgentError(description: "firmware state \(statePath) is damaged: \(error)")
         }

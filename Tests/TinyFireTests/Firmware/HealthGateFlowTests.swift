@@ -188,7 +188,7 @@ struct HealthGateFlowTests {
         _ = flow.handle(.confirmClock(bootID: "boot-2", uptime: .seconds(5)), now: now)
         _ = flow.handle(.confirmClock(bootID: "boot-2", uptime: .seconds(65)), now: now)
         let text = flow.state.json.text
-        let read = try FirmwareState(json: JSONValue.parse(Data(text.utf8), file: "state.json"))
+        let read = try FirmwareState(json: JSONValue.parse(Array(text.utf8), file: "state.json"))
         #expect(read == flow.state)
         #expect(read.update?.healthAttempts == 1 && read.update?.confirmElapsedMilliseconds == 60_000)
 
@@ -201,7 +201,7 @@ struct HealthGateFlowTests {
         for key in ["healthy", "healthAttempts", "confirmElapsedMilliseconds", "rollbackRan"] {
             stripped = stripped.split(separator: "\n").filter { !$0.contains("\"\(key)\"") }.joined(separator: "\n")
         }
-        let old = try FirmwareState(json: JSONValue.parse(Data(stripped.utf8), file: "state.json"))
+        let old = try FirmwareState(json: JSONValue.parse(Array(stripped.utf8), file: "state.json"))
         var resumed = UpdateFlow(state: old, maximumFailedAttempts: 3, confirmation: gated)
         #expect(resumed.resume(version: new, bootID: "boot-2", now: now) == [.healthCheck])
     }

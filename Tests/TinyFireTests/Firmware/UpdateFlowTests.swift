@@ -210,7 +210,7 @@ struct UpdateFlowTests {
             #expect(flow.handle(.offered(digest: digest, manifest: try manifest(version), refusal: nil, running: old), now: now) == [])
         }
         // Through the state file too.
-        let restored = try FirmwareState(json: JSONValue.parse(Data(flow.state.json.text.utf8), file: "state.json"))
+        let restored = try FirmwareState(json: JSONValue.parse(Array(flow.state.json.text.utf8), file: "state.json"))
         #expect(restored == flow.state)
         var restarted = UpdateFlow(state: restored, maximumFailedAttempts: 3)
         #expect(restarted.handle(.offered(digest: "rolled", manifest: try manifest("2.2.0"), refusal: nil, running: old), now: now) == [])
@@ -277,7 +277,7 @@ struct UpdateFlowTests {
     @Test("a state file of an agent before `history` is read with all it remembered; its legacy lists are still written")
     func legacyState() throws {
         let old = #"{"finished": ["a", "b"], "installerRuns": ["b"], "highestAccepted": "2.0.0"}"#
-        let state = try FirmwareState(json: JSONValue.parse(Data(old.utf8), file: "state.json"))
+        let state = try FirmwareState(json: JSONValue.parse(Array(old.utf8), file: "state.json"))
         #expect(
             state.history == [
                 HistoryEntry(digest: "a", version: "", installerRan: false), HistoryEntry(digest: "b", version: "", installerRan: true),

@@ -3,11 +3,6 @@
 #elseif canImport(Musl)
     import Musl
 #endif
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 /// One thing wrong with a config file: where (a key path such as `server.url`; empty for the
 /// whole file) and why.
@@ -16,6 +11,12 @@ public struct ConfigProblem: Sendable, Equatable, CustomStringConvertible {
     public let path: String
     /// What is wrong, and what is allowed.
     public let reason: String
+
+    /// A problem at `path`.
+    package init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
 
     /// "path: reason".
     public var description: String { path.isEmpty ? reason : "\(path): \(reason)" }
@@ -28,6 +29,12 @@ public struct ConfigError: Error, Sendable, CustomStringConvertible {
     /// The problems, in the order found.
     public let problems: [ConfigProblem]
 
+    /// The problems found in `file`.
+    package init(file: String, problems: [ConfigProblem]) {
+        self.file = file
+        self.problems = problems
+    }
+
     /// The file and one problem per line.
     public var description: String {
         (["\(file): \(problems.count == 1 ? "1 problem" : "\(problems.count) problems")"] + problems.map { "  \($0)" })
@@ -36,27 +43,28 @@ public struct ConfigError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Collects problems while a document is read.
-final class ProblemList {
-    private(set) var problems: [ConfigProblem] = []
-    func add(_ path: String, _ reason: String) { problems.append(ConfigProblem(path: path, reason: reason)) }
+package final class ProblemList {
+    package init() {}
+    package private(set) var problems: [ConfigProblem] = []
+    package func add(_ path: String, _ reason: String) { problems.append(ConfigProblem(path: path, reason: reason)) }
 }
 
 /// Reads one object of a config document with types, bounds and key paths in every message;
 /// `finish()` reports the keys nobody asked for, with the closest known key as a suggestion.
-final class ConfigReader {
-    let path: String
+package final class ConfigReader {
+    package let path: String
     private let values: [String: JSONValue]
     private let problems: ProblemList
     private var known: Set<String> = []
 
-    init(path: String, values: [String: JSONValue], problems: ProblemList) {
+    package init(path: String, values: [String: JSONValue], problems: ProblemList) {
         self.path = path
         self.values = values
         self.problems = problems
     }
 
     /// Reads a whole document: it must be an object.
-    static func document(_ value: JSONValue, problems: ProblemList) -> ConfigReader {
+    package static func document(_ value: JSONValue, problems: ProblemList) -> ConfigReader {
         guard case .object(let values) = value else {
             problems.add("", "the document must be an object ({ … }), not \(value.kindDescription)")
             return ConfigReader(path: "", values: [:], problems: problems)
@@ -64,9 +72,9 @@ final class ConfigReader {
         return ConfigReader(path: "", values: values, problems: problems)
     }
 
-    func keyPath(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+    package func keyPath(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
-    func problem(_ key: String, _ reason: String) { problems.add(keyPath(key), reason) }
+    package func problem(_ key: String, _ reason: String) { problems.add(keyPath(key), reason) }
 
     private func take(_ key: String) -> JSONValue? {
         known.insert(key)
@@ -76,17 +84,17 @@ final class ConfigReader {
     }
 
     /// Whether the document sets `key`.
-    func has(_ key: String) -> Bool { values[key] != nil }
+    package func has(_ key: String) -> Bool { values[key] != nil }
 
     /// Whether the document sets `key` to something other than null.
-    func hasValue(_ key: String) -> Bool {
+    package func hasValue(_ key: String) -> Bool {
         guard let value = values[key] else { return false }
         if case .null = value { return false }
         return true
     }
 
     /// A nested object (an empty one when absent).
-    func section(_ key: String) -> ConfigReader {
+    package func section(_ key: String) -> ConfigReader {
         let value = take(key)
         guard let value else { return ConfigReader(path: keyPath(key), values: [:], problems: problems) }
         guard case .object(let values) = value else {
@@ -96,7 +104,7 @@ final class ConfigReader {
         return ConfigReader(path: keyPath(key), values: values, problems: problems)
     }
 
-    func string(_ key: String, nonEmpty: Bool = true) -> String? {
+    package func string(_ key: String, nonEmpty: Bool = true) -> String? {
         guard let value = take(key) else { return nil }
         guard case .string(let text) = value else {
             problem(key, "must be a string, not \(value.kindDescription)")
@@ -109,12 +117,12 @@ final class ConfigReader {
         return text
     }
 
-    func requiredString(_ key: String) -> String? {
+    package func requiredString(_ key: String) -> String? {
         if values[key] == nil { problem(key, "is required") }
         return string(key)
     }
 
-    func bool(_ key: String, default fallback: Bool) -> Bool {
+    package func bool(_ key: String, default fallback: Bool) -> Bool {
         guard let value = take(key) else { return fallback }
         guard case .bool(let flag) = value else {
             problem(key, "must be true or false, not \(value.kindDescription)")
@@ -123,7 +131,7 @@ final class ConfigReader {
         return flag
     }
 
-    func integer(_ key: String, default fallback: Int, in range: ClosedRange<Int>) -> Int {
+    package func integer(_ key: String, default fallback: Int, in range: ClosedRange<Int>) -> Int {
         guard let value = take(key) else { return fallback }
         guard case .number(let number) = value, number.rounded() == number, number.isFinite else {
             problem(key, "must be a whole number, not \(value.kindDescription == "a number" ? "a fraction" : value.kindDescription)")
@@ -136,7 +144,7 @@ final class ConfigReader {
         return Int(number)
     }
 
-    func fraction(_ key: String, default fallback: Double, in range: ClosedRange<Double>) -> Double {
+    package func fraction(_ key: String, default fallback: Double, in range: ClosedRange<Double>) -> Double {
         guard let value = take(key) else { return fallback }
         guard case .number(let number) = value, number.isFinite else {
             problem(key, "must be a number, not \(value.kindDescription)")
@@ -150,7 +158,7 @@ final class ConfigReader {
     }
 
     /// A duration: a number of seconds, or a string with a unit ("250ms", "30s", "5m", "2h", "1d").
-    func duration(_ key: String, default fallback: Duration, minimum: Duration, maximum: Duration = .seconds(86400 * 365)) -> Duration {
+    package func duration(_ key: String, default fallback: Duration, minimum: Duration, maximum: Duration = .seconds(86400 * 365)) -> Duration {
         guard let value = take(key) else { return fallback }
         let parsed: Duration?
         switch value {
@@ -170,7 +178,7 @@ final class ConfigReader {
     }
 
     /// A size: a number of bytes, or a string with a unit ("512KiB", "64MiB", "1GiB", "10MB").
-    func byteCount(_ key: String, default fallback: Int64, minimum: Int64, maximum: Int64 = 1 << 40) -> Int64 {
+    package func byteCount(_ key: String, default fallback: Int64, minimum: Int64, maximum: Int64 = 1 << 40) -> Int64 {
         guard let value = take(key) else { return fallback }
         let parsed: Int64?
         switch value {
@@ -189,7 +197,7 @@ final class ConfigReader {
         return parsed
     }
 
-    func choice(_ key: String, default fallback: String, from choices: [String]) -> String {
+    package func choice(_ key: String, default fallback: String, from choices: [String]) -> String {
         guard let value = take(key) else { return fallback }
         guard case .string(let text) = value, choices.contains(text) else {
             let suggestion = Self.closest(to: Self.show(value).filter { $0 != "\"" }, among: choices)
@@ -202,7 +210,7 @@ final class ConfigReader {
         return text
     }
 
-    func stringArray(_ key: String) -> [String] {
+    package func stringArray(_ key: String) -> [String] {
         guard let value = take(key) else { return [] }
         guard case .array(let items) = value else {
             problem(key, "must be an array of strings, not \(value.kindDescription)")
@@ -219,7 +227,7 @@ final class ConfigReader {
         return out
     }
 
-    func stringMap(_ key: String) -> [String: String] {
+    package func stringMap(_ key: String) -> [String: String] {
         guard let value = take(key) else { return [:] }
         guard case .object(let entries) = value else {
             problem(key, "must be an object of strings, not \(value.kindDescription)")
@@ -237,7 +245,7 @@ final class ConfigReader {
     }
 
     /// Reports every key of this object that was not read, with the closest known key.
-    func finish() {
+    package func finish() {
         for key in values.keys.sorted() where !known.contains(key) {
             let suggestion = Self.closest(to: key, among: Array(known))
             problems.add(keyPath(key), "unknown key" + (suggestion.map { "; did you mean \"\($0)\"?" } ?? ""))
@@ -246,7 +254,7 @@ final class ConfigReader {
 
     // MARK: - Parsing and formatting
 
-    static func parseDuration(_ text: String) -> Duration? {
+    package static func parseDuration(_ text: String) -> Duration? {
         let trimmed = text.trimmed()
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         for (suffix, scale) in units where trimmed.hasSuffix(suffix) {
@@ -258,7 +266,7 @@ final class ConfigReader {
         return nil
     }
 
-    static func parseBytes(_ text: String) -> Int64? {
+    package static func parseBytes(_ text: String) -> Int64? {
         let trimmed = text.trimmed()
         let units: [(String, Double)] = [
             ("KiB", 1024), ("MiB", 1_048_576), ("GiB", 1_073_741_824), ("KB", 1000), ("MB", 1e6), ("GB", 1e9), ("B", 1),
@@ -272,7 +280,7 @@ final class ConfigReader {
         return nil
     }
 
-    static func describe(_ duration: Duration) -> String {
+    package static func describe(_ duration: Duration) -> String {
         let ms = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         if ms % 86_400_000 == 0 && ms >= 86_400_000 { return "\(ms / 86_400_000)d" }
         if ms % 3_600_000 == 0 && ms >= 3_600_000 { return "\(ms / 3_600_000)h" }
@@ -281,7 +289,7 @@ final class ConfigReader {
         return "\(ms)ms"
     }
 
-    static func describeBytes(_ bytes: Int64) -> String {
+    package static func describeBytes(_ bytes: Int64) -> String {
         for (unit, scale) in [("GiB", Int64(1) << 30), ("MiB", Int64(1) << 20), ("KiB", Int64(1024))]
         where bytes >= scale && bytes % scale == 0 {
             return "\(bytes / scale)\(unit)"
@@ -289,11 +297,11 @@ final class ConfigReader {
         return "\(bytes)B"
     }
 
-    static func format(_ number: Double) -> String {
+    package static func format(_ number: Double) -> String {
         number.rounded() == number && abs(number) < 1e15 ? String(Int64(number)) : String(number)
     }
 
-    static func show(_ value: JSONValue) -> String {
+    package static func show(_ value: JSONValue) -> String {
         switch value {
         case .string(let text): return "\"\(text)\""
         case .number(let number): return format(number)
@@ -303,7 +311,7 @@ final class ConfigReader {
     }
 
     /// The candidate within edit distance 2 (or a third of the word) of `word`, if any.
-    static func closest(to word: String, among candidates: [String]) -> String? {
+    package static func closest(to word: String, among candidates: [String]) -> String? {
         let lowered = Array(word.lowercased())
         var best: (String, Int)?
         for candidate in candidates.sorted() {
@@ -313,7 +321,7 @@ final class ConfigReader {
         return best?.0
     }
 
-    static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
+    package static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
         if a.isEmpty { return b.count }
         if b.isEmpty { return a.count }
         var previous = Array(0...b.count)
