@@ -124,6 +124,40 @@ struct OfflineQueueDeliveryTests {
                 + "\(queued) queued after recovery, \(delivered.count) delivered, \(lost.count) lost, \(duplicated.count) duplicated")
     }
 
+    @Test("flush right after stopDelivery() waits for the attempt background delivery still has in flight: one send, not two at once")
+    func flushWaitsForAttemptInFlight() throws {
+        let requests = Atomic<Int>(0)
+        let server = try HostileServer { client in
+            while true {
+                let request = client.readRequest()
+                guard request.hasPrefix("POST ") else { return }
+                requests.add(1, ordering: .relaxed)
+                client.sleep(1)  // the background attempt is still in flight when flush starts
+                guard client.send("HTTP/1.1 204 No Content\r\n\r\n") else { return }
+            }
+        }
+        defer { server.stop() }
+        let directory = try makeTemporaryDirectory("queue-flush-in-flight")
+        let queue = try OfflineQueue(directory: directory)
+        let recorder = DeliveryRecorder()
+        recorder.attach(to: queue)
+        var request = URLRequest(url: URL(string: "\(server.base)/write")!, method: .post)
+        request.httpBody = Data("m x=1\n".utf8)
+        _ = try queue.enqueue(request)
+        queue.startDelivery()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while requests.load(ordering: .relaxed) == 0 && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        queue.stopDelivery()
+        let outcome = Mutex<Result<OfflineQueue.FlushResult, OfflineQueueError>?>(nil)
+        queue.flush { result in outcome.withLock { $0 = result } }
+        while outcome.withLock({ $0 }) == nil && ContinuousClock.now < deadline + .seconds(10) { Thread.sleep(forTimeInterval: 0.01) }
+        let result = try #require(outcome.withLock { $0 }, "flush never finished")
+        #expect(try result.get() == OfflineQueue.FlushResult(delivered: 0, discarded: 0, remaining: 0, failure: nil))
+        #expect(requests.load(ordering: .relaxed) == 1)
+        #expect(recorder.events.withLock { $0 }.count == 1 && recorder.delivered == 1, "\(recorder.events.withLock { $0 })")
+        queue.close()
+    }
+
     @Test("Retry-After: 0 at every refusal is no delay given: the backoff applies, not a busy loop")
     func retryAfterZero() throws {
         let attempts = Atomic<Int>(0)

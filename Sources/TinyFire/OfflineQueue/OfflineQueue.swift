@@ -550,7 +550,8 @@ public final class OfflineQueue: Sendable {
     }
 
     /// Sends every queued record now, in order, regardless of reachability and backoff,
-    /// stopping at the first one that is not removed. Background delivery must be stopped.
+    /// stopping at the first one that is not removed. Background delivery must be stopped; an
+    /// attempt it had in flight is waited for first (a record is never sent twice at once).
     /// - Parameter completion: called once with what happened.
     public func flush(completion: @escaping @Sendable (Result<FlushResult, OfflineQueueError>) -> Void) {
         core.flush { outcome in

@@ -661,7 +661,9 @@ package final class DeliveryQueue: Sendable {
     }
 
     /// Sends every queued record now, in order, regardless of reachability and backoff,
-    /// stopping at the first one that is not removed. Background delivery must be stopped.
+    /// stopping at the first one that is not removed. Background delivery must be stopped; an
+    /// attempt it started before it stopped is waited for (never two sends of one record at
+    /// once).
     /// - Parameter completion: called once, on the delivery thread, with what happened.
     package func flush(completion: @escaping @Sendable (Result<QueueFlushOutcome, OfflineQueueError>) -> Void) {
         let closed = state.withLock { $0.closed }
@@ -670,11 +672,16 @@ package final class DeliveryQueue: Sendable {
             return
         }
         loop.execute { [self] in
-            let busy = state.withLock { state -> Bool in
+            let busy = state.withLock { state -> Bool? in
                 guard state.replay.phase == .stopped, !state.flushing else { return true }
+                if state.attemptsInFlight > 0 {
+                    state.idleWaiters.append { [self] in flush(completion: completion) }
+                    return nil
+                }
                 state.flushing = true
                 return false
             }
+            guard let busy else { return }  // started again once the attempt in flight ends
             guard !busy else {
                 completion(.failure(.deliveryRunning))
                 return

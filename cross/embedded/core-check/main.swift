@@ -249,6 +249,55 @@ func spoolCheck() -> (ok: Bool, detail: String) {
 let (spoolOK, spoolDetail) = spoolCheck()
 check("spool (untrusted lines and entries, the agent's logger)", spoolOK, spoolDetail)
 
+// The config's JSON5 reader and typed reads: comments, unquoted keys, single quotes, hex, a
+// trailing comma; durations and sizes with units; an unknown key with the closest known one;
+// a syntax error located.
+func configCheck() -> (ok: Bool, detail: String) {
+    let text = """
+        // the agent's config
+        { server: { url: 'https://fleet.example:8086', connectTimeout: "250ms" },
+          queue: { maxBytes: "64MiB", inFlight: 0x4, },
+          telemetry: { intervl: 30 } }
+        """
+    let root: JSONValue
+    do throws(ConfigError) {
+        root = try JSONValue.parse(Array(text.utf8), file: "agent.json5")
+    } catch {
+        return (false, error.description)
+    }
+    let problems = ProblemList()
+    let reader = ConfigReader.document(root, problems: problems)
+    let server = reader.section("server")
+    let url = server.requiredString("url") ?? "?"
+    let connect = server.duration("connectTimeout", default: .seconds(15), minimum: .milliseconds(100))
+    server.finish()
+    let queue = reader.section("queue")
+    let maxBytes = queue.byteCount("maxBytes", default: 1, minimum: 1)
+    let inFlight = queue.integer("inFlight", default: 1, in: 1...64)
+    queue.finish()
+    let telemetry = reader.section("telemetry")
+    _ = telemetry.duration("interval", default: .seconds(60), minimum: .seconds(1))
+    telemetry.finish()
+    reader.finish()
+    var located = ""
+    do throws(ConfigError) {
+        _ = try JSONValue.parse(Array("{\n  a: 01\n}".utf8), file: "bad.json5")
+    } catch {
+        located = error.problems.first?.reason ?? ""
+    }
+    let found = problems.problems.map { $0.description }
+    let ok =
+        url == "https://fleet.example:8086" && connect == .milliseconds(250) && maxBytes == 64 << 20 && inFlight == 4
+        && found == [#"telemetry.intervl: unknown key; did you mean "interval"?"#]
+        && located == "line 2, column 6: '01': a number with a leading zero"
+    return (
+        ok,
+        "\(url), \(ConfigReader.describe(connect)), \(ConfigReader.describeBytes(maxBytes)), \(inFlight); \(found.joined(separator: "; ")); \(located)"
+    )
+}
+let (configOK, configDetail) = configCheck()
+check("config: JSON5 and typed reads", configOK, configDetail)
+
 // The event loop: its own thread (pthreads), epoll, the eventfd wake-up, a timer, a task handed
 // over from this thread, and a pipe's readiness.
 final class PipeReader: EventLoopHandler, @unchecked Sendable {
@@ -818,7 +867,10 @@ func deliveryCheck() -> (ok: Bool, detail: String) {
     queue.start(network: .unknown)
     let start = Instant.now()
     while queue.store.count > 0 && Instant.now().since(start) < .seconds(10) { usleep(2000) }
-    queue.stop()
+    // Stopped once no attempt is in flight: the record queued next waits for the flush.
+    let stopped = Locked(false)
+    queue.stop { stopped.withLock { $0 = true } }
+    while !stopped.withLock({ $0 }) && Instant.now().since(start) < .seconds(10) { usleep(2000) }
     let flushed = Locked<String?>(nil)
     do throws(OfflineQueueError) {
         _ = try queue.enqueue(
