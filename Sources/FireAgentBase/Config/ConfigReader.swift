@@ -158,7 +158,9 @@ package final class ConfigReader {
     }
 
     /// A duration: a number of seconds, or a string with a unit ("250ms", "30s", "5m", "2h", "1d").
-    package func duration(_ key: String, default fallback: Duration, minimum: Duration, maximum: Duration = .seconds(86400 * 365)) -> Duration {
+    package func duration(_ key: String, default fallback: Duration, minimum: Duration, maximum: Duration = .seconds(86400 * 365))
+        -> Duration
+    {
         guard let value = take(key) else { return fallback }
         let parsed: Duration?
         switch value {

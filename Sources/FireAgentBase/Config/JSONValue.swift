@@ -224,7 +224,9 @@ struct JSON5Parser {
                 try append(value, to: &out, at: escapeFailure)
             case UInt8(ascii: "u"):
                 guard var value = hex(4) else { throw Self.at(escapeFailure, "\\u needs four hexadecimal digits") }
-                if (0xDC00...0xDFFF).contains(value) { throw Self.at(escapeFailure, "a lone low surrogate (\\u without the one before it)") }
+                if (0xDC00...0xDFFF).contains(value) {
+                    throw Self.at(escapeFailure, "a lone low surrogate (\\u without the one before it)")
+                }
                 if (0xD800...0xDBFF).contains(value) {
                     guard current == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u") else {
                         throw Self.at(escapeFailure, "a lone high surrogate (\\u without the one after it)")
