@@ -298,6 +298,59 @@ func configCheck() -> (ok: Bool, detail: String) {
 let (configOK, configDetail) = configCheck()
 check("config: JSON5 and typed reads", configOK, configDetail)
 
+// The daemon's parts: what a server's answer means for a batch, the schedule of collection,
+// sync and watchdog, and sd_notify's datagrams to a socket bound here as systemd's would be.
+func daemonPartsCheck() -> (ok: Bool, detail: String) {
+    let verdicts = [
+        UploadVerdict.decide(status: 204, retryAfter: nil, message: "", secondsSince1970: 0, lines: 2),
+        UploadVerdict.decide(status: 200, retryAfter: nil, message: "<html>", secondsSince1970: 0, lines: 2),
+        UploadVerdict.decide(status: 413, retryAfter: nil, message: "", secondsSince1970: 0, lines: 2),
+        UploadVerdict.decide(
+            status: 503, retryAfter: "Sun, 06 Nov 1994 08:50:07 GMT", message: "", secondsSince1970: 784_111_777, lines: 1),
+        UploadVerdict.decide(status: 400, retryAfter: nil, message: "bad", secondsSince1970: 0, lines: 2),
+    ]
+    let expected: [UploadVerdict] = [
+        .delivered, .retry(after: nil, reason: "HTTP 200: <html> (not InfluxDB's 204: a captive portal or a proxy answered?)"), .split,
+        .retry(after: .seconds(30), reason: "HTTP 503"), .deadLetter(reason: "HTTP 400: bad"),
+    ]
+    var schedule = DaemonSchedule(
+        collectEvery: .seconds(10), syncEvery: .seconds(60), jitter: 0, watchdogInterval: .seconds(20), now: .zero, random: 0)
+    let first = schedule.due(at: .zero, random: 0)
+    let later = schedule.due(at: .seconds(10), random: 0)
+    let path = "/tmp/core-check-notify-\(getpid())"
+    unlink(path)
+    let listener = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+    }
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    defer {
+        close(listener)
+        unlink(path)
+    }
+    guard listener >= 0, bound == 0 else { return (false, "cannot bind \(path): \(errnoMessage(errno))") }
+    var received = ""
+    if let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "20000000"]) {
+        _ = notifier.ready(status: "running")
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let n = buffer.withUnsafeMutableBytes { recv(listener, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        if n > 0 { received = String(decoding: buffer[0..<n], as: UTF8.self) }
+        received +=
+            notifier.watchdogInterval == .seconds(20)
+            ? "; watchdog 20 s" : "; watchdog \(notifier.watchdogInterval == nil ? "none" : "other")"
+    }
+    let ok =
+        verdicts == expected && first == [.collect, .watchdog] && later == [.collect, .sync, .watchdog]
+        && received == "READY=1\nSTATUS=running; watchdog 20 s"
+    return (ok, "jobs \(first.count)+\(later.count); notify \(received.split(separator: "\n").joined(separator: " | "))")
+}
+let (daemonOK, daemonDetail) = daemonPartsCheck()
+check("daemon parts: upload verdicts, schedule, sd_notify", daemonOK, daemonDetail)
+
 // The event loop: its own thread (pthreads), epoll, the eventfd wake-up, a timer, a task handed
 // over from this thread, and a pipe's readiness.
 final class PipeReader: EventLoopHandler, @unchecked Sendable {

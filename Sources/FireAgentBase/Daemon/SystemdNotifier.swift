@@ -1,6 +1,10 @@
+import TinyFireCore
+
 #if canImport(Glibc)
+    import CTinyFireSystem
     import Glibc
 #elseif canImport(Musl)
+    import CTinyFireSystem
     import Musl
 #endif
 
@@ -72,7 +76,7 @@ public final class SystemdNotifier: Sendable {
     @discardableResult
     public func notify(_ state: String, waitingUpTo wait: Duration = .zero) -> Bool {
         let message = Array(state.utf8)
-        let deadline = ContinuousClock.now + wait
+        let deadline = Instant.now() + wait
         while true {
             let sent = message.withUnsafeBytes { bytes in
                 withUnsafePointer(to: address) {
@@ -82,7 +86,7 @@ public final class SystemdNotifier: Sendable {
                 }
             }
             if sent == message.count { return true }
-            guard sent < 0, errno == EAGAIN || errno == EINTR, ContinuousClock.now < deadline else { return false }
+            guard sent < 0, errno == EAGAIN || errno == EINTR, Instant.now() < deadline else { return false }
             usleep(10_000)
         }
     }

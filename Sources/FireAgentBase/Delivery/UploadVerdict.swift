@@ -1,11 +1,6 @@
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 /// What the agent does with a batch after the server answered (or did not). Sans-I/O: fed the
-/// status, the headers that matter and the start of the body; tested from tables.
+/// status, the headers that matter and the start of the body; tested from tables. Times are
+/// seconds since 1970 (FireAgentCore adds `Date`-taking forms).
 public enum UploadVerdict: Sendable, Equatable {
     /// 2xx: the batch is stored; remove it.
     case delivered
@@ -26,9 +21,11 @@ public enum UploadVerdict: Sendable, Equatable {
     ///   - status: the status code.
     ///   - retryAfter: the `Retry-After` value, if any (seconds or an HTTP date).
     ///   - message: the start of the response body (InfluxDB puts its error there).
-    ///   - now: for an HTTP-date `Retry-After`.
+    ///   - now: seconds since 1970, for an HTTP-date `Retry-After`.
     ///   - lines: lines in the batch (a one-line batch cannot be split).
-    public static func decide(status: Int, retryAfter: String?, message: String, now: Date = Date(), lines: Int) -> UploadVerdict {
+    public static func decide(status: Int, retryAfter: String?, message: String, secondsSince1970 now: Double, lines: Int)
+        -> UploadVerdict
+    {
         let detail = message.isEmpty ? "HTTP \(status)" : "HTTP \(status): \(message)"
         switch status {
         case 204:
@@ -41,7 +38,7 @@ public enum UploadVerdict: Sendable, Equatable {
         case 413:
             return lines > 1 ? .split : .deadLetter(reason: "\(detail) (a single line larger than the server accepts)")
         case 429, 503:
-            return .retry(after: retryAfter.flatMap { parseRetryAfter($0, now: now) }, reason: detail)
+            return .retry(after: retryAfter.flatMap { parseRetryAfter($0, secondsSince1970: now) }, reason: detail)
         case 401, 403:
             return .holdForCredentials(reason: detail)
         case 408, 425, 500, 502, 504:
@@ -56,16 +53,19 @@ public enum UploadVerdict: Sendable, Equatable {
 
     /// `Retry-After` as delay-seconds or an HTTP date (RFC 9110 §10.2.3), capped at one hour
     /// (a server cannot park the fleet for days); nil when unreadable.
-    public static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
+    /// - Parameters:
+    ///   - value: the header's value.
+    ///   - now: seconds since 1970, for an HTTP date.
+    public static func parseRetryAfter(_ value: String, secondsSince1970 now: Double) -> Duration? {
         let text = value.trimmed()
         if let seconds = Int64(text), seconds >= 0 { return .seconds(min(seconds, 3600)) }
-        guard let date = parseHTTPDate(text) else { return nil }
-        let delta = date.timeIntervalSince(now)
+        guard let date = httpDateSeconds(text) else { return nil }
+        let delta = Double(date) - now
         return .milliseconds(Int64(min(max(delta, 0), 3600) * 1000))
     }
 
-    /// An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT").
-    static func parseHTTPDate(_ text: String) -> Date? {
+    /// An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") as seconds since 1970.
+    package static func httpDateSeconds(_ text: String) -> Int? {
         let parts = text.split(separator: " ")
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let month = months.firstIndex(of: String(parts[2])),
@@ -81,7 +81,6 @@ public enum UploadVerdict: Sendable, Equatable {
         let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + day - 1
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
         let days = era * 146097 + doe - 719468
-        let seconds = days * 86400 + clock[0] * 3600 + clock[1] * 60 + clock[2]
-        return Date(timeIntervalSince1970: TimeInterval(seconds))
+        return days * 86400 + clock[0] * 3600 + clock[1] * 60 + clock[2]
     }
 }
