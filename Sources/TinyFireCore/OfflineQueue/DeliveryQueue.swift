@@ -173,12 +173,7 @@ package final class DeliveryQueue: Sendable {
     }
 
     /// Milliseconds since 1970 by the wall clock.
-    package static func wallClockMilliseconds() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        guard now.tv_sec >= 0 else { return 0 }
-        return UInt64(now.tv_sec) * 1000 + UInt64(now.tv_nsec / 1_000_000)
-    }
+    package static func wallClockMilliseconds() -> UInt64 { Instant.wallClockMilliseconds() }
 
     /// A small body's bytes, read from its pieces (at most `inlineBodyLimit`).
     private static func readSmallBody(_ segments: [BodySegment], length: UInt64) throws(OfflineQueueError) -> [UInt8] {

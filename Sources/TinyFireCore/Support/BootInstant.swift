@@ -1,5 +1,3 @@
-import CTinyFireSystem
-
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

@@ -1,5 +1,3 @@
-import CTinyFireSystem
-
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -20,6 +18,14 @@ package struct Instant: Comparable, Sendable, Hashable {
     }
 
     package static func < (a: Instant, b: Instant) -> Bool { a.nanoseconds < b.nanoseconds }
+
+    /// Milliseconds since 1970 by the wall clock (0 for a clock set before 1970).
+    package static func wallClockMilliseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        guard ts.tv_sec >= 0 else { return 0 }
+        return UInt64(ts.tv_sec) * 1000 + UInt64(ts.tv_nsec / 1_000_000)
+    }
 
     /// `a` plus `d`, saturating at the end of time (a huge timeout is "never", not a wrapped
     /// deadline in the past).

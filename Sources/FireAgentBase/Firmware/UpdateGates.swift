@@ -1,6 +1,10 @@
+import TinyFireCore
+
 #if canImport(Glibc)
+    import CTinyFireSystem
     import Glibc
 #elseif canImport(Musl)
+    import CTinyFireSystem
     import Musl
 #endif
 
@@ -19,7 +23,7 @@ public struct InstallWindow: Sendable, Equatable, CustomStringConvertible {
     /// As written.
     public let description: String
 
-    static let dayNames = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+    package static let dayNames = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
 
     /// Reads one range.
     /// - Parameter text: `[DAYS ]HH:MM-HH:MM`.
@@ -77,7 +81,7 @@ public struct InstallWindowError: Error, Sendable, CustomStringConvertible {
     /// The entry and what is wrong with it.
     public let description: String
 
-    init(_ text: String, _ reason: String) { description = "\"\(text)\" \(reason)" }
+    package init(_ text: String, _ reason: String) { description = "\"\(text)\" \(reason)" }
 }
 
 /// The board's local time, as the C library sees it (`TZ`, else `/etc/localtime`).
@@ -111,14 +115,14 @@ public struct LocalTime: Sendable, Equatable, CustomStringConvertible {
 /// `firmware.inhibitFile`: the application holds a lock (flock) on this file while no install
 /// or reboot may start. Opened read-only without following links or blocking; a file that is
 /// missing, not a regular file, or not locked holds nothing.
-enum InhibitLock {
+package enum InhibitLock {
     /// Whether someone holds a lock on `path`.
-    static func isHeld(_ path: String) -> Bool {
+    package static func isHeld(_ path: String) -> Bool {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return false }
+        guard fstat(fd, &info) == 0, info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) else { return false }
         if flock(fd, LOCK_EX | LOCK_NB) == 0 {
             flock(fd, LOCK_UN)
             return false
