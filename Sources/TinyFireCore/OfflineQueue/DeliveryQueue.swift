@@ -766,26 +766,7 @@ package final class DeliveryQueue: Sendable {
     }
 
     /// `text` as a JSON string (quotes, backslashes and control characters escaped; `/` kept).
-    package static func jsonString(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.utf8.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
+    package static func jsonString(_ text: String) -> String { text.jsonQuoted }
 
     /// Writes `bytes` to a new or truncated file at `path`.
     private static func writeFile(_ path: String, _ bytes: [UInt8]) -> OfflineQueueError? {

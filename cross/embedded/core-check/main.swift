@@ -137,15 +137,18 @@ check("queue cursor", readBack == cursor, "removed through \(readBack.map { Stri
 
 // The offline queue's store on disk: four threads enqueue at once (their appends share writes
 // and syncs), the head is removed as delivered, and a second open recovers the other three.
+/// A new directory `/tmp/core-check-NAME-XXXXXX`, or nil (errno says why).
+func temporaryDirectory(_ name: String) -> String? {
+    var template = Array("/tmp/core-check-\(name)-XXXXXX".utf8CString)
+    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else { return nil }
+    return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
 final class PrintSink: LogSink {
     func log(_ level: LogLevel, _ message: String) { print("  log \(level.rawValue): \(message)") }
 }
 func storeCheck() -> (ok: Bool, detail: String) {
-    var template = Array("/tmp/core-check-queue-XXXXXX".utf8CString)
-    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
-        return (false, "mkdtemp: \(errnoMessage(errno))")
-    }
-    let directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    guard let directory = temporaryDirectory("queue") else { return (false, "mkdtemp: \(errnoMessage(errno))") }
     defer { _ = system("rm -rf " + directory) }
     let limits = OfflineQueueStore.Limits(
         maxRecords: 100, maxBytes: 1 << 20, dropOldest: false, segmentBytes: 64 * 1024, cursorSyncInterval: .seconds(1))
@@ -209,11 +212,7 @@ check("queue store (group commit, removal, recovery)", storeOK, storeDetail)
 // The agent's spool, read as untrusted input, logging through the agent's Logger: good lines
 // are batched, a bad line and a symlink to a file outside are set aside, the read file is gone.
 func spoolCheck() -> (ok: Bool, detail: String) {
-    var template = Array("/tmp/core-check-spool-XXXXXX".utf8CString)
-    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
-        return (false, "mkdtemp: \(errnoMessage(errno))")
-    }
-    let directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    guard let directory = temporaryDirectory("spool") else { return (false, "mkdtemp: \(errnoMessage(errno))") }
     defer { _ = system("rm -rf " + directory) }
     let spool = directory + "/spool"
     guard mkdir(spool, 0o750) == 0 else { return (false, "mkdir: \(errnoMessage(errno))") }
@@ -719,6 +718,13 @@ func exchangeCheck() -> (ok: Bool, detail: String) {
 let (exchangeOK, exchangeDetail) = exchangeCheck()
 check("HTTP exchange (stream upload, pool)", exchangeOK, exchangeDetail)
 
+/// The engine settings the checks send with: short timeouts, two connections per host.
+let checkEngineSettings = EngineSettings(
+    connectTimeout: .seconds(5), idleTimeout: .seconds(5), totalTimeout: .seconds(10), lowSpeedLimit: nil,
+    maxReceiveBytesPerSecond: nil, maxHeaderBlockBytes: 16 * 1024, readBufferSize: 16 * 1024, maxConnectionsPerHost: 2,
+    idleConnectionTimeout: .seconds(5), maxRedirects: 3, allowsInsecureRedirects: false, automaticDecompression: true,
+    defaultFields: [.userAgent: "core-check"], expectContinueThreshold: nil, tls: TLSConfiguration(), proxy: .direct)
+
 // A whole request through the engine, as the agent will send one: a GET to a listener on
 // loopback, a 301 followed on the kept-alive connection, the 200's body in a ByteArraySink.
 final class CheckOwner: TransferOwner, @unchecked Sendable {
@@ -793,11 +799,7 @@ func engineCheck() -> (ok: Bool, detail: String) {
     } catch {
         return (false, error.description)
     }
-    let settings = EngineSettings(
-        connectTimeout: .seconds(5), idleTimeout: .seconds(5), totalTimeout: .seconds(10), lowSpeedLimit: nil,
-        maxReceiveBytesPerSecond: nil, maxHeaderBlockBytes: 16 * 1024, readBufferSize: 16 * 1024, maxConnectionsPerHost: 2,
-        idleConnectionTimeout: .seconds(5), maxRedirects: 3, allowsInsecureRedirects: false, automaticDecompression: true,
-        defaultFields: [.userAgent: "core-check"], expectContinueThreshold: nil, tls: TLSConfiguration(), proxy: .direct)
+    let settings = checkEngineSettings
     let engine = Engine(settings: settings, name: "core-engine")
     defer { engine.shutdown() }
     guard let url = AbsoluteURL("http://127.0.0.1:\(port)/start") else { return (false, "URL refused") }
@@ -820,11 +822,7 @@ check("engine: GET, redirect on a kept-alive connection, body in a sink", engine
 // dead-lettered (its description and body written), a large body sent from its body file, then
 // a flush with delivery stopped.
 func deliveryCheck() -> (ok: Bool, detail: String) {
-    var template = Array("/tmp/core-check-delivery-XXXXXX".utf8CString)
-    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
-        return (false, "mkdtemp: \(errnoMessage(errno))")
-    }
-    let directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    guard let directory = temporaryDirectory("delivery") else { return (false, "mkdtemp: \(errnoMessage(errno))") }
     defer { _ = system("rm -rf " + directory) }
     guard let (listener, port) = loopbackListener() else { return (false, "cannot listen: \(errnoMessage(errno))") }
     defer { close(listener) }
@@ -869,11 +867,7 @@ func deliveryCheck() -> (ok: Bool, detail: String) {
     } catch {
         return (false, error.description)
     }
-    let settings = EngineSettings(
-        connectTimeout: .seconds(5), idleTimeout: .seconds(5), totalTimeout: .seconds(10), lowSpeedLimit: nil,
-        maxReceiveBytesPerSecond: nil, maxHeaderBlockBytes: 16 * 1024, readBufferSize: 16 * 1024, maxConnectionsPerHost: 2,
-        idleConnectionTimeout: .seconds(5), maxRedirects: 3, allowsInsecureRedirects: false, automaticDecompression: true,
-        defaultFields: [.userAgent: "core-check"], expectContinueThreshold: nil, tls: TLSConfiguration(), proxy: .direct)
+    let settings = checkEngineSettings
     let engine = Engine(settings: settings, name: "core-queue")
     defer { engine.shutdown() }
     let events = Locked<[String]>([])
