@@ -328,11 +328,7 @@ public final class OfflineQueue: Sendable {
             judge = { answer in
                 var inlineBody: Data?
                 if case .inline(let bytes) = answer.payload.body { inlineBody = Data(bytes) }
-                var record = Self.record(answer.entry, payload: answer.payload)
-                record = Record(
-                    sequence: record.sequence, idempotencyKey: record.idempotencyKey, enqueuedAt: record.enqueuedAt,
-                    enqueuedOnBootClock: record.enqueuedOnBootClock, method: record.method, url: record.url, headers: answer.sentHeaders,
-                    bodyLength: record.bodyLength, bodyIsFile: record.bodyIsFile)
+                let record = Self.record(answer.entry, payload: answer.payload, headers: answer.sentHeaders)
                 return Self.core(
                     judgeResponse(
                         DeliveryResponse(
@@ -472,9 +468,14 @@ public final class OfflineQueue: Sendable {
         }
     }
 
-    static func record(_ entry: OfflineQueueStore.Entry, payload: OfflineQueueJournal.Payload) -> Record {
+    /// The record `entry` holds; `headers` replaces the queued ones (the judge sees those sent).
+    static func record(_ entry: OfflineQueueStore.Entry, payload: OfflineQueueJournal.Payload, headers sent: HTTPHeaders? = nil) -> Record {
         var headers = HTTPHeaders()
-        for header in payload.headers { headers.append(name: header.name, value: header.value) }
+        if let sent {
+            headers = sent
+        } else {
+            for header in payload.headers { headers.append(name: header.name, value: header.value) }
+        }
         var isFile = false
         if case .file = payload.body { isFile = true }
         return Record(

@@ -155,7 +155,7 @@ package final class DeliveryQueue: Sendable {
         }
         let (entry, dropped) = try store.append(
             payload: payloadBytes, payloadChecksum: OfflineQueueJournal.checksum(payloadBytes[...]),
-            enqueuedAt: Self.wallClockMilliseconds(), bodyFile: fileName, bodyBytes: fileName == nil ? 0 : Int64(bodyLength),
+            enqueuedAt: Instant.wallClockMilliseconds(), bodyFile: fileName, bodyBytes: fileName == nil ? 0 : Int64(bodyLength),
             reservedBytes: recordBytes)
         for entry in dropped { onEvent(.dropped(sequence: entry.sequence)) }
         // Wake delivery only when it runs (a hop to its thread per enqueue otherwise); the
@@ -171,9 +171,6 @@ package final class DeliveryQueue: Sendable {
         }
         return (entry, payload)
     }
-
-    /// Milliseconds since 1970 by the wall clock.
-    package static func wallClockMilliseconds() -> UInt64 { Instant.wallClockMilliseconds() }
 
     /// A small body's bytes, read from its pieces (at most `inlineBodyLimit`).
     private static func readSmallBody(_ segments: [BodySegment], length: UInt64) throws(OfflineQueueError) -> [UInt8] {
@@ -739,22 +736,22 @@ package final class DeliveryQueue: Sendable {
             headers.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
             var headerText = ""
             for (index, header) in headers.enumerated() {
-                headerText += (index == 0 ? "\n" : ",\n") + "    " + Self.jsonString(header.0) + " : " + Self.jsonString(header.1)
+                headerText += (index == 0 ? "\n" : ",\n") + "    " + header.0.jsonQuoted + " : " + header.1.jsonQuoted
             }
             // Keys in sorted order, as the first dead letters were written.
             let fields: [(String, String)] = [
-                ("deadLetteredAt", String(Self.wallClockMilliseconds())),
+                ("deadLetteredAt", String(Instant.wallClockMilliseconds())),
                 ("enqueuedAt", String(entry.enqueuedAtMilliseconds)),
                 ("headers", headers.isEmpty ? "{\n\n  }" : "{" + headerText + "\n  }"),
-                ("idempotencyKey", Self.jsonString(payload.idempotencyKey)),
-                ("method", Self.jsonString(payload.method)),
-                ("reason", Self.jsonString(reason)),
-                ("status", Self.jsonString(String(status))),
-                ("url", Self.jsonString(payload.url)),
+                ("idempotencyKey", payload.idempotencyKey.jsonQuoted),
+                ("method", payload.method.jsonQuoted),
+                ("reason", reason.jsonQuoted),
+                ("status", String(status).jsonQuoted),
+                ("url", payload.url.jsonQuoted),
             ]
             var text = "{"
             for (index, field) in fields.enumerated() {
-                text += (index == 0 ? "\n" : ",\n") + "  " + Self.jsonString(field.0) + " : " + field.1
+                text += (index == 0 ? "\n" : ",\n") + "  " + field.0.jsonQuoted + " : " + field.1
             }
             text += "\n}"
             failure = Self.writeFile(base + ".json", Array(text.utf8))
@@ -764,9 +761,6 @@ package final class DeliveryQueue: Sendable {
                 "offline queue: record \(entry.sequence) could not be kept as a dead letter in \(directory): \(failure.description)")
         }
     }
-
-    /// `text` as a JSON string (quotes, backslashes and control characters escaped; `/` kept).
-    package static func jsonString(_ text: String) -> String { text.jsonQuoted }
 
     /// Writes `bytes` to a new or truncated file at `path`.
     private static func writeFile(_ path: String, _ bytes: [UInt8]) -> OfflineQueueError? {
