@@ -30,7 +30,13 @@ armv7)
     # be read. time_t stays 32-bit: bookworm's armhf mbedTLS is built that way, and its
     # structures (sessions, certificates) must have the layout it was compiled with.
     sysroot="$("$here/sysroot.sh" armv7)"
-    swift_target=(-target armv7-none-none-eabi -Xcc -mfloat-abi=hard -Xcc -mfpu=vfpv3-d16 -Xcc -D_FILE_OFFSET_BITS=64)
+    # -arm-load-store-opt=false: this toolchain's ARM load/store optimizer merges two loads
+    # through a method's self pointer (r10, Swift's self register, which the caller keeps
+    # across calls) into an LDM that writes r10 back, without saving it; the caller's next call
+    # on the same value then reads the wrong fields (cross/README.md, "armv7: the self register").
+    # cross/embedded/selfreg-check.py refuses a build where any function does that.
+    swift_target=(-target armv7-none-none-eabi -Xcc -mfloat-abi=hard -Xcc -mfpu=vfpv3-d16 -Xcc -D_FILE_OFFSET_BITS=64
+        -Xllvm -arm-load-store-opt=false)
     clang_target=(--target=armv7-unknown-linux-gnueabihf -mfloat-abi=hard -mfpu=vfpv3-d16 -D_FILE_OFFSET_BITS=64)
     multiarch=arm-linux-gnueabihf
     ;;
@@ -49,6 +55,9 @@ if [ "$arch" != x86_64 ]; then
 fi
 mkdir -p "$out/modulemaps"
 out="$(cd "$out" && pwd)"
+# Every object is compiled again: the compiler can leave an existing object in place when only
+# flags changed.
+rm -f "$out"/*.o
 
 # The project's C targets, as SwiftPM sees them: module maps over their include/ directories.
 cat > "$out/modulemaps/module.modulemap" <<MAP
@@ -98,6 +107,9 @@ swiftc "${swift_flags[@]}" -module-name FireAgentBase -package-name TinyFire \
 
 swiftc "${swift_flags[@]/-parse-as-library/}" -module-name CoreCheck -package-name TinyFire \
     -c "$here/core-check/main.swift" -o "$out/core-check.o"
+if [ "$arch" = armv7 ]; then
+    python3 "$here/selfreg-check.py" armv7 "$out"/*.o || die "armv7: a function clobbers Swift's self register (see cross/README.md)"
+fi
 link_flags=("${clang_target[@]}" -fuse-ld=lld -static -Wl,--gc-sections -s)
 [ "$arch" = x86_64 ] || link_flags+=(-L "$sysroot/usr/lib/$multiarch")
 unicode="/opt/swift/usr/lib/swift/embedded/${swift_target[1]}/libswiftUnicodeDataTables.a"

@@ -350,6 +350,46 @@ func daemonPartsCheck() -> (ok: Bool, detail: String) {
 let (daemonOK, daemonDetail) = daemonPartsCheck()
 check("daemon parts: upload verdicts, schedule, sd_notify", daemonOK, daemonDetail)
 
+// The update gates: versions ordered as SemVer orders them, an install window past midnight,
+// a lock held on the inhibit file.
+func gatesCheck() -> (ok: Bool, detail: String) {
+    let versions = ["1.10.0", "v1.2", "1.2.0-rc.1", "1.2.0-rc.10", "1.2.0-rc.2", "0.9"].compactMap { SemanticVersion($0) }.sorted()
+    let order = versions.map { $0.description }.joined(separator: " < ")
+    var window: InstallWindow?
+    var refusal = ""
+    do throws(InstallWindowError) {
+        window = try InstallWindow(parsing: "Fri,Sat 22:00-02:00")
+        _ = try InstallWindow(parsing: "Mon 25:00-26:00")
+    } catch {
+        refusal = error.description
+    }
+    // Friday 23:30 and Saturday 01:00 (past midnight, Friday's window) are inside; Friday 12:00 is not.
+    let inside = window.map {
+        [$0.contains(weekday: 5, minute: 23 * 60 + 30), $0.contains(weekday: 6, minute: 60), $0.contains(weekday: 5, minute: 720)]
+    }
+    let path = "/tmp/core-check-inhibit-\(getpid())"
+    let fd = open(path, O_RDWR | O_CREAT, 0o600)
+    defer {
+        close(fd)
+        unlink(path)
+    }
+    let free = InhibitLock.isHeld(path)
+    // A lock on another open file description holds it for the check's own open.
+    let holder = open(path, O_RDONLY)
+    let locked = holder >= 0 && flock(holder, LOCK_EX) == 0
+    let held = InhibitLock.isHeld(path)
+    close(holder)
+    let ok =
+        order == "0.9 < 1.2.0-rc.1 < 1.2.0-rc.2 < 1.2.0-rc.10 < v1.2 < 1.10.0" && inside == [true, true, false] && !refusal.isEmpty
+        && !free && locked && held
+    return (
+        ok,
+        "\(order); window \(inside.map { $0.map { String($0) }.joined(separator: ",") } ?? "refused"); \(refusal); lock \(free) then \(held)"
+    )
+}
+let (gatesOK, gatesDetail) = gatesCheck()
+check("update gates: versions, install window, inhibit lock", gatesOK, gatesDetail)
+
 // The event loop: its own thread (pthreads), epoll, the eventfd wake-up, a timer, a task handed
 // over from this thread, and a pipe's readiness.
 final class PipeReader: EventLoopHandler, @unchecked Sendable {
