@@ -5,6 +5,11 @@ import TinyFire
 #elseif canImport(Musl)
     import Musl
 #endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 extension TinyFireError {
     /// The reason of an `.invalidProxy` alone (the proxy URL, password masked, and the problem),
@@ -12,5 +17,15 @@ extension TinyFireError {
     public var proxyReasonText: String {
         if case .invalidProxy(let reason) = self { return reason }
         return description
+    }
+}
+
+extension AgentConfig {
+    /// Reads and checks a config document held in `Data` (see `parse(_:file:machineIDPath:environment:)`).
+    public static func parse(
+        _ data: Data, file: String, machineIDPath: String = "/etc/machine-id",
+        environment: (String) -> String? = ProxySettings.processEnvironment
+    ) throws(ConfigError) -> AgentConfig {
+        try parse([UInt8](data), file: file, machineIDPath: machineIDPath, environment: environment)
     }
 }

@@ -96,7 +96,10 @@ public final class Agent: Sendable {
                 path: $0, progressPath: config.queue.directory + "/spool-progress",
                 maxFileBytes: config.telemetry.spoolMaxFileBytes, maxLineBytes: config.telemetry.batchMaxBytes, logger: logger)
         }
-        writeURL = Self.writeURL(for: config)
+        guard let writeURL = Self.writeURL(for: config) else {
+            throw AgentError(description: "server.url: \(config.server.url) is not a URL Foundation reads")
+        }
+        self.writeURL = writeURL
         var configuration = SessionConfiguration()
         configuration.connectTimeout = config.server.connectTimeout
         configuration.idleTimeout = config.server.idleTimeout
@@ -107,7 +110,7 @@ public final class Agent: Sendable {
         configuration.proxy = config.network.proxy
         configuration.maxConnectionsPerHost = max(configuration.maxConnectionsPerHost, config.queue.inFlight)
         var trust: ServerTrustManager?
-        if !config.server.pins.isEmpty, let host = config.server.url.host() {
+        if !config.server.pins.isEmpty, let host = config.server.url.host {
             do {
                 trust = ServerTrustManager(evaluators: [host: try PublicKeysTrustEvaluator(pins: config.server.pins)])
             } catch {
@@ -176,8 +179,8 @@ public final class Agent: Sendable {
     /// API needs; the base URL's own path is kept in front. Built once.
     public let writeURL: URL
 
-    static func writeURL(for config: AgentConfig) -> URL {
-        var components = URLComponents(url: config.server.url, resolvingAgainstBaseURL: false) ?? URLComponents()
+    static func writeURL(for config: AgentConfig) -> URL? {
+        guard var components = URLComponents(string: config.server.url.absoluteString) else { return nil }
         let base = components.path.hasSuffix("/") ? String(components.path.dropLast()) : components.path
         var query: [URLQueryItem] = []
         switch config.telemetry.api {
@@ -191,7 +194,7 @@ public final class Agent: Sendable {
         }
         query.append(URLQueryItem(name: "precision", value: config.telemetry.precision.rawValue))
         components.queryItems = query
-        return components.url ?? config.server.url
+        return components.url
     }
 
     /// The request that uploads `batch`: gzip'd line protocol.

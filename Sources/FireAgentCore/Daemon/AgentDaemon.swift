@@ -356,7 +356,7 @@ public final class AgentDaemon: @unchecked Sendable {
         _ = handOver(agent)
         let freshLogger = makeLogger(fresh.logging)
         let freshReachability =
-            fresh.server.url.host() == config.server.url.host()
+            fresh.server.url.host == config.server.url.host
             ? reachability
             : (options.watchReachability ? Self.watch(fresh, namespace: options.reachabilityNamespace, logger: freshLogger) : nil)
         do {

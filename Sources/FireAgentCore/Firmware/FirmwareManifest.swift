@@ -84,6 +84,16 @@ public struct FirmwareManifest: Sendable, Equatable {
     /// Release notes, shown in the log.
     public let notes: String?
 
+    /// Reads a manifest fetched from a configured URL (the config holds core URLs); see
+    /// `parse(_:from:)` with a `URL`.
+    /// - Throws: `FirmwareRefusal` `.badManifest` naming the field, or the URL Foundation refuses.
+    package static func parse(_ bytes: [UInt8], from url: AbsoluteURL) throws(FirmwareRefusal) -> FirmwareManifest {
+        guard let base = URL(string: url.absoluteString) else {
+            throw FirmwareRefusal(kind: .badManifest, message: "its URL \(url) is not a URL Foundation reads")
+        }
+        return try parse(bytes, from: base)
+    }
+
     /// Reads a manifest (only once its signature was verified over these exact bytes).
     /// - Parameters:
     ///   - bytes: the document.

@@ -260,8 +260,10 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
         ]
         if let from = update.fromVersion { members.append(("fromVersion", .string(from))) }
         if let reason = update.reason { members.append(("reason", .string(reason))) }
-        var request = URLRequest(url: url)
-        request.method = .post
+        guard var request = try? URLRequest(url: url, method: .post) else {
+            logger.warning("firmware: status report not queued: \(url) is not a URL Foundation reads")
+            return
+        }
         request.headers.update(name: "Content-Type", value: "application/json")
         var key = "fw-\(update.manifestDigest.prefix(16))-\(update.phase.rawValue)-\(update.freshDownloads)"
         // Reports within a phase (a health-check attempt, a wait) differ by their note: a key of
@@ -288,10 +290,16 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
 
     /// GETs `url` whole within `firmware.manifestTimeout`, at most 64 KiB (the session's
     /// in-memory limit; a larger `Content-Length` is refused before the body).
-    private func fetch(_ url: URL, headers: HTTPHeaders) -> DataResponse<Data, TinyFireError> {
+    private func fetch(_ url: AbsoluteURL, headers: HTTPHeaders) -> DataResponse<Data, TinyFireError> {
         let box = SendableBox<DataResponse<Data, TinyFireError>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        var request = URLRequest(url: url, method: .get, headers: headers)
+        var request: URLRequest
+        do {
+            request = try URLRequest(url: url, method: .get, headers: headers)
+        } catch {
+            let failure = (error as? TinyFireError) ?? .invalidURL(url: url.absoluteString, reason: "not a URL")
+            return DataResponse(request: nil, response: nil, data: nil, metrics: nil, serializationDuration: 0, result: .failure(failure))
+        }
         request.timeoutInterval = Double(config.manifestTimeout.components.seconds)
         session.request(request).responseData(queue: .global(), emptyResponseCodes: [204, 304]) { response in
             box.value = response

@@ -142,7 +142,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         configuration.tls.clientKeyFile = agentConfig.server.clientKey
         configuration.proxy = agentConfig.network.proxy
         var trust: ServerTrustManager?
-        if !agentConfig.server.pins.isEmpty, let host = agentConfig.server.url.host() {
+        if !agentConfig.server.pins.isEmpty, let host = agentConfig.server.url.host {
             // The fleet server's pins hold wherever it serves firmware too; other hosts (a
             // CDN) are checked against the CA bundle, and the manifest's signature covers
             // the image either way.
@@ -932,7 +932,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     /// Why the image may not be fetched now (the route runs over an avoided interface), or nil.
     private func linkGateReason() -> String? {
-        guard !config.avoidInterfaces.isEmpty, let manifest, let host = network.routeHost(for: manifest.image) else { return nil }
+        guard !config.avoidInterfaces.isEmpty, let manifest, let image = AbsoluteURL(manifest.image.absoluteString),
+            let host = network.routeHost(for: image)
+        else { return nil }
         let route: NetworkReachabilityManager
         if let (known, manager) = imageRoute, known == host {
             route = manager

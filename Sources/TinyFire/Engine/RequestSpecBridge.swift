@@ -19,6 +19,16 @@ extension AbsoluteURL {
     }
 }
 
+// A core URL goes wherever TinyFire takes a URL (the agent's configured URLs are core URLs).
+extension AbsoluteURL: URLConvertible {
+    /// Foundation's `URL` of the same text.
+    /// - Throws: `.invalidURL` when Foundation refuses the text.
+    package func asURL() throws -> URL {
+        guard let url = URL(string: absoluteString) else { throw TinyFireError.invalidURL(url: absoluteString, reason: "not a URL") }
+        return url
+    }
+}
+
 extension RequestSpec {
     /// The engine's form of `request`.
     /// - Throws: `.invalidURL` when it has no URL or the URL is not absolute.

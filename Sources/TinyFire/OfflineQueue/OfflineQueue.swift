@@ -40,13 +40,8 @@ import Synchronization
 /// record being delivered (inline bodies up to `inlineBodyLimit`; body files are streamed),
 /// and at open one journal segment at a time (`segmentBytes`).
 public final class OfflineQueue: Sendable {
-    /// What happens to a new record when the queue is at a bound.
-    public enum OverflowPolicy: String, Sendable {
-        /// Refuse it with `OfflineQueueError.queueFull` (counted in `rejectedNew`).
-        case rejectNew
-        /// Accept it and drop the oldest records until the queue fits (counted in `droppedOldest`).
-        case dropOldest
-    }
+    /// What happens to a new record when the queue is at a bound (the core's type).
+    public typealias OverflowPolicy = QueueOverflowPolicy
 
     /// What a response status means for the record.
     public enum Disposition: Sendable {

@@ -31,17 +31,8 @@ import Synchronization
 /// socket for evaluations), a 256 KiB kernel receive buffer for events, and a routing snapshot
 /// bounded by `RoutingSnapshot`'s limits (1,024 links, 4,096 addresses, 256 default routes).
 public final class NetworkReachabilityManager: Sendable {
-    /// The kind of network an interface reaches.
-    public enum InterfaceType: String, Sendable, CaseIterable {
-        /// Wired Ethernet, and virtual Ethernet (veth, bridges, VLANs, bonds).
-        case ethernet
-        /// IEEE 802.11.
-        case wifi
-        /// Mobile data: WWAN modems (qmi_wwan, cdc_mbim, rmnet), PPP, USB tethering (rndis, ipheth).
-        case cellular
-        /// Anything else: tunnels, loopback, unknown link types.
-        case other
-    }
+    /// The kind of network an interface reaches (the core's type: the agent's config names them).
+    public typealias InterfaceType = NetworkInterfaceType
 
     /// The interface traffic would leave through.
     public struct ConnectionType: Sendable, Equatable, CustomStringConvertible {

@@ -1,5 +1,13 @@
 import HTTPTypes
 
+/// What happens to a new record when the offline queue is at a bound.
+public enum QueueOverflowPolicy: String, Sendable, CaseIterable {
+    /// Refuse it with `OfflineQueueError.queueFull` (counted in `rejectedNew`).
+    case rejectNew
+    /// Accept it and drop the oldest records until the queue fits (counted in `droppedOldest`).
+    case dropOldest
+}
+
 /// Exponential backoff with jitter between attempts of the offline queue's head record (and
 /// of the agent's other retries).
 public struct QueueBackoff: Sendable {

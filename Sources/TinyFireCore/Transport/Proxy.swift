@@ -554,6 +554,52 @@ package enum Base64 {
         }
         return String(decoding: out, as: UTF8.self)
     }
+
+    /// The bytes of base64 text: the standard alphabet, a length that is a multiple of four, and
+    /// `=` padding only at the end (one or two). Bits past the last whole byte are ignored, as
+    /// Foundation's `Data(base64Encoded:)` ignores them.
+    /// - Returns: nil for anything else (whitespace, the URL-safe alphabet, missing padding).
+    package static func decode(_ text: some StringProtocol) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 4 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(utf8.count / 4 * 3)
+        var index = 0
+        while index < utf8.count {
+            let last = index + 4 == utf8.count
+            var value: UInt32 = 0
+            var padding = 0
+            for offset in 0..<4 {
+                let byte = utf8[index + offset]
+                if byte == UInt8(ascii: "=") {
+                    // Only the last group pads, only its last one or two places, and a place
+                    // after a `=` must be `=` too.
+                    guard last, offset >= 2 else { return nil }
+                    padding += 1
+                    value <<= 6
+                    continue
+                }
+                guard padding == 0, let digit = sextet(byte) else { return nil }
+                value = value << 6 | UInt32(digit)
+            }
+            out.append(UInt8(value >> 16 & 0xFF))
+            if padding < 2 { out.append(UInt8(value >> 8 & 0xFF)) }
+            if padding < 1 { out.append(UInt8(value & 0xFF)) }
+            index += 4
+        }
+        return out
+    }
+
+    private static func sextet(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): return byte - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): return byte - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "+"): return 62
+        case UInt8(ascii: "/"): return 63
+        default: return nil
+        }
+    }
 }
 
 /// A value behind one immutable reference: a struct that holds one stays a pointer wide, and a

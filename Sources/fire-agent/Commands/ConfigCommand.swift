@@ -30,7 +30,7 @@ struct ConfigCommand: ParsableCommand {
             do {
                 let loaded = try AgentConfig.load(path: path)
                 print("\(path): ok (device \(loaded.device.id), server \(loaded.server.url.absoluteString))")
-                if let proxy = loaded.network.proxy.proxy(forScheme: loaded.server.url.scheme ?? "", host: loaded.server.url.host() ?? "") {
+                if let proxy = loaded.network.proxy.proxy(forScheme: loaded.server.url.scheme, host: loaded.server.url.host ?? "") {
                     let source = loaded.network.proxyFromConfig ? "network.proxy" : "the environment"
                     print("proxy: \(proxy) (from \(source))")
                 }

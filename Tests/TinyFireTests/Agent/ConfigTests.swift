@@ -1,6 +1,8 @@
 import Foundation
 import Testing
+import TinyFireCore
 
+@testable import FireAgentBase
 @testable import FireAgentCore
 
 @Suite("fire-agent config: one JSON5 file, refused with key paths")
@@ -144,7 +146,8 @@ struct ConfigTests {
         let fromEnvironment = try parse(document(), ["https_proxy": "http://gw:3128", "no_proxy": "10.0.0.0/8"])
         #expect(!fromEnvironment.network.proxyFromConfig && fromEnvironment.network.proxy.https?.displayURL == "http://gw:3128")
         #expect(fromEnvironment.network.proxy.noProxy.matches(host: "10.1.1.1"))
-        #expect(fromEnvironment.network.routeHost(for: URL(string: "https://fleet.example:8086")!) == "gw")
+        let fleet = try #require(AbsoluteURL("https://fleet.example:8086"))
+        #expect(fromEnvironment.network.routeHost(for: fleet) == "gw")
         #expect(problems(document()).isEmpty)
         do {
             _ = try parse(document(), ["https_proxy": "http://[::1"])
@@ -282,6 +285,43 @@ struct ConfigTests {
         }
         let agent = try Agent(config: config, logger: Logger(label: "test"))
         agent.close()
+    }
+
+    @Test("the file itself: missing, a directory, over 1 MiB (refused unread); state paths absolute, dot segments out")
+    func configFile() throws {
+        let directory = FileManager.default.temporaryDirectory.appending(path: "tinyfire-config-file-\(getpid())").path
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory + "/etc", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func refusal(_ path: String) -> String {
+            do {
+                _ = try AgentConfig.load(path: path)
+                return "accepted"
+            } catch {
+                return error.problems.map(\.reason).joined(separator: "; ")
+            }
+        }
+        #expect(refusal(directory + "/missing.json5") == "does not exist")
+        #expect(refusal(directory + "/etc") == "cannot be read: Is a directory")
+        // A big file (a log named by mistake) is refused before it is read into memory.
+        let big = directory + "/big.json5"
+        try Data((document() + String(repeating: " ", count: AgentConfig.maximumFileBytes)).utf8).write(to: URL(filePath: big))
+        #expect(refusal(big) == "is larger than 1MiB: not a config file")
+        let fits = directory + "/fits.json5"
+        try Data((document() + String(repeating: " ", count: AgentConfig.maximumFileBytes - document().utf8.count)).utf8)
+            .write(to: URL(filePath: fits))
+        #expect(refusal(fits) == "accepted")
+        // State directories are made absolute, `.` and `..` taken out as written (the working
+        // directory is the process's: not changed here, tests run side by side).
+        let text = document(#"queue: { directory: "state/q", deadLetterDirectory: "state/./q/../dead" }"#)
+        try Data(text.utf8).write(to: URL(filePath: directory + "/etc/agent.json5"))
+        let config = try AgentConfig.load(path: directory + "/etc/agent.json5")
+        #expect(config.queue.directory == directory + "/etc/state/q")
+        #expect(config.queue.deadLetterDirectory == directory + "/etc/state/dead")
+        let here = FileManager.default.currentDirectoryPath
+        #expect(AgentConfig.standardized("etc/state/q/../dead") == here + "/etc/state/dead")
+        #expect(AgentConfig.standardized("/a//b/./c/../../d/") == "/a//d/")
+        #expect(AgentConfig.standardized("/a/../../..") == "/")
     }
 
     @Test("a client key that group or others can read is refused, as ssh refuses it; 0600 is accepted")

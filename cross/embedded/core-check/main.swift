@@ -297,6 +297,70 @@ func configCheck() -> (ok: Bool, detail: String) {
 let (configOK, configDetail) = configCheck()
 check("config: JSON5 and typed reads", configOK, configDetail)
 
+// The agent's whole config: read from a file, with a firmware key read through mbedTLS, a
+// proxy, URLs as the core parses them; then a file with three problems, each named.
+func writeFile(_ path: String, _ text: String, mode: mode_t = 0o600) -> Bool {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    return writeAll(fd, Array(text.utf8))
+}
+
+func agentConfigCheck() -> (ok: Bool, detail: String) {
+    guard let directory = temporaryDirectory("agent-config") else { return (false, "mkdtemp: \(errnoMessage(errno))") }
+    defer { _ = system("rm -rf " + directory) }
+    let key = """
+        -----BEGIN PUBLIC KEY-----
+        MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEXUXcDqOP/w01Z4gf9fdbWBruPXxi
+        Rm1joj7RqMSBclgSniz9lqXAgtSita5+VQhOaYSUFyyB7yvvubKMANmruw==
+        -----END PUBLIC KEY-----
+
+        """
+    let good = """
+        { device: { id: "board-7", labels: { site: "north" } },
+          server: { url: "https://fleet.example:8086/influx/", pins: ["sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="] },
+          telemetry: { influx: { version: 2, org: "acme", bucket: "boards", token: "t" } },
+          queue: { directory: "queue", overflow: "dropOldest" },
+          logging: { level: "debug" },
+          network: { proxy: "http://gw.example:3128", noProxy: ["10.0.0.0/8"] },
+          firmware: { manifestURL: "https://updates.example/gw/manifest.json", keys: ["vendor.pem"], deviceType: "gw",
+                      versionFile: "/etc/sw-version", install: ["rauc", "install", "{file}"], installWindow: ["Fri,Sat 22:00-02:00"] } }
+        """
+    let bad = """
+        { device: { id: "b" }, server: { url: "ftp://fleet.example" },
+          telemetry: { influx: { database: "d" } }, queue: { overflow: "dropNewest" } }
+        """
+    guard writeFile(directory + "/vendor.pem", key, mode: 0o644), writeFile(directory + "/agent.json5", good),
+        writeFile(directory + "/bad.json5", bad)
+    else { return (false, "writing the files: \(errnoMessage(errno))") }
+    let config: AgentConfig
+    do throws(ConfigError) {
+        config = try AgentConfig.load(path: directory + "/agent.json5")
+    } catch {
+        return (false, error.description)
+    }
+    var refusals: [String] = []
+    do throws(ConfigError) {
+        _ = try AgentConfig.load(path: directory + "/bad.json5")
+    } catch {
+        refusals = error.problems.map { $0.path }
+    }
+    let window = config.firmware?.installWindow.first
+    let ok =
+        config.device.id == "board-7" && config.device.labels["site"] == "north" && config.server.url.host == "fleet.example"
+        && config.server.url.port == 8086 && config.queue.overflow == .dropOldest && config.queue.directory == directory + "/queue"
+        && config.logging.level == .debug && config.network.routeHost(for: config.server.url) == "gw.example"
+        && config.firmware?.signatureURL.absoluteString == "https://updates.example/gw/manifest.json.sig"
+        && config.firmware?.keys.first?.algorithm == "ECDSA" && window?.contains(weekday: 6, minute: 60) == true
+        && refusals == ["server.url", "queue.overflow"]
+    return (
+        ok,
+        "\(config.server.url) via \(config.network.routeHost(for: config.server.url) ?? "direct"); key \(config.firmware?.keys.first?.description ?? "none"); refused \(refusals.joined(separator: ", "))"
+    )
+}
+let (agentConfigOK, agentConfigDetail) = agentConfigCheck()
+check("agent config: file, firmware key, proxy, URLs, problems", agentConfigOK, agentConfigDetail)
+
 // The daemon's parts: what a server's answer means for a batch, the schedule of collection,
 // sync and watchdog, and sd_notify's datagrams to a socket bound here as systemd's would be.
 func daemonPartsCheck() -> (ok: Bool, detail: String) {

@@ -1,14 +1,11 @@
-import TinyFire
+import TinyFireCore
 
 #if canImport(Glibc)
+    import CTinyFireSystem
     import Glibc
 #elseif canImport(Musl)
+    import CTinyFireSystem
     import Musl
-#endif
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
 #endif
 
 /// fire-agent's configuration: one JSON5 file (docs/CONFIG.md is the schema). Read with
@@ -30,7 +27,7 @@ public struct AgentConfig: Sendable {
     /// The fleet backend and how to reach it.
     public struct Server: Sendable {
         /// Base URL (http or https); InfluxDB paths go below it.
-        public var url: URL
+        package var url: AbsoluteURL
         /// CA certificates (PEM) to trust instead of the system bundle.
         public var caFile: String?
         /// SPKI pins, `sha256//BASE64`; any one must match the verified chain.
@@ -73,9 +70,9 @@ public struct AgentConfig: Sendable {
         public var proxyCAFile: String?
 
         /// The host a request to `url` connects to: its proxy's, or its own.
-        public func routeHost(for url: URL) -> String? {
-            guard let host = url.host() else { return nil }
-            return proxy.routeHost(forScheme: url.scheme ?? "", host: host)
+        package func routeHost(for url: AbsoluteURL) -> String? {
+            guard let host = url.host else { return nil }
+            return proxy.routeHost(forScheme: url.scheme, host: host)
         }
     }
 
@@ -99,6 +96,9 @@ public struct AgentConfig: Sendable {
         public var pressure = true
         /// The agent's own health: queue, drops, dead letters, last sync, RSS.
         public var agent = true
+
+        /// Every collector on.
+        public init() {}
     }
 
     /// Telemetry: collection, spool, batching, upload.
@@ -142,7 +142,7 @@ public struct AgentConfig: Sendable {
         /// What a full queue does with a new batch: refuse it (`rejectNew`, the default: what
         /// is queued is kept; spool files then stay in the spool) or drop the oldest
         /// (`dropOldest`: the newest data wins). Both are counted.
-        public var overflow: OfflineQueue.OverflowPolicy
+        public var overflow: QueueOverflowPolicy
         /// The delay after the first failed delivery; it doubles with each failure in a row.
         public var retryInitial: Duration
         /// The longest delay between two attempts (a server's Retry-After can ask for more).
@@ -156,7 +156,7 @@ public struct AgentConfig: Sendable {
     /// Log output.
     public struct Logging: Sendable {
         /// The lowest level logged.
-        public var level: Logger.Level
+        public var level: LogLevel
         /// `text` for people, `json` for collectors (one object per line).
         public var format: String
     }
@@ -183,9 +183,9 @@ public struct AgentConfig: Sendable {
     /// Firmware updates (docs/FIRMWARE.md): present when `firmware.manifestURL` is set.
     public struct Firmware: Sendable {
         /// The signed manifest, polled with `If-None-Match`.
-        public var manifestURL: URL
+        package var manifestURL: AbsoluteURL
         /// Its detached signature. Default: the manifest's URL with `.sig` appended.
-        public var signatureURL: URL
+        package var signatureURL: AbsoluteURL
         /// The vendor's public keys (read and checked at load); any one valid signature suffices.
         public var keys: [ManifestKey]
         /// This device's type: a manifest must list it in `compatible`.
@@ -239,7 +239,7 @@ public struct AgentConfig: Sendable {
         /// Commands other than the installer are killed after this long.
         public var commandTimeout: Duration
         /// Where status events are POSTed (through the firmware report queue); nil: none.
-        public var statusURL: URL?
+        package var statusURL: AbsoluteURL?
         /// Runs once the new version is booted, before the commit; nil: none (the commit
         /// waits for a sync only).
         public var healthCheck: HealthCheck?
@@ -298,12 +298,24 @@ public struct AgentConfig: Sendable {
     /// The file this was read from.
     public var file: String
 
+    /// The largest config file read (a config is a few KiB; this bounds the memory a wrong
+    /// path, say a log file, can take).
+    public static let maximumFileBytes = 1 << 20
+
     /// Reads and checks a config file.
-    /// - Parameter path: the file.
+    /// - Parameter path: the file, at most `maximumFileBytes`.
     /// - Throws: `ConfigError` listing every problem (key path and reason).
     public static func load(path: String) throws(ConfigError) -> AgentConfig {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            let reason = access(path, F_OK) == 0 ? "cannot be read: \(String(cString: strerror(EACCES)))" : "does not exist"
+        guard let data = SystemFiles().readBytes(path, limit: maximumFileBytes, whole: true) else {
+            var info = stat()
+            let reason =
+                if stat(path, &info) != 0 {
+                    errno == ENOENT ? "does not exist" : "cannot be read: \(errnoMessage(errno))"
+                } else if info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) && info.st_size > maximumFileBytes {
+                    "is larger than \(ConfigReader.describeBytes(Int64(maximumFileBytes))): not a config file"
+                } else {
+                    "cannot be read: \(errnoMessage(access(path, R_OK) == 0 ? EISDIR : EACCES))"
+                }
             throw ConfigError(file: path, problems: [ConfigProblem(path: "", reason: reason)])
         }
         let config = try parse(data, file: path)
@@ -322,17 +334,17 @@ public struct AgentConfig: Sendable {
 
     /// Reads and checks a config document.
     /// - Parameters:
-    ///   - data: JSON5 text.
+    ///   - data: JSON5 text (UTF-8).
     ///   - file: its name, for messages and relative paths.
     ///   - machineIDPath: where the default device id comes from.
     /// - Throws: `ConfigError` listing every problem.
     ///   - environment: reads an environment variable (the proxy variables when `network.proxy`
     ///     is absent); default the process's.
     public static func parse(
-        _ data: Data, file: String, machineIDPath: String = "/etc/machine-id",
+        _ data: [UInt8], file: String, machineIDPath: String = "/etc/machine-id",
         environment: (String) -> String? = ProxySettings.processEnvironment
     ) throws(ConfigError) -> AgentConfig {
-        let root = try JSONValue.parse(Array(data), file: file)
+        let root = try JSONValue.parse(data, file: file)
         let problems = ProblemList()
         let reader = ConfigReader.document(root, problems: problems)
         let config = read(reader, file: file, machineIDPath: machineIDPath, environment: environment, problems: problems)
@@ -350,9 +362,7 @@ public struct AgentConfig: Sendable {
         let deviceReader = root.section("device")
         var deviceID = deviceReader.string("id")
         if deviceID == nil && !deviceReader.has("id") {
-            let machineID = FileManager.default.contents(atPath: machineIDPath).map {
-                String(decoding: $0, as: UTF8.self).trimmed()
-            }
+            let machineID = SystemFiles().read(machineIDPath, limit: 4096).map { $0.trimmed() }
             if let machineID, !machineID.isEmpty {
                 deviceID = machineID
             } else {
@@ -367,15 +377,10 @@ public struct AgentConfig: Sendable {
 
         // server
         let serverReader = root.section("server")
-        var url: URL?
+        var url: AbsoluteURL?
         if let text = serverReader.requiredString("url") {
-            if let parsed = URL(string: text), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
-                parsed.host() != nil
-            {
-                url = parsed
-            } else {
-                serverReader.problem("url", "\"\(text)\" is not an http:// or https:// URL with a host")
-            }
+            url = httpURL(text)
+            if url == nil { serverReader.problem("url", "\"\(text)\" is not an http:// or https:// URL with a host") }
         }
         let caFile = serverReader.string("caFile").map { resolve($0, relativeTo: file) }
         let pins = serverReader.stringArray("pins")
@@ -389,7 +394,7 @@ public struct AgentConfig: Sendable {
         if let caFile { checkReadable(caFile, path: "server.caFile", problems: problems) }
         if let certificate { checkReadable(certificate, path: "server.clientCertificate", problems: problems) }
         if let key { checkPrivateKey(key, path: "server.clientKey", problems: problems) }
-        if url?.scheme?.lowercased() == "http" && (!pins.isEmpty || certificate != nil || caFile != nil) {
+        if url?.scheme.lowercased() == "http" && (!pins.isEmpty || certificate != nil || caFile != nil) {
             serverReader.problem("url", "is http://, but TLS settings (caFile, pins, clientCertificate) are given: use https://")
         }
         let connectTimeout = serverReader.duration("connectTimeout", default: .seconds(15), minimum: .milliseconds(100))
@@ -423,7 +428,7 @@ public struct AgentConfig: Sendable {
         let influxReader = telemetryReader.section("influx")
         let version = influxReader.integer("version", default: 1, in: 1...2)
         let precision =
-            Precision(rawValue: influxReader.choice("precision", default: "ms", from: Precision.allCases.map(\.rawValue))) ?? .ms
+            Precision(rawValue: influxReader.choice("precision", default: "ms", from: Precision.allCases.map { $0.rawValue })) ?? .ms
         var api: InfluxAPI?
         if version == 1 {
             let database = influxReader.requiredString("database")
@@ -462,7 +467,8 @@ public struct AgentConfig: Sendable {
         let deadLetters = resolve(queueReader.string("deadLetterDirectory") ?? queueDirectory + "/../dead-letters", relativeTo: file)
         let maxAge = queueReader.duration("maxRecordAge", default: .seconds(7 * 86400), minimum: .seconds(60))
         let overflow =
-            OfflineQueue.OverflowPolicy(rawValue: queueReader.choice("overflow", default: "rejectNew", from: ["rejectNew", "dropOldest"]))
+            QueueOverflowPolicy(
+                rawValue: queueReader.choice("overflow", default: "rejectNew", from: QueueOverflowPolicy.allCases.map { $0.rawValue }))
             ?? .rejectNew
         let inFlight = queueReader.integer("inFlight", default: 4, in: 1...16)
         let retryReader = queueReader.section("retry")
@@ -480,7 +486,7 @@ public struct AgentConfig: Sendable {
         // logging
         let loggingReader = root.section("logging")
         let level =
-            Logger.Level(rawValue: loggingReader.choice("level", default: "info", from: Logger.Level.allCases.map(\.rawValue))) ?? .info
+            LogLevel(rawValue: loggingReader.choice("level", default: "info", from: LogLevel.allCases.map { $0.rawValue })) ?? .info
         let format = loggingReader.choice("format", default: "text", from: ["text", "json"])
         loggingReader.finish()
 
@@ -513,7 +519,7 @@ public struct AgentConfig: Sendable {
                 batchMaxPoints: maxPoints, batchMaxBytes: maxBytes, api: api, precision: precision),
             queue: Queue(
                 directory: queueDirectory, maxRecords: maxRecords, maxBytes: queueBytes,
-                deadLetterDirectory: URL(filePath: deadLetters).standardized.path(percentEncoded: false), maxRecordAge: maxAge,
+                deadLetterDirectory: standardized(deadLetters), maxRecordAge: maxAge,
                 overflow: overflow, retryInitial: retryInitial, retryMaximum: retryMaximum, inFlight: inFlight),
             logging: Logging(level: level, format: format), daemon: Daemon(statusFile: statusFile, stopTimeout: stopTimeout),
             clock: Clock(requireSync: requireSync), firmware: firmware, network: network, file: file)
@@ -534,18 +540,18 @@ public struct AgentConfig: Sendable {
         var settings = ProxySettings.direct
         if let proxyURL {
             if !proxyURL.isEmpty {
-                do {
-                    settings = ProxySettings(all: try Proxy(url: proxyURL))
+                do throws(ProxyURLError) {
+                    settings = ProxySettings(all: try Proxy(parsing: proxyURL))
                 } catch {
-                    reader.problem("proxy", error.proxyReasonText)
+                    reader.problem("proxy", error.reason)
                     return nil
                 }
             }
         } else {
-            do {
-                settings = try ProxySettings.environment(environment)
+            do throws(ProxyURLError) {
+                settings = try ProxySettings.parseEnvironment(environment)
             } catch {
-                reader.problem("proxy", "is not set, and the environment's proxy is malformed: \(error.proxyReasonText)")
+                reader.problem("proxy", "is not set, and the environment's proxy is malformed: \(error.reason)")
                 return nil
             }
         }
@@ -571,11 +577,9 @@ public struct AgentConfig: Sendable {
 
     private static func readFirmware(_ reader: ConfigReader, file: String, queueDirectory: String, problems: ProblemList) -> Firmware? {
         defer { reader.finish() }
-        func httpURL(_ key: String, _ text: String?) -> URL? {
+        func httpURL(_ key: String, _ text: String?) -> AbsoluteURL? {
             guard let text else { return nil }
-            guard let parsed = URL(string: text), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
-                parsed.host() != nil
-            else {
+            guard let parsed = Self.httpURL(text) else {
                 reader.problem(key, "\"\(text)\" is not an http:// or https:// URL with a host")
                 return nil
             }
@@ -587,7 +591,7 @@ public struct AgentConfig: Sendable {
         let keyPaths = reader.stringArray("keys")
         if keyPaths.isEmpty && !reader.has("keys") { reader.problem("keys", "is required: the vendor's public keys (PEM or DER)") }
         for (index, path) in keyPaths.enumerated() {
-            do {
+            do throws(ManifestKeyError) {
                 let keyFile = resolve(path, relativeTo: file)
                 if let problem = FileTrust.trustedFileProblem(keyFile) {
                     problems.add("\(reader.keyPath("keys"))[\(index)]", problem)
@@ -632,7 +636,7 @@ public struct AgentConfig: Sendable {
             reader.problem("install", "is required: the install command as an argv list, e.g. [\"rauc\", \"install\", \"{file}\"]")
         } else if install.isEmpty {
             reader.problem("install", "must name a program")
-        } else if !install.contains(where: { $0.contains("{file}") }) {
+        } else if !install.contains(where: { $0.firstRange(ofASCII: "{file}") != nil }) {
             reader.problem("install", "must pass the image: put \"{file}\" in one of its arguments")
         }
         let installTimeout = reader.duration("installTimeout", default: .seconds(1800), minimum: .seconds(1))
@@ -679,14 +683,14 @@ public struct AgentConfig: Sendable {
             return [resolve(first, relativeTo: file)] + argv.dropFirst()
         }
         let avoidInterfaces = reader.stringArray("avoidInterfaces")
-        let types = NetworkReachabilityManager.InterfaceType.allCases.map(\.rawValue)
+        let types = NetworkInterfaceType.allCases.map { $0.rawValue }
         for (index, name) in avoidInterfaces.enumerated() where !types.contains(name) {
             problems.add(
                 "\(reader.keyPath("avoidInterfaces"))[\(index)]", "\"\(name)\" is not an interface type: \(types.joined(separator: ", "))")
         }
         var installWindow: [InstallWindow] = []
         for (index, text) in reader.stringArray("installWindow").enumerated() {
-            do {
+            do throws(InstallWindowError) {
                 installWindow.append(try InstallWindow(parsing: text))
             } catch {
                 problems.add("\(reader.keyPath("installWindow"))[\(index)]", error.description)
@@ -696,10 +700,10 @@ public struct AgentConfig: Sendable {
         guard let manifestURL, let deviceType, !keys.isEmpty, !install.isEmpty else { return nil }
         var firmware = Firmware(
             manifestURL: manifestURL,
-            signatureURL: signatureURL ?? URL(string: manifestURL.absoluteString + ".sig") ?? manifestURL,
+            signatureURL: signatureURL ?? AbsoluteURL(manifestURL.absoluteString + ".sig") ?? manifestURL,
             keys: keys, deviceType: deviceType, versionFile: versionFile, versionCommand: versionCommand.map(program),
             bootIDFile: bootIDFile,
-            directory: URL(filePath: directory).standardized.path(percentEncoded: false), pollInterval: pollInterval, jitter: jitter,
+            directory: standardized(directory), pollInterval: pollInterval, jitter: jitter,
             allowDowngrade: allowDowngrade, maxBytesPerSecond: rate, lowSpeedBytesPerSecond: lowSpeed, lowSpeedTime: lowSpeedTime,
             manifestTimeout: manifestTimeout,
             downloadAttempts: attempts, stagingReserveBytes: reserve, retryInitial: retryInitial, retryMaximum: retryMaximum,
@@ -719,18 +723,39 @@ public struct AgentConfig: Sendable {
     /// A path relative to the config file's directory.
     static func resolve(_ path: String, relativeTo file: String) -> String {
         guard !path.hasPrefix("/") else { return path }
-        let directory = file.contains("/") ? String(file[..<file.lastIndex(of: "/")!]) : "."
+        let directory = file.lastIndex(of: "/").map { String(file[..<$0]) } ?? "."
         return directory + "/" + path
+    }
+
+    /// `path` made absolute (against the working directory) with its `.` and `..` segments
+    /// taken out, as written: links are not followed (`/a/link/..` is `/a`).
+    static func standardized(_ path: String) -> String {
+        var absolute = path
+        if !path.hasPrefix("/") {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let found = getcwd(&buffer, buffer.count) != nil
+            let directory = found ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+            absolute = directory + "/" + path
+        }
+        let result = AbsoluteURL.removingDotSegments(absolute)
+        return result.isEmpty ? "/" : result
+    }
+
+    /// An `http://` or `https://` URL with a host, or nil.
+    static func httpURL(_ text: String) -> AbsoluteURL? {
+        guard let url = AbsoluteURL(text), ["http", "https"].contains(url.scheme.lowercased()), let host = url.host, !host.isEmpty
+        else { return nil }
+        return url
     }
 
     static func isPin(_ pin: String) -> Bool {
         guard pin.hasPrefix("sha256//") else { return false }
         let encoded = pin.dropFirst(8)
-        return encoded.count == 44 && Data(base64Encoded: String(encoded))?.count == 32
+        return encoded.utf8.count == 44 && Base64.decode(encoded)?.count == 32
     }
 
     private static func checkReadable(_ file: String, path: String, problems: ProblemList) {
-        if access(file, R_OK) != 0 { problems.add(path, "\(file) cannot be read: \(String(cString: strerror(errno)))") }
+        if access(file, R_OK) != 0 { problems.add(path, "\(file) cannot be read: \(errnoMessage(errno))") }
     }
 
     /// A private key must be the agent's (or root's) alone, as ssh requires.
@@ -738,7 +763,7 @@ public struct AgentConfig: Sendable {
         if let problem = FileTrust.secretProblem(file) {
             problems.add(path, problem)
         } else if access(file, R_OK) != 0 {
-            problems.add(path, "\(file) cannot be read: \(String(cString: strerror(errno)))")
+            problems.add(path, "\(file) cannot be read: \(errnoMessage(errno))")
         }
     }
 }
