@@ -379,12 +379,12 @@ public final class Agent: Sendable {
     /// they are; logged once per spell.
     private func clockAllowsStamping(at timestamp: Int64) -> Bool {
         let now = Date(timeIntervalSince1970: Double(timestamp) / 1_000_000_000)
-        let allowed = clock.mayStamp(now: now)
+        let allowed = clock.mayStamp(at: now)
         let wasBelow = belowFloor.exchange(!allowed, ordering: .relaxed)
         if !allowed && !wasBelow {
             logger.warning(
                 "clock before its floor: collection and spool files wait",
-                metadata: ["clock": "\(AgentLogHandler.timestamp(now))", "floor": "\(AgentLogHandler.timestamp(clock.floor))"])
+                metadata: ["clock": "\(AgentLogHandler.timestamp(now))", "floor": "\(clock.floor)"])
         } else if allowed && wasBelow {
             logger.notice("clock past its floor: collection resumes", metadata: ["clock": "\(AgentLogHandler.timestamp(now))"])
         }

@@ -629,7 +629,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             let now = Date()
             try UpdateDecision.check(
                 parsed, deviceType: config.deviceType, highestAccepted: flow.state.highestAccepted.flatMap(SemanticVersion.init),
-                allowDowngrade: config.allowDowngrade, now: now, clock: wallClock.verdict(now: now))
+                allowDowngrade: config.allowDowngrade, now: now, clock: wallClock.verdict(at: now))
             if let current = flow.state.update, [.downloading, .verifying].contains(current.phase),
                 let version = SemanticVersion(current.version), parsed.version <= version
             {

@@ -62,9 +62,9 @@ struct FakeClock {
 struct ClockUnitTests {
     @Test("the verdict: below the floor is untrusted; unsynchronized is untrusted only when sync is required")
     func verdicts() {
-        let floor = Date(timeIntervalSince1970: 1_800_000_000)
+        let floor = WallTime(secondsSince1970: 1_800_000_000)
         #expect(
-            ClockVerdict.judge(now: Date(timeIntervalSince1970: 600), floor: floor, synchronized: true, requireSync: false)
+            ClockVerdict.judge(now: WallTime(secondsSince1970: 600), floor: floor, synchronized: true, requireSync: false)
                 == .belowFloor(floor: floor))
         #expect(ClockVerdict.judge(now: floor, floor: floor, synchronized: false, requireSync: true) == .unsynchronized)
         #expect(ClockVerdict.judge(now: floor, floor: floor, synchronized: false, requireSync: false) == .trusted)
@@ -76,8 +76,9 @@ struct ClockUnitTests {
     func floors() throws {
         let directory = try agentScratch("clock-floor")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        #expect(WallClock.buildTime > Date(timeIntervalSince1970: 1_767_225_600), "the build time is not read: \(WallClock.buildTime)")
-        #expect(WallClock.buildTime <= Date())
+        #expect(WallClock.buildTime > WallTime(secondsSince1970: 1_767_225_600), "the build time is not read: \(WallClock.buildTime)")
+        #expect(WallClock.buildTime <= WallTime.now())
+        #expect(WallClock.buildTime.date <= Date() && WallTime(WallClock.buildTime.date) == WallClock.buildTime)
         // Not synchronized (no kernel flag we can set here, no timesyncd flag file): nothing saved.
         let missingFlag = directory + "/no-flag"
         let unsynced = WallClock(floorFile: directory + "/clock-floor", requireSync: false, flagFile: missingFlag)
@@ -119,7 +120,7 @@ struct ClockUnitTests {
         // Stamped by a clock that was plainly wrong (1970): unknown.
         #expect(trusting.age(of: record(wallAgo: Date().timeIntervalSince1970 - 86400, bootClock: otherBoot)) == nil)
         // An untrusted clock now (a floor a year ahead): unknown.
-        let untrusted = WallClock(floorFile: nil, requireSync: false, buildFloor: Date().addingTimeInterval(365 * 86400))
+        let untrusted = WallClock(floorFile: nil, requireSync: false, buildFloor: WallTime(Date().addingTimeInterval(365 * 86400)))
         #expect(untrusted.age(of: record(wallAgo: 7200, bootClock: nil)) == nil)
     }
 
@@ -159,7 +160,7 @@ struct ClockUnitTests {
             Array(
                 #"{"version": "2.0.0", "compatible": ["b"], "image": "i.bin", "size": 1, "sha256": "\#(String(repeating: "a", count: 64))", "expires": "2020-01-01T00:00:00Z"}"#
                     .utf8), from: URL(string: "http://h/manifest.json")!)
-        let floor = Date()
+        let floor = WallTime.now()
         func check(_ now: Date, _ verdict: ClockVerdict) -> FirmwareRefusal.Kind? {
             do throws(FirmwareRefusal) {
                 try UpdateDecision.check(manifest, deviceType: "b", highestAccepted: nil, allowDowngrade: false, now: now, clock: verdict)
@@ -261,7 +262,7 @@ struct ClockJumpTests {
             "\(log().suffix(2000))")
         let untimed = try #require(try recorder.lines().first { $0.contains("phase=untimed") })
         let stamp = try #require(untimed.split(separator: " ").last.flatMap { Int64($0) })
-        #expect(stamp >= Int64(WallClock.buildTime.timeIntervalSince1970) * 1_000_000_000, "\(untimed)")
+        #expect(stamp >= WallClock.buildTime.secondsSince1970 * 1_000_000_000, "\(untimed)")
         #expect(status()?.deadLetters == 0)
         let deadLetters = (try? FileManager.default.contentsOfDirectory(atPath: directory + "/dead-letters")) ?? []
         let reasons = deadLetters.filter { $0.hasSuffix(".json") }.map {

@@ -361,6 +361,30 @@ func agentConfigCheck() -> (ok: Bool, detail: String) {
 let (agentConfigOK, agentConfigDetail) = agentConfigCheck()
 check("agent config: file, firmware key, proxy, URLs, problems", agentConfigOK, agentConfigDetail)
 
+// The agent's wall clock: the build time as the first floor, a saved floor a year ahead holds
+// stamping back, and a record's age by the wall clock only while the clock is trusted.
+func wallClockCheck() -> (ok: Bool, detail: String) {
+    guard let directory = temporaryDirectory("clock") else { return (false, "mkdtemp: \(errnoMessage(errno))") }
+    defer { _ = system("rm -rf " + directory) }
+    let now = WallTime.now()
+    let trusting = WallClock(floorFile: nil, requireSync: false)
+    let twoHoursAgo = now.adding(.seconds(-7200))
+    let age = trusting.age(enqueuedAt: twoHoursAgo, sinceEnqueue: nil, now: now)
+    let bootAge = trusting.age(enqueuedAt: WallTime(secondsSince1970: 0), sinceEnqueue: .seconds(3), now: now)
+    let ahead = now.adding(.seconds(365 * 86400))
+    guard writeFile(directory + "/clock-floor", "\(ahead.secondsSince1970)\n") else { return (false, "write: \(errnoMessage(errno))") }
+    let held = WallClock(floorFile: directory + "/clock-floor", requireSync: false)
+    let verdict = held.verdict(now: now)
+    let below = if case .belowFloor = verdict { true } else { false }
+    let ok =
+        WallClock.buildTime > WallTime(secondsSince1970: 1_767_225_600) && WallClock.buildTime <= now && trusting.mayStamp(now: now)
+        && age == .seconds(7200) && bootAge == .seconds(3) && !held.mayStamp(now: now) && below
+        && held.age(enqueuedAt: twoHoursAgo, sinceEnqueue: nil, now: now) == nil
+    return (ok, "built \(WallClock.buildTime), now \(now); floor \(held.floor): \(verdict.reason)")
+}
+let (clockOK, clockDetail) = wallClockCheck()
+check("wall clock: build floor, saved floor, ages", clockOK, clockDetail)
+
 // The daemon's parts: what a server's answer means for a batch, the schedule of collection,
 // sync and watchdog, and sd_notify's datagrams to a socket bound here as systemd's would be.
 func daemonPartsCheck() -> (ok: Bool, detail: String) {

@@ -1,16 +1,11 @@
-import CTinyFireSystem
-import Synchronization
-import TinyFire
+import TinyFireCore
 
 #if canImport(Glibc)
+    import CTinyFireSystem
     import Glibc
 #elseif canImport(Musl)
+    import CTinyFireSystem
     import Musl
-#endif
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
 #endif
 
 /// Whether the wall clock can be believed, and if not, why.
@@ -18,7 +13,7 @@ public enum ClockVerdict: Sendable, Equatable {
     /// At or above the floor, and synchronized (or synchronization is not required).
     case trusted
     /// Before the floor: certainly wrong (a board without a real-time clock boots in 1970).
-    case belowFloor(floor: Date)
+    case belowFloor(floor: WallTime)
     /// Above the floor, but the kernel reports it unsynchronized and `clock.requireSync` is on.
     case unsynchronized
 
@@ -31,7 +26,7 @@ public enum ClockVerdict: Sendable, Equatable {
         case .trusted: return ""
         case .belowFloor(let floor):
             return
-                "the clock is before \(AgentLogHandler.timestamp(floor)), a time it has already passed (build time or last synchronized time)"
+                "the clock is before \(floor), a time it has already passed (build time or last synchronized time)"
         case .unsynchronized:
             return "the kernel reports the clock unsynchronized (no NTP client has set it yet; clock.requireSync false trusts it anyway)"
         }
@@ -43,7 +38,7 @@ public enum ClockVerdict: Sendable, Equatable {
     ///   - floor: the time floor.
     ///   - synchronized: whether the kernel (or systemd-timesyncd's flag) says the clock is synchronized.
     ///   - requireSync: `clock.requireSync`.
-    public static func judge(now: Date, floor: Date, synchronized: Bool, requireSync: Bool) -> ClockVerdict {
+    public static func judge(now: WallTime, floor: WallTime, synchronized: Bool, requireSync: Bool) -> ClockVerdict {
         if now < floor { return .belowFloor(floor: floor) }
         if requireSync && !synchronized { return .unsynchronized }
         return .trusted
@@ -64,21 +59,21 @@ public enum ClockVerdict: Sendable, Equatable {
 /// Memory: a few words; the floor file is one short line.
 public final class WallClock: Sendable {
     /// When this binary was built: the first floor.
-    public static let buildTime = Date(timeIntervalSince1970: Double(tinyfire_build_time()))
+    public static let buildTime = WallTime(secondsSince1970: Int64(tinyfire_build_time()))
     /// systemd-timesyncd's flag: present while it has synchronized the clock.
     public static let timesyncdFlag = "/run/systemd/timesync/synchronized"
     /// 2026-01-01: no record of this queue format was stamped before it by a right clock.
-    static let formatEpoch = Date(timeIntervalSince1970: 1_767_225_600)
+    static let formatEpoch = WallTime(secondsSince1970: 1_767_225_600)
     /// How often a trusted, synchronized clock is saved as the floor.
     static let saveInterval: Duration = .seconds(3600)
 
     /// `clock.requireSync`.
     public let requireSync: Bool
     /// The first floor (the build time unless a test says otherwise).
-    public let buildFloor: Date
+    public let buildFloor: WallTime
     private let floorFile: String?
     private let flagFile: String
-    private let saved = Mutex<(floor: Date?, at: ContinuousClock.Instant?)>((nil, nil))
+    private let saved = Locked<(floor: WallTime?, at: Instant?)>((nil, nil))
 
     /// A wall clock.
     /// - Parameters:
@@ -86,18 +81,20 @@ public final class WallClock: Sendable {
     ///   - requireSync: whether an unsynchronized clock is untrusted.
     ///   - buildFloor: the first floor; default the build time.
     ///   - flagFile: systemd-timesyncd's flag file.
-    public init(floorFile: String?, requireSync: Bool, buildFloor: Date = WallClock.buildTime, flagFile: String = WallClock.timesyncdFlag) {
+    public init(
+        floorFile: String?, requireSync: Bool, buildFloor: WallTime = WallClock.buildTime, flagFile: String = WallClock.timesyncdFlag
+    ) {
         self.floorFile = floorFile
         self.requireSync = requireSync
         self.buildFloor = buildFloor
         self.flagFile = flagFile
         if let floorFile, let text = SystemFiles().read(floorFile), let seconds = Int64(text.trimmed()), seconds > 0 {
-            saved.withLock { $0.floor = Date(timeIntervalSince1970: Double(seconds)) }
+            saved.withLock { $0.floor = WallTime(secondsSince1970: seconds) }
         }
     }
 
     /// The floor: the later of the build floor and the saved one.
-    public var floor: Date { max(buildFloor, saved.withLock { $0.floor } ?? buildFloor) }
+    public var floor: WallTime { max(buildFloor, saved.withLock { $0.floor } ?? buildFloor) }
 
     /// Whether the kernel reports the clock synchronized, or systemd-timesyncd's flag is there.
     public var synchronized: Bool {
@@ -106,23 +103,23 @@ public final class WallClock: Sendable {
 
     /// The verdict now.
     /// - Parameter now: the wall clock; default now.
-    public func verdict(now: Date = Date()) -> ClockVerdict {
+    public func verdict(now: WallTime = .now()) -> ClockVerdict {
         ClockVerdict.judge(now: now, floor: floor, synchronized: !requireSync || synchronized, requireSync: requireSync)
     }
 
     /// Whether points may be stamped now (the clock is at or above the floor).
-    public func mayStamp(now: Date = Date()) -> Bool { now >= floor }
+    public func mayStamp(now: WallTime = .now()) -> Bool { now >= floor }
 
     /// Saves now as the floor when the kernel reports the clock synchronized, at most once an
     /// hour. A clock that is merely believed (`requireSync` off) never raises the floor: a board
     /// whose RTC ran a year ahead would otherwise stop stamping points for that year once corrected.
     /// - Returns: the problem when the file could not be written.
     @discardableResult
-    public func remember(now: Date = Date()) -> String? {
+    public func remember(now: WallTime = .now()) -> String? {
         guard let floorFile, now >= floor, synchronized else { return nil }
-        let due = saved.withLock { state in state.at.map { ContinuousClock.now - $0 >= Self.saveInterval } ?? true }
+        let due = saved.withLock { state in state.at.map { Instant.now().since($0) >= Self.saveInterval } ?? true }
         guard due else { return nil }
-        let seconds = Int64(now.timeIntervalSince1970)
+        let seconds = now.secondsSince1970
         let temporary = floorFile + ".new"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { return "\(temporary): \(errnoMessage(errno))" }
@@ -134,7 +131,7 @@ public final class WallClock: Sendable {
             unlink(temporary)
             return problem
         }
-        saved.withLock { $0 = (Date(timeIntervalSince1970: Double(seconds)), ContinuousClock.now) }
+        saved.withLock { $0 = (WallTime(secondsSince1970: seconds), Instant.now()) }
         return nil
     }
 
@@ -144,11 +141,12 @@ public final class WallClock: Sendable {
     /// (before 2026, when this format did not exist); otherwise
     /// unknown (nil), and no decision is taken on it.
     /// - Parameters:
-    ///   - record: the record.
+    ///   - enqueuedAt: the record's wall-clock stamp.
+    ///   - sinceEnqueue: its age on the boot clock, when it was queued during this boot.
     ///   - now: the wall clock; default now.
-    public func age(of record: OfflineQueue.Record, now: Date = Date()) -> Duration? {
-        if let elapsed = record.timeSinceEnqueue { return elapsed }
-        guard verdict(now: now).isTrusted, record.enqueuedAt >= Self.formatEpoch else { return nil }
-        return .milliseconds(Int64(max(0, now.timeIntervalSince(record.enqueuedAt)) * 1000))
+    public func age(enqueuedAt: WallTime, sinceEnqueue: Duration?, now: WallTime = .now()) -> Duration? {
+        if let sinceEnqueue { return sinceEnqueue }
+        guard verdict(now: now).isTrusted, enqueuedAt >= Self.formatEpoch else { return nil }
+        return max(.zero, now.duration(since: enqueuedAt))
     }
 }
