@@ -385,6 +385,29 @@ func wallClockCheck() -> (ok: Bool, detail: String) {
 let (clockOK, clockDetail) = wallClockCheck()
 check("wall clock: build floor, saved floor, ages", clockOK, clockDetail)
 
+// The built-in collectors on this machine's (or the emulator's host's) /proc and /sys: two
+// rounds, CPU from the second, every point tagged and encodable as line protocol.
+func collectorCheck() -> (ok: Bool, detail: String) {
+    let stops = Locked<[String]>([])
+    let logger = Logger(label: "core-check", output: LogOutput { _, message, _ in stops.withLock { $0.append(message) } })
+    let collector = TelemetryCollector(
+        collectors: AgentConfig.Collectors(), tags: ["device": "core-check"], logger: logger,
+        agentHealth: { ["queue_records": .integer(0)] })
+    let first = collector.collect(timestamp: 1_700_000_000_000_000_000)
+    usleep(50_000)
+    let second = collector.collect(timestamp: 1_700_000_001_000_000_000)
+    var measurements: [String] = []
+    for point in second where !measurements.contains(point.measurement) { measurements.append(point.measurement) }
+    let encoded = second.compactMap { LineProtocol.encode($0, precision: .ns) }
+    let ok =
+        first.contains { $0.measurement == "mem" } && second.contains { $0.measurement == "cpu" }
+        && second.contains { $0.measurement == "fire_agent" } && second.allSatisfy { $0.tags["device"] == "core-check" }
+        && encoded.count == second.count
+    return (ok, "\(second.count) points: \(measurements.joined(separator: ",")); stopped \(collector.stopped.count)")
+}
+let (collectorOK, collectorDetail) = collectorCheck()
+check("collectors (/proc, /sys) and line protocol", collectorOK, collectorDetail)
+
 // The daemon's parts: what a server's answer means for a batch, the schedule of collection,
 // sync and watchdog, and sd_notify's datagrams to a socket bound here as systemd's would be.
 func daemonPartsCheck() -> (ok: Bool, detail: String) {

@@ -1,3 +1,5 @@
+import TinyFireCore
+
 /// Runs the built-in collectors the config switches on, once per `collect`. A collector whose
 /// file is missing or unreadable on this board is logged once and switched off for the rest of
 /// the run; it never stops the others or the agent. Every point gets the device's tags
@@ -38,7 +40,10 @@ public final class TelemetryCollector {
         var points: [Point] = []
         func point(_ measurement: String, _ fields: [String: Point.Value], extra: [String: String] = [:]) {
             guard !fields.isEmpty else { return }
-            points.append(Point(measurement: measurement, tags: tags.merging(extra) { $1 }, fields: fields, timestamp: timestamp))
+            // By hand: Dictionary.merging casts dynamically, which Embedded Swift cannot.
+            var pointTags = tags
+            for (key, value) in extra { pointTags[key] = value }
+            points.append(Point(measurement: measurement, tags: pointTags, fields: fields, timestamp: timestamp))
         }
         if enabled.cpu {
             run("cpu", file: "/proc/stat") { text in
@@ -61,14 +66,14 @@ public final class TelemetryCollector {
         if enabled.load {
             run("load", file: "/proc/loadavg") { text in
                 guard let fields = SystemCollectors.load(text) else { return false }
-                system.merge(fields) { $1 }
+                for (key, value) in fields { system[key] = value }
                 return true
             }
         }
         if enabled.uptime {
             run("uptime", file: "/proc/uptime") { text in
                 guard let fields = SystemCollectors.uptime(text) else { return false }
-                system.merge(fields) { $1 }
+                for (key, value) in fields { system[key] = value }
                 return true
             }
         }
