@@ -76,7 +76,7 @@ struct OfflineQueueDeliveryTests {
             let child = try queueAdder(arguments(directory, start, 100_000))
             Thread.sleep(forTimeInterval: Double.random(in: window, using: &generator))
             child.signal(SIGKILL)
-            let text = child.collectOutput()
+            let text = try #require(child.collectOutput(), "no watch for a stuck start was asked for")
             if child.wasSignalled { killedMidway += 1 }
             let lines = String(decoding: text.stdout, as: UTF8.self).split(separator: "\n")
             if !lines.isEmpty { roundsWithAcknowledgements += 1 }

@@ -176,18 +176,42 @@ final class ChildProcess: @unchecked Sendable {
         wait()
     }
 
+    /// Whether the child has executed `executable` (its command line names it). A child that
+    /// has not is still the test process's fork: under qemu-user, which emulates posix_spawn's
+    /// vfork by forking the multi-threaded emulator, such a child now and then deadlocks before
+    /// execve and never runs the program.
+    func hasExecuted(_ executable: String) -> Bool {
+        guard let line = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return true }
+        return String(decoding: line, as: UTF8.self).contains(executable)
+    }
+
     /// Reads both `.pipe` streams to their end (concurrently, so neither fills up), then
     /// waits for the process.
-    func collectOutput() -> CLIResult {
+    /// - Parameter neverExecuted: when given, a child that after `limit` still has not executed
+    ///   `program` (`hasExecuted`) is killed, and the answer is nil.
+    func collectOutput(neverExecuted: (program: String, limit: Duration)? = nil) -> CLIResult? {
         var out = Data()
         var err = Data()
         var fds = [stdoutPipe, stderrPipe].filter { $0 >= 0 }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        let started = ContinuousClock.now
+        var watching = neverExecuted
         while !fds.isEmpty {
             var polls = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            if poll(&polls, nfds_t(polls.count), -1) < 0 {
+            let ready = poll(&polls, nfds_t(polls.count), watching == nil ? -1 : 1000)
+            if ready < 0 {
                 if errno == EINTR { continue }
                 break
+            }
+            if let (program, limit) = watching, ContinuousClock.now - started >= limit {
+                if hasExecuted(program) {
+                    watching = nil
+                } else {
+                    kill(pid, SIGKILL)
+                    closePipes()
+                    wait()
+                    return nil
+                }
             }
             for entry in polls where entry.revents != 0 {
                 let n = read(entry.fd, &buffer, buffer.count)
@@ -247,6 +271,11 @@ final class ChildProcess: @unchecked Sendable {
 func runCapturingOutput(
     _ executable: String, _ arguments: [String], environment: [String: String]? = nil, directory: String? = nil
 ) throws -> CLIResult {
-    try ChildProcess(executable, arguments, environment: environment, directory: directory, stdout: .pipe, stderr: .pipe)
-        .collectOutput()
+    for _ in 1...3 {
+        let child = try ChildProcess(executable, arguments, environment: environment, directory: directory, stdout: .pipe, stderr: .pipe)
+        if let result = child.collectOutput(neverExecuted: (executable, .seconds(20))) { return result }
+        // The child never ran the program (see `hasExecuted`): not the program's doing; again.
+        print("ChildProcess: \(executable) was not started within 20 s (a fork stuck before execve, as qemu-user's can be); again")
+    }
+    throw FixtureError(description: "\(executable) was not started in three attempts (each child stuck before execve)")
 }
