@@ -180,8 +180,9 @@ final class ChildProcess: @unchecked Sendable {
     /// has not is still the test process's fork: under qemu-user, which emulates posix_spawn's
     /// vfork by forking the multi-threaded emulator, such a child now and then deadlocks before
     /// execve and never runs the program.
+    /// A child that has ended (its command line reads empty as a zombie) counts as started.
     func hasExecuted(_ executable: String) -> Bool {
-        guard let line = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return true }
+        guard isRunning, let line = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"), !line.isEmpty else { return true }
         return String(decoding: line, as: UTF8.self).contains(executable)
     }
 
