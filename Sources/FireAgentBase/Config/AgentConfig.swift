@@ -311,10 +311,12 @@ public struct AgentConfig: Sendable {
             let reason =
                 if stat(path, &info) != 0 {
                     errno == ENOENT ? "does not exist" : "cannot be read: \(errnoMessage(errno))"
+                } else if info.st_mode & mode_t(S_IFMT) == mode_t(S_IFDIR) {
+                    "cannot be read: \(errnoMessage(EISDIR))"
                 } else if info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) && info.st_size > maximumFileBytes {
                     "is larger than \(ConfigReader.describeBytes(Int64(maximumFileBytes))): not a config file"
                 } else {
-                    "cannot be read: \(errnoMessage(access(path, R_OK) == 0 ? EISDIR : EACCES))"
+                    "cannot be read: \(errnoMessage(EACCES))"
                 }
             throw ConfigError(file: path, problems: [ConfigProblem(path: "", reason: reason)])
         }

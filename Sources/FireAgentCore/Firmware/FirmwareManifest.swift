@@ -88,7 +88,7 @@ public struct FirmwareManifest: Sendable, Equatable {
     /// `parse(_:from:)` with a `URL`.
     /// - Throws: `FirmwareRefusal` `.badManifest` naming the field, or the URL Foundation refuses.
     package static func parse(_ bytes: [UInt8], from url: AbsoluteURL) throws(FirmwareRefusal) -> FirmwareManifest {
-        guard let base = URL(string: url.absoluteString) else {
+        guard let base = try? url.asURL() else {
             throw FirmwareRefusal(kind: .badManifest, message: "its URL \(url) is not a URL Foundation reads")
         }
         return try parse(bytes, from: base)
