@@ -18,6 +18,7 @@ func write(_ value: StrictJSON) -> String {
     switch value {
     case .string(let text): return quote(text)
     case .integer(let number): return String(number)
+    case .unsigned(let number): return String(number)
     case .number(let number):
         return number.description.contains("e") || number.description.contains(".") ? number.description : number.description + ".0"
     case .bool(let flag): return flag ? "true" : "false"

@@ -307,17 +307,7 @@ public struct AgentConfig: Sendable {
     /// - Throws: `ConfigError` listing every problem (key path and reason).
     public static func load(path: String) throws(ConfigError) -> AgentConfig {
         guard let data = SystemFiles().readBytes(path, limit: maximumFileBytes, whole: true) else {
-            var info = stat()
-            let reason =
-                if stat(path, &info) != 0 {
-                    errno == ENOENT ? "does not exist" : "cannot be read: \(errnoMessage(errno))"
-                } else if info.st_mode & mode_t(S_IFMT) == mode_t(S_IFDIR) {
-                    "cannot be read: \(errnoMessage(EISDIR))"
-                } else if info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) && info.st_size > maximumFileBytes {
-                    "is larger than \(ConfigReader.describeBytes(Int64(maximumFileBytes))): not a config file"
-                } else {
-                    "cannot be read: \(errnoMessage(EACCES))"
-                }
+            let reason = SystemFiles().whyUnreadable(path, limit: maximumFileBytes, what: "a config file")
             throw ConfigError(file: path, problems: [ConfigProblem(path: "", reason: reason)])
         }
         let config = try parse(data, file: path)

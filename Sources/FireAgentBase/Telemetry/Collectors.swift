@@ -54,6 +54,25 @@ public struct SystemFiles: Sendable {
         return bytes
     }
 
+    /// Why `readBytes(path, limit: limit, whole: true)` found nothing, as the end of a sentence
+    /// that starts with the path: "does not exist", "cannot be read: Permission denied",
+    /// "cannot be read: Is a directory", "is larger than 1 MiB: not <what>".
+    /// - Parameters:
+    ///   - path: the file.
+    ///   - limit: the bound it was read with.
+    ///   - what: what the file should have been ("a config file"), for the too-large case.
+    public func whyUnreadable(_ path: String, limit: Int, what: String) -> String {
+        var info = stat()
+        if stat(root + path, &info) != 0 {
+            return errno == ENOENT ? "does not exist" : "cannot be read: \(errnoMessage(errno))"
+        } else if info.st_mode & mode_t(S_IFMT) == mode_t(S_IFDIR) {
+            return "cannot be read: \(errnoMessage(EISDIR))"
+        } else if info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) && info.st_size > limit {
+            return "is larger than \(ConfigReader.describeBytes(Int64(limit))): not \(what)"
+        }
+        return "cannot be read: \(errnoMessage(EACCES))"
+    }
+
     /// Names in a directory (none when it cannot be read).
     public func list(_ path: String) -> [String] {
         guard let directory = opendir(root + path) else { return [] }

@@ -14,14 +14,6 @@ import TinyFire
     import Foundation
 #endif
 
-/// Why the agent cannot start or run: a typed error whose message names the problem.
-public struct AgentError: Error, Sendable, CustomStringConvertible {
-    /// What went wrong.
-    public let description: String
-    /// Another fire-agent holds what this one needs (the firmware flow's lock): try later.
-    public var isBusy = false
-}
-
 /// What one collection and delivery cycle did (`fire-agent sync --once`).
 public struct SyncReport: Sendable, Equatable {
     /// Points the collectors made.
@@ -117,7 +109,7 @@ public final class Agent: Sendable {
                 throw AgentError(description: "server.pins: \(error)")
             }
         }
-        let authorization = Self.authorization(for: config.telemetry.api)
+        let authorization = BatchUpload.authorization(for: config.telemetry.api)
         let adapter = Adapter { request, _, completion in
             var request = request
             if let authorization { request.headers.update(name: "Authorization", value: authorization) }
@@ -166,15 +158,6 @@ public final class Agent: Sendable {
     /// Closes the queue.
     public func close() { queue.close() }
 
-    /// The `Authorization` value for the API, if it needs one.
-    static func authorization(for api: AgentConfig.InfluxAPI) -> String? {
-        switch api {
-        case .v1(_, _, let user?, let password?): return HTTPHeader.authorization(username: user, password: password).value
-        case .v1: return nil
-        case .v2(_, _, let token): return "Token \(token)"
-        }
-    }
-
     /// Where batches are written: `/write` (v1) or `/api/v2/write` (v2) with the query the
     /// API needs; the base URL's own path is kept in front. Built once.
     public let writeURL: URL
@@ -199,69 +182,42 @@ public final class Agent: Sendable {
 
     /// The request that uploads `batch`: gzip'd line protocol.
     func request(for batch: Batch) throws(AgentError) -> URLRequest {
-        let body: [UInt8]
-        do {
-            body = try Gzip.compress(batch.body)
-        } catch {
-            throw AgentError(description: "cannot compress a batch: \(error)")
-        }
         var request = URLRequest(url: writeURL, method: .post)
         request.headers.update(name: "Content-Type", value: "text/plain; charset=utf-8")
         request.headers.update(name: "Content-Encoding", value: "gzip")
-        request.httpBody = Data(body)
+        request.httpBody = Data(try BatchUpload.body(for: batch))
         return request
     }
 
-    /// The fate of a batch after the server answered.
+    /// The fate of a batch after the server answered (`BatchUpload.judge`), as the library's
+    /// queue takes it.
     /// - Parameters:
     ///   - answer: the server's answer.
     ///   - maxAge: `queue.maxRecordAge`.
-    ///   - age: the batch's age (`WallClock.age(of:)`); nil when it cannot be known, and then
-    ///     a refused batch is kept, never dead-lettered for its age.
+    ///   - age: the batch's age (`WallClock.age(of:)`); nil when it cannot be known.
     ///   - batchBytes: `telemetry.batchMaxBytes`.
     static func judge(_ answer: OfflineQueue.DeliveryResponse, maxAge: Duration, age: Duration?, batchBytes: Int)
         -> OfflineQueue.Disposition
     {
-        let status = answer.response.status.code
-        let message = String(decoding: answer.body, as: UTF8.self).trimmed()
-        // The lines matter only to split a batch: decompressed for a 413 alone.
-        let lines =
-            status == 413
-            ? answer.requestBody.flatMap { try? Gzip.decompress(Array($0), limit: batchBytes * 2) }.map { body in
-                String(decoding: body, as: UTF8.self).split(separator: "\n").map(String.init)
-            } : nil
-        let verdict = UploadVerdict.decide(
-            status: status, retryAfter: answer.response.headerFields[HTTPField.Name("Retry-After")!], message: message,
-            lines: lines?.count ?? 1)
-        let tooOld = age.map { $0 > maxAge } ?? false
-        switch verdict {
+        let fate = BatchUpload.judge(
+            status: answer.response.status.code, retryAfter: answer.response.headerFields[HTTPField.Name("Retry-After")!],
+            message: Array(answer.body), requestBody: answer.requestBody.map { Array($0) }, maxAge: maxAge, age: age,
+            batchBytes: batchBytes, now: .now())
+        switch fate {
         case .delivered: return .delivered
-        case .split:
-            guard let lines, let halves = Batch(lines: lines).halves else {
-                return .deadLetter(reason: "HTTP 413 for a batch that cannot be split")
-            }
-            var requests: [URLRequest] = []
-            for half in [halves.0, halves.1] {
-                guard let body = try? Gzip.compress(half.body), let url = URL(string: answer.record.url) else {
-                    return .retry
-                }
-                var request = URLRequest(url: url, method: .post)
-                request.headers = answer.record.headers
-                request.headers.remove(name: OfflineQueue.idempotencyKeyHeader)
-                request.httpBody = Data(body)
-                requests.append(request)
-            }
-            return .replace(with: requests)
+        case .retry: return .retry
+        case .retryAfter(let delay): return .retryAfter(delay)
         case .deadLetter(let reason): return .deadLetter(reason: reason)
-        case .retry(let after, let reason):
-            // Refused for longer than maxRecordAge: it must not block the queue for ever.
-            if tooOld, let age {
-                return .deadLetter(reason: "\(reason); still refused after \(age.components.seconds) s (queue.maxRecordAge)")
-            }
-            if let after { return OfflineQueue.Disposition.retryAfter(after) }
-            return .retry
-        case .holdForCredentials:
-            return .retry
+        case .split(let bodies):
+            guard let url = URL(string: answer.record.url) else { return .retry }
+            return .replace(
+                with: bodies.map { body in
+                    var request = URLRequest(url: url, method: .post)
+                    request.headers = answer.record.headers
+                    request.headers.remove(name: OfflineQueue.idempotencyKeyHeader)
+                    request.httpBody = Data(body)
+                    return request
+                })
         }
     }
 
@@ -277,7 +233,9 @@ public final class Agent: Sendable {
         let delivery = tracker.snapshot
         fields["dead_letters"] = .integer(Int64(delivery.deadLetters))
         fields["spool_rejected"] = .integer(Int64(delivery.rejectedSpoolLines))
-        if let success = delivery.lastSuccess { fields["last_success_age"] = .float(max(0, Date().timeIntervalSince(success))) }
+        if let success = delivery.lastSuccess {
+            fields["last_success_age"] = .float(max(0, Double(WallTime.now().duration(since: success).wholeMilliseconds) / 1000))
+        }
         if let rss = residentBytes() { fields["rss"] = .integer(rss) }
         return fields
     }

@@ -123,7 +123,7 @@ public final class AgentDaemon: @unchecked Sendable {
         wakeWrite = fds[1]
         _ = fcntl(wakeRead, F_SETFL, O_NONBLOCK)
         _ = fcntl(wakeWrite, F_SETFL, O_NONBLOCK)
-        let now = Date()
+        let now = WallTime.now()
         reachability = nil
         schedule = DaemonSchedule(
             collectEvery: config.telemetry.interval, syncEvery: config.telemetry.syncInterval, jitter: config.telemetry.jitter,
@@ -302,7 +302,7 @@ public final class AgentDaemon: @unchecked Sendable {
             logger.warning("clock floor not saved", metadata: ["reason": "\(problem)"])
         }
         status.lastSync = AgentStatus.Sync(
-            at: Date(), collectedPoints: report.collectedPoints, spooledLines: report.spooledLines, rejectedLines: report.rejectedLines,
+            at: .now(), collectedPoints: report.collectedPoints, spooledLines: report.spooledLines, rejectedLines: report.rejectedLines,
             queuedBatches: report.queuedBatches, error: report.failure)
         statusDirty = true
         logger.debug(
@@ -395,7 +395,7 @@ public final class AgentDaemon: @unchecked Sendable {
         }
         schedule.reconfigure(
             collectEvery: fresh.telemetry.interval, syncEvery: fresh.telemetry.syncInterval, jitter: fresh.telemetry.jitter, now: elapsed())
-        status.configLoadedAt = Date()
+        status.configLoadedAt = .now()
         status.reloadError = nil
         statusDirty = true
         logger.info("config reloaded", metadata: ["file": "\(configPath)"])
@@ -469,10 +469,10 @@ public final class AgentDaemon: @unchecked Sendable {
     private func writeStatus(now: Duration) {
         let statistics = agent.queue.statistics
         let delivery = agent.tracker.snapshot
-        status.updatedAt = Date()
+        status.updatedAt = .now()
         // The next sync rewrites it; twice its longest interval and 5 s more is the promise.
         let syncEvery = Double(config.telemetry.syncInterval.totalNanoseconds) / 1e9 * (1 + config.telemetry.jitter)
-        status.nextUpdateBy = status.state == "stopped" ? nil : status.updatedAt.addingTimeInterval(2 * syncEvery + 5)
+        status.nextUpdateBy = status.state == "stopped" ? nil : status.updatedAt.adding(.seconds(2 * syncEvery + 5))
         status.reachability = reachability == nil ? "not watched" : reachabilityText.withLock { $0 }
         let verdict = agent.clock.verdict()
         status.clock = verdict.isTrusted ? "trusted" : verdict.reason

@@ -198,61 +198,9 @@ public struct FirmwareManifest: Sendable, Equatable {
         return out
     }
 
-    /// An RFC 3339 date-time (`2027-01-31T00:00:00Z`, `2027-01-31T01:00:00.5+01:00`), or nil.
-    static func rfc3339(_ text: String) -> Date? {
-        let b = Array(text.utf8)
-        func number(_ range: Range<Int>) -> Int? {
-            guard range.upperBound <= b.count else { return nil }
-            var value = 0
-            for index in range {
-                guard b[index] >= 0x30, b[index] <= 0x39 else { return nil }
-                value = value * 10 + Int(b[index] - 0x30)
-            }
-            return value
-        }
-        guard b.count >= 20, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t"),
-            b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"),
-            let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
-            let minute = number(14..<16), let second = number(17..<19),
-            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
-        else { return nil }
-        var index = 19
-        var fraction = 0.0
-        if index < b.count, b[index] == UInt8(ascii: ".") {
-            index += 1
-            var scale = 0.1
-            let start = index
-            while index < b.count, b[index] >= 0x30, b[index] <= 0x39 {
-                fraction += Double(b[index] - 0x30) * scale
-                scale /= 10
-                index += 1
-            }
-            guard index > start else { return nil }
-        }
-        guard index < b.count else { return nil }
-        var offset = 0
-        if b[index] == UInt8(ascii: "Z") || b[index] == UInt8(ascii: "z") {
-            index += 1
-        } else if b[index] == UInt8(ascii: "+") || b[index] == UInt8(ascii: "-") {
-            guard index + 6 == b.count, b[index + 3] == UInt8(ascii: ":"), let hours = number(index + 1..<index + 3),
-                let minutes = number(index + 4..<index + 6), hours < 24, minutes < 60
-            else { return nil }
-            offset = (hours * 60 + minutes) * 60 * (b[index] == UInt8(ascii: "+") ? 1 : -1)
-            index += 6
-        }
-        guard index == b.count else { return nil }
-        var parts = tm()
-        parts.tm_year = Int32(year - 1900)
-        parts.tm_mon = Int32(month - 1)
-        parts.tm_mday = Int32(day)
-        parts.tm_hour = Int32(hour)
-        parts.tm_min = Int32(minute)
-        parts.tm_sec = Int32(min(second, 59))
-        let seconds = timegm(&parts)
-        // timegm normalises 31 February into March: refuse a day the month does not have.
-        guard parts.tm_mday == Int32(day) else { return nil }
-        return Date(timeIntervalSince1970: Double(seconds - offset) + fraction)
-    }
+    /// An RFC 3339 date-time (`2027-01-31T00:00:00Z`, `2027-01-31T01:00:00.5+01:00`), to the
+    /// millisecond, or nil (`WallTime(rfc3339:)`).
+    static func rfc3339(_ text: String) -> Date? { WallTime(rfc3339: text)?.date }
 }
 
 /// Whether a verified manifest may be installed on this device: sans-I/O, fed the facts.

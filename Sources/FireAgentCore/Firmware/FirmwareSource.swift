@@ -256,7 +256,7 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
         var members: [(String, StatusJSON)] = [
             ("device", .string(deviceID)), ("manifest", .string(update.manifestDigest)), ("version", .string(update.version)),
             ("state", .string(update.phase.rawValue)), ("progress", .number((min(report.progress, 1) * 1000).rounded() / 1000)),
-            ("time", .date(report.time)),
+            ("time", .date(WallTime(report.time))),
         ]
         if let from = update.fromVersion { members.append(("fromVersion", .string(from))) }
         if let reason = update.reason { members.append(("reason", .string(reason))) }

@@ -590,7 +590,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             logger.warning("firmware manifest not fetched", metadata: ["reason": "\(reason)"])
         }
         control.withLock {
-            $0.snapshot.lastCheck = Date()
+            $0.snapshot.lastCheck = .now()
             $0.snapshot.lastCheckResult = result
         }
         onChange()
@@ -1077,7 +1077,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             $0.snapshot.fromVersion = update?.fromVersion
             $0.snapshot.size = update?.size ?? 0
             $0.snapshot.reason = update?.reason
-            $0.snapshot.since = update?.since
+            $0.snapshot.since = update.map { WallTime($0.since) }
             $0.snapshot.highestAccepted = highest
         }
         if notifying { onChange() }

@@ -170,6 +170,8 @@ extension StrictJSON {
         case .string(let text): return text
         case .integer(let value): return Int(exactly: value).map { $0 as any Sendable } ?? Double(value)
         case .number(let value): return value
+        // A Double, as a number beyond Int64 always was here.
+        case .unsigned(let value): return Double(value)
         case .bool(let value): return value
         case .null: return Optional<any Sendable>.none as any Sendable
         case .array(let items): return items.map(\.untypedValue)

@@ -131,14 +131,16 @@ package struct LogLineRenderer: Sendable {
     }
 }
 
-/// `epochSeconds` in RFC 3339, UTC, whole seconds (`2026-11-24T01:02:03Z`).
+/// `epochSeconds` in RFC 3339, UTC, whole seconds (`2026-11-24T01:02:03Z`; years 0–999 with
+/// their leading zeros, as RFC 3339 writes four digits). Computed with integer calendar
+/// arithmetic, not `gmtime_r`: armv7's 32-bit `time_t` ends in 2038.
 package func rfc3339(epochSeconds: Int64) -> String {
-    var seconds = time_t(truncatingIfNeeded: epochSeconds)
-    var parts = tm()
-    gmtime_r(&seconds, &parts)
-    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
-        + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+    let (days, second) = epochSeconds.floorDivided(by: 86_400)
+    let date = CivilDate(daysSince1970: days)
+    func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    let digits = "\(date.year)"
+    let year = date.year >= 0 ? String(repeating: "0", count: max(0, 4 - digits.count)) + digits : digits
+    return "\(year)-\(two(date.month))-\(two(date.day))T\(two(second / 3600)):\(two(second / 60 % 60)):\(two(second % 60))Z"
 }
 
 extension String {

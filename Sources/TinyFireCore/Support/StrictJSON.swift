@@ -16,12 +16,16 @@
 ///
 /// `Rules.responses` reads what servers send to `responseJSON` as Foundation's
 /// `JSONSerialization` does: a repeated key keeps its last value, a whole number outside Int64
-/// is a `number`, a UTF-8 byte order mark is skipped, nesting up to 512 levels.
+/// is `unsigned` when `UInt64` holds it and a `number` beyond, a UTF-8 byte order mark is
+/// skipped, nesting up to 512 levels.
 package enum StrictJSON: Equatable, Sendable {
     case string(String)
     /// A number written as a whole number: `-?(0|[1-9][0-9]*)`.
     case integer(Int64)
-    /// Any other number (with a fraction or an exponent).
+    /// A whole number above `Int64.max` that `UInt64` holds, under rules that do not refuse
+    /// large integers (a counter written as `UInt64` reads back exactly).
+    case unsigned(UInt64)
+    /// Any other number (with a fraction or an exponent, or whole but outside both).
     case number(Double)
     case bool(Bool)
     case null
@@ -34,7 +38,7 @@ package enum StrictJSON: Equatable, Sendable {
         package var maximumDepth: Int
         /// Whether a key given twice in one object is refused (else the last one counts).
         package var refusesRepeatedKeys: Bool
-        /// Whether a whole number outside Int64 is refused (else it is a `number`).
+        /// Whether a whole number outside Int64 is refused (else it is `unsigned` or a `number`).
         package var refusesLargeIntegers: Bool
         /// Whether a UTF-8 byte order mark is refused (else skipped).
         package var refusesByteOrderMark: Bool
@@ -317,6 +321,9 @@ package enum StrictJSON: Equatable, Sendable {
             let text = String(decoding: bytes[start..<index], as: UTF8.self)
             if whole, let value = Int64(text) {
                 return .integer(value)
+            }
+            if whole, !rules.refusesLargeIntegers, let value = UInt64(text) {
+                return .unsigned(value)
             }
             if whole, rules.refusesLargeIntegers {
                 index = start

@@ -290,6 +290,13 @@ struct AgentSyncTests {
             try? Data(contentsOf: URL(filePath: directory + "/queue/" + $0))
         }
         #expect(!journal.contains { $0.range(of: Data("s3cret".utf8)) != nil })
-        #expect(Agent.authorization(for: .v1(database: "d", retentionPolicy: nil, username: "u", password: "p")) == "Basic dTpw")
+        #expect(BatchUpload.authorization(for: .v1(database: "d", retentionPolicy: nil, username: "u", password: "p")) == "Basic dTpw")
+        // The core's base64 of the UTF-8 text, as TinyFire's (Foundation's) header has it.
+        for (user, password) in [("fleet", "pässwörd:x"), ("", ""), ("a", "bc"), ("über", "🔥🔥🔥")] {
+            #expect(
+                BatchUpload.authorization(for: .v1(database: "d", retentionPolicy: nil, username: user, password: password))
+                    == HTTPHeader.authorization(username: user, password: password).value)
+        }
+        #expect(BatchUpload.authorization(for: .v1(database: "d", retentionPolicy: nil, username: "u", password: nil)) == nil)
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
+import TinyFireCore
 
+@testable import FireAgentBase
 @testable import FireAgentCore
 
 @Suite("Daemon parts: schedule, log lines, systemd notifications")
@@ -301,30 +303,211 @@ struct SystemdUnitTests {
 
 @Suite("The status document")
 struct StatusDocumentTests {
-    @Test("what the daemon writes reads back the same, every optional part present or absent, text escaped")
-    func roundTrip() throws {
-        let at = Date(timeIntervalSince1970: 1_795_000_000)
+    let at = WallTime(secondsSince1970: 1_795_000_000)
+
+    var full: AgentStatus {
         var status = AgentStatus(
-            state: "running", pid: 42, version: "0.1.0", startedAt: at, updatedAt: at.addingTimeInterval(5),
-            configFile: "/etc/a \"b\".json5",
-            configLoadedAt: at, reachability: "reachable eth0 ethernet",
+            state: "running", pid: 42, version: "0.1.0", startedAt: at, updatedAt: at.adding(.seconds(5)),
+            nextUpdateBy: at.adding(.seconds(130)), configFile: "/etc/a \"b\".json5", configLoadedAt: at,
+            reachability: "reachable eth0 ethernet", clock: "trusted",
             queue: .init(
                 records: 3, bytes: 1234, oldestAgeSeconds: 12.5, delivered: .max, dropped: 1, rejected: 2, discarded: 3, quarantined: 4,
                 headFailures: 5, lastFailure: "POST /write answered 503\nretry"),
             deadLetters: 7, rejectedSpoolLines: 8, stoppedCollectors: ["thermal": "no zones", "pressure": "no PSI"])
-        let directory = FileManager.default.temporaryDirectory.appending(path: "tinyfire-status-\(UUID().uuidString.prefix(8))").path
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try status.write(to: directory + "/sub/status.json")
-        #expect(try AgentStatus.read(path: directory + "/sub/status.json") == status)
-        status.reloadError = "line 3: bad"
+        status.reloadError = "line 3: bad \u{1}"
         status.lastSync = .init(at: at, collectedPoints: 1, spooledLines: 2, rejectedLines: 3, queuedBatches: 4, error: "full")
-        status.lastDelivery = .init(at: at, result: "failed", status: 401, reason: "unauthorized")
-        status.lastSuccessfulDelivery = at
-        status.stoppedCollectors = [:]
+        status.lastDelivery = .init(at: at, result: "failed", status: 401, reason: "unauthorized ✓")
+        status.lastSuccessfulDelivery = at.adding(.seconds(-60))
+        var firmware = AgentStatus.Firmware(phase: "downloading", downloadedBytes: 512, size: 2048)
+        firmware.version = "1.2.0"
+        firmware.fromVersion = "1.1.0"
+        firmware.since = at
+        firmware.lastCheck = at.adding(.seconds(1))
+        firmware.lastCheckResult = "offered 1.2.0"
+        firmware.waiting = "the install window"
+        firmware.highestAccepted = "1.1.0"
+        status.firmware = firmware
+        return status
+    }
+
+    func temporaryDirectory() -> String {
+        FileManager.default.temporaryDirectory.appending(path: "tinyfire-status-\(UUID().uuidString.prefix(8))").path
+    }
+
+    @Test("what the daemon writes reads back the same, every optional part present or absent, text escaped")
+    func roundTrip() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var status = full
         try status.write(to: directory + "/sub/status.json")
         #expect(try AgentStatus.read(path: directory + "/sub/status.json") == status)
-        // A file that is not a status document is named in the error.
-        try Data("{}".utf8).write(to: URL(filePath: directory + "/bad.json"))
-        #expect(throws: AgentError.self) { try AgentStatus.read(path: directory + "/bad.json") }
+        #expect(try FileManager.default.attributesOfItem(atPath: directory + "/sub")[.posixPermissions] as? Int == 0o755)
+        #expect(try FileManager.default.attributesOfItem(atPath: directory + "/sub/status.json")[.posixPermissions] as? Int == 0o644)
+        status = AgentStatus(
+            state: "starting", pid: 1, version: "0.1.0", startedAt: at, updatedAt: at, configFile: "c", configLoadedAt: at,
+            reachability: "unknown",
+            queue: .init(records: 0, bytes: 0, delivered: 0, dropped: 0, rejected: 0, discarded: 0, quarantined: 0, headFailures: 0),
+            deadLetters: 0, rejectedSpoolLines: 0, stoppedCollectors: [:])
+        try status.write(to: directory + "/sub/status.json")
+        #expect(try AgentStatus.read(path: directory + "/sub/status.json") == status)
+        #expect(!FileManager.default.fileExists(atPath: directory + "/sub/status.json.tmp"))
+    }
+
+    /// The status as Foundation's `JSONDecoder` reads it: the reader the agent used before.
+    struct Decoded: Decodable {
+        struct Sync: Decodable {
+            var at: Date
+            var collectedPoints, spooledLines, rejectedLines, queuedBatches: Int
+            var error: String?
+        }
+        struct Delivery: Decodable {
+            var at: Date
+            var result: String
+            var status: Int?
+            var reason: String?
+        }
+        struct Queue: Decodable {
+            var records: Int
+            var bytes: Int64
+            var oldestAgeSeconds: Double?
+            var delivered, dropped, rejected, discarded, quarantined: UInt64
+            var headFailures: Int
+            var lastFailure: String?
+        }
+        struct Firmware: Decodable {
+            var phase: String
+            var version, fromVersion, reason, highestAccepted, lastCheckResult, waiting: String?
+            var downloadedBytes, size: Int64
+            var since, lastCheck: Date?
+        }
+        var state, version, configFile, reachability: String
+        var pid: Int32
+        var startedAt, updatedAt, configLoadedAt: Date
+        var nextUpdateBy, lastSuccessfulDelivery: Date?
+        var stale, reloadError, clock: String?
+        var lastSync: Sync?
+        var lastDelivery: Delivery?
+        var queue: Queue
+        var deadLetters, rejectedSpoolLines: Int
+        var stoppedCollectors: [String: String]
+        var firmware: Firmware?
+    }
+
+    @Test("the core's reader and Foundation's JSONDecoder read every written status alike, field by field")
+    func againstJSONDecoder() throws {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        var variants = [full]
+        var bare = full
+        bare.lastSync = nil
+        bare.lastDelivery = nil
+        bare.firmware = .init(phase: "idle")
+        bare.queue.oldestAgeSeconds = 0
+        bare.queue.lastFailure = nil
+        bare.clock = nil
+        bare.stoppedCollectors = [:]
+        variants.append(bare)
+        bare.firmware = nil
+        bare.queue.delivered = UInt64(Int64.max) + 1
+        bare.startedAt = WallTime(secondsSince1970: 2_147_483_648)
+        variants.append(bare)
+        for status in variants {
+            let bytes = status.encoded()
+            let ours = try AgentStatus.parse(bytes)
+            let theirs = try decoder.decode(Decoded.self, from: Data(bytes))
+            #expect(ours == status)
+            #expect(ours.state == theirs.state && ours.pid == theirs.pid && ours.version == theirs.version)
+            #expect(ours.configFile == theirs.configFile && ours.reachability == theirs.reachability && ours.clock == theirs.clock)
+            #expect(ours.startedAt.date == theirs.startedAt && ours.updatedAt.date == theirs.updatedAt)
+            #expect(ours.configLoadedAt.date == theirs.configLoadedAt && ours.nextUpdateBy?.date == theirs.nextUpdateBy)
+            #expect(ours.lastSuccessfulDelivery?.date == theirs.lastSuccessfulDelivery)
+            #expect(ours.stale == theirs.stale && ours.reloadError == theirs.reloadError)
+            #expect(ours.lastSync?.at.date == theirs.lastSync?.at && ours.lastSync?.error == theirs.lastSync?.error)
+            #expect(ours.lastSync?.queuedBatches == theirs.lastSync?.queuedBatches)
+            #expect(ours.lastDelivery?.at.date == theirs.lastDelivery?.at && ours.lastDelivery?.result == theirs.lastDelivery?.result)
+            #expect(ours.lastDelivery?.status == theirs.lastDelivery?.status && ours.lastDelivery?.reason == theirs.lastDelivery?.reason)
+            #expect(ours.queue.records == theirs.queue.records && ours.queue.bytes == theirs.queue.bytes)
+            #expect(ours.queue.oldestAgeSeconds == theirs.queue.oldestAgeSeconds && ours.queue.lastFailure == theirs.queue.lastFailure)
+            #expect(ours.queue.delivered == theirs.queue.delivered && ours.queue.quarantined == theirs.queue.quarantined)
+            #expect(ours.deadLetters == theirs.deadLetters && ours.rejectedSpoolLines == theirs.rejectedSpoolLines)
+            #expect(ours.stoppedCollectors == theirs.stoppedCollectors)
+            #expect(ours.firmware?.phase == theirs.firmware?.phase && ours.firmware?.version == theirs.firmware?.version)
+            #expect(ours.firmware?.since?.date == theirs.firmware?.since && ours.firmware?.lastCheck?.date == theirs.firmware?.lastCheck)
+            #expect(ours.firmware?.waiting == theirs.firmware?.waiting && ours.firmware?.size == theirs.firmware?.size)
+        }
+    }
+
+    @Test("a status file that is not one is refused naming the key, the place or the file's problem; unknown keys and nulls pass")
+    func refusals() throws {
+        let directory = temporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let good = String(decoding: full.encoded(), as: UTF8.self)
+        func reason(_ text: String) -> String {
+            do {
+                _ = try AgentStatus.parse(Array(text.utf8))
+                return "accepted"
+            } catch {
+                return error.description
+            }
+        }
+        #expect(reason("{}") == "queue: missing")
+        #expect(reason("[]") == "the document is not a JSON object")
+        #expect(reason(good.replacingOccurrences(of: #""pid" : 42"#, with: #""pid" : "42""#)) == "pid: expected an integer, found a string")
+        #expect(reason(good.replacingOccurrences(of: #""pid" : 42"#, with: #""pid" : 4294967296"#)) == "pid: not a process id")
+        #expect(
+            reason(good.replacingOccurrences(of: #""records" : 3"#, with: #""records" : 3.5"#))
+                == "queue.records: expected an integer, found a number")
+        #expect(
+            reason(good.replacingOccurrences(of: #""dropped" : 1"#, with: #""dropped" : -1"#))
+                == "queue.dropped: expected a whole number from 0, found an integer")
+        #expect(reason(good.replacingOccurrences(of: "2026-11-18T", with: "2026-11-31T")).hasSuffix("is not an RFC 3339 time"))
+        #expect(
+            reason(good.replacingOccurrences(of: #""thermal" : "no zones""#, with: #""thermal" : 1"#))
+                == "stoppedCollectors.thermal: expected a string, found an integer")
+        #expect(reason(good + "x").hasPrefix("line "))
+        // A status from an earlier agent has no clock; a later one may add keys; null is absent.
+        let older = try AgentStatus.parse(
+            Array(good.replacingOccurrences(of: #""clock" : "trusted","#, with: #""clock" : null, "future" : [1, {"x": 2}],"#).utf8))
+        var expected = full
+        expected.clock = nil
+        #expect(older == expected)
+
+        let path = directory + "/status.json"
+        #expect(throws: AgentError.self) { try AgentStatus.read(path: path) }
+        func readError(_ path: String) -> String {
+            do {
+                _ = try AgentStatus.read(path: path)
+                return "read"
+            } catch {
+                return error.description
+            }
+        }
+        #expect(readError(path).hasPrefix("status file \(path) does not exist"))
+        #expect(readError(directory).contains("cannot be read: Is a directory"))
+        try Data(repeating: 0x20, count: AgentStatus.maximumFileBytes + 1).write(to: URL(filePath: path))
+        #expect(readError(path).contains("is larger than 1MiB: not a status file"))
+        try Data("{}".utf8).write(to: URL(filePath: path))
+        #expect(readError(path) == "status file \(path) is not a fire-agent status document: queue: missing")
+    }
+
+    @Test("staleness and the text for people count seconds on the wall clock, rounded")
+    func describing() {
+        var status = full
+        let now = status.nextUpdateBy!.adding(.milliseconds(10_600))
+        let stale = status.staleness(now: now, alive: true, fileSystem: "its file system (/run) is read-only")
+        #expect(stale == "written 136 s ago, due again 11 s ago: the daemon cannot write it: its file system (/run) is read-only")
+        #expect(status.staleness(now: now, alive: false, fileSystem: nil) == nil)
+        #expect(status.staleness(now: status.nextUpdateBy!, alive: true, fileSystem: nil) == nil)
+        status.stale = stale
+        let text = status.describe(alive: true, now: at.adding(.seconds(90)))
+        #expect(text.hasPrefix("fire-agent 0.1.0: running, pid 42, started 2026-11-18T11:06:40Z (90 s ago)\nSTALE:"))
+        #expect(
+            text.contains("firmware:      downloading 1.2.0 (from 1.1.0): 512 of 2048 bytes (25 %), since 2026-11-18T11:06:40Z (90 s ago)"))
+        #expect(text.contains("last success:  2026-11-18T11:05:40Z (150 s ago)"))
+        #expect(text.contains("collector off: pressure: no PSI\ncollector off: thermal: no zones"))
+        #expect(text.hasSuffix("written:       2026-11-18T11:06:45Z (85 s ago)"))
+        #expect(status.describe(alive: false, now: at).contains("not running (gone without stopping)"))
+        #expect(AgentStatus.directory(of: "/status.json") == "/" && AgentStatus.directory(of: "status.json") == ".")
     }
 }

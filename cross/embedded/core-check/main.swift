@@ -385,6 +385,93 @@ func wallClockCheck() -> (ok: Bool, detail: String) {
 let (clockOK, clockDetail) = wallClockCheck()
 check("wall clock: build floor, saved floor, ages", clockOK, clockDetail)
 
+// The daemon's status file: the delivery tracker's figures in a status written, read back the
+// same (RFC 3339 times, a UInt64 counter past Int64), refusals naming the key, the text for people.
+func statusCheck() -> (ok: Bool, detail: String) {
+    guard let directory = temporaryDirectory("status") else { return (false, "mkdtemp: \(errnoMessage(errno))") }
+    defer { _ = system("rm -rf " + directory) }
+    let at = WallTime(secondsSince1970: 2_147_483_648)
+    let tracker = DeliveryTracker(deadLetters: 2)
+    tracker.record(.deadLettered(sequence: 1, idempotencyKey: "k", status: 400, reason: "unable to parse"), at: at)
+    tracker.record(.delivered(sequence: 2, idempotencyKey: "k2", status: 204), at: at.adding(.seconds(1)))
+    tracker.rejectedSpool(3)
+    let figures = tracker.snapshot
+    var status = AgentStatus(
+        state: "running", pid: getpid(), version: "0.1.0", startedAt: at, updatedAt: at.adding(.seconds(5)),
+        nextUpdateBy: at.adding(.seconds(130)), configFile: "/etc/fire-agent/config.json5", configLoadedAt: at,
+        reachability: "reachable eth0 ethernet", clock: "trusted", lastDelivery: figures.lastDelivery,
+        lastSuccessfulDelivery: figures.lastSuccess,
+        queue: .init(
+            records: 3, bytes: 1234, oldestAgeSeconds: 12.5, delivered: .max, dropped: 1, rejected: 2, discarded: 3, quarantined: 4,
+            headFailures: 0),
+        deadLetters: figures.deadLetters, rejectedSpoolLines: figures.rejectedSpoolLines, stoppedCollectors: ["thermal": "no zones"])
+    var firmware = AgentStatus.Firmware(phase: "downloading", downloadedBytes: 512, size: 2048)
+    firmware.since = at
+    status.firmware = firmware
+    let path = directory + "/run/status.json"
+    var readBack: AgentStatus?
+    var refusal = ""
+    do throws(AgentError) {
+        try status.write(to: path)
+        readBack = try AgentStatus.read(path: path)
+        guard writeFile(directory + "/bad.json", "{\"queue\": []}") else { return (false, "write: \(errnoMessage(errno))") }
+        _ = try AgentStatus.read(path: directory + "/bad.json")
+    } catch {
+        refusal = error.description
+    }
+    let text = status.describe(alive: status.daemonIsAlive, now: at.adding(.seconds(90)))
+    let ok =
+        readBack == status && figures.deadLetters == 3 && figures.lastSuccess == at.adding(.seconds(1)) && figures.rejectedSpoolLines == 3
+        && refusal.hasSuffix("is not a fire-agent status document: queue: expected an object, found an array")
+        && text.hasPrefix("fire-agent 0.1.0: running, pid \(getpid()), started 2038-01-19T03:14:08Z (90 s ago)")
+        && status.staleness(now: at.adding(.seconds(200)), alive: true, fileSystem: nil) != nil
+    return (
+        ok,
+        readBack == status
+            ? "read back; \(refusal)" : "read back differs: \(readBack.map { String(decoding: $0.encoded(), as: UTF8.self) } ?? "none")"
+    )
+}
+let (statusOK, statusDetail) = statusCheck()
+check("status file: tracker, write, read back, refusal, text", statusOK, statusDetail)
+
+// A batch's upload: gzip'd body, the judge on InfluxDB's answers (413 split into halves,
+// Retry-After, 400 dead letter, an old batch refused), Basic and Token authorization.
+func batchUploadCheck() -> (ok: Bool, detail: String) {
+    let batch = Batch(lines: ["m x=0i 0", "m x=1i 1", "m x=2i 2", "m x=3i 3"])
+    let body: [UInt8]
+    do throws(AgentError) {
+        body = try BatchUpload.body(for: batch)
+    } catch {
+        return (false, error.description)
+    }
+    let now = WallTime.now()
+    func judge(_ status: Int, retryAfter: String? = nil, message: String = "", age: Duration = .zero) -> BatchUpload.Fate {
+        BatchUpload.judge(
+            status: status, retryAfter: retryAfter, message: Array(message.utf8), requestBody: body, maxAge: .seconds(3600), age: age,
+            batchBytes: 1 << 20, now: now)
+    }
+    var halves: [String] = []
+    if case .split(let bodies) = judge(413) {
+        for half in bodies {
+            guard let plain = try? Gzip.decompress(half, limit: 1 << 20) else { return (false, "a half is not gzip") }
+            halves.append(String(decoding: plain, as: UTF8.self))
+        }
+    }
+    let roundTrip = (try? Gzip.decompress(body, limit: 1 << 20)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+    let basic = BatchUpload.authorization(for: .v1(database: "d", retentionPolicy: nil, username: "fleet", password: "pässwörd:x"))
+    let ok =
+        roundTrip == "m x=0i 0\nm x=1i 1\nm x=2i 2\nm x=3i 3\n" && judge(204) == .delivered
+        && halves == ["m x=0i 0\nm x=1i 1\n", "m x=2i 2\nm x=3i 3\n"] && judge(429, retryAfter: "5") == .retryAfter(.seconds(5))
+        && judge(400, message: "{\"error\":\"unable to parse\"}") == .deadLetter(reason: "HTTP 400: {\"error\":\"unable to parse\"}")
+        && judge(401, message: "unauthorized") == .retry
+        && judge(503, age: .seconds(7200)) == .deadLetter(reason: "HTTP 503; still refused after 7200 s (queue.maxRecordAge)")
+        && basic == "Basic ZmxlZXQ6cMOkc3N3w7ZyZDp4"
+        && BatchUpload.authorization(for: .v2(organization: "o", bucket: "b", token: "t")) == "Token t"
+    return (ok, "\(body.count) bytes gzip'd; \(halves.count) halves; \(basic ?? "no authorization")")
+}
+let (uploadOK, uploadDetail) = batchUploadCheck()
+check("batch upload: gzip body, the judge (413 halves, Retry-After, dead letters), authorization", uploadOK, uploadDetail)
+
 // The built-in collectors on this machine's (or the emulator's host's) /proc and /sys: two
 // rounds, CPU from the second, every point tagged and encodable as line protocol.
 func collectorCheck() -> (ok: Bool, detail: String) {

@@ -1,36 +1,29 @@
-import Synchronization
-import TinyFire
-
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
+import TinyFireCore
 
 /// What the offline queue's deliveries have come to, gathered from its events for
 /// `fire-agent status` and the agent's own `fire_agent` measurement. Thread-safe.
 ///
-/// Memory: a few fields; nothing grows.
+/// Memory: a few fields and the listeners given; nothing grows with deliveries.
 public final class DeliveryTracker: Sendable {
     /// The figures at one moment.
     public struct Snapshot: Sendable, Equatable {
         /// The last attempt's outcome.
         public var lastDelivery: AgentStatus.Delivery?
         /// When a batch was last delivered.
-        public var lastSuccess: Date?
+        public var lastSuccess: WallTime?
         /// Dead letters kept.
         public var deadLetters: Int
         /// Spool lines refused.
         public var rejectedSpoolLines = 0
     }
 
-    private let state: Mutex<Snapshot>
-    private let listeners = Mutex<[@Sendable () -> Void]>([])
+    private let state: Locked<Snapshot>
+    private let listeners = Locked<[@Sendable () -> Void]>([])
 
     /// A tracker.
     /// - Parameter deadLetters: dead letters already kept when the agent starts.
     public init(deadLetters: Int) {
-        state = Mutex(Snapshot(deadLetters: deadLetters))
+        state = Locked(Snapshot(deadLetters: deadLetters))
     }
 
     /// The figures now.
@@ -42,7 +35,10 @@ public final class DeliveryTracker: Sendable {
     }
 
     /// Takes in one delivery event.
-    public func record(_ event: OfflineQueue.DeliveryEvent, at now: Date = Date()) {
+    /// - Parameters:
+    ///   - event: what the queue did.
+    ///   - now: when (the wall clock, for the status; not judged).
+    public func record(_ event: QueueDeliveryEvent, at now: WallTime = .now()) {
         state.withLock { state in
             switch event {
             case .delivered(_, _, let status):
