@@ -57,7 +57,9 @@ let package = Package(
         // fire-agent's logic that is in the Embedded subset already, on TinyFireCore alone
         // (issue 30, stage 2, moves the agent here file by file); cross/embedded/build.sh
         // compiles it for boards too. FireAgentCore re-exports it.
-        .target(name: "FireAgentBase", dependencies: ["TinyFireCore"]),
+        .target(
+            name: "FireAgentBase",
+            dependencies: ["TinyFireCore", .product(name: "HTTPTypes", package: "swift-http-types")]),
         // fire-agent's logic (config, telemetry, daemon), tested in-process.
         .target(
             name: "FireAgentCore",

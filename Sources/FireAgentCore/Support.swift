@@ -1,3 +1,4 @@
+import Synchronization
 import TinyFire
 
 #if canImport(Glibc)
@@ -27,5 +28,16 @@ extension AgentConfig {
         environment: (String) -> String? = ProxySettings.processEnvironment
     ) throws(ConfigError) -> AgentConfig {
         try parse([UInt8](data), file: file, machineIDPath: machineIDPath, environment: environment)
+    }
+}
+
+/// A value shared across threads under a lock.
+final class SendableBox<Value>: @unchecked Sendable {
+    private let lock = Mutex(())
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value {
+        get { lock.withLock { _ in stored } }
+        set { lock.withLock { _ in stored = newValue } }
     }
 }

@@ -70,13 +70,15 @@ public final class AgentDaemon: @unchecked Sendable {
     /// The signal pipe's read end, or -1 when signals are not handled.
     private let signalFD: Int32
     private let reachabilityText = Mutex("unknown")
+    /// What reachability last said (nil before it said anything), for the agent's delivery.
+    private let reachabilityStatus = Mutex<NetworkReachabilityManager.NetworkReachabilityStatus?>(nil)
     private let origin = ContinuousClock.now
     /// Whether the last systemd notification was dropped (loop-confined).
     private var notificationDropped = false
 
     private var config: AgentConfig
     private var logger: Logger
-    private var agent: Agent
+    private var agent: TelemetryAgent
     /// Firmware updates, when configured: a thread of their own.
     private var updater: FirmwareUpdater?
     /// Why the configured firmware updater does not run, and when it is tried again.
@@ -137,7 +139,7 @@ public final class AgentDaemon: @unchecked Sendable {
         let reachability = options.watchReachability ? Self.watch(config, namespace: options.reachabilityNamespace, logger: logger) : nil
         self.reachability = reachability
         do {
-            agent = try Agent(config: config, logger: logger, files: options.files, reachability: reachability)
+            agent = try Self.openAgent(config, logger: logger, options: options)
         } catch {
             close(wakeRead)
             close(wakeWrite)
@@ -207,7 +209,7 @@ public final class AgentDaemon: @unchecked Sendable {
     public func run() throws(AgentError) {
         attach(agent)
         startReachabilityListener()
-        agent.queue.startDelivery()
+        startDelivery()
         updater?.start()
         status.state = "running"
         writeStatus(now: elapsed())
@@ -241,12 +243,14 @@ public final class AgentDaemon: @unchecked Sendable {
                 case .reload: try reloadConfig()
                 case .routeBack:
                     logger.info("route to the server is back: syncing now")
+                    agent.network(currentNetwork)
                     schedule.routeReturned(at: elapsed())
                     updater?.pollNow()
                     updater?.recheckWaits()
                     statusDirty = true
                 case .changed: statusDirty = true
                 case .routeChanged:
+                    agent.network(currentNetwork)
                     // Another interface, say: a download that waits for a link may go.
                     updater?.recheckWaits()
                     statusDirty = true
@@ -327,18 +331,18 @@ public final class AgentDaemon: @unchecked Sendable {
         reachability?.stopListening()
         status.state = "stopped"
         writeStatus(now: elapsed())
-        logger.info("stopped", metadata: ["queued": "\(agent.queue.statistics.records)"])
+        logger.info("stopped", metadata: ["queued": "\(agent.queueFigures.records)"])
     }
 
     /// Ends `agent` before a stop or a reload: what it holds is queued, its delivery gets up to
     /// `stopTimeout` to come to rest, its queue is closed.
     /// - Returns: whether delivery came to rest in time.
-    private func handOver(_ agent: Agent) -> Bool {
+    private func handOver(_ agent: TelemetryAgent) -> Bool {
         var report = SyncReport()
         agent.queuePending(into: &report)
         defer { agent.close() }
         let idle = DispatchSemaphore(value: 0)
-        agent.queue.stopDelivery { idle.signal() }
+        agent.stopDelivery { idle.signal() }
         let timeout = config.daemon.stopTimeout.totalNanoseconds
         return idle.wait(timeout: .now() + .nanoseconds(Int(clamping: timeout))) == .success
     }
@@ -360,28 +364,29 @@ public final class AgentDaemon: @unchecked Sendable {
             ? reachability
             : (options.watchReachability ? Self.watch(fresh, namespace: options.reachabilityNamespace, logger: freshLogger) : nil)
         do {
-            agent = try Agent(config: fresh, logger: freshLogger, files: options.files, reachability: freshReachability)
+            agent = try Self.openAgent(fresh, logger: freshLogger, options: options)
         } catch {
             // The new file is valid but cannot run (e.g. its queue directory is unusable).
             do {
-                agent = try Agent(config: config, logger: logger, files: options.files, reachability: reachability)
+                agent = try Self.openAgent(config, logger: logger, options: options)
             } catch {
                 throw AgentError(description: "reload failed and the running config could not be restored: \(error)")
             }
             attach(agent)
-            agent.queue.startDelivery()
+            startDelivery()
             refuseReload("\(error)")
             return
         }
         if freshReachability !== reachability {
             reachability?.stopListening()
             reachability = freshReachability
+            reachabilityStatus.withLock { $0 = nil }
             startReachabilityListener()
         }
         config = fresh
         logger = freshLogger
         attach(agent)
-        agent.queue.startDelivery()
+        startDelivery()
         if let running = updater, !running.stop(timeout: fresh.daemon.stopTimeout) {
             // An installer runs: the updater finishes that step with the old section (two
             // updaters must never share the state directory); the new one takes over at the
@@ -422,8 +427,28 @@ public final class AgentDaemon: @unchecked Sendable {
         notified(notifier?.ready(status: "running (reload refused)"), "READY=1")
     }
 
+    /// Opens the telemetry agent (queue, engine) for `config`.
+    private static func openAgent(_ config: AgentConfig, logger: Logger, options: Options) throws(AgentError) -> TelemetryAgent {
+        try TelemetryAgent(config: config, logger: logger, files: options.files, userAgent: HTTPHeader.defaultUserAgent.value)
+    }
+
+    /// Starts the agent's background delivery with what reachability knows now (nothing is
+    /// sent while it says the route is down).
+    private func startDelivery() {
+        agent.startDelivery(network: reachability == nil ? .unknown : currentNetwork)
+    }
+
+    /// What reachability last said, as delivery takes it.
+    private var currentNetwork: OfflineQueueReplay.Network {
+        switch reachabilityStatus.withLock({ $0 }) ?? reachability?.status {
+        case .reachable?: return .reachable
+        case .notReachable?: return .notReachable
+        case .unknown?, nil: return .unknown
+        }
+    }
+
     /// Delivery events and spool rejections wake the loop to refresh the status.
-    private func attach(_ agent: Agent) {
+    private func attach(_ agent: TelemetryAgent) {
         agent.tracker.onChange { [weak self] in self?.post(.changed) }
     }
 
@@ -451,6 +476,7 @@ public final class AgentDaemon: @unchecked Sendable {
                 return state
             }
             self.reachabilityText.withLock { $0 = "\(update)" }
+            self.reachabilityStatus.withLock { $0 = update }
             if case .reachable = update, let previous, previous != update, !Self.isReachable(previous) {
                 self.post(.routeBack)
             } else {
@@ -467,7 +493,6 @@ public final class AgentDaemon: @unchecked Sendable {
     // MARK: - Status
 
     private func writeStatus(now: Duration) {
-        let statistics = agent.queue.statistics
         let delivery = agent.tracker.snapshot
         status.updatedAt = .now()
         // The next sync rewrites it; twice its longest interval and 5 s more is the promise.
@@ -476,11 +501,7 @@ public final class AgentDaemon: @unchecked Sendable {
         status.reachability = reachability == nil ? "not watched" : reachabilityText.withLock { $0 }
         let verdict = agent.clock.verdict()
         status.clock = verdict.isTrusted ? "trusted" : verdict.reason
-        status.queue = AgentStatus.Queue(
-            records: statistics.records, bytes: statistics.bytes, oldestAgeSeconds: statistics.oldestAge().map { ($0 * 10).rounded() / 10 },
-            delivered: statistics.delivered, dropped: statistics.droppedOldest, rejected: statistics.rejectedNew,
-            discarded: statistics.discarded, quarantined: statistics.quarantined, headFailures: statistics.headFailures,
-            lastFailure: statistics.lastFailure)
+        status.queue = agent.queueFigures
         status.lastDelivery = delivery.lastDelivery
         status.lastSuccessfulDelivery = delivery.lastSuccess ?? status.lastSuccessfulDelivery
         status.deadLetters = delivery.deadLetters

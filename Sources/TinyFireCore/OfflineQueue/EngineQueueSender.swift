@@ -8,10 +8,17 @@ import HTTPTypes
 /// rest of the body is read and dropped.
 package final class EngineQueueSender: QueueSender {
     private let engine: Engine
+    private let trust: (@Sendable (TrustFacts) -> String?)?
 
-    /// - Parameter engine: sends the records (its settings: timeouts, TLS, proxy).
-    package init(engine: Engine) {
+    /// - Parameters:
+    ///   - engine: sends the records (its settings: timeouts, TLS, proxy, default fields).
+    ///   - trust: judges a TLS server instead of mbedTLS's validation alone (the agent's key
+    ///     pins): nil trusts it, a reason refuses it, and the reason is the attempt's failure.
+    ///     Runs on a thread of its own (`TrustJudgement.evaluate`). nil: mbedTLS's validation
+    ///     against the engine's anchors and the host name.
+    package init(engine: Engine, trust: (@Sendable (TrustFacts) -> String?)? = nil) {
         self.engine = engine
+        self.trust = trust
     }
 
     package func sendQueued(_ request: QueuedSend, completion: @escaping @Sendable (QueueReply) -> Void) {
@@ -25,7 +32,7 @@ package final class EngineQueueSender: QueueSender {
         case .bytes(let bytes): spec.body = ByteArrayBody(bytes)
         case .file(let path, let length): spec.bodySource = .segments([.file(path: path, offset: 0, length: length, fileSize: length)])
         }
-        engine.start(spec, owner: QueueTransfer(request: request, url: url, completion: completion))
+        engine.start(spec, owner: QueueTransfer(request: request, url: url, trust: trust, completion: completion))
     }
 }
 
@@ -33,13 +40,20 @@ package final class EngineQueueSender: QueueSender {
 private final class QueueTransfer: TransferOwner, @unchecked Sendable {
     private let request: QueuedSend
     private let url: AbsoluteURL
+    private let trust: (@Sendable (TrustFacts) -> String?)?
     private let completion: @Sendable (QueueReply) -> Void
     /// Made and read on the engine's loop thread only.
     private var sink: ByteArraySink?
+    /// Why `trust` refused the server (set on the evaluation's thread, read when it ends).
+    private let refusal = Locked<String?>(nil)
 
-    init(request: QueuedSend, url: AbsoluteURL, completion: @escaping @Sendable (QueueReply) -> Void) {
+    init(
+        request: QueuedSend, url: AbsoluteURL, trust: (@Sendable (TrustFacts) -> String?)?,
+        completion: @escaping @Sendable (QueueReply) -> Void
+    ) {
         self.request = request
         self.url = url
+        self.trust = trust
         self.completion = completion
     }
 
@@ -69,7 +83,15 @@ private final class QueueTransfer: TransferOwner, @unchecked Sendable {
         return true
     }
 
-    func transferJudgeTrust(host: String) -> TrustJudgement { .defaultValidation }
+    func transferJudgeTrust(host: String) -> TrustJudgement {
+        guard let trust else { return .defaultValidation }
+        let refusal = refusal
+        return .evaluate { facts in
+            let reason = trust(facts)
+            refusal.withLock { $0 = reason }
+            return reason == nil
+        }
+    }
     func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
 
     func transferDidFinish(
@@ -83,7 +105,8 @@ private final class QueueTransfer: TransferOwner, @unchecked Sendable {
             }
             completion(.answered(response, body: sink?.bytes ?? []))
         case .failure(let failure):
-            completion(.noResponse("\(request.method) \(request.url) failed: \(failure.description)"))
+            let reason = refusal.withLock { $0 } ?? failure.description
+            completion(.noResponse("\(request.method) \(request.url) failed: \(reason)"))
         }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FireAgentCore
+import TinyFire
 
 /// `fire-agent sync --once`: one collection and delivery cycle, then exit (cron, tests).
 struct SyncCommand: ParsableCommand {
@@ -20,9 +21,9 @@ struct SyncCommand: ParsableCommand {
     func run() throws {
         let loaded = try loadConfig(config ?? AgentConfig.defaultPath)
         let logger = agentLogger(loaded.logging)
-        let agent: Agent
+        let agent: TelemetryAgent
         do {
-            agent = try Agent(config: loaded, logger: logger)
+            agent = try TelemetryAgent(config: loaded, logger: logger, userAgent: HTTPHeader.defaultUserAgent.value)
         } catch {
             printError("fire-agent: \(error)")
             throw ExitCode(ExitStatus.writeError.rawValue)

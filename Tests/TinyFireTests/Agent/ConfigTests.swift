@@ -283,7 +283,7 @@ struct ConfigTests {
         guard (try? Data(text.utf8).write(to: URL(filePath: path))) != nil, let config = try? AgentConfig.load(path: path) else {
             throw AgentError(description: "config not written or not valid")
         }
-        let agent = try Agent(config: config, logger: Logger(label: "test"))
+        let agent = try TelemetryAgent(config: config, logger: Logger(label: "test"))
         agent.close()
     }
 

@@ -116,7 +116,7 @@ struct SpoolAttackTests {
 
     /// An agent with collectors off, its spool writable by the attacker, and a root-only file
     /// holding valid line protocol beside it.
-    func setUp(_ name: String, influx: InfluxFixture) throws -> (directory: String, agent: Agent, secret: String) {
+    func setUp(_ name: String, influx: InfluxFixture) throws -> (directory: String, agent: TelemetryAgent, secret: String) {
         let directory = try agentScratch(name)
         try SpoolAttacker.makeSpool(directory + "/spool")
         let secret = directory + "/secret.lp"
@@ -133,7 +133,7 @@ struct SpoolAttackTests {
             }
             """
         try Data(text.utf8).write(to: URL(filePath: directory + "/agent.json5"))
-        let agent = try Agent(config: try AgentConfig.load(path: directory + "/agent.json5"), logger: Logger(label: "test"))
+        let agent = try TelemetryAgent(config: try AgentConfig.load(path: directory + "/agent.json5"), logger: Logger(label: "test"))
         return (directory, agent, secret)
     }
 

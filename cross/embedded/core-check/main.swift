@@ -1187,6 +1187,127 @@ func deliveryCheck() -> (ok: Bool, detail: String) {
 let (deliveryOK, deliveryDetail) = deliveryCheck()
 check("offline queue delivery through the engine (retry, captive portal, dead letter, flush)", deliveryOK, deliveryDetail)
 
+// The agent's telemetry job on the core (TelemetryAgent, what the Embedded fire-agent runs): a
+// config file read, this board's collectors and a spool file batched, gzip'd, queued and sent to
+// a write API on loopback with Basic credentials; the status written from what it did.
+func telemetryAgentCheck() -> (ok: Bool, detail: String) {
+    guard let directory = temporaryDirectory("agent") else { return (false, "mkdtemp: \(errnoMessage(errno))") }
+    defer { _ = system("rm -rf " + directory) }
+    guard let (listener, port) = loopbackListener() else { return (false, "cannot listen: \(errnoMessage(errno))") }
+    defer { close(listener) }
+    let requests = Locked<[String]>([])
+    let received = Locked<[String]>([])
+    let stop = Locked(false)
+    do throws(SystemResourceError) {
+        try BlockingWork.run(label: "check-influx") {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while !stop.withLock({ $0 }) {
+                var ready = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+                guard poll(&ready, 1, 100) > 0 else { continue }
+                let connection = accept(listener, nil, nil)
+                guard connection >= 0 else { continue }
+                defer { close(connection) }
+                var pending: [UInt8] = []
+                while headEnd(pending) == nil {
+                    let n = buffer.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
+                    guard n > 0 else { break }
+                    pending.append(contentsOf: buffer[0..<n])
+                }
+                guard let end = headEnd(pending) else { continue }
+                let lines = String(decoding: pending[..<end], as: UTF8.self).split(separator: "\r\n").map(String.init)
+                func field(_ name: String) -> String {
+                    for line in lines where line.lowercased().hasPrefix(name + ":") {
+                        return String(line.dropFirst(name.utf8.count + 1).drop { $0 == " " })
+                    }
+                    return ""
+                }
+                let length = Int(field("content-length")) ?? 0
+                while pending.count - end < length {
+                    let n = buffer.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
+                    guard n > 0 else { break }
+                    pending.append(contentsOf: buffer[0..<n])
+                }
+                let body = (try? Gzip.decompress(Array(pending[end...]), limit: 1 << 20)) ?? []
+                requests.withLock { $0.append("\(lines.first ?? "") \(field("authorization")) \(field("content-encoding"))") }
+                received.withLock { $0 += String(decoding: body, as: UTF8.self).split(separator: "\n").map(String.init) }
+                let response = "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"
+                _ = Array(response.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+            }
+        }
+    } catch {
+        return (false, error.description)
+    }
+    defer { stop.withLock { $0 = true } }
+    let config = """
+        { device: { id: "board-7", labels: { site: "lab" } },
+          server: { url: "http://127.0.0.1:\(port)/influx/", connectTimeout: "2s", requestTimeout: "10s" },
+          telemetry: { influx: { database: "fleet", username: "fleet", password: "s3cret", precision: "ms" }, spoolDirectory: "spool" },
+          queue: { directory: "queue" } }
+        """
+    guard mkdir(directory + "/spool", 0o755) == 0, writeFile(directory + "/agent.json5", config),
+        writeFile(directory + "/spool/app.lp", "app,unit=a requests=5i 1700000000000\napp value=hot\n", mode: 0o644)
+    else { return (false, "write: \(errnoMessage(errno))") }
+    let agent: TelemetryAgent
+    do throws(AgentError) {
+        let loaded: AgentConfig
+        do throws(ConfigError) {
+            loaded = try AgentConfig.load(path: directory + "/agent.json5")
+        } catch {
+            return (false, error.description)
+        }
+        agent = try TelemetryAgent(
+            config: loaded, logger: Logger(label: "check", output: LogOutput(format: .text, journal: false), level: .error))
+    } catch {
+        return (false, error.description)
+    }
+    defer { agent.close() }
+    let report = agent.syncOnce()
+    let seen = requests.withLock { $0 }
+    let lines = received.withLock { $0 }
+    var measurements: [String] = []
+    for line in lines {
+        let name = String(line.prefix { $0 != "," && $0 != " " })
+        if !measurements.contains(name) { measurements.append(name) }
+    }
+    // The file holds whole seconds.
+    let now = WallTime(secondsSince1970: WallTime.now().secondsSince1970)
+    let figures = agent.queueFigures
+    let snapshot = agent.tracker.snapshot
+    let status = AgentStatus(
+        state: "running", pid: getpid(), version: "check", startedAt: now, updatedAt: now, configFile: directory + "/agent.json5",
+        configLoadedAt: now, reachability: "unknown", lastDelivery: nil,
+        lastSuccessfulDelivery: snapshot.lastSuccess.map { WallTime(secondsSince1970: $0.secondsSince1970) },
+        queue: figures, deadLetters: snapshot.deadLetters, rejectedSpoolLines: snapshot.rejectedSpoolLines,
+        stoppedCollectors: agent.stoppedCollectors)
+    var readBack: AgentStatus?
+    do throws(AgentError) {
+        try status.write(to: directory + "/status.json")
+        readBack = try AgentStatus.read(path: directory + "/status.json")
+    } catch {
+        return (false, error.description)
+    }
+    let expectedRequest = "POST /influx/write?db=fleet&precision=ms HTTP/1.1 Basic ZmxlZXQ6czNjcmV0 gzip"
+    var names = ""
+    for name in measurements { names += (names.isEmpty ? "" : ",") + name }
+    let ok =
+        report.failure == nil && report.remaining == 0 && report.delivered >= 1 && report.spooledLines == 1 && report.rejectedLines == 1
+        && !seen.isEmpty && seen.allSatisfy { $0 == expectedRequest } && lines.contains("app,unit=a requests=5i 1700000000000")
+        && measurements.contains("mem") && measurements.contains("fire_agent")
+        && lines.allSatisfy { $0.firstRange(ofASCII: "device=board-7") != nil || $0.hasPrefix("app") }
+        && readBack == status && snapshot.lastDelivery?.result == "delivered" && figures.delivered >= 1 && status.rejectedSpoolLines == 1
+    return (
+        ok,
+        "\(report.collectedPoints) points, \(report.spooledLines) spool line (\(report.rejectedLines) rejected), "
+            + "\(report.delivered) delivered in \(seen.count) requests (\(seen.first ?? "none")); \(names)"
+            + (ok
+                ? ""
+                : "; lines: " + lines.filter { $0.hasPrefix("app") }.joined(separator: " | ") + "; read back \(readBack == status), "
+                    + "last \(snapshot.lastDelivery?.result ?? "none"), delivered \(figures.delivered)")
+    )
+}
+let (telemetryOK, telemetryDetail) = telemetryAgentCheck()
+check("telemetry agent: config, collectors, spool, gzip'd batches to a write API, status", telemetryOK, telemetryDetail)
+
 // URL parsing and reference resolution (RFC 3986 §5.4's examples), as a redirect is followed.
 let resolvedURLs = ["g;x=1/../y", "../../../g", "//g", "?y", "/path with space"].map {
     AbsoluteURL("http://a/b/c/d;p?q")?.resolving($0)?.absoluteString ?? "nil"

@@ -1,0 +1,478 @@
+import HTTPTypes
+import TinyFireCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// What one collection and delivery cycle did (`fire-agent sync --once`).
+public struct SyncReport: Sendable, Equatable {
+    /// Points the collectors made.
+    public var collectedPoints = 0
+    /// Lines taken from spool files.
+    public var spooledLines = 0
+    /// Lines refused from spool files (kept in `rejected/`).
+    public var rejectedLines = 0
+    /// Batches queued this cycle.
+    public var queuedBatches = 0
+    /// Batches delivered by the flush.
+    public var delivered = 0
+    /// Batches removed without delivery (dead letters, split batches).
+    public var discarded = 0
+    /// Batches still queued.
+    public var remaining = 0
+    /// Why delivery stopped early, if it did.
+    public var failure: String?
+
+    /// Nothing done yet.
+    public init() {}
+}
+
+/// fire-agent's telemetry job on the core alone, for the Embedded agent and the host: the
+/// collectors and the spool directory's files become line protocol, cut into batches, gzip'd
+/// and queued durably in the core's `DeliveryQueue`; the queue sends them through the core's
+/// `Engine` (TLS, pins, proxy from the config) and the server's answer decides each batch's fate
+/// (`BatchUpload.judge`). Credentials are added when a batch is sent (the engine's default
+/// fields), never stored in the queue, so a new token applies to queued batches.
+///
+/// Memory: the queue's (`queue.maxRecords` bounds its index; `queue.inFlight` batches in
+/// flight, each at most `telemetry.batchMaxBytes` and 4 KiB of its answer), one pending batch
+/// (`telemetry.batchMaxPoints`, `telemetry.batchMaxBytes`), one collection round's points and
+/// the spool's one line at a time (`SpoolDirectory`).
+public final class TelemetryAgent: Sendable {
+    /// The config in use.
+    public let config: AgentConfig
+    /// What delivery has done, for status and the agent's own telemetry.
+    public let tracker: DeliveryTracker
+    /// What the wall clock can be trusted with.
+    public let clock: WallClock
+    /// Where batches are written: `/write` (v1) or `/api/v2/write` (v2) with the query the API
+    /// needs, behind the base URL's own path.
+    package let writeURL: AbsoluteURL
+    let logger: Logger
+    let store: OfflineQueueStore
+    let queue: DeliveryQueue
+    private let engine: Engine
+    private let spool: SpoolDirectory?
+    private let collector: Locked<TelemetryCollector>
+    /// Points collected and not yet queued (at most one batch: a full one is queued at once).
+    private let pending: Locked<Batcher>
+    /// Whether the clock was below its floor at the last collection (logged once per spell).
+    private let belowFloor = Locked(false)
+
+    /// Opens the agent's queue and engine.
+    /// - Parameters:
+    ///   - config: the checked config.
+    ///   - logger: where the agent logs (the queue's own lines go to its output too).
+    ///   - files: where /proc and /sys are (tests give a fake board).
+    ///   - clock: the wall clock's trust; default one with its floor in `<queue.directory>/clock-floor`.
+    ///   - userAgent: the `User-Agent` of every upload.
+    /// - Throws: `AgentError` naming the key when the agent's directories are not its own, the
+    ///   queue cannot be opened, a pin is not base64, or the server URL has no write URL.
+    public init(
+        config: AgentConfig, logger: Logger, files: SystemFiles = SystemFiles(), clock: WallClock? = nil,
+        userAgent: String = "fire-agent TinyFire/\(HTTPHeaders.tinyFireVersion)"
+    ) throws(AgentError) {
+        self.config = config
+        self.logger = logger
+        let clock = clock ?? WallClock(floorFile: config.queue.directory + "/clock-floor", requireSync: config.clock.requireSync)
+        self.clock = clock
+        // The agent's own state must be changeable by nobody else (docs/OPERATIONS.md).
+        for (key, directory) in [
+            ("queue.directory", config.queue.directory), ("queue.deadLetterDirectory", config.queue.deadLetterDirectory),
+        ] {
+            if let problem = FileTrust.privateDirectoryProblem(directory) { throw AgentError(description: "\(key): \(problem)") }
+        }
+        guard let writeURL = Self.writeURL(for: config) else {
+            throw AgentError(description: "server.url: \(config.server.url) has no write URL")
+        }
+        self.writeURL = writeURL
+        var pins: [[UInt8]] = []
+        for (index, pin) in config.server.pins.enumerated() {
+            guard pin.hasPrefix("sha256//"), let digest = Base64.decode(String(pin.dropFirst(8))), digest.count == 32 else {
+                throw AgentError(description: "server.pins[\(index)]: \(pin) is not sha256//BASE64")
+            }
+            pins.append(digest)
+        }
+        var tls = TLSConfiguration()
+        if let caFile = config.server.caFile { tls.caCertificateFiles = [caFile] }
+        tls.clientCertificateFile = config.server.clientCertificate
+        tls.clientKeyFile = config.server.clientKey
+        var fields = HTTPFields()
+        fields[.userAgent] = userAgent
+        if let authorization = BatchUpload.authorization(for: config.telemetry.api) { fields[.authorization] = authorization }
+        engine = Engine(
+            settings: EngineSettings(
+                connectTimeout: config.server.connectTimeout, idleTimeout: config.server.idleTimeout,
+                totalTimeout: config.server.requestTimeout, lowSpeedLimit: nil, maxReceiveBytesPerSecond: nil,
+                maxHeaderBlockBytes: 64 * 1024, readBufferSize: 16 * 1024, maxConnectionsPerHost: max(2, config.queue.inFlight),
+                idleConnectionTimeout: .seconds(60), maxRedirects: 3, allowsInsecureRedirects: false, automaticDecompression: true,
+                defaultFields: fields, expectContinueThreshold: nil, tls: tls, proxy: config.network.proxy),
+            name: "fire-agent-io")
+        var trust: (@Sendable (TrustFacts) -> String?)?
+        if !pins.isEmpty {
+            let pinned = pins
+            trust = { facts in TelemetryAgent.pinRefusal(facts, pins: pinned) }
+        }
+        do throws(OfflineQueueError) {
+            store = try OfflineQueueStore(
+                directory: config.queue.directory,
+                limits: .init(
+                    maxRecords: config.queue.maxRecords, maxBytes: config.queue.maxBytes, dropOldest: config.queue.overflow == .dropOldest,
+                    segmentBytes: 4 << 20, cursorSyncInterval: .seconds(1)),
+                logger: logger.output)
+        } catch {
+            engine.shutdown()
+            throw AgentError(description: "queue.directory \(config.queue.directory): \(error.description)")
+        }
+        let tracker = DeliveryTracker(deadLetters: Self.countDeadLetters(in: config.queue.deadLetterDirectory))
+        self.tracker = tracker
+        let maxAge = config.queue.maxRecordAge
+        let batchBytes = config.telemetry.batchMaxBytes
+        let settings = QueueDeliverySettings(
+            backoff: QueueBackoff(initial: config.queue.retryInitial, maximum: config.queue.retryMaximum),
+            disposition: { (200..<300).contains($0) ? .delivered : .retry },
+            judge: { answer in Self.judge(answer, clock: clock, maxAge: maxAge, batchBytes: batchBytes) },
+            deadLetterDirectory: config.queue.deadLetterDirectory, maxConcurrentDeliveries: config.queue.inFlight,
+            inlineBodyLimit: Self.inlineBodyLimit)
+        do throws(OfflineQueueError) {
+            queue = try DeliveryQueue(
+                store: store, settings: settings, sender: EngineQueueSender(engine: engine, trust: trust), logger: logger.output,
+                newKey: Self.newKey, onEvent: { tracker.record($0) })
+        } catch {
+            store.close()
+            engine.shutdown()
+            throw AgentError(description: "queue.directory \(config.queue.directory): \(error.description)")
+        }
+        _ = store.enforceBoundsAfterOpen()
+        spool = config.telemetry.spoolDirectory.map {
+            SpoolDirectory(
+                path: $0, progressPath: config.queue.directory + "/spool-progress", maxFileBytes: config.telemetry.spoolMaxFileBytes,
+                maxLineBytes: config.telemetry.batchMaxBytes, logger: logger)
+        }
+        var tags = config.device.labels
+        tags["device"] = config.device.id
+        let store = store
+        let queue = queue
+        collector = Locked(
+            TelemetryCollector(
+                collectors: config.telemetry.collectors, tags: tags, files: files, logger: logger,
+                agentHealth: { Self.health(Self.queueFigures(store: store, queue: queue), tracker: tracker) }))
+        pending = Locked(Batcher(maxPoints: config.telemetry.batchMaxPoints, maxBytes: config.telemetry.batchMaxBytes))
+    }
+
+    /// Batches up to this size (gzip'd) are kept inline in the queue's journal, so the judge
+    /// can split one the server found too large (413); larger ones go to body files.
+    static let inlineBodyLimit = 512 << 10
+
+    /// Stops delivery, closes the queue and the engine.
+    public func close() {
+        queue.close()
+        engine.shutdown()
+    }
+
+    /// Collectors switched off on this board, with the reason.
+    public var stoppedCollectors: [String: String] { collector.withLock { $0.stopped } }
+
+    /// The queue's figures for the status file.
+    public var queueFigures: AgentStatus.Queue { Self.queueFigures(store: store, queue: queue) }
+
+    /// Starts background delivery (now if anything is queued and the network allows).
+    /// - Parameter network: what reachability says about the route to the server.
+    package func startDelivery(network: OfflineQueueReplay.Network = .reachable) { queue.start(network: network) }
+
+    /// Tells delivery what reachability says now (a route back starts delivery at once).
+    package func network(_ network: OfflineQueueReplay.Network) { queue.network(network) }
+
+    /// Stops background delivery; `completion` runs once no attempt is in flight.
+    public func stopDelivery(completion: @escaping @Sendable () -> Void) { queue.stop(completion: completion) }
+
+    /// One whole cycle: collect, queue the pending points and the spool, deliver everything the
+    /// server takes now (`fire-agent sync --once`). Blocks until the flush ends.
+    /// - Parameter timestamp: the round's time, ns since the epoch.
+    public func syncOnce(timestamp: Int64 = TelemetryAgent.now()) -> SyncReport {
+        var report = SyncReport()
+        report.collectedPoints = collect(timestamp: timestamp)
+        queuePending(into: &report)
+        let outcome = ConditionLocked<Result<QueueFlushOutcome, OfflineQueueError>?>(nil)
+        queue.flush { result in outcome.withLock { $0 = result } }
+        switch outcome.wait(until: { $0 }) {
+        case .success(let flushed):
+            report.delivered = flushed.delivered
+            report.discarded = flushed.discarded
+            report.remaining = flushed.remaining
+            report.failure = flushed.failure
+        case .failure(let error):
+            report.failure = error.description
+            report.remaining = store.totals().records
+        }
+        return report
+    }
+
+    /// Runs the collectors once; their points join the pending batch, and a batch that fills
+    /// up is queued at once.
+    /// - Parameter timestamp: the round's time, ns since the epoch (every point carries it).
+    /// - Returns: how many points were collected.
+    @discardableResult
+    public func collect(timestamp: Int64 = TelemetryAgent.now()) -> Int {
+        guard clockAllowsStamping(at: timestamp) else { return 0 }
+        let points = collector.withLock { $0.collect(timestamp: timestamp) }
+        var count = 0
+        var full: [Batch] = []
+        pending.withLock { batcher in
+            for point in points {
+                guard let line = LineProtocol.encode(point, precision: config.telemetry.precision) else { continue }
+                count += 1
+                do throws(Batcher.LineTooLong) {
+                    if let batch = try batcher.add(line) { full.append(batch) }
+                } catch {
+                    logger.warning(
+                        "point not sent", metadata: ["measurement": .string(point.measurement), "reason": .string(error.description)])
+                }
+            }
+        }
+        for batch in full { _ = enqueue(batch) }
+        return count
+    }
+
+    /// Queues the pending points and the spool directory's files (the sync step).
+    /// - Parameter report: receives the counts.
+    public func queuePending(into report: inout SyncReport) {
+        var failed = false
+        var queued = 0
+        var spooled = 0
+        var rejected = 0
+        let stamping = spool != nil && clockAllowsStamping(at: Self.now())
+        pending.withLock { batcher in
+            /// Queues a batch; false when it could not be (the queue is full or the disk failed).
+            func add(_ batch: Batch?) -> Bool {
+                guard let batch else { return true }
+                guard !failed else { return false }
+                guard enqueue(batch) else {
+                    failed = true
+                    return false
+                }
+                queued += 1
+                return true
+            }
+            // The collectors' points open the batch; spool lines fill it up to the batch limits.
+            if let spool, stamping {
+                let precision = config.telemetry.precision
+                let pass = spool.take(batcher: &batcher, stamp: { LineProtocol.scale(Self.now(), to: precision) }) { add($0) }
+                spooled = pass.queuedLines
+                rejected = pass.rejectedLines
+            }
+            _ = add(batcher.flush())
+        }
+        report.queuedBatches += queued
+        report.spooledLines += spooled
+        report.rejectedLines += rejected
+        if rejected > 0 { tracker.rejectedSpool(rejected) }
+    }
+
+    /// Now, in nanoseconds since the epoch (the wall clock).
+    public static func now() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+
+    // MARK: - Parts
+
+    /// Whether points may be stamped at `timestamp`: not while the clock is below its floor.
+    /// Collection then waits and spool files stay where they are; logged once per spell.
+    private func clockAllowsStamping(at timestamp: Int64) -> Bool {
+        let now = WallTime(millisecondsSince1970: timestamp / 1_000_000)
+        let allowed = clock.mayStamp(now: now)
+        let wasBelow = belowFloor.withLock { state in
+            defer { state = !allowed }
+            return state
+        }
+        if !allowed && !wasBelow {
+            logger.warning(
+                "clock before its floor: collection and spool files wait",
+                metadata: ["clock": .string(now.description), "floor": .string(clock.floor.description)])
+        } else if allowed && wasBelow {
+            logger.notice("clock past its floor: collection resumes", metadata: ["clock": .string(now.description)])
+        }
+        return allowed
+    }
+
+    /// Queues one batch durably; false (logged) when the queue refused it.
+    private func enqueue(_ batch: Batch) -> Bool {
+        do throws(AgentError) {
+            let body = try BatchUpload.body(for: batch)
+            var headers = HTTPHeaders()
+            headers.update(name: "Content-Type", value: "text/plain; charset=utf-8")
+            headers.update(name: "Content-Encoding", value: "gzip")
+            do throws(OfflineQueueError) {
+                _ = try queue.enqueue(
+                    QueueSubmission(method: "POST", url: writeURL.absoluteString, headers: headers, body: [.memory(ByteArrayBody(body))]))
+            } catch {
+                throw AgentError(description: error.description)
+            }
+            return true
+        } catch {
+            logger.error("batch not queued", metadata: ["reason": .string(error.description), "lines": .string("\(batch.lines.count)")])
+            return false
+        }
+    }
+
+    /// The judge on the core's answer: `BatchUpload.judge` with the batch's age by the wall
+    /// clock (or the boot clock within this boot).
+    static func judge(_ answer: QueueAnswer, clock: WallClock, maxAge: Duration, batchBytes: Int) -> QueueDisposition {
+        var requestBody: [UInt8]?
+        if case .inline(let bytes) = answer.payload.body { requestBody = bytes }
+        let sinceEnqueue = answer.payload.enqueuedOnBootClock.flatMap { enqueued in BootInstant.now()?.since(enqueued) }
+        let enqueuedAt = WallTime(millisecondsSince1970: Int64(clamping: answer.entry.enqueuedAtMilliseconds))
+        let fate = BatchUpload.judge(
+            status: answer.response.status.code, retryAfter: answer.response.headerFields[.retryAfter], message: answer.body,
+            requestBody: requestBody, maxAge: maxAge, age: clock.age(enqueuedAt: enqueuedAt, sinceEnqueue: sinceEnqueue),
+            batchBytes: batchBytes, now: .now())
+        switch fate {
+        case .delivered: return .delivered
+        case .retry: return .retry
+        case .retryAfter(let delay): return .retryAfter(delay)
+        case .deadLetter(let reason): return .deadLetter(reason: reason)
+        case .split(let bodies):
+            var headers = HTTPHeaders()
+            for (name, value) in answer.payload.headers { headers.update(name: name, value: value) }
+            return .replace(
+                with: bodies.map {
+                    QueueSubmission(
+                        method: answer.payload.method, url: answer.payload.url, headers: headers, body: [.memory(ByteArrayBody($0))])
+                })
+        }
+    }
+
+    /// Why a server is not trusted under `server.pins`, or nil when it is: default validation
+    /// must pass and a certificate of the verified path must have one of `pins` as its
+    /// SubjectPublicKeyInfo's SHA-256.
+    static func pinRefusal(_ facts: TrustFacts, pins: [[UInt8]]) -> String? {
+        let failures = facts.defaultValidationFailures(validateHost: true)
+        guard failures.isEmpty else {
+            var text = "\(facts.host) is not trusted:"
+            for failure in failures { text += " " + failure }
+            return text
+        }
+        var seen: [String] = []
+        for certificate in facts.verifiedPath {
+            guard let digest = certificate.withUnsafeBytes({ X509.spkiSHA256(certificate: $0) }) else { continue }
+            if pins.contains(digest) { return nil }
+            seen.append("sha256//" + Base64.encode(digest))
+        }
+        var text = "server.pins: no public key of \(facts.host)'s verified path is pinned (path:"
+        for (index, pin) in seen.enumerated() { text += (index == 0 ? " " : ", ") + pin }
+        return text + ")"
+    }
+
+    /// `config.server.url` with the API's write path and query: `<base>/write?db=…&rp=…`
+    /// (v1) or `<base>/api/v2/write?org=…&bucket=…` (v2), then `precision`. Names and values
+    /// are percent-encoded except for RFC 3986's unreserved characters.
+    package static func writeURL(for config: AgentConfig) -> AbsoluteURL? {
+        let base = config.server.url
+        var path = base.path
+        if path.hasSuffix("/") { path.removeLast() }
+        var query: [(String, String)] = []
+        switch config.telemetry.api {
+        case .v1(let database, let retention, _, _):
+            path += "/write"
+            query.append(("db", database))
+            if let retention { query.append(("rp", retention)) }
+        case .v2(let organization, let bucket, _):
+            path += "/api/v2/write"
+            query.append(("org", organization))
+            query.append(("bucket", bucket))
+        }
+        query.append(("precision", config.telemetry.precision.rawValue))
+        var text = base.scheme + "://" + (base.authority ?? "") + path + "?"
+        for (index, (name, value)) in query.enumerated() {
+            text += (index == 0 ? "" : "&") + percentEncoded(name) + "=" + percentEncoded(value)
+        }
+        return AbsoluteURL(text)
+    }
+
+    /// `text` with every byte but RFC 3986's unreserved ones as `%XX`.
+    static func percentEncoded(_ text: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(byte)
+            default:
+                out.append(contentsOf: [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// A new idempotency key: a random (version 4) UUID's text, lower case.
+    @Sendable static func newKey() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var bytes: [UInt8] = []
+        for _ in 0..<2 {
+            let word = generator.next()
+            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
+        }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        let hex = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for (index, byte) in bytes.enumerated() {
+            if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
+            out.append(hex[Int(byte >> 4)])
+            out.append(hex[Int(byte & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Dead letters already kept (one `.json` description each).
+    static func countDeadLetters(in directory: String) -> Int {
+        SystemFiles().list(directory).filter { $0.hasSuffix(".json") }.count
+    }
+
+    /// The queue's figures: the store's totals and the head's failures.
+    static func queueFigures(store: OfflineQueueStore, queue: DeliveryQueue) -> AgentStatus.Queue {
+        let totals = store.totals()
+        let (failures, lastFailure) = queue.headFailures
+        let oldest = totals.oldest.map { oldest -> Double in
+            let age = WallTime.now().duration(since: WallTime(millisecondsSince1970: Int64(clamping: oldest)))
+            return Double((age.wholeMilliseconds + 50) / 100) / 10
+        }
+        return AgentStatus.Queue(
+            records: totals.records, bytes: totals.bytes, oldestAgeSeconds: oldest, delivered: totals.cursor.delivered,
+            dropped: totals.cursor.droppedOldest, rejected: totals.cursor.rejectedNew, discarded: totals.cursor.discarded,
+            quarantined: totals.cursor.quarantined, headFailures: failures, lastFailure: lastFailure)
+    }
+
+    /// The `fire_agent` measurement's fields.
+    static func health(_ queue: AgentStatus.Queue, tracker: DeliveryTracker) -> [String: Point.Value] {
+        var fields: [String: Point.Value] = [
+            "queue_records": .integer(Int64(queue.records)), "queue_bytes": .integer(queue.bytes),
+            "delivered": .integer(Int64(clamping: queue.delivered)), "dropped": .integer(Int64(clamping: queue.dropped)),
+            "rejected": .integer(Int64(clamping: queue.rejected)), "discarded": .integer(Int64(clamping: queue.discarded)),
+            "quarantined": .integer(Int64(clamping: queue.quarantined)),
+        ]
+        if let age = queue.oldestAgeSeconds { fields["oldest_record_age"] = .float(age) }
+        let delivery = tracker.snapshot
+        fields["dead_letters"] = .integer(Int64(delivery.deadLetters))
+        fields["spool_rejected"] = .integer(Int64(delivery.rejectedSpoolLines))
+        if let success = delivery.lastSuccess {
+            fields["last_success_age"] = .float(max(0, Double(WallTime.now().duration(since: success).wholeMilliseconds) / 1000))
+        }
+        if let rss = residentBytes() { fields["rss"] = .integer(rss) }
+        return fields
+    }
+
+    /// Resident set size from /proc/self/statm.
+    static func residentBytes() -> Int64? {
+        guard let text = SystemFiles().read("/proc/self/statm") else { return nil }
+        let parts = text.split(separator: " ")
+        guard parts.count > 1, let pages = Int64(parts[1]) else { return nil }
+        return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}
