@@ -115,5 +115,13 @@ link_flags=("${clang_target[@]}" -fuse-ld=lld -static -Wl,--gc-sections -s)
 unicode="/opt/swift/usr/lib/swift/embedded/${swift_target[1]}/libswiftUnicodeDataTables.a"
 clang "${link_flags[@]}" "$out/core-check.o" "$out/FireAgentBase.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
     "$unicode" -lmbedtls -lmbedx509 -lmbedcrypto -lz -lm -lpthread -o "$out/core-check"
-log "$arch: TinyFireCore, FireAgentBase and core-check built in $out ($(stat -c %s "$out/core-check") bytes stripped)"
+# fire-agent: the agent's commands that are on the core (AgentCommandLine), static and stripped.
+swiftc "${swift_flags[@]/-parse-as-library/}" -module-name FireAgentMain -package-name TinyFire \
+    -c "$here/agent/main.swift" -o "$out/fire-agent.o"
+if [ "$arch" = armv7 ]; then
+    python3 "$here/selfreg-check.py" armv7 "$out/fire-agent.o" || die "armv7: a function clobbers Swift's self register (see cross/README.md)"
+fi
+clang "${link_flags[@]}" "$out/fire-agent.o" "$out/FireAgentBase.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
+    "$unicode" -lmbedtls -lmbedx509 -lmbedcrypto -lz -lm -lpthread -o "$out/fire-agent"
+log "$arch: TinyFireCore, FireAgentBase, core-check ($(stat -c %s "$out/core-check") bytes stripped) and fire-agent ($(stat -c %s "$out/fire-agent") bytes) built in $out"
 echo "$out"

@@ -24,5 +24,9 @@ for arch in "$@"; do
     esac
     # Static binaries: qemu needs no sysroot.
     "${run[@]}" "$out/core-check" || die "$arch: core-check failed"
+    # The Embedded fire-agent starts and knows its version (Tests/…/EmbeddedAgentTests runs its
+    # commands against influxd).
+    version="$("${run[@]}" "$out/fire-agent" --version)" || die "$arch: fire-agent --version failed"
+    log "$arch: $version"
     log "$arch: built and checked in $(($(date +%s) - start)) s"
 done

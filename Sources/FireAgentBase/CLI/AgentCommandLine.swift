@@ -1,0 +1,248 @@
+import TinyFireCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// fire-agent's command line without swift-argument-parser (which Embedded Swift cannot
+/// build): the commands of the agent that are on the core so far — `sync --once`, `status` and
+/// `config check` — with the host binary's option names, output and exit statuses
+/// (docs/CLI.md). The Embedded agent's entry point (cross/embedded/agent) runs it.
+///
+/// Memory: the arguments and what each command holds (`TelemetryAgent`, one status document).
+public enum AgentCommandLine {
+    /// fire-agent's version line (`--version`).
+    public static let version = "fire-agent \(HTTPHeaders.tinyFireVersion) (TinyFire \(HTTPHeaders.tinyFireVersion))"
+
+    /// Exit statuses, as the host binary's (curl's and sysexits' numbers).
+    public enum Exit {
+        /// Done.
+        public static let success: Int32 = 0
+        /// The command line is wrong (swift-argument-parser's status for a usage error).
+        public static let usage: Int32 = 64
+        /// `status`: no daemon runs with this config.
+        public static let notRunning: Int32 = 69
+        /// Not done yet, but durable (`sync`: batches still queued; `status`: stale).
+        public static let deferred: Int32 = 75
+        /// The config file has problems.
+        public static let configError: Int32 = 78
+        /// The agent's own files could not be written (its queue).
+        public static let writeError: Int32 = 23
+    }
+
+    static let usageText = """
+        USAGE: fire-agent <subcommand>
+
+        OPTIONS:
+          --version               Show the version.
+          -h, --help              Show help information.
+
+        SUBCOMMANDS:
+          config check [<file>] [--config <config>]
+                                  Check a config file; prints every problem with its key path (exit 78 when there is one).
+          sync --once [--config <config>]
+                                  Collect telemetry once, take the spool, queue the batches and deliver the queue; then exit.
+          status [--config <config>] [--status-file <status-file>] [--json]
+                                  Show the running daemon's status: last sync and delivery, queue, dead letters, reachability, config.
+
+        (This build has the agent's commands that run on the core; `run`, `request`, `queue`,
+        `reachability` and `firmware` are in the full-Swift build.)
+        """
+
+    /// Runs the command `arguments` name (without the program's name) and returns the exit
+    /// status.
+    public static func run(_ arguments: [String]) -> Int32 {
+        guard let first = arguments.first else { return say(usageText) }
+        let rest = Array(arguments.dropFirst())
+        switch first {
+        case "--version": return say(version)
+        case "-h", "--help", "help": return say(usageText)
+        case "sync": return parsed(rest, Command.sync, sync)
+        case "status": return parsed(rest, Command.status, status)
+        case "config":
+            guard rest.first == "check" else {
+                let problem = rest.first.map { "Unexpected argument '\($0)'" } ?? "Missing subcommand"
+                return usageError(problem, Command(name: "config", usage: "config check [<file>] [--config <config>]"))
+            }
+            return parsed(Array(rest.dropFirst()), Command.configCheck, configCheck)
+        default: return usageError("Unexpected argument '\(first)'", Command(name: "", usage: "<subcommand>"))
+        }
+    }
+
+    /// A command's words, usage line and what it takes.
+    struct Command {
+        /// The words after `fire-agent` ("config check").
+        var name: String
+        /// Its usage after `fire-agent`, as `--help` shows it.
+        var usage: String
+        var options: Set<String> = []
+        var flags: Set<String> = []
+        var positionals = 0
+
+        static let sync = Command(name: "sync", usage: "sync [--config <config>] [--once]", options: ["--config"], flags: ["--once"])
+        static let status = Command(
+            name: "status", usage: "status [--config <config>] [--status-file <status-file>] [--json]",
+            options: ["--config", "--status-file"], flags: ["--json"])
+        static let configCheck = Command(
+            name: "config check", usage: "config check [<file>] [--config <config>]", options: ["--config"], positionals: 1)
+    }
+
+    /// Options and flags as the command line gave them.
+    struct Parsed {
+        var options: [String: String] = [:]
+        var flags: Set<String> = []
+        var positionals: [String] = []
+    }
+
+    /// Reads `arguments` (`--name value`, `--name=value`, flags, up to `positionals` plain
+    /// arguments) and runs `body` with them; a usage error otherwise.
+    static func parsed(_ arguments: [String], _ command: Command, _ body: (Parsed) -> Int32) -> Int32 {
+        var result = Parsed()
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if argument == "-h" || argument == "--help" { return say(usageText) }
+            if argument.hasPrefix("--") {
+                var name = argument
+                var value: String?
+                if let equals = argument.firstIndex(of: "=") {
+                    name = String(argument[..<equals])
+                    value = String(argument[argument.index(after: equals)...])
+                }
+                if command.options.contains(name) {
+                    if value == nil {
+                        guard index < arguments.count else {
+                            return usageError("Missing value for '\(name) <\(name.dropFirst(2))>'", command)
+                        }
+                        value = arguments[index]
+                        index += 1
+                    }
+                    result.options[name] = value
+                } else if command.flags.contains(name) && value == nil {
+                    result.flags.insert(name)
+                } else {
+                    return usageError("Unknown option '\(name)'", command)
+                }
+            } else if result.positionals.count < command.positionals {
+                result.positionals.append(argument)
+            } else {
+                return usageError("Unexpected argument '\(argument)'", command)
+            }
+        }
+        return body(result)
+    }
+
+    // MARK: - Commands
+
+    static func sync(_ arguments: Parsed) -> Int32 {
+        guard arguments.flags.contains("--once") else {
+            return usageError("sync needs --once (`fire-agent run` is the daemon)", Command.sync)
+        }
+        let config: AgentConfig
+        do throws(ConfigError) {
+            config = try AgentConfig.load(path: arguments.options["--config"] ?? AgentConfig.defaultPath)
+        } catch {
+            printError(error.description)
+            return Exit.configError
+        }
+        let agent: TelemetryAgent
+        do throws(AgentError) {
+            agent = try TelemetryAgent(config: config, logger: logger(config.logging))
+        } catch {
+            printError("fire-agent: \(error.description)")
+            return Exit.writeError
+        }
+        defer { agent.close() }
+        let report = agent.syncOnce()
+        print(
+            "collected \(report.collectedPoints) points, spooled \(report.spooledLines) lines (\(report.rejectedLines) rejected); "
+                + "queued \(report.queuedBatches) batches; delivered \(report.delivered), discarded \(report.discarded), "
+                + "remaining \(report.remaining)")
+        if let failure = report.failure {
+            printError("fire-agent: delivery stopped: \(failure)")
+            return Exit.deferred
+        }
+        return Exit.success
+    }
+
+    static func status(_ arguments: Parsed) -> Int32 {
+        let path: String
+        if let file = arguments.options["--status-file"] {
+            path = file
+        } else {
+            do throws(ConfigError) {
+                path = try AgentConfig.load(path: arguments.options["--config"] ?? AgentConfig.defaultPath).daemon.statusFile
+            } catch {
+                printError(error.description)
+                return Exit.configError
+            }
+        }
+        let status: AgentStatus
+        do throws(AgentError) {
+            status = try AgentStatus.read(path: path)
+        } catch {
+            printError("fire-agent: not running: \(error.description)")
+            return Exit.notRunning
+        }
+        let alive = status.daemonIsAlive
+        var shown = status
+        shown.stale = status.staleness(now: .now(), alive: alive, fileSystem: AgentStatus.fileSystemProblem(of: path))
+        if arguments.flags.contains("--json") {
+            if !alive { shown.state = "stopped" }
+            print(String(decoding: shown.encoded(), as: UTF8.self))
+        } else {
+            print(shown.describe(alive: alive, now: .now()))
+        }
+        if !alive { return Exit.notRunning }
+        // 75 (EX_TEMPFAIL): it runs, but what it last wrote is old; ask again later.
+        return shown.stale == nil ? Exit.success : Exit.deferred
+    }
+
+    static func configCheck(_ arguments: Parsed) -> Int32 {
+        let path = arguments.positionals.first ?? arguments.options["--config"] ?? AgentConfig.defaultPath
+        do throws(ConfigError) {
+            let loaded = try AgentConfig.load(path: path)
+            print("\(path): ok (device \(loaded.device.id), server \(loaded.server.url.absoluteString))")
+            if let proxy = loaded.network.proxy.proxy(forScheme: loaded.server.url.scheme, host: loaded.server.url.host ?? "") {
+                print("proxy: \(proxy.description) (from \(loaded.network.proxyFromConfig ? "network.proxy" : "the environment"))")
+            }
+            return Exit.success
+        } catch {
+            printError(error.description)
+            return Exit.configError
+        }
+    }
+
+    // MARK: - Output
+
+    /// The agent's logger for a config's `logging` section: its format and level, on standard
+    /// error (journald's layout when standard error is the journal).
+    static func logger(_ logging: AgentConfig.Logging) -> Logger {
+        let format = LogOutput.Format(rawValue: logging.format) ?? .text
+        let stream = getenv("JOURNAL_STREAM").map { String(cString: $0) }
+        return Logger(
+            label: "fire-agent", output: LogOutput(format: format, journal: LogOutput.stderrIsJournal(journalStream: stream)),
+            level: logging.level)
+    }
+
+    static func say(_ text: String) -> Int32 {
+        print(text)
+        return Exit.success
+    }
+
+    /// "Error: …", the command's usage and where its help is, on standard error: exit 64.
+    static func usageError(_ message: String, _ command: Command) -> Int32 {
+        let help = command.name.isEmpty ? "fire-agent --help" : "fire-agent \(command.name) --help"
+        printError("Error: \(message)\nUsage: fire-agent \(command.usage)\n  See '\(help)' for more information.")
+        return Exit.usage
+    }
+
+    /// One line on standard error, control characters shown as `\xNN`.
+    static func printError(_ text: String) {
+        let line = Array((text.escapingControlCharacters() + "\n").utf8)
+        _ = writeAll(2, line)
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+import TinyFireCore
+
+@testable import FireAgentCore
+
+/// The Embedded fire-agent (cross/embedded/build.sh: the core and FireAgentBase in Embedded
+/// Swift, static, no Swift runtime) for one architecture, run natively or under qemu-user.
+struct EmbeddedAgent: CustomTestStringConvertible, Sendable {
+    let arch: String
+    var testDescription: String { arch }
+
+    static let all = [EmbeddedAgent(arch: "x86_64"), EmbeddedAgent(arch: "armv7"), EmbeddedAgent(arch: "aarch64")]
+
+    /// `.build-embedded/ARCH/fire-agent`, which cross/embedded/check.sh builds (scripts/test.sh
+    /// runs it before the tests).
+    var binary: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build-embedded/\(arch)/fire-agent").path
+    }
+
+    /// Runs the binary with `arguments` (under qemu-arm-static or qemu-aarch64-static for ARM).
+    func run(_ arguments: [String], environment: [String: String]? = nil) throws -> CLIResult {
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw FixtureError(description: "no Embedded fire-agent at \(binary): cross/embedded/check.sh \(arch) builds it")
+        }
+        let emulator: String? =
+            switch arch {
+            case "armv7": "qemu-arm-static"
+            case "aarch64": "qemu-aarch64-static"
+            default: nil
+            }
+        guard let emulator else { return try runCapturingOutput(binary, arguments, environment: environment) }
+        guard let qemu = which(emulator) else { throw FixtureError(description: "\(emulator) is not installed (qemu-user-static)") }
+        return try runCapturingOutput(qemu, [binary] + arguments, environment: environment)
+    }
+}
+
+@Suite("the Embedded fire-agent (armv7 and aarch64 under qemu) against influxd: sync, status, config, usage", .serialized)
+struct EmbeddedAgentTests {
+    func write(_ text: String, to path: String, mode: Int = 0o600) throws {
+        try Data(text.utf8).write(to: URL(filePath: path))
+        chmod(path, mode_t(mode))
+    }
+
+    @Test(
+        "sync --once: the board's points and a spool file reach influxd once; an outage keeps them queued (exit 75) until it ends",
+        arguments: EmbeddedAgent.all)
+    func sync(_ agent: EmbeddedAgent) throws {
+        let influx = try InfluxFixture()
+        let directory = try agentScratch("embedded-sync-\(agent.arch)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/spool", withIntermediateDirectories: true)
+        try write(
+            """
+            { device: { id: "board-\(agent.arch)", labels: { site: "lab" } },
+              server: { url: "\(influx.base)", connectTimeout: "2s", requestTimeout: "20s" },
+              telemetry: { influx: { database: "fleet", precision: "ns" }, spoolDirectory: "spool" },
+              queue: { directory: "queue" } }
+            """, to: directory + "/agent.json5")
+        let config = directory + "/agent.json5"
+        try dropInSpool("app,unit=a requests=5i 1700000000000000000\napp value=hot\napp,unit=b requests=7i\n", as: "app.lp", in: directory)
+        let first = try agent.run(["sync", "--once", "--config", config], environment: environmentWithoutProxies())
+        let line = String(decoding: first.stdout, as: UTF8.self)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(line.contains("spooled 2 lines (1 rejected)") && line.contains("remaining 0"), "\(line)")
+        #expect(try influx.count("app", field: "requests") == 2)
+        let tagged = try influx.rows(#"SELECT "total" FROM "mem" WHERE "device" = 'board-\#(agent.arch)' AND "site" = 'lab'"#)
+        #expect(tagged.count == 1)
+        let measurements = try influx.measurements()
+        for expected in ["mem", "system", "fire_agent"] { #expect(measurements.contains(expected), "\(measurements)") }
+        #expect(try String(contentsOfFile: directory + "/spool/rejected/app.lp", encoding: .utf8).contains("app value=hot"))
+
+        // influxd down: the batch stays queued, exit 75 saying why; back up: delivered once.
+        influx.stop()
+        try dropInSpool("probe n=1i 1700000000000000001\n", as: "p.lp", in: directory)
+        let down = try agent.run(["sync", "--once", "--config", config], environment: environmentWithoutProxies())
+        #expect(down.status == 75 && down.stderr.contains("fire-agent: delivery stopped:"), "\(down.status) \(down.stderr)")
+        try influx.start()
+        let up = try agent.run(["sync", "--once", "--config", config], environment: environmentWithoutProxies())
+        #expect(up.status == 0, "\(up.stderr)")
+        #expect(try influx.count("probe", field: "n") == 1)
+        #expect(try influx.count("app", field: "requests") == 2)
+    }
+
+    @Test(
+        "status and config check print what the full-Swift fire-agent prints for the same files, with its exit statuses",
+        arguments: EmbeddedAgent.all)
+    func sameAsHost(_ agent: EmbeddedAgent) throws {
+        let directory = try agentScratch("embedded-same-\(agent.arch)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // A status as a running daemon (this process) wrote it a moment ago.
+        let now = WallTime(secondsSince1970: WallTime.now().secondsSince1970)
+        var status = AgentStatus(
+            state: "running", pid: getpid(), version: "0.1.0", startedAt: now.adding(.seconds(-3600)), updatedAt: now,
+            nextUpdateBy: now.adding(.seconds(600)), configFile: directory + "/agent.json5", configLoadedAt: now.adding(.seconds(-3600)),
+            reachability: "reachable eth0 ethernet", clock: "trusted",
+            queue: .init(
+                records: 2, bytes: 900, oldestAgeSeconds: 12.5, delivered: 41, dropped: 0, rejected: 0, discarded: 1, quarantined: 0,
+                headFailures: 2, lastFailure: "POST http://db/write failed: Connection refused"),
+            deadLetters: 1, rejectedSpoolLines: 3, stoppedCollectors: ["thermal": "/sys/class/thermal: no zones"])
+        status.lastDelivery = .init(at: now, result: "failed", reason: "Connection refused")
+        try status.write(to: directory + "/status.json")
+        let stopped = directory + "/stopped.json"
+        status.state = "stopped"
+        status.nextUpdateBy = nil
+        try status.write(to: stopped)
+        try write(
+            "{ device: { id: \"b\" }, server: { url: \"http://127.0.0.1:1\" }, queue: { directory: \"q\" } }",
+            to: directory + "/agent.json5")
+        try write("{ device: { id: 7 }, server: { url: \"ftp://x\" }, telemetry: { intervl: \"10s\" } }", to: directory + "/bad.json5")
+        let cases: [[String]] = [
+            ["status", "--status-file", directory + "/status.json", "--json"],
+            ["status", "--status-file", stopped],
+            ["status", "--status-file", directory + "/missing.json"],
+            ["config", "check", directory + "/agent.json5"],
+            ["config", "check", directory + "/bad.json5"],
+            ["config", "check", "--config", directory + "/missing.json5"],
+            ["status", "--bogus"],
+            ["sync"],
+            ["config", "check", "a", "b"],
+            ["--version"],
+        ]
+        for arguments in cases {
+            let embedded = try agent.run(arguments, environment: environmentWithoutProxies())
+            let host = try fireAgent(arguments, environment: environmentWithoutProxies())
+            #expect(embedded.status == host.status, "\(arguments): \(embedded.status) vs \(host.status)")
+            #expect(
+                embedded.stdout == host.stdout,
+                "\(arguments): \(String(decoding: embedded.stdout, as: UTF8.self)) vs \(String(decoding: host.stdout, as: UTF8.self))")
+            #expect(embedded.stderr == host.stderr, "\(arguments): \(embedded.stderr) vs \(host.stderr)")
+        }
+        // The text for people, with the seconds it counts taken out (two runs, two moments).
+        let text = try agent.run(["status", "--status-file", directory + "/status.json"])
+        let hostText = try fireAgent(["status", "--status-file", directory + "/status.json"])
+        func withoutSeconds(_ data: Data) -> String {
+            String(decoding: data, as: UTF8.self).replacingOccurrences(
+                of: #"\(\d+ s ago\)"#, with: "(_ s ago)", options: .regularExpression)
+        }
+        #expect(text.status == 0 && hostText.status == 0)
+        #expect(withoutSeconds(text.stdout) == withoutSeconds(hostText.stdout), "\(withoutSeconds(text.stdout))")
+    }
+}
