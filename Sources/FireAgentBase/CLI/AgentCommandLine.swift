@@ -141,9 +141,16 @@ public enum AgentCommandLine {
         guard arguments.flags.contains("--once") else {
             return usageError("sync needs --once (`fire-agent run` is the daemon)", Command.sync)
         }
+        return syncOnce(configPath: arguments.options["--config"] ?? AgentConfig.defaultPath)
+    }
+
+    /// `fire-agent sync --once`: one collection and delivery cycle; its figures on standard
+    /// output. Exit 0 when the queue is empty, 75 when batches stay queued (why on standard
+    /// error), 78 for a bad config, 23 when the agent's queue cannot be opened.
+    public static func syncOnce(configPath: String) -> Int32 {
         let config: AgentConfig
         do throws(ConfigError) {
-            config = try AgentConfig.load(path: arguments.options["--config"] ?? AgentConfig.defaultPath)
+            config = try AgentConfig.load(path: configPath)
         } catch {
             printError(error.description)
             return Exit.configError
@@ -169,12 +176,24 @@ public enum AgentCommandLine {
     }
 
     static func status(_ arguments: Parsed) -> Int32 {
+        status(
+            configPath: arguments.options["--config"], statusFile: arguments.options["--status-file"],
+            json: arguments.flags.contains("--json"))
+    }
+
+    /// `fire-agent status`: the daemon's status file, for people or as JSON. Exit 0 when the
+    /// daemon runs, 69 when it does not, 75 when what it wrote is stale, 78 for a bad config.
+    /// - Parameters:
+    ///   - configPath: the config naming the status file (default `AgentConfig.defaultPath`).
+    ///   - statusFile: read this file instead.
+    ///   - json: print the document.
+    public static func status(configPath: String?, statusFile: String?, json: Bool) -> Int32 {
         let path: String
-        if let file = arguments.options["--status-file"] {
-            path = file
+        if let statusFile {
+            path = statusFile
         } else {
             do throws(ConfigError) {
-                path = try AgentConfig.load(path: arguments.options["--config"] ?? AgentConfig.defaultPath).daemon.statusFile
+                path = try AgentConfig.load(path: configPath ?? AgentConfig.defaultPath).daemon.statusFile
             } catch {
                 printError(error.description)
                 return Exit.configError
@@ -190,7 +209,7 @@ public enum AgentCommandLine {
         let alive = status.daemonIsAlive
         var shown = status
         shown.stale = status.staleness(now: .now(), alive: alive, fileSystem: AgentStatus.fileSystemProblem(of: path))
-        if arguments.flags.contains("--json") {
+        if json {
             if !alive { shown.state = "stopped" }
             print(String(decoding: shown.encoded(), as: UTF8.self))
         } else {
@@ -202,7 +221,12 @@ public enum AgentCommandLine {
     }
 
     static func configCheck(_ arguments: Parsed) -> Int32 {
-        let path = arguments.positionals.first ?? arguments.options["--config"] ?? AgentConfig.defaultPath
+        configCheck(path: arguments.positionals.first ?? arguments.options["--config"] ?? AgentConfig.defaultPath)
+    }
+
+    /// `fire-agent config check`: the file's problems with their key paths (exit 78), or `ok`
+    /// with the device, the server and the proxy in use.
+    public static func configCheck(path: String) -> Int32 {
         do throws(ConfigError) {
             let loaded = try AgentConfig.load(path: path)
             print("\(path): ok (device \(loaded.device.id), server \(loaded.server.url.absoluteString))")

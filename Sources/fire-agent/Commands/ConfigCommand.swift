@@ -26,18 +26,8 @@ struct ConfigCommand: ParsableCommand {
         var config: String?
 
         func run() throws {
-            let path = file ?? config ?? AgentConfig.defaultPath
-            do {
-                let loaded = try AgentConfig.load(path: path)
-                print("\(path): ok (device \(loaded.device.id), server \(loaded.server.url.absoluteString))")
-                if let proxy = loaded.network.proxy.proxy(forScheme: loaded.server.url.scheme, host: loaded.server.url.host ?? "") {
-                    let source = loaded.network.proxyFromConfig ? "network.proxy" : "the environment"
-                    print("proxy: \(proxy) (from \(source))")
-                }
-            } catch {
-                printError("\(error)")
-                throw ExitCode(ExitStatus.configError.rawValue)
-            }
+            let status = AgentCommandLine.configCheck(path: file ?? config ?? AgentConfig.defaultPath)
+            if status != 0 { throw ExitCode(status) }
         }
     }
 

@@ -31,35 +31,7 @@ struct StatusCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-        let path: String
-        if let statusFile {
-            path = statusFile
-        } else {
-            do {
-                path = try AgentConfig.load(path: config ?? AgentConfig.defaultPath).daemon.statusFile
-            } catch {
-                printError("\(error)")
-                throw ExitCode(ExitStatus.configError.rawValue)
-            }
-        }
-        let status: AgentStatus
-        do {
-            status = try AgentStatus.read(path: path)
-        } catch {
-            printError("fire-agent: not running: \(error)")
-            throw ExitCode(ExitStatus.notRunning.rawValue)
-        }
-        let alive = status.daemonIsAlive
-        var shown = status
-        shown.stale = status.staleness(now: .now(), alive: alive, fileSystem: AgentStatus.fileSystemProblem(of: path))
-        if json {
-            if !alive { shown.state = "stopped" }
-            print(String(decoding: shown.encoded(), as: UTF8.self))
-        } else {
-            print(shown.describe(alive: alive, now: .now()))
-        }
-        if !alive { throw ExitCode(ExitStatus.notRunning.rawValue) }
-        // 75 (EX_TEMPFAIL): it runs, but what it last wrote is old; ask again later.
-        if shown.stale != nil { throw ExitCode(ExitStatus.deferred.rawValue) }
+        let status = AgentCommandLine.status(configPath: config, statusFile: statusFile, json: json)
+        if status != 0 { throw ExitCode(status) }
     }
 }

@@ -1,6 +1,5 @@
 import ArgumentParser
 import FireAgentCore
-import TinyFire
 
 /// `fire-agent sync --once`: one collection and delivery cycle, then exit (cron, tests).
 struct SyncCommand: ParsableCommand {
@@ -19,24 +18,7 @@ struct SyncCommand: ParsableCommand {
     }
 
     func run() throws {
-        let loaded = try loadConfig(config ?? AgentConfig.defaultPath)
-        let logger = agentLogger(loaded.logging)
-        let agent: TelemetryAgent
-        do {
-            agent = try TelemetryAgent(config: loaded, logger: logger, userAgent: HTTPHeader.defaultUserAgent.value)
-        } catch {
-            printError("fire-agent: \(error)")
-            throw ExitCode(ExitStatus.writeError.rawValue)
-        }
-        defer { agent.close() }
-        let report = agent.syncOnce()
-        print(
-            "collected \(report.collectedPoints) points, spooled \(report.spooledLines) lines (\(report.rejectedLines) rejected); "
-                + "queued \(report.queuedBatches) batches; delivered \(report.delivered), discarded \(report.discarded), "
-                + "remaining \(report.remaining)")
-        if let failure = report.failure {
-            printError("fire-agent: delivery stopped: \(failure)")
-            throw ExitCode(ExitStatus.deferred.rawValue)
-        }
+        let status = AgentCommandLine.syncOnce(configPath: config ?? AgentConfig.defaultPath)
+        if status != 0 { throw ExitCode(status) }
     }
 }

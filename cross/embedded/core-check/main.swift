@@ -1005,6 +1005,42 @@ func headEnd(_ bytes: [UInt8]) -> Int? {
     return nil
 }
 
+/// One HTTP/1.1 request read from `connection`: its head's lines and its Content-Length body;
+/// nil when the peer closed first.
+struct CheckRequest {
+    let lines: [String]
+    let body: [UInt8]
+
+    /// The value of the header `name` (lower case), or "".
+    func field(_ name: String) -> String {
+        for line in lines where line.lowercased().hasPrefix(name + ":") {
+            return String(line.dropFirst(name.utf8.count + 1).drop { $0 == " " })
+        }
+        return ""
+    }
+
+    static func read(_ connection: Int32) -> CheckRequest? {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var pending: [UInt8] = []
+        while headEnd(pending) == nil {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(connection, $0.baseAddress, $0.count) }
+            guard n > 0 else { return nil }
+            pending.append(contentsOf: buffer[0..<n])
+        }
+        guard let end = headEnd(pending) else { return nil }
+        let lines = String(decoding: pending[..<end], as: UTF8.self).split(separator: "\r\n").map(String.init)
+        var request = CheckRequest(lines: lines, body: [])
+        let length = Int(request.field("content-length")) ?? 0
+        while pending.count - end < length {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(connection, $0.baseAddress, $0.count) }
+            guard n > 0 else { return nil }
+            pending.append(contentsOf: buffer[0..<n])
+        }
+        request = CheckRequest(lines: lines, body: Array(pending[end..<(end + length)]))
+        return request
+    }
+}
+
 func engineCheck() -> (ok: Bool, detail: String) {
     guard let (listener, port) = loopbackListener() else { return (false, "cannot listen: \(errnoMessage(errno))") }
     defer { close(listener) }
@@ -1071,33 +1107,13 @@ func deliveryCheck() -> (ok: Bool, detail: String) {
     let seen = Locked<[String]>([])
     do throws(SystemResourceError) {
         try BlockingWork.run(label: "check-ingest") {
-            var buffer = [UInt8](repeating: 0, count: 4096)
             for answer in answers {
                 let connection = accept(listener, nil, nil)
                 guard connection >= 0 else { return }
                 defer { close(connection) }
-                var pending: [UInt8] = []
-                while headEnd(pending) == nil {
-                    let n = buffer.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
-                    guard n > 0 else { return }
-                    pending.append(contentsOf: buffer[0..<n])
-                }
-                guard let end = headEnd(pending) else { return }
-                let lines = String(decoding: pending[..<end], as: UTF8.self).split(separator: "\r\n").map(String.init)
-                func field(_ name: String) -> String {
-                    for line in lines where line.lowercased().hasPrefix(name + ":") {
-                        return String(line.dropFirst(name.utf8.count + 1).drop { $0 == " " })
-                    }
-                    return ""
-                }
-                let length = Int(field("content-length")) ?? 0
-                while pending.count - end < length {
-                    let n = buffer.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
-                    guard n > 0 else { return }
-                    pending.append(contentsOf: buffer[0..<n])
-                }
-                let path = lines.first?.split(separator: " ").dropFirst().first.map(String.init) ?? "?"
-                seen.withLock { $0.append("\(path) \(field("idempotency-key")) \(length)") }
+                guard let request = CheckRequest.read(connection) else { return }
+                let path = request.lines.first?.split(separator: " ").dropFirst().first.map(String.init) ?? "?"
+                seen.withLock { $0.append("\(path) \(request.field("idempotency-key")) \(request.body.count)") }
                 let response = "HTTP/1.1 " + answer + "Content-Length: 0\r\nConnection: close\r\n\r\n"
                 _ = Array(response.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
             }
@@ -1200,35 +1216,17 @@ func telemetryAgentCheck() -> (ok: Bool, detail: String) {
     let stop = Locked(false)
     do throws(SystemResourceError) {
         try BlockingWork.run(label: "check-influx") {
-            var buffer = [UInt8](repeating: 0, count: 65536)
             while !stop.withLock({ $0 }) {
                 var ready = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
                 guard poll(&ready, 1, 100) > 0 else { continue }
                 let connection = accept(listener, nil, nil)
                 guard connection >= 0 else { continue }
                 defer { close(connection) }
-                var pending: [UInt8] = []
-                while headEnd(pending) == nil {
-                    let n = buffer.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
-                    guard n > 0 else { break }
-                    pending.append(contentsOf: buffer[0..<n])
+                guard let request = CheckRequest.read(connection) else { continue }
+                let body = (try? Gzip.decompress(request.body, limit: 1 << 20)) ?? []
+                requests.withLock {
+                    $0.append("\(request.lines.first ?? "") \(request.field("authorization")) \(request.field("content-encoding"))")
                 }
-                guard let end = headEnd(pending) else { continue }
-                let lines = String(decoding: pending[..<end], as: UTF8.self).split(separator: "\r\n").map(String.init)
-                func field(_ name: String) -> String {
-                    for line in lines where line.lowercased().hasPrefix(name + ":") {
-                        return String(line.dropFirst(name.utf8.count + 1).drop { $0 == " " })
-                    }
-                    return ""
-                }
-                let length = Int(field("content-length")) ?? 0
-                while pending.count - end < length {
-                    let n = buffer.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
-                    guard n > 0 else { break }
-                    pending.append(contentsOf: buffer[0..<n])
-                }
-                let body = (try? Gzip.decompress(Array(pending[end...]), limit: 1 << 20)) ?? []
-                requests.withLock { $0.append("\(lines.first ?? "") \(field("authorization")) \(field("content-encoding"))") }
                 received.withLock { $0 += String(decoding: body, as: UTF8.self).split(separator: "\n").map(String.init) }
                 let response = "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"
                 _ = Array(response.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
