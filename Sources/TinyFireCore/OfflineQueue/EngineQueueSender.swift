@@ -105,8 +105,14 @@ private final class QueueTransfer: TransferOwner, @unchecked Sendable {
             }
             completion(.answered(response, body: sink?.bytes ?? []))
         case .failure(let failure):
-            let reason = refusal.withLock { $0 } ?? failure.description
-            completion(.noResponse("\(request.method) \(request.url) failed: \(reason)"))
+            if let reason = refusal.withLock({ $0 }) {
+                completion(.noResponse("\(request.method) \(request.url) failed: \(reason)"))
+            } else if case .failed(let error) = failure {
+                // Already "POST <url> failed while connecting: …", as the library says it.
+                completion(.noResponse(error.description))
+            } else {
+                completion(.noResponse("\(request.method) \(request.url) failed: \(failure.description)"))
+            }
         }
     }
 }

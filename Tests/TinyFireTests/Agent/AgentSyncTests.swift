@@ -127,6 +127,11 @@ struct AgentSyncTests {
             expected += 1
             let report = agent.syncOnce()
             #expect(report.failure != nil && report.remaining >= round + 1, "round \(round): \(report)")
+            // Said once, as the library says it: the request, where it failed, why.
+            let failure = report.failure ?? ""
+            #expect(
+                failure.hasPrefix("POST \(influx.base)/write?db=fleet&precision=ns failed while connecting: ")
+                    && failure.contains("Connection refused") && !failure.contains("failed: POST"), "\(failure)")
         }
         #expect(agent.queueFigures.records >= 5)
         try influx.start()
