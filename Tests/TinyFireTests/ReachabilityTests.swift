@@ -4,8 +4,6 @@ import Testing
 
 @testable import TinyFire
 
-typealias ReachabilityStatus = NetworkReachabilityManager.NetworkReachabilityStatus
-
 /// Collects a listener's updates; tests wait for the next one with a deadline.
 final class StatusRecorder: Sendable {
     private let updates = Mutex<[ReachabilityStatus]>([])

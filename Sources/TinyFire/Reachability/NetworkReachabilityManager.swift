@@ -34,48 +34,12 @@ public final class NetworkReachabilityManager: Sendable {
     /// The kind of network an interface reaches (the core's type: the agent's config names them).
     public typealias InterfaceType = NetworkInterfaceType
 
-    /// The interface traffic would leave through.
-    public struct ConnectionType: Sendable, Equatable, CustomStringConvertible {
-        /// The interface's name (`eth0`, `wlan0`, `wwan0`).
-        public var interfaceName: String
-        /// The kernel's interface index.
-        public var interfaceIndex: Int32
-        /// What kind of network it is.
-        public var interfaceType: InterfaceType
+    /// The interface traffic would leave through (the core's type).
+    public typealias ConnectionType = ReachabilityConnection
 
-        /// Creates a value.
-        /// - Parameters:
-        ///   - interfaceName: the name.
-        ///   - interfaceIndex: the index.
-        ///   - interfaceType: the kind.
-        public init(interfaceName: String, interfaceIndex: Int32, interfaceType: InterfaceType) {
-            self.interfaceName = interfaceName
-            self.interfaceIndex = interfaceIndex
-            self.interfaceType = interfaceType
-        }
-
-        /// `NAME TYPE`, e.g. `eth0 ethernet`.
-        public var description: String { "\(interfaceName) \(interfaceType.rawValue)" }
-    }
-
-    /// Whether the network can be reached.
-    public enum NetworkReachabilityStatus: Sendable, Equatable, CustomStringConvertible {
-        /// Not evaluated yet, or the kernel could not be asked.
-        case unknown
-        /// No usable route.
-        case notReachable
-        /// Reachable through this interface.
-        case reachable(ConnectionType)
-
-        /// `unknown`, `not-reachable`, or `reachable NAME TYPE`.
-        public var description: String {
-            switch self {
-            case .unknown: return "unknown"
-            case .notReachable: return "not-reachable"
-            case .reachable(let connection): return "reachable \(connection)"
-            }
-        }
-    }
+    /// Whether the network can be reached (the core's type: `.unknown`, `.notReachable`,
+    /// `.reachable(ConnectionType)`).
+    public typealias NetworkReachabilityStatus = ReachabilityStatus
 
     /// Called with each new status.
     public typealias Listener = @Sendable (NetworkReachabilityStatus) -> Void
@@ -85,17 +49,17 @@ public final class NetworkReachabilityManager: Sendable {
     /// The event socket's kernel receive buffer: 256 KiB. Overruns trigger a full re-read.
     public static let eventReceiveBuffer: Int32 = 256 * 1024
     /// How long a resolved host address is reused before it is resolved again: 60 s.
-    public static let hostResolutionInterval: Duration = .seconds(60)
+    public static let hostResolutionInterval: Duration = RouteJudge.hostResolutionInterval
 
     /// The host whose route is evaluated, or nil for "any default route".
-    public let host: String?
+    public var host: String? { judge.host }
     /// The network namespace watched (a `/run/netns/NAME` path), or nil for the process's own.
-    public let networkNamespace: String?
+    public var networkNamespace: String? { judge.networkNamespace }
     let debounce: Duration
-    let interfaceTypes: [String: InterfaceType]
     let logger: Logger
+    /// Reads and judges the routing state (the core's, shared with the agent's daemon).
+    private let judge: RouteJudge
     private let queue = DispatchQueue(label: "org.tinyfire.reachability")
-    private let resolverQueue = DispatchQueue(label: "org.tinyfire.reachability.resolver")
     private let state = Mutex(State())
 
     private struct State {
@@ -104,13 +68,9 @@ public final class NetworkReachabilityManager: Sendable {
         var observers: [UInt64: @Sendable (NetworkReachabilityStatus) -> Void] = [:]
         var nextObserverID: UInt64 = 0
         var source: EventSource?
-        var querySocket: NetlinkSocket?
         var status: NetworkReachabilityStatus = .unknown
         var evaluated = false
         var evaluationScheduled = false
-        var hostAddresses: [SocketAddress] = []
-        var lastResolution: ContinuousClock.Instant?
-        var resolving = false
         var overruns = 0
         var evaluations = 0
     }
@@ -167,17 +127,10 @@ public final class NetworkReachabilityManager: Sendable {
         host: String?, networkNamespace: String?, interfaceTypes: [String: InterfaceType], debounce: Duration, logger: Logger,
         eventReceiveBuffer: Int32
     ) throws(NetworkReachabilityError) {
-        self.host = host
-        self.networkNamespace = networkNamespace
-        self.interfaceTypes = interfaceTypes
+        judge = try RouteJudge(host: host, networkNamespace: networkNamespace, interfaceTypes: interfaceTypes)
         self.debounce = debounce
         self.logger = logger
         self.eventReceiveBuffer = eventReceiveBuffer
-        let probe = try NetlinkSocket(namespace: networkNamespace, groups: 0, nonblocking: false)
-        if let host, let literal = Self.numericAddress(host) {
-            state.withLock { $0.hostAddresses = [literal] }
-        }
-        state.withLock { $0.querySocket = probe }
     }
 
     deinit {
@@ -287,9 +240,7 @@ public final class NetworkReachabilityManager: Sendable {
         if state.withLock({ $0.source != nil }) { return .alreadyRunning }
         let events: NetlinkSocket
         do {
-            events = try NetlinkSocket(
-                namespace: networkNamespace, groups: tinyfire_nl_groups_reachability(), nonblocking: true,
-                receiveBuffer: eventReceiveBuffer)
+            events = try judge.eventSocket(receiveBuffer: eventReceiveBuffer)
         } catch {
             logger.error("reachability: \(error)")
             return .failed
@@ -365,155 +316,22 @@ public final class NetworkReachabilityManager: Sendable {
         for observer in observers { observer(status) }
     }
 
-    /// Reads the routing state and judges it. Runs on `queue`.
+    /// Reads the routing state and judges it (the core's `RouteJudge`). Runs on `queue`; a host
+    /// name's new addresses schedule another evaluation.
     private func evaluate() -> NetworkReachabilityStatus {
-        do {
-            let socket = try querySocket()
-            let snapshot = try socket.snapshot()
-            let addresses = hostAddresses()
-            guard host != nil, !addresses.isEmpty else {
-                return snapshot.bestDefaultRouteInterface().map(reachable) ?? .notReachable
-            }
-            for address in addresses {
-                guard let route = try socket.route(to: address) else { continue }
-                if route.route_type == tinyfire_rtn_local, let link = snapshot.links[route.oif] { return reachable(link) }
-                if let link = snapshot.links[route.oif], link.isUp { return reachable(link) }
-            }
-            return .notReachable
-        } catch {
-            logger.error("reachability: \(error)")
-            state.withLock { $0.querySocket = nil }
-            return .unknown
+        let (status, failure) = judge.evaluate { [weak self] in
+            guard let self else { return }
+            self.queue.async { self.scheduleEvaluation() }
         }
-    }
-
-    private func querySocket() throws(NetworkReachabilityError) -> NetlinkSocket {
-        if let socket = state.withLock({ $0.querySocket }) { return socket }
-        let socket = try NetlinkSocket(namespace: networkNamespace, groups: 0, nonblocking: false)
-        state.withLock { $0.querySocket = socket }
-        return socket
-    }
-
-    private func reachable(_ link: RoutingSnapshot.Link) -> NetworkReachabilityStatus {
-        .reachable(
-            ConnectionType(interfaceName: link.name, interfaceIndex: link.index, interfaceType: interfaceType(of: link)))
-    }
-
-    /// The host's addresses as last resolved. A name is resolved in the background (never on
-    /// the evaluation path, which must not wait for DNS while the network is down), at most
-    /// once per `hostResolutionInterval` after a success; the evaluation that follows a new
-    /// answer is scheduled then.
-    private func hostAddresses() -> [SocketAddress] {
-        guard let host, Self.numericAddress(host) == nil else { return state.withLock { $0.hostAddresses } }
-        let (addresses, start) = state.withLock { state -> ([SocketAddress], Bool) in
-            let due = state.lastResolution.map { $0.duration(to: .now) >= Self.hostResolutionInterval } ?? true
-            let start = !state.resolving && (state.hostAddresses.isEmpty || due)
-            if start { state.resolving = true }
-            return (state.hostAddresses, start)
-        }
-        if start {
-            resolverQueue.async { [weak self] in
-                let result = DNSResolver.resolveNow(host: host, port: 0)
-                guard let self else { return }
-                let changed = self.state.withLock { state -> Bool in
-                    state.resolving = false
-                    guard case .success(let resolved) = result, !resolved.isEmpty else { return false }
-                    state.lastResolution = .now
-                    let changed = resolved.map(\.description) != state.hostAddresses.map(\.description)
-                    state.hostAddresses = resolved
-                    return changed
-                }
-                if changed { self.queue.async { self.scheduleEvaluation() } }
-            }
-        }
-        return addresses
-    }
-
-    /// The address when `host` is an IPv4 or IPv6 literal.
-    static func numericAddress(_ host: String) -> SocketAddress? {
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        guard let bytes = IPAddressBytes.parse(bare) else { return nil }
-        var storage = sockaddr_storage()
-        if bytes.count == 4 {
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            withUnsafeMutableBytes(of: &address.sin_addr) { $0.copyBytes(from: bytes) }
-            withUnsafeMutableBytes(of: &storage) { raw in withUnsafeBytes(of: address) { raw.copyMemory(from: $0) } }
-            return SocketAddress(storage: storage, length: socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-        var address = sockaddr_in6()
-        address.sin6_family = sa_family_t(AF_INET6)
-        withUnsafeMutableBytes(of: &address.sin6_addr) { $0.copyBytes(from: bytes) }
-        withUnsafeMutableBytes(of: &storage) { raw in withUnsafeBytes(of: address) { raw.copyMemory(from: $0) } }
-        return SocketAddress(storage: storage, length: socklen_t(MemoryLayout<sockaddr_in6>.size))
+        if let failure { logger.error("reachability: \(failure)") }
+        return status
     }
 
     // MARK: - Interface types
 
-    /// The type of `link`: an explicit override, then sysfs (`DEVTYPE=wlan|wwan`, a
-    /// `wireless`/`phy80211` entry, the USB driver of a modem) when watching the process's own
-    /// namespace, then the hardware type and the name.
-    func interfaceType(of link: RoutingSnapshot.Link) -> InterfaceType {
-        if let type = interfaceTypes[link.name] { return type }
-        if networkNamespace == nil, let type = Self.sysfsType(name: link.name) { return type }
-        return Self.interfaceType(name: link.name, hardwareType: link.hardwareType, kind: link.kind, isLoopback: link.isLoopback)
-    }
-
-    /// Judges by hardware type (ARPHRD_*), link kind and name alone.
+    /// Judges by hardware type (ARPHRD_*), link kind and name alone (the core's rules).
     static func interfaceType(name: String, hardwareType: UInt16, kind: String, isLoopback: Bool) -> InterfaceType {
-        if isLoopback { return .other }
-        let cellularPrefixes = ["wwan", "ww", "rmnet", "ppp", "qmimux", "mhi"]
-        let wifiPrefixes = ["wlan", "wl", "wifi", "ath", "mlan"]
-        switch hardwareType {
-        case 512: return .cellular  // ARPHRD_PPP
-        case 519: return .cellular  // ARPHRD_RAWIP (qmi_wwan raw-ip)
-        case 801, 802, 803: return .wifi  // ARPHRD_IEEE80211*
-        case 1:  // ARPHRD_ETHER
-            if cellularPrefixes.contains(where: name.hasPrefix) { return .cellular }
-            if wifiPrefixes.contains(where: name.hasPrefix) { return .wifi }
-            return .ethernet
-        default:
-            if cellularPrefixes.contains(where: name.hasPrefix) { return .cellular }
-            if ["bridge", "vlan", "bond", "veth", "macvlan"].contains(kind) { return .ethernet }
-            return .other
-        }
-    }
-
-    /// USB network drivers that belong to modems or tethered phones.
-    static let cellularDrivers: Set<String> = [
-        "qmi_wwan", "cdc_mbim", "huawei_cdc_ncm", "sierra_net", "rndis_host", "ipheth", "option", "GobiNet", "qcserial",
-    ]
-
-    private static func sysfsType(name: String) -> InterfaceType? {
-        guard !name.isEmpty, !name.contains("/"), !name.hasPrefix(".") else { return nil }
-        let base = "/sys/class/net/\(name)"
-        if let uevent = readSmallFile(base + "/uevent") {
-            for line in uevent.split(separator: "\n") where line.hasPrefix("DEVTYPE=") {
-                switch line.dropFirst("DEVTYPE=".count) {
-                case "wlan": return .wifi
-                case "wwan": return .cellular
-                default: break
-                }
-            }
-        }
-        if access(base + "/wireless", F_OK) == 0 || access(base + "/phy80211", F_OK) == 0 { return .wifi }
-        var target = [CChar](repeating: 0, count: 256)
-        let length = readlink(base + "/device/driver", &target, target.count - 1)
-        if length > 0 {
-            let driver = cStringToString(Array(target.prefix(length))).split(separator: "/").last.map(String.init) ?? ""
-            if cellularDrivers.contains(driver) { return .cellular }
-        }
-        return nil
-    }
-
-    private static func readSmallFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 4096)
-        let count = read(fd, &bytes, bytes.count)
-        guard count > 0 else { return nil }
-        return String(decoding: bytes.prefix(count), as: UTF8.self)
+        RouteJudge.interfaceType(name: name, hardwareType: hardwareType, kind: kind, isLoopback: isLoopback)
     }
 }
 

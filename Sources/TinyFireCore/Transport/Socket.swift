@@ -1,3 +1,7 @@
+// CTinyFireSystem too: its headers include <sys/socket.h>, and the Embedded build resolves
+// AF_INET and sockaddr_storage through whichever of the two modules a file imports.
+import CTinyFireSystem
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

@@ -6,12 +6,23 @@ import CTinyFireSystem
     import Musl
 #endif
 
-/// A failure of the rtnetlink socket behind `NetworkReachabilityManager`.
+/// A failure of the rtnetlink socket behind reachability (`RouteJudge`, TinyFire's
+/// `NetworkReachabilityManager`, the agent's daemon).
 public struct NetworkReachabilityError: Error, Sendable, CustomStringConvertible {
     /// What was being done: "open a netlink socket", "enter network namespace /run/netns/x", …
     public var operation: String
     /// The errno value.
     public var code: Int32
+
+    /// Creates a value.
+    /// - Parameters:
+    ///   - operation: what was being done.
+    ///   - code: the errno value.
+    public init(operation: String, code: Int32) {
+        self.operation = operation
+        self.code = code
+    }
+
     /// `cannot OPERATION: strerror(code)`.
     public var description: String { "cannot \(operation): \(errnoMessage(code))" }
 }
@@ -20,13 +31,13 @@ public struct NetworkReachabilityError: Error, Sendable, CustomStringConvertible
 ///
 /// Memory: the receive buffer (`bufferSize`, 32 KiB) plus the socket's kernel receive buffer
 /// (`receiveBuffer` bytes when set).
-/// Not thread-safe: each socket is used from one serial queue at a time.
-final class NetlinkSocket: @unchecked Sendable {
-    static let bufferSize = 32 * 1024
+/// Not thread-safe: each socket is used by one thread at a time.
+package final class NetlinkSocket: @unchecked Sendable {
+    package static let bufferSize = 32 * 1024
     /// How many times a dump the kernel marks as interrupted is started again.
-    static let dumpRestartLimit = 5
+    package static let dumpRestartLimit = 5
 
-    let fd: Int32
+    package let fd: Int32
     private var sequence: UInt32 = 0
     private var buffer = [UInt8](repeating: 0, count: NetlinkSocket.bufferSize)
 
@@ -37,7 +48,7 @@ final class NetlinkSocket: @unchecked Sendable {
     ///   - nonblocking: event sockets are non-blocking; query sockets block with a timeout.
     ///   - receiveBuffer: SO_RCVBUF in bytes, or 0 for the system default.
     /// - Throws: `NetworkReachabilityError` naming the namespace or the socket call.
-    init(namespace: String?, groups: UInt32, nonblocking: Bool, receiveBuffer: Int32 = 0) throws(NetworkReachabilityError) {
+    package init(namespace: String?, groups: UInt32, nonblocking: Bool, receiveBuffer: Int32 = 0) throws(NetworkReachabilityError) {
         let result = tinyfire_nl_open(namespace, groups, nonblocking ? 1 : 0, 2000, receiveBuffer)
         guard result >= 0 else {
             let operation = namespace.map { "open a netlink socket in network namespace \($0)" } ?? "open a netlink socket"
@@ -52,7 +63,7 @@ final class NetlinkSocket: @unchecked Sendable {
     /// marks as interrupted (the tables changed meanwhile) is started again, up to
     /// `dumpRestartLimit` times.
     /// - Throws: `NetworkReachabilityError` when sending or receiving fails.
-    func snapshot() throws(NetworkReachabilityError) -> RoutingSnapshot {
+    package func snapshot() throws(NetworkReachabilityError) -> RoutingSnapshot {
         var attempt = 0
         while true {
             var snapshot = RoutingSnapshot()
@@ -97,7 +108,7 @@ final class NetlinkSocket: @unchecked Sendable {
     /// The kernel's answer to "which route reaches this address" (`ip route get`): the route,
     /// or nil when the kernel has none (network unreachable, prohibited, blackhole).
     /// - Throws: `NetworkReachabilityError` when the socket fails.
-    func route(to address: SocketAddress) throws(NetworkReachabilityError) -> tinyfire_nl_item? {
+    package func route(to address: SocketAddress) throws(NetworkReachabilityError) -> tinyfire_nl_item? {
         sequence &+= 1
         let seq = sequence
         var storage = address.storage
@@ -126,7 +137,7 @@ final class NetlinkSocket: @unchecked Sendable {
     }
 
     /// What draining a non-blocking event socket found.
-    enum DrainResult: Equatable {
+    package enum DrainResult: Equatable {
         /// This many messages were read (0: nothing was waiting).
         case messages(Int)
         /// The kernel dropped messages (ENOBUFS): the caller's view must be rebuilt.
@@ -136,7 +147,7 @@ final class NetlinkSocket: @unchecked Sendable {
     }
 
     /// Reads every waiting message of an event socket and counts them.
-    func drain() -> DrainResult {
+    package func drain() -> DrainResult {
         var messages = 0
         while true {
             let count = receive()
@@ -173,39 +184,42 @@ final class NetlinkSocket: @unchecked Sendable {
 ///
 /// Memory: at most `linkLimit` links, `addressLimit` usable addresses and `routeLimit`
 /// default routes are kept; routes that are not default routes are not stored at all.
-struct RoutingSnapshot: Sendable, Equatable {
-    static let linkLimit = 1024
-    static let addressLimit = 4096
-    static let routeLimit = 256
+package struct RoutingSnapshot: Sendable, Equatable {
+    package static let linkLimit = 1024
+    package static let addressLimit = 4096
+    package static let routeLimit = 256
 
     /// One network interface.
-    struct Link: Sendable, Equatable {
-        var index: Int32
-        var name: String
-        var flags: UInt32
-        var hardwareType: UInt16
-        var kind: String
+    package struct Link: Sendable, Equatable {
+        package var index: Int32
+        package var name: String
+        package var flags: UInt32
+        package var hardwareType: UInt16
+        package var kind: String
 
         /// Administratively up with its carrier on (IFF_UP and IFF_RUNNING).
-        var isUp: Bool { flags & tinyfire_iff_up != 0 && flags & tinyfire_iff_running != 0 }
-        var isLoopback: Bool { flags & tinyfire_iff_loopback != 0 }
+        package var isUp: Bool { flags & tinyfire_iff_up != 0 && flags & tinyfire_iff_running != 0 }
+        package var isLoopback: Bool { flags & tinyfire_iff_loopback != 0 }
     }
 
     /// A route to 0.0.0.0/0 or ::/0.
-    struct DefaultRoute: Sendable, Equatable {
-        var family: Int32
-        var interfaces: [Int32]
-        var metric: UInt32
+    package struct DefaultRoute: Sendable, Equatable {
+        package var family: Int32
+        package var interfaces: [Int32]
+        package var metric: UInt32
     }
 
-    var links: [Int32: Link] = [:]
+    package var links: [Int32: Link] = [:]
     /// Interface index → address family → usable addresses (global scope, not tentative).
-    var usableAddresses: [Int32: [Int32: Int]] = [:]
-    var defaultRoutes: [DefaultRoute] = []
+    package var usableAddresses: [Int32: [Int32: Int]] = [:]
+    package var defaultRoutes: [DefaultRoute] = []
     private var addressCount = 0
 
+    /// An empty snapshot, for `apply` to fill.
+    package init() {}
+
     /// Adds one dump answer.
-    mutating func apply(_ item: tinyfire_nl_item) {
+    package mutating func apply(_ item: tinyfire_nl_item) {
         switch item.msg_type {
         case tinyfire_rtm_newlink:
             guard links.count < Self.linkLimit || links[item.ifindex] != nil else { return }
@@ -236,7 +250,7 @@ struct RoutingSnapshot: Sendable, Equatable {
     }
 
     /// Whether some up, non-loopback interface has a usable address of `family`.
-    func hasUsableAddress(family: Int32) -> Bool {
+    package func hasUsableAddress(family: Int32) -> Bool {
         usableAddresses.contains { index, families in
             guard let link = links[index], link.isUp, !link.isLoopback else { return false }
             return (families[family] ?? 0) > 0
@@ -246,7 +260,7 @@ struct RoutingSnapshot: Sendable, Equatable {
     /// The interface of the best default route that can carry traffic: its interface is up,
     /// and an address of its family exists to send from. Lowest metric wins; IPv4 first on a
     /// tie.
-    func bestDefaultRouteInterface() -> Link? {
+    package func bestDefaultRouteInterface() -> Link? {
         let ordered = defaultRoutes.sorted { ($0.metric, $0.family == AF_INET ? 0 : 1) < ($1.metric, $1.family == AF_INET ? 0 : 1) }
         for route in ordered where hasUsableAddress(family: route.family) {
             for index in route.interfaces {
