@@ -58,6 +58,9 @@ long tinyfire_sendfile(int out_fd, int in_fd, int64_t *offset, unsigned long cou
 
 int tinyfire_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
+extern char **environ;
+char *const *tinyfire_environment(void) { return environ; }
+
 int tinyfire_accept_cloexec(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC); }
 
 int tinyfire_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path) {

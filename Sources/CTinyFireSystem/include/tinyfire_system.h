@@ -49,6 +49,8 @@ int tinyfire_spawn_detached(void *(*body)(void *), void *argument, size_t stack_
 /* pipe2(fds, O_CLOEXEC): both ends close on exec, with no window in which a concurrent
  * spawn on another thread inherits them. */
 int tinyfire_pipe_cloexec(int fds[2]);
+/* The process's environment (`environ`): NAME=VALUE strings, then NULL. */
+char *const *tinyfire_environment(void);
 /* accept4(fd, NULL, NULL, SOCK_CLOEXEC). */
 int tinyfire_accept_cloexec(int fd);
 /* posix_spawn_file_actions_addchdir_np: the child starts in `path`. */

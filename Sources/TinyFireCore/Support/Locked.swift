@@ -55,7 +55,13 @@ package final class ConditionLocked<Value>: @unchecked Sendable {
         pthread_mutex_init(mutex, nil)
         condition = .allocate(capacity: 1)
         condition.initialize(to: pthread_cond_t())
-        pthread_cond_init(condition, nil)
+        // Timed waits count on the monotonic clock (`Instant`), not the wall clock a board
+        // may step by years at its first NTP answer.
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
     }
 
     deinit {
@@ -85,6 +91,19 @@ package final class ConditionLocked<Value>: @unchecked Sendable {
             pthread_cond_wait(condition, mutex)
         }
     }
+
+    /// Waits as `wait(until:)` does, but no later than `deadline`: nil when it passed first.
+    package func wait<Result>(until ready: (inout Value) -> Result?, deadline: Instant) -> Result? {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        var limit = timespec()
+        limit.tv_sec = .init(clamping: deadline.nanoseconds / 1_000_000_000)
+        limit.tv_nsec = .init(deadline.nanoseconds % 1_000_000_000)
+        while true {
+            if let result = ready(&value) { return result }
+            if pthread_cond_timedwait(condition, mutex, &limit) == ETIMEDOUT { return ready(&value) }
+        }
+    }
 }
 
 /// A one-time wake-up between threads (what a `DispatchSemaphore` of value 0 signalled once
@@ -102,5 +121,11 @@ package final class WakeSignal: Sendable {
     /// Blocks until `signal` was called.
     package func wait() {
         signalled.wait { $0 ? () : nil }
+    }
+
+    /// Blocks until `signal` was called or `timeout` passed.
+    /// - Returns: whether it was signalled.
+    package func wait(timeout: Duration) -> Bool {
+        signalled.wait(until: { $0 ? () : nil }, deadline: .now() + timeout) != nil
     }
 }

@@ -1,26 +1,40 @@
 import CTinyFireSystem
-import Dispatch
-import Synchronization
-import TinyFire
+import TinyFireCore
 
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
     import Musl
 #endif
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
-/// `fire-agent run`: the agent as a long-running service. One thread runs a loop that sleeps in
-/// `poll(2)` until the `DaemonSchedule` says something is due or a command arrives, so an idle
-/// agent costs one wake-up per due job and nothing in between.
+/// What the daemon needs of a firmware updater: the host build's `FirmwareUpdater` (a thread of
+/// its own), hosted through `AgentDaemon.FirmwareMaker`. Class-bound, so the Embedded build can
+/// hold one too.
+public protocol DaemonFirmware: AnyObject {
+    /// Starts its thread.
+    func start()
+    /// Asks it to stop and waits up to `timeout`. Returns whether it stopped.
+    func stop(timeout: Duration) -> Bool
+    /// Asks it to poll the update server now (the route came back).
+    func pollNow()
+    /// Asks it to check now what it waits for (a link, room, a lock).
+    func recheckWaits()
+    /// What `fire-agent status` shows.
+    var snapshot: AgentStatus.Firmware { get }
+}
+
+/// `fire-agent run`: the agent as a long-running service, on the core alone (it is built
+/// normally for the host and in Embedded Swift for boards). One thread runs a loop that sleeps
+/// in `poll(2)` until the `DaemonSchedule` says something is due, a command or signal arrives or
+/// the kernel's routing changes, so an idle agent costs one wake-up per due job and nothing in
+/// between.
 ///
 /// - Collection and sync follow the schedule (jittered sync); the offline queue delivers in
 ///   the background, driven by reachability (it waits while the route to the server is down
 ///   and sends at once when it returns; the daemon then queues what it holds at once too).
+/// - Reachability: the loop watches rtnetlink events for links, addresses and routes itself,
+///   gathers a burst for `routeDebounce` and judges the route to the server (or the proxy) with
+///   the core's `RouteJudge`.
 /// - SIGTERM or SIGINT (or `stop()`): pending points and the spool are queued durably, the
 ///   delivery in flight gets up to `daemon.stopTimeout` to finish (a batch it does not finish
 ///   stays queued and is sent again), the queue is closed, the status says `stopped`.
@@ -30,11 +44,26 @@ import TinyFire
 ///   itself (a stuck loop gets the service restarted), `RELOADING=1` and `STOPPING=1`.
 /// - `daemon.statusFile` is rewritten (atomically) after each change, at most once a second.
 ///
-/// Memory: the agent's (`Agent`: one pending batch, the queue's index, a session) plus the
-/// status document; nothing grows with uptime.
+/// Memory: the agent's (`TelemetryAgent`: one pending batch, the queue's index, an engine), a
+/// netlink socket's 32 KiB buffer and a 256 KiB kernel buffer while reachability is watched,
+/// plus the status document; nothing grows with uptime.
 public final class AgentDaemon: @unchecked Sendable {
     // @unchecked: everything mutable below is touched only by the thread in `run()`; other
-    // threads talk to it through `commands` (a Mutex) and the wake pipe.
+    // threads talk to it through `mailbox` (a lock and the wake pipe).
+
+    /// Makes the firmware updater for a config (nil when it has no firmware section). Called
+    /// with the config, its logger, the agent's wall clock and what to call when the updater's
+    /// status changed.
+    public typealias FirmwareMaker =
+        @Sendable (
+            _ config: AgentConfig, _ logger: Logger, _ clock: WallClock, _ changed: @escaping @Sendable () -> Void
+        ) throws(AgentError) -> (any DaemonFirmware)?
+
+    /// How long netlink events are gathered before the route is judged again: 50 ms.
+    public static let routeDebounce: Duration = .milliseconds(50)
+    /// The kernel receive buffer of the netlink event socket: 256 KiB. Overruns trigger a
+    /// full re-read.
+    public static let routeEventBuffer: Int32 = 256 * 1024
 
     /// How the daemon is hosted.
     public struct Options: Sendable {
@@ -42,11 +71,13 @@ public final class AgentDaemon: @unchecked Sendable {
         /// tests call `stop()` and `reload()` instead).
         public var handleSignals = true
         /// The environment (`NOTIFY_SOCKET`, `WATCHDOG_USEC`).
-        public var environment: [String: String] = ProcessInfo.processInfo.environment
+        public var environment: [String: String] = ProcessEnvironment.current()
         /// Where /proc and /sys are.
         public var files = SystemFiles()
         /// The version the status reports.
         public var version = HTTPHeaders.tinyFireVersion
+        /// The `User-Agent` of uploads; nil: `TelemetryAgent`'s (`fire-agent TinyFire/VERSION`).
+        public var userAgent: String?
         /// Watch the route to the server (netlink). Off where netlink is missing.
         public var watchReachability = true
         /// Judge reachability by the default route of this network namespace
@@ -58,21 +89,15 @@ public final class AgentDaemon: @unchecked Sendable {
         public init() {}
     }
 
-    private enum Command: Sendable { case stop, reload, routeBack, changed, routeChanged }
-
     private let configPath: String
     private let options: Options
     private let makeLogger: @Sendable (AgentConfig.Logging) -> Logger
+    private let makeFirmware: FirmwareMaker?
     private let notifier: SystemdNotifier?
-    private let commands = Mutex<[Command]>([])
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
+    private let mailbox: DaemonMailbox
     /// The signal pipe's read end, or -1 when signals are not handled.
     private let signalFD: Int32
-    private let reachabilityText = Mutex("unknown")
-    /// What reachability last said (nil before it said anything), for the agent's delivery.
-    private let reachabilityStatus = Mutex<NetworkReachabilityManager.NetworkReachabilityStatus?>(nil)
-    private let origin = ContinuousClock.now
+    private let origin = Instant.now()
     /// Whether the last systemd notification was dropped (loop-confined).
     private var notificationDropped = false
 
@@ -80,10 +105,17 @@ public final class AgentDaemon: @unchecked Sendable {
     private var logger: Logger
     private var agent: TelemetryAgent
     /// Firmware updates, when configured: a thread of their own.
-    private var updater: FirmwareUpdater?
+    private var updater: (any DaemonFirmware)?
     /// Why the configured firmware updater does not run, and when it is tried again.
     private var updaterProblem: (reason: String, retryAt: Duration)?
-    private var reachability: NetworkReachabilityManager?
+    /// The route's judge, or nil when reachability is not watched.
+    private var routes: RouteJudge?
+    /// Its netlink event socket, once watching started.
+    private var routeEvents: NetlinkSocket?
+    /// What the judge last said (nil before it said anything).
+    private var routeStatus: ReachabilityStatus?
+    /// When the routing state is judged next (a burst of events gathered), if due.
+    private var routeCheckAt: Duration?
     private var schedule: DaemonSchedule
     private var status: AgentStatus
     private var statusDirty = true
@@ -97,10 +129,12 @@ public final class AgentDaemon: @unchecked Sendable {
     ///   - configPath: the file reloads read again.
     ///   - config: its checked contents.
     ///   - options: how it is hosted.
+    ///   - makeFirmware: the firmware updater for a config with a firmware section; nil where
+    ///     this build has none (such a section is then reported as unavailable).
     ///   - makeLogger: a logger for a config's `logging` section (called again at reload).
     /// - Throws: `AgentError` when the agent cannot start (queue locked or unusable, TLS).
     public init(
-        configPath: String, config: AgentConfig, options: Options = Options(),
+        configPath: String, config: AgentConfig, options: Options = Options(), makeFirmware: FirmwareMaker?,
         makeLogger: @escaping @Sendable (AgentConfig.Logging) -> Logger
     ) throws(AgentError) {
         // Signals first: a SIGTERM while the queue is being opened is handled once running.
@@ -114,19 +148,12 @@ public final class AgentDaemon: @unchecked Sendable {
         self.configPath = configPath
         self.options = options
         self.makeLogger = makeLogger
+        self.makeFirmware = makeFirmware
         self.config = config
         logger = makeLogger(config.logging)
         notifier = SystemdNotifier(environment: options.environment)
-        var fds: [Int32] = [-1, -1]
-        guard tinyfire_pipe_cloexec(&fds) == 0 else {
-            throw AgentError(description: "cannot make the daemon's wake-up pipe: \(String(cString: strerror(errno)))")
-        }
-        wakeRead = fds[0]
-        wakeWrite = fds[1]
-        _ = fcntl(wakeRead, F_SETFL, O_NONBLOCK)
-        _ = fcntl(wakeWrite, F_SETFL, O_NONBLOCK)
+        mailbox = try DaemonMailbox()
         let now = WallTime.now()
-        reachability = nil
         schedule = DaemonSchedule(
             collectEvery: config.telemetry.interval, syncEvery: config.telemetry.syncInterval, jitter: config.telemetry.jitter,
             watchdogInterval: notifier?.watchdogInterval, now: .zero, random: Double.random(in: 0...1))
@@ -136,16 +163,9 @@ public final class AgentDaemon: @unchecked Sendable {
             queue: AgentStatus.Queue(
                 records: 0, bytes: 0, delivered: 0, dropped: 0, rejected: 0, discarded: 0, quarantined: 0, headFailures: 0),
             deadLetters: 0, rejectedSpoolLines: 0, stoppedCollectors: [:])
-        let reachability = options.watchReachability ? Self.watch(config, namespace: options.reachabilityNamespace, logger: logger) : nil
-        self.reachability = reachability
-        do {
-            agent = try Self.openAgent(config, logger: logger, options: options)
-        } catch {
-            close(wakeRead)
-            close(wakeWrite)
-            throw error
-        }
-        startUpdater(config, logger: logger, reachability: reachability)
+        routes = options.watchReachability ? Self.judge(config, namespace: options.reachabilityNamespace, logger: logger) : nil
+        agent = try Self.openAgent(config, logger: logger, options: options)
+        startUpdater(config, logger: logger)
     }
 
     /// Creates the firmware updater when the config has a firmware section. When its directory
@@ -154,9 +174,9 @@ public final class AgentDaemon: @unchecked Sendable {
     /// `updaterRetryInterval` tries again.
     /// - Returns: whether an updater runs (or none is configured).
     @discardableResult
-    private func startUpdater(_ config: AgentConfig, logger: Logger, reachability: NetworkReachabilityManager?) -> Bool {
-        do {
-            updater = try makeUpdater(config, logger: logger, reachability: reachability)
+    private func startUpdater(_ config: AgentConfig, logger: Logger) -> Bool {
+        do throws(AgentError) {
+            updater = try makeUpdater(config, logger: logger)
             if updaterProblem != nil { logger.notice("firmware updates on again") }
             updaterProblem = nil
             return true
@@ -175,32 +195,20 @@ public final class AgentDaemon: @unchecked Sendable {
     /// How often a firmware section that could not start is tried again.
     static let updaterRetryInterval: Duration = .seconds(30)
 
-    private func makeUpdater(_ config: AgentConfig, logger: Logger, reachability: NetworkReachabilityManager?) throws(AgentError)
-        -> FirmwareUpdater?
-    {
-        guard let firmware = config.firmware else { return nil }
-        return try FirmwareUpdater(
-            config: firmware, agentConfig: config, logger: logger, reachability: reachability, environment: options.environment,
-            wallClock: agent.clock
-        ) { [weak self] in self?.post(.changed) }
-    }
-
-    deinit {
-        close(wakeRead)
-        close(wakeWrite)
+    private func makeUpdater(_ config: AgentConfig, logger: Logger) throws(AgentError) -> (any DaemonFirmware)? {
+        guard config.firmware != nil else { return nil }
+        guard let makeFirmware else {
+            throw AgentError(description: "this build of fire-agent has no firmware updates (the full-Swift build has them)")
+        }
+        let mailbox = mailbox
+        return try makeFirmware(config, logger, agent.clock) { mailbox.post(.changed) }
     }
 
     /// Asks the loop to stop (as SIGTERM does); `run()` returns once the work is persisted.
-    public func stop() { post(.stop) }
+    public func stop() { mailbox.post(.stop) }
 
     /// Asks the loop to read the config file again (as SIGHUP does).
-    public func reload() { post(.reload) }
-
-    private func post(_ command: Command) {
-        commands.withLock { $0.append(command) }
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)  // a full pipe already holds a wake-up
-    }
+    public func reload() { mailbox.post(.reload) }
 
     // MARK: - The loop
 
@@ -208,7 +216,7 @@ public final class AgentDaemon: @unchecked Sendable {
     /// - Throws: `AgentError` when a reload could bring up neither the new nor the old config.
     public func run() throws(AgentError) {
         attach(agent)
-        startReachabilityListener()
+        startWatchingRoutes()
         startDelivery()
         updater?.start()
         status.state = "running"
@@ -231,70 +239,53 @@ public final class AgentDaemon: @unchecked Sendable {
                 case .watchdog: notified(notifier?.watchdog(), "WATCHDOG=1")
                 }
             }
+            if let due = routeCheckAt, now >= due { judgeRoutes() }
             if statusDirty, lastStatusWrite.map({ now - $0 >= .seconds(1) }) ?? true { writeStatus(now: now) }
             var deadline = schedule.nextDeadline
             if statusDirty, let last = lastStatusWrite { deadline = min(deadline, last + .seconds(1)) }
-            wait(until: deadline, signalFD: signalFD)
-            for command in takeCommands() {
+            if let due = routeCheckAt { deadline = min(deadline, due) }
+            wait(until: deadline)
+            for command in mailbox.take() {
                 switch command {
                 case .stop:
                     shutdown()
                     return
                 case .reload: try reloadConfig()
-                case .routeBack:
-                    logger.info("route to the server is back: syncing now")
-                    agent.network(currentNetwork)
-                    schedule.routeReturned(at: elapsed())
-                    updater?.pollNow()
-                    updater?.recheckWaits()
-                    statusDirty = true
                 case .changed: statusDirty = true
-                case .routeChanged:
-                    agent.network(currentNetwork)
-                    // Another interface, say: a download that waits for a link may go.
-                    updater?.recheckWaits()
-                    statusDirty = true
+                case .routesMoved: scheduleRouteCheck()
                 }
             }
         }
     }
 
-    /// Sleeps in poll(2) until `deadline` or a wake-up (command or signal).
-    private func wait(until deadline: Duration, signalFD: Int32) {
+    /// Sleeps in poll(2) until `deadline` or a wake-up (a command, a signal, a netlink event).
+    private func wait(until deadline: Duration) {
         let remaining = max(deadline - elapsed(), .zero)
         let milliseconds = Int32(clamping: (remaining.totalNanoseconds + 999_999) / 1_000_000)
-        var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0), pollfd(fd: signalFD, events: Int16(POLLIN), revents: 0)]
-        _ = poll(&fds, nfds_t(signalFD >= 0 ? 2 : 1), milliseconds)
-        var buffer = [UInt8](repeating: 0, count: 64)
-        while read(wakeRead, &buffer, buffer.count) > 0 {}
+        var fds = [
+            pollfd(fd: mailbox.readEnd, events: Int16(POLLIN), revents: 0), pollfd(fd: signalFD, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: routeEvents?.fd ?? -1, events: Int16(POLLIN), revents: 0),
+        ]
+        _ = poll(&fds, nfds_t(fds.count), milliseconds)  // negative descriptors are not polled
+        mailbox.drain()
+        if fds[2].revents != 0 { readRouteEvents() }
         guard signalFD >= 0 else { return }
+        var buffer = [UInt8](repeating: 0, count: 64)
         while true {
             let count = read(signalFD, &buffer, buffer.count)
             guard count > 0 else { break }
-            for signal in buffer[0..<count] {
-                switch Int32(signal) {
-                case SIGHUP: commands.withLock { $0.append(.reload) }
-                default: commands.withLock { $0.append(.stop) }
-                }
+            for index in 0..<count {
+                mailbox.post(Int32(buffer[index]) == SIGHUP ? .reload : .stop, wake: false)
             }
         }
     }
 
-    private func takeCommands() -> [Command] {
-        commands.withLock { commands in
-            defer { commands = [] }
-            return commands
-        }
-    }
-
-    private func elapsed() -> Duration { ContinuousClock.now - origin }
+    private func elapsed() -> Duration { Instant.now().since(origin) }
 
     // MARK: - Jobs
 
     private func sync() {
-        if let problem = updaterProblem, elapsed() >= problem.retryAt,
-            startUpdater(config, logger: logger, reachability: reachability)
-        {
+        if let problem = updaterProblem, elapsed() >= problem.retryAt, startUpdater(config, logger: logger) {
             updater?.start()
             statusDirty = true
         }
@@ -328,7 +319,7 @@ public final class AgentDaemon: @unchecked Sendable {
                 "a delivery was still in flight after daemon.stopTimeout; its batch stays queued and is sent again after restart",
                 metadata: ["stopTimeout": "\(ConfigReader.describe(config.daemon.stopTimeout))"])
         }
-        reachability?.stopListening()
+        routeEvents = nil
         status.state = "stopped"
         writeStatus(now: elapsed())
         logger.info("stopped", metadata: ["queued": "\(agent.queueFigures.records)"])
@@ -341,47 +332,45 @@ public final class AgentDaemon: @unchecked Sendable {
         var report = SyncReport()
         agent.queuePending(into: &report)
         defer { agent.close() }
-        let idle = DispatchSemaphore(value: 0)
+        let idle = WakeSignal()
         agent.stopDelivery { idle.signal() }
-        let timeout = config.daemon.stopTimeout.totalNanoseconds
-        return idle.wait(timeout: .now() + .nanoseconds(Int(clamping: timeout))) == .success
+        return idle.wait(timeout: config.daemon.stopTimeout)
     }
 
     private func reloadConfig() throws(AgentError) {
         notified(notifier?.reloading(), "RELOADING=1")
         logger.info("reloading the config", metadata: ["file": "\(configPath)"])
         let fresh: AgentConfig
-        do {
+        do throws(ConfigError) {
             fresh = try AgentConfig.load(path: configPath)
         } catch {
-            refuseReload("\(error)")
+            refuseReload(error.description)
             return
         }
         _ = handOver(agent)
         let freshLogger = makeLogger(fresh.logging)
-        let freshReachability =
-            fresh.server.url.host == config.server.url.host
-            ? reachability
-            : (options.watchReachability ? Self.watch(fresh, namespace: options.reachabilityNamespace, logger: freshLogger) : nil)
-        do {
+        let sameRoute = Self.routeHost(fresh) == Self.routeHost(config)
+        do throws(AgentError) {
             agent = try Self.openAgent(fresh, logger: freshLogger, options: options)
         } catch {
             // The new file is valid but cannot run (e.g. its queue directory is unusable).
-            do {
+            do throws(AgentError) {
                 agent = try Self.openAgent(config, logger: logger, options: options)
             } catch {
-                throw AgentError(description: "reload failed and the running config could not be restored: \(error)")
+                throw AgentError(description: "reload failed and the running config could not be restored: \(error.description)")
             }
             attach(agent)
             startDelivery()
-            refuseReload("\(error)")
+            refuseReload(error.description)
             return
         }
-        if freshReachability !== reachability {
-            reachability?.stopListening()
-            reachability = freshReachability
-            reachabilityStatus.withLock { $0 = nil }
-            startReachabilityListener()
+        if !sameRoute {
+            routeEvents = nil
+            routeStatus = nil
+            routeCheckAt = nil
+            routes =
+                options.watchReachability ? Self.judge(fresh, namespace: options.reachabilityNamespace, logger: freshLogger) : nil
+            startWatchingRoutes()
         }
         config = fresh
         logger = freshLogger
@@ -396,11 +385,11 @@ public final class AgentDaemon: @unchecked Sendable {
             )
         } else {
             updaterProblem = nil
-            if startUpdater(fresh, logger: freshLogger, reachability: freshReachability) { updater?.start() }
+            if startUpdater(fresh, logger: freshLogger) { updater?.start() }
         }
         schedule.reconfigure(
             collectEvery: fresh.telemetry.interval, syncEvery: fresh.telemetry.syncInterval, jitter: fresh.telemetry.jitter, now: elapsed())
-        status.configLoadedAt = .now()
+        status.configLoadedAt = WallTime.now()
         status.reloadError = nil
         statusDirty = true
         logger.info("config reloaded", metadata: ["file": "\(configPath)"])
@@ -429,18 +418,19 @@ public final class AgentDaemon: @unchecked Sendable {
 
     /// Opens the telemetry agent (queue, engine) for `config`.
     private static func openAgent(_ config: AgentConfig, logger: Logger, options: Options) throws(AgentError) -> TelemetryAgent {
-        try TelemetryAgent(config: config, logger: logger, files: options.files, userAgent: HTTPHeader.defaultUserAgent.value)
+        guard let userAgent = options.userAgent else { return try TelemetryAgent(config: config, logger: logger, files: options.files) }
+        return try TelemetryAgent(config: config, logger: logger, files: options.files, userAgent: userAgent)
     }
 
     /// Starts the agent's background delivery with what reachability knows now (nothing is
     /// sent while it says the route is down).
     private func startDelivery() {
-        agent.startDelivery(network: reachability == nil ? .unknown : currentNetwork)
+        agent.startDelivery(network: currentNetwork)
     }
 
     /// What reachability last said, as delivery takes it.
     private var currentNetwork: OfflineQueueReplay.Network {
-        switch reachabilityStatus.withLock({ $0 }) ?? reachability?.status {
+        switch routeStatus {
         case .reachable?: return .reachable
         case .notReachable?: return .notReachable
         case .unknown?, nil: return .unknown
@@ -449,56 +439,91 @@ public final class AgentDaemon: @unchecked Sendable {
 
     /// Delivery events and spool rejections wake the loop to refresh the status.
     private func attach(_ agent: TelemetryAgent) {
-        agent.tracker.onChange { [weak self] in self?.post(.changed) }
+        let mailbox = mailbox
+        agent.tracker.onChange { mailbox.post(.changed) }
     }
 
     // MARK: - Reachability
 
-    private static func watch(_ config: AgentConfig, namespace: String?, logger: Logger) -> NetworkReachabilityManager? {
-        do {
-            return try NetworkReachabilityManager(
-                // Through a proxy, the route that matters is the one to the proxy.
-                host: namespace == nil ? config.network.routeHost(for: config.server.url) : nil, networkNamespace: namespace,
-                logger: logger.swiftLogger)
+    /// The host whose route counts: the server's, or the proxy's when one is used.
+    private static func routeHost(_ config: AgentConfig) -> String? {
+        config.network.routeHost(for: config.server.url)
+    }
+
+    private static func judge(_ config: AgentConfig, namespace: String?, logger: Logger) -> RouteJudge? {
+        do throws(NetworkReachabilityError) {
+            // In a namespace (tests), its default route is what counts.
+            return try RouteJudge(host: namespace == nil ? routeHost(config) : nil, networkNamespace: namespace)
         } catch {
             logger.notice("reachability is not watched (deliveries retry on their backoff alone)", metadata: ["reason": "\(error)"])
             return nil
         }
     }
 
-    private func startReachabilityListener() {
-        guard let reachability else { return }
-        let seen = Mutex<NetworkReachabilityManager.NetworkReachabilityStatus?>(nil)
-        reachability.startListening { [weak self] update in
-            guard let self else { return }
-            let previous = seen.withLock { state in
-                defer { state = update }
-                return state
-            }
-            self.reachabilityText.withLock { $0 = "\(update)" }
-            self.reachabilityStatus.withLock { $0 = update }
-            if case .reachable = update, let previous, previous != update, !Self.isReachable(previous) {
-                self.post(.routeBack)
-            } else {
-                self.post(.routeChanged)
-            }
+    /// Opens the netlink event socket and judges the route at once.
+    private func startWatchingRoutes() {
+        guard let routes else { return }
+        do throws(NetworkReachabilityError) {
+            routeEvents = try routes.eventSocket(receiveBuffer: Self.routeEventBuffer)
+        } catch {
+            logger.error("reachability: \(error)")
+            self.routes = nil
+            return
         }
+        judgeRoutes()
     }
 
-    private static func isReachable(_ status: NetworkReachabilityManager.NetworkReachabilityStatus) -> Bool {
-        if case .reachable = status { return true }
-        return false
+    /// Reads the waiting netlink events; any change is judged after `routeDebounce`.
+    private func readRouteEvents() {
+        guard let routeEvents else { return }
+        switch routeEvents.drain() {
+        case .messages(0): return
+        case .messages: break
+        case .overrun:
+            logger.notice("reachability: netlink events were dropped (buffer overrun); reading the routing state again")
+        case .failed(let code):
+            logger.error("reachability: netlink event socket failed: \(errnoMessage(code))")
+        }
+        scheduleRouteCheck()
+    }
+
+    private func scheduleRouteCheck() {
+        guard routes != nil, routeCheckAt == nil else { return }
+        routeCheckAt = elapsed() + Self.routeDebounce
+    }
+
+    /// Judges the route now and acts on a change: the route back means a sync at once, a firmware
+    /// poll and delivery; any other change is told to delivery and to the updater's waits.
+    private func judgeRoutes() {
+        routeCheckAt = nil
+        guard let routes else { return }
+        let mailbox = mailbox
+        let (update, failure) = routes.evaluate { mailbox.post(.routesMoved) }
+        if let failure { logger.error("reachability: \(failure)") }
+        let previous = routeStatus
+        guard previous != update else { return }
+        routeStatus = update
+        logger.debug("reachability: \(update)")
+        agent.network(currentNetwork)
+        if update.isReachable, let previous, !previous.isReachable {
+            logger.info("route to the server is back: syncing now")
+            schedule.routeReturned(at: elapsed())
+            updater?.pollNow()
+        }
+        // Another interface, say: a download that waits for a link may go.
+        updater?.recheckWaits()
+        statusDirty = true
     }
 
     // MARK: - Status
 
     private func writeStatus(now: Duration) {
         let delivery = agent.tracker.snapshot
-        status.updatedAt = .now()
+        status.updatedAt = WallTime.now()
         // The next sync rewrites it; twice its longest interval and 5 s more is the promise.
         let syncEvery = Double(config.telemetry.syncInterval.totalNanoseconds) / 1e9 * (1 + config.telemetry.jitter)
         status.nextUpdateBy = status.state == "stopped" ? nil : status.updatedAt.adding(.seconds(2 * syncEvery + 5))
-        status.reachability = reachability == nil ? "not watched" : reachabilityText.withLock { $0 }
+        status.reachability = routes == nil ? "not watched" : (routeStatus ?? .unknown).description
         let verdict = agent.clock.verdict()
         status.clock = verdict.isTrusted ? "trusted" : verdict.reason
         status.queue = agent.queueFigures
@@ -516,7 +541,7 @@ public final class AgentDaemon: @unchecked Sendable {
         }
         statusDirty = false
         lastStatusWrite = now
-        do {
+        do throws(AgentError) {
             try status.write(to: config.daemon.statusFile)
             statusWriteFailed = false
         } catch {
@@ -524,6 +549,58 @@ public final class AgentDaemon: @unchecked Sendable {
                 logger.error("status not written (fire-agent status cannot see this daemon)", metadata: ["reason": "\(error)"])
             }
             statusWriteFailed = true
+        }
+    }
+}
+
+/// What other threads and signal handlers hand the daemon's loop: commands behind a lock, and a
+/// non-blocking pipe whose byte wakes the loop's poll(2). Owned by the daemon and captured by
+/// the callbacks it installs (delivery, the updater, DNS), which never hold the daemon itself.
+///
+/// Memory: the commands not taken yet (each wake-up takes them all).
+final class DaemonMailbox: Sendable {
+    enum Command: Sendable { case stop, reload, changed, routesMoved }
+
+    private let commands = Locked<[Command]>([])
+    /// The pipe's read end, for poll(2).
+    let readEnd: Int32
+    private let writeEnd: Int32
+
+    init() throws(AgentError) {
+        var fds: [Int32] = [-1, -1]
+        guard tinyfire_pipe_cloexec(&fds) == 0 else {
+            throw AgentError(description: "cannot make the daemon's wake-up pipe: \(errnoMessage(errno))")
+        }
+        readEnd = fds[0]
+        writeEnd = fds[1]
+        _ = fcntl(readEnd, F_SETFL, O_NONBLOCK)
+        _ = fcntl(writeEnd, F_SETFL, O_NONBLOCK)
+    }
+
+    deinit {
+        close(readEnd)
+        close(writeEnd)
+    }
+
+    /// Queues `command` and wakes the loop (unless the caller is the loop).
+    func post(_ command: Command, wake: Bool = true) {
+        commands.withLock { $0.append(command) }
+        guard wake else { return }
+        var byte: UInt8 = 1
+        _ = write(writeEnd, &byte, 1)  // a full pipe already holds a wake-up
+    }
+
+    /// Empties the pipe after a wake-up.
+    func drain() {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while read(readEnd, &buffer, buffer.count) > 0 {}
+    }
+
+    /// The commands posted since the last call, in order.
+    func take() -> [Command] {
+        commands.withLock { commands in
+            defer { commands = [] }
+            return commands
         }
     }
 }
