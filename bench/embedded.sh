@@ -5,7 +5,9 @@
 #   - sizes: static, stripped, gzip -9;
 #   - `fire-agent sync --once` taking a 100,000-point spool file to a local influxd (20 gzip'd
 #     batches): wall time and peak RSS, interleaved runs, medians;
-#   - `fire-agent config check`: a whole process's start-up and a config read, 50 runs a round.
+#   - `fire-agent config check`: a whole process's start-up and a config read, 50 runs a round;
+#   - `fire-agent run` idle: the daemon with every collector on (collect every 10 s, sync every
+#     60 s), its resident memory (VmRSS, RssAnon, RssFile) and threads after 15 s.
 # Usage: bench/embedded.sh [RUNS]   (default 3). Results: bench/results/embedded.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,4 +88,29 @@ print("`config check`, a whole process (start-up, a config read), 5 rounds of 50
 print("| agent | per run |\n|---|---:|")
 for name, values in checks.items():
     print(f"| {name} | {statistics.median(values):.2f} ms |")
+
+def status_fields(pid):
+    fields = {}
+    for line in open(f"/proc/{pid}/status"):
+        key, _, value = line.partition(":")
+        fields[key] = value.split()[0] if value.split() else ""
+    return fields
+
+print("\n`run` idle after 15 s (every collector on, collect every 10 s, sync every 60 s), kB from /proc/PID/status:\n")
+print("| agent | VmRSS | RssAnon | RssFile | threads |\n|---|---:|---:|---:|---:|")
+for name, binary in agents.items():
+    directory = f"{work}/idle-{name.replace(' ', '-')}"
+    os.makedirs(directory + "/spool", exist_ok=True)
+    path = directory + "/agent.json5"
+    with open(path, "w") as f:
+        f.write(f'{{ device: {{ id: "idle" }}, server: {{ url: "{influx}" }}, telemetry: {{ interval: "10s", syncInterval: "60s", '
+                f'influx: {{ database: "bench" }}, spoolDirectory: "spool" }}, queue: {{ directory: "queue" }}, '
+                f'daemon: {{ statusFile: "status.json" }} }}')
+    os.chmod(path, 0o600)
+    daemon = subprocess.Popen([binary, "run", "--config", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(15)
+    fields = status_fields(daemon.pid)
+    daemon.terminate()
+    assert daemon.wait(30) == 0
+    print(f"| {name} | {int(fields['VmRSS']):,} | {int(fields['RssAnon']):,} | {int(fields['RssFile']):,} | {fields['Threads']} |")
 PY

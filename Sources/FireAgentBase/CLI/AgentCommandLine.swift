@@ -7,8 +7,8 @@ import TinyFireCore
 #endif
 
 /// fire-agent's command line without swift-argument-parser (which Embedded Swift cannot
-/// build): the commands of the agent that are on the core so far — `sync --once`, `status` and
-/// `config check` — with the host binary's option names, output and exit statuses
+/// build): the commands of the agent that are on the core so far — `run`, `sync --once`,
+/// `status` and `config check` — with the host binary's option names, output and exit statuses
 /// (docs/CLI.md). The Embedded agent's entry point (cross/embedded/agent) runs it.
 ///
 /// Memory: the arguments and what each command holds (`TelemetryAgent`, one status document).
@@ -30,6 +30,8 @@ public enum AgentCommandLine {
         public static let configError: Int32 = 78
         /// The agent's own files could not be written (its queue).
         public static let writeError: Int32 = 23
+        /// `run`: a reload could bring up neither the new nor the old config.
+        public static let internalError: Int32 = 99
     }
 
     static let usageText = """
@@ -40,6 +42,7 @@ public enum AgentCommandLine {
           -h, --help              Show help information.
 
         SUBCOMMANDS:
+          run [--config <config>] Run the agent as a service: collect and sync on a schedule until SIGTERM; SIGHUP reloads the config.
           config check [<file>] [--config <config>]
                                   Check a config file; prints every problem with its key path (exit 78 when there is one).
           sync --once [--config <config>]
@@ -47,8 +50,8 @@ public enum AgentCommandLine {
           status [--config <config>] [--status-file <status-file>] [--json]
                                   Show the running daemon's status: last sync and delivery, queue, dead letters, reachability, config.
 
-        (This build has the agent's commands that run on the core; `run`, `request`, `queue`,
-        `reachability` and `firmware` are in the full-Swift build.)
+        (This build has the agent's commands that run on the core, and no firmware updates;
+        `request`, `queue`, `reachability` and `firmware` are in the full-Swift build.)
         """
 
     /// Runs the command `arguments` name (without the program's name) and returns the exit
@@ -59,6 +62,10 @@ public enum AgentCommandLine {
         switch first {
         case "--version": return say(version)
         case "-h", "--help", "help": return say(usageText)
+        case "run":
+            return parsed(rest, Command.run) { arguments in
+                runDaemon(configPath: arguments.options["--config"] ?? AgentConfig.defaultPath, makeFirmware: nil)
+            }
         case "sync": return parsed(rest, Command.sync, sync)
         case "status": return parsed(rest, Command.status, status)
         case "config":
@@ -81,6 +88,7 @@ public enum AgentCommandLine {
         var flags: Set<String> = []
         var positionals = 0
 
+        static let run = Command(name: "run", usage: "run [--config <config>]", options: ["--config"])
         static let sync = Command(name: "sync", usage: "sync [--config <config>] [--once]", options: ["--config"], flags: ["--once"])
         static let status = Command(
             name: "status", usage: "status [--config <config>] [--status-file <status-file>] [--json]",
@@ -175,6 +183,41 @@ public enum AgentCommandLine {
         return Exit.success
     }
 
+    /// `fire-agent run`: the daemon until SIGTERM or SIGINT (SIGHUP reloads). Exit 0 once
+    /// stopped, 78 for a bad config, 23 when the agent cannot start (its queue), 99 when a
+    /// reload could bring up neither config.
+    /// - Parameters:
+    ///   - configPath: the config file.
+    ///   - options: how the daemon is hosted (signals handled by default).
+    ///   - makeFirmware: the firmware updater for a config with a firmware section; nil where
+    ///     this build has none.
+    public static func runDaemon(
+        configPath: String, options: AgentDaemon.Options = AgentDaemon.Options(), makeFirmware: AgentDaemon.FirmwareMaker?
+    ) -> Int32 {
+        let config: AgentConfig
+        do throws(ConfigError) {
+            config = try AgentConfig.load(path: configPath)
+        } catch {
+            printError(error.description)
+            return Exit.configError
+        }
+        let daemon: AgentDaemon
+        do throws(AgentError) {
+            daemon = try AgentDaemon(
+                configPath: configPath, config: config, options: options, makeFirmware: makeFirmware, makeLogger: logger)
+        } catch {
+            printError("fire-agent: \(error.description)")
+            return Exit.writeError
+        }
+        do throws(AgentError) {
+            try daemon.run()
+        } catch {
+            printError("fire-agent: \(error.description)")
+            return Exit.internalError
+        }
+        return Exit.success
+    }
+
     static func status(_ arguments: Parsed) -> Int32 {
         status(
             configPath: arguments.options["--config"], statusFile: arguments.options["--status-file"],
@@ -244,7 +287,7 @@ public enum AgentCommandLine {
 
     /// The agent's logger for a config's `logging` section: its format and level, on standard
     /// error (journald's layout when standard error is the journal).
-    static func logger(_ logging: AgentConfig.Logging) -> Logger {
+    @Sendable static func logger(_ logging: AgentConfig.Logging) -> Logger {
         let format = LogOutput.Format(rawValue: logging.format) ?? .text
         let stream = getenv("JOURNAL_STREAM").map { String(cString: $0) }
         return Logger(

@@ -11,21 +11,10 @@ struct RunCommand: ParsableCommand {
     var config: String?
 
     func run() throws {
-        let path = config ?? AgentConfig.defaultPath
-        let loaded = try loadConfig(path)
-        let daemon: AgentDaemon
-        do {
-            daemon = try AgentDaemon(configPath: path, config: loaded, makeLogger: agentLogger)
-        } catch {
-            printError("fire-agent: \(error)")
-            throw ExitCode(ExitStatus.writeError.rawValue)
-        }
-        do {
-            try daemon.run()
-        } catch {
-            printError("fire-agent: \(error)")
-            throw ExitCode(ExitStatus.internalError.rawValue)
-        }
+        let options = AgentDaemon.Options.host
+        let status = AgentCommandLine.runDaemon(
+            configPath: config ?? AgentConfig.defaultPath, options: options, makeFirmware: FirmwareUpdater.daemonMaker(options))
+        if status != 0 { throw ExitCode(status) }
     }
 }
 

@@ -21,6 +21,13 @@ struct EmbeddedAgent: CustomTestStringConvertible, Sendable {
 
     /// Runs the binary with `arguments` (under qemu-arm-static or qemu-aarch64-static for ARM).
     func run(_ arguments: [String], environment: [String: String]? = nil) throws -> CLIResult {
+        let (program, all) = try command(arguments)
+        return try runCapturingOutput(program, all, environment: environment)
+    }
+
+    /// The program and arguments that run the binary with `arguments`: the binary itself, or
+    /// qemu-user with the binary first. qemu-user passes signals on to the program it runs.
+    func command(_ arguments: [String]) throws -> (String, [String]) {
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw FixtureError(description: "no Embedded fire-agent at \(binary): cross/embedded/check.sh \(arch) builds it")
         }
@@ -30,9 +37,9 @@ struct EmbeddedAgent: CustomTestStringConvertible, Sendable {
             case "aarch64": "qemu-aarch64-static"
             default: nil
             }
-        guard let emulator else { return try runCapturingOutput(binary, arguments, environment: environment) }
+        guard let emulator else { return (binary, arguments) }
         guard let qemu = which(emulator) else { throw FixtureError(description: "\(emulator) is not installed (qemu-user-static)") }
-        return try runCapturingOutput(qemu, [binary] + arguments, environment: environment)
+        return (qemu, [binary] + arguments)
     }
 }
 
@@ -84,7 +91,7 @@ struct EmbeddedAgentTests {
     }
 
     @Test(
-        "status and config check print what the full-Swift fire-agent prints for the same files, with its exit statuses",
+        "status, config check and run's refusals print what the full-Swift fire-agent prints for the same files, with its exit statuses",
         arguments: EmbeddedAgent.all)
     func sameAsHost(_ agent: EmbeddedAgent) throws {
         let directory = try agentScratch("embedded-same-\(agent.arch)")
@@ -119,6 +126,10 @@ struct EmbeddedAgentTests {
             ["status", "--bogus"],
             ["sync"],
             ["config", "check", "a", "b"],
+            ["run", "--config", directory + "/bad.json5"],
+            ["run", "--config", directory + "/missing.json5"],
+            ["run", "--bogus"],
+            ["run", "extra"],
             ["--version"],
         ]
         for arguments in cases {
