@@ -156,13 +156,7 @@ public enum AgentCommandLine {
     /// output. Exit 0 when the queue is empty, 75 when batches stay queued (why on standard
     /// error), 78 for a bad config, 23 when the agent's queue cannot be opened.
     public static func syncOnce(configPath: String) -> Int32 {
-        let config: AgentConfig
-        do throws(ConfigError) {
-            config = try AgentConfig.load(path: configPath)
-        } catch {
-            printError(error.description)
-            return Exit.configError
-        }
+        guard let config = loadConfig(configPath) else { return Exit.configError }
         let agent: TelemetryAgent
         do throws(AgentError) {
             agent = try TelemetryAgent(config: config, logger: logger(config.logging))
@@ -194,13 +188,7 @@ public enum AgentCommandLine {
     public static func runDaemon(
         configPath: String, options: AgentDaemon.Options = AgentDaemon.Options(), makeFirmware: AgentDaemon.FirmwareMaker?
     ) -> Int32 {
-        let config: AgentConfig
-        do throws(ConfigError) {
-            config = try AgentConfig.load(path: configPath)
-        } catch {
-            printError(error.description)
-            return Exit.configError
-        }
+        guard let config = loadConfig(configPath) else { return Exit.configError }
         let daemon: AgentDaemon
         do throws(AgentError) {
             daemon = try AgentDaemon(
@@ -216,6 +204,16 @@ public enum AgentCommandLine {
             return Exit.internalError
         }
         return Exit.success
+    }
+
+    /// The checked config at `path`, or nil once its problems are printed (exit 78 follows).
+    static func loadConfig(_ path: String) -> AgentConfig? {
+        do throws(ConfigError) {
+            return try AgentConfig.load(path: path)
+        } catch {
+            printError(error.description)
+            return nil
+        }
     }
 
     static func status(_ arguments: Parsed) -> Int32 {

@@ -33,10 +33,17 @@ public struct SystemFiles: Sendable {
     }
 
     /// The file's bytes, as `read` (at most `limit`; with `whole`, nil for a longer file).
-    public func readBytes(_ path: String, limit: Int = 1 << 20, whole: Bool = false) -> [UInt8]? {
-        let fd = open(root + path, O_RDONLY | O_CLOEXEC)
+    /// Only regular files are read unless `regularOnly` is false: a FIFO, a device or a socket
+    /// at the path (a local user's trap for a root reader, or a mistake) is nil at once, never
+    /// waited on. A command that reads a path its user named may take a pipe
+    /// (`<(…)`): it passes false and waits for the writer as `cat` would.
+    public func readBytes(_ path: String, limit: Int = 1 << 20, whole: Bool = false, regularOnly: Bool = true) -> [UInt8]? {
+        // Non-blocking, so that opening a FIFO with no writer returns instead of waiting.
+        let fd = open(root + path, O_RDONLY | O_CLOEXEC | O_NOCTTY | (regularOnly ? O_NONBLOCK : 0))
         guard fd >= 0 else { return nil }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, !regularOnly || info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) else { return nil }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: min(65536, limit + 1))
         while true {
@@ -56,7 +63,8 @@ public struct SystemFiles: Sendable {
 
     /// Why `readBytes(path, limit: limit, whole: true)` found nothing, as the end of a sentence
     /// that starts with the path: "does not exist", "cannot be read: Permission denied",
-    /// "cannot be read: Is a directory", "is larger than 1 MiB: not <what>".
+    /// "cannot be read: Is a directory", "is not a regular file (a FIFO)", "is larger than
+    /// 1 MiB: not <what>".
     /// - Parameters:
     ///   - path: the file.
     ///   - limit: the bound it was read with.
@@ -65,10 +73,15 @@ public struct SystemFiles: Sendable {
         var info = stat()
         if stat(root + path, &info) != 0 {
             return errno == ENOENT ? "does not exist" : "cannot be read: \(errnoMessage(errno))"
-        } else if info.st_mode & mode_t(S_IFMT) == mode_t(S_IFDIR) {
-            return "cannot be read: \(errnoMessage(EISDIR))"
-        } else if info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) && info.st_size > limit {
+        }
+        switch info.st_mode & mode_t(S_IFMT) {
+        case mode_t(S_IFDIR): return "cannot be read: \(errnoMessage(EISDIR))"
+        case mode_t(S_IFIFO): return "is not a regular file (a FIFO)"
+        case mode_t(S_IFSOCK): return "is not a regular file (a socket)"
+        case mode_t(S_IFCHR), mode_t(S_IFBLK): return "is not a regular file (a device)"
+        case mode_t(S_IFREG) where info.st_size > limit:
             return "is larger than \(ConfigReader.describeBytes(Int64(limit))): not \(what)"
+        default: break
         }
         return "cannot be read: \(errnoMessage(EACCES))"
     }

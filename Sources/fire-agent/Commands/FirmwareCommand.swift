@@ -120,11 +120,12 @@ struct FirmwareCommand: ParsableCommand {
             }
             let files = SystemFiles()
             let signaturePath = signature ?? manifest + ".sig"
-            guard let bytes = files.readBytes(manifest, limit: FirmwareManifest.maximumBytes + 1, whole: true) else {
+            guard let bytes = files.readBytes(manifest, limit: FirmwareManifest.maximumBytes + 1, whole: true, regularOnly: false) else {
                 printError("fire-agent: \(manifest) cannot be read")
                 throw ExitCode(ExitStatus.readError.rawValue)
             }
-            guard let signed = files.readBytes(signaturePath, limit: ManifestSignature.maximumBytes + 1, whole: true) else {
+            guard let signed = files.readBytes(signaturePath, limit: ManifestSignature.maximumBytes + 1, whole: true, regularOnly: false)
+            else {
                 printError("fire-agent: \(signaturePath) cannot be read")
                 throw ExitCode(ExitStatus.readError.rawValue)
             }

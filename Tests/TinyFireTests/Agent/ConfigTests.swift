@@ -287,7 +287,7 @@ struct ConfigTests {
         agent.close()
     }
 
-    @Test("the file itself: missing, a directory, over 1 MiB (refused unread); state paths absolute, dot segments out")
+    @Test("the file itself: missing, a directory, a FIFO or a device, over 1 MiB (refused unread); state paths absolute, dot segments out")
     func configFile() throws {
         let directory = FileManager.default.temporaryDirectory.appending(path: "tinyfire-config-file-\(getpid())").path
         try? FileManager.default.removeItem(atPath: directory)
@@ -303,6 +303,12 @@ struct ConfigTests {
         }
         #expect(refusal(directory + "/missing.json5") == "does not exist")
         #expect(refusal(directory + "/etc") == "cannot be read: Is a directory")
+        // A FIFO with no writer (a local user's trap for a root reader) is refused at once,
+        // not waited on; so are devices.
+        let fifo = directory + "/fifo.json5"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(refusal(fifo) == "is not a regular file (a FIFO)")
+        #expect(refusal("/dev/zero") == "is not a regular file (a device)")
         // A big file (a log named by mistake) is refused before it is read into memory.
         let big = directory + "/big.json5"
         try Data((document() + String(repeating: " ", count: AgentConfig.maximumFileBytes)).utf8).write(to: URL(filePath: big))

@@ -485,6 +485,10 @@ struct StatusDocumentTests {
         }
         #expect(readError(path).hasPrefix("status file \(path) does not exist"))
         #expect(readError(directory).contains("cannot be read: Is a directory"))
+        // `status --status-file` takes any path: a FIFO there is refused, not waited on.
+        let fifo = directory + "/status.fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(readError(fifo).hasPrefix("status file \(fifo) is not a regular file (a FIFO)"), "\(readError(fifo))")
         try Data(repeating: 0x20, count: AgentStatus.maximumFileBytes + 1).write(to: URL(filePath: path))
         #expect(readError(path).contains("is larger than 1MiB: not a status file"))
         try Data("{}".utf8).write(to: URL(filePath: path))

@@ -116,8 +116,12 @@ struct EmbeddedAgentTests {
             "{ device: { id: \"b\" }, server: { url: \"http://127.0.0.1:1\" }, queue: { directory: \"q\" } }",
             to: directory + "/agent.json5")
         try write("{ device: { id: 7 }, server: { url: \"ftp://x\" }, telemetry: { intervl: \"10s\" } }", to: directory + "/bad.json5")
+        // A FIFO where a file should be: refused at once by both, never waited on.
+        #expect(mkfifo(directory + "/fifo", 0o600) == 0)
         let cases: [[String]] = [
             ["status", "--status-file", directory + "/status.json", "--json"],
+            ["status", "--status-file", directory + "/fifo"],
+            ["config", "check", directory + "/fifo"],
             ["status", "--status-file", stopped],
             ["status", "--status-file", directory + "/missing.json"],
             ["config", "check", directory + "/agent.json5"],
