@@ -8,7 +8,8 @@ import TinyFireCore
 
 /// fire-agent's command line without swift-argument-parser (which Embedded Swift cannot
 /// build): the commands of the agent that are on the core so far — `run`, `sync --once`,
-/// `status` and `config check` — with the host binary's option names, output and exit statuses
+/// `status`, `config check` and `reachability` — with the host binary's option names, output
+/// and exit statuses
 /// (docs/CLI.md). The Embedded agent's entry point (cross/embedded/agent) runs it.
 ///
 /// Memory: the arguments and what each command holds (`TelemetryAgent`, one status document).
@@ -49,9 +50,11 @@ public enum AgentCommandLine {
                                   Collect telemetry once, take the spool, queue the batches and deliver the queue; then exit.
           status [--config <config>] [--status-file <status-file>] [--json]
                                   Show the running daemon's status: last sync and delivery, queue, dead letters, reachability, config.
+          reachability [--watch] [--host <host>] [--netns <netns>]
+                                  Print whether the network is reachable, and through which interface (rtnetlink).
 
         (This build has the agent's commands that run on the core, and no firmware updates;
-        `request`, `queue`, `reachability` and `firmware` are in the full-Swift build.)
+        `request`, `queue` and `firmware` are in the full-Swift build.)
         """
 
     /// Runs the command `arguments` name (without the program's name) and returns the exit
@@ -68,6 +71,11 @@ public enum AgentCommandLine {
             }
         case "sync": return parsed(rest, Command.sync, sync)
         case "status": return parsed(rest, Command.status, status)
+        case "reachability":
+            return parsed(rest, Command.reachability) { arguments in
+                reachability(
+                    host: arguments.options["--host"], namespace: arguments.options["--netns"], watch: arguments.flags.contains("--watch"))
+            }
         case "config":
             guard rest.first == "check" else {
                 let problem = rest.first.map { "Unexpected argument '\($0)'" } ?? "Missing subcommand"
@@ -93,6 +101,9 @@ public enum AgentCommandLine {
         static let status = Command(
             name: "status", usage: "status [--config <config>] [--status-file <status-file>] [--json]",
             options: ["--config", "--status-file"], flags: ["--json"])
+        static let reachability = Command(
+            name: "reachability", usage: "reachability [--watch] [--host <host>] [--netns <netns>]", options: ["--host", "--netns"],
+            flags: ["--watch"])
         static let configCheck = Command(
             name: "config check", usage: "config check [<file>] [--config <config>]", options: ["--config"], positionals: 1)
     }
@@ -204,6 +215,68 @@ public enum AgentCommandLine {
             return Exit.internalError
         }
         return Exit.success
+    }
+
+    /// `fire-agent reachability`: one line — `reachable IFACE TYPE`, `not-reachable` or
+    /// `unknown` — and exit 0 when reachable, 1 otherwise; with `watch`, that line and then one
+    /// per change until a signal ends the process. 99 when netlink cannot be used.
+    /// - Parameters:
+    ///   - host: judge the kernel's route to this host (a name is resolved first) instead of any
+    ///     default route.
+    ///   - namespace: a network namespace file to watch instead of this process's.
+    ///   - watch: keep printing changes.
+    public static func reachability(host: String?, namespace: String?, watch: Bool) -> Int32 {
+        let judge: RouteJudge
+        do throws(NetworkReachabilityError) {
+            judge = try RouteJudge(host: host, networkNamespace: namespace)
+            if !watch {
+                judge.resolveHost()
+                let (status, failure) = judge.evaluate {}
+                if let failure { printError("fire-agent: reachability: \(failure)") }
+                printLine(status.description)
+                return status.isReachable ? Exit.success : 1
+            }
+            unblockTerminationSignals()
+            let routes = try RouteWatch(judge: judge, receiveBuffer: AgentDaemon.routeEventBuffer)
+            let resolved = Locked(false)
+            while true {
+                let (changed, failure) = routes.checkIfDue { resolved.withLock { $0 = true } }
+                if let failure { printError("fire-agent: reachability: \(failure)") }
+                if let changed { printLine(changed.description) }
+                if resolved.withLock({ ready in
+                    defer { ready = false }
+                    return ready
+                }) {
+                    routes.scheduleCheck()
+                }
+                // A name's addresses arrive from another thread: look again within a second.
+                var timeout: Int32 = 1000
+                if let due = routes.checkAt {
+                    let now = Instant.now()
+                    timeout = due > now ? Int32(clamping: (due.since(now).nanosecondsClamped + 999_999) / 1_000_000) : 0
+                }
+                var descriptor = pollfd(fd: routes.descriptor, events: Int16(POLLIN), revents: 0)
+                if poll(&descriptor, 1, timeout) > 0, let note = routes.readEvents() { printError("fire-agent: reachability: \(note)") }
+            }
+        } catch {
+            printError("fire-agent: \(error.description)")
+            return Exit.internalError
+        }
+    }
+
+    /// Unblocks SIGINT, SIGTERM and SIGHUP: a parent may start us with signals blocked (a
+    /// spawning thread's mask is inherited), and a command that runs until stopped must be
+    /// stoppable.
+    static func unblockTerminationSignals() {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+        pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+    }
+
+    /// One line on standard output, written at once (scripts read lines as they come).
+    static func printLine(_ text: String) {
+        _ = writeAll(1, Array((text + "\n").utf8))
     }
 
     /// The checked config at `path`, or nil once its problems are printed (exit 78 follows).

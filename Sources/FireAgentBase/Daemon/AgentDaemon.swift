@@ -32,9 +32,9 @@ public protocol DaemonFirmware: AnyObject {
 /// - Collection and sync follow the schedule (jittered sync); the offline queue delivers in
 ///   the background, driven by reachability (it waits while the route to the server is down
 ///   and sends at once when it returns; the daemon then queues what it holds at once too).
-/// - Reachability: the loop watches rtnetlink events for links, addresses and routes itself,
-///   gathers a burst for `routeDebounce` and judges the route to the server (or the proxy) with
-///   the core's `RouteJudge`.
+/// - Reachability: the loop watches rtnetlink events for links, addresses and routes itself
+///   (the core's `RouteWatch`: a burst gathered for 50 ms, then the route to the server, or the
+///   proxy, judged by `RouteJudge`).
 /// - SIGTERM or SIGINT (or `stop()`): pending points and the spool are queued durably, the
 ///   delivery in flight gets up to `daemon.stopTimeout` to finish (a batch it does not finish
 ///   stays queued and is sent again), the queue is closed, the status says `stopped`.
@@ -59,8 +59,6 @@ public final class AgentDaemon: @unchecked Sendable {
             _ config: AgentConfig, _ logger: Logger, _ clock: WallClock, _ changed: @escaping @Sendable () -> Void
         ) throws(AgentError) -> (any DaemonFirmware)?
 
-    /// How long netlink events are gathered before the route is judged again: 50 ms.
-    public static let routeDebounce: Duration = .milliseconds(50)
     /// The kernel receive buffer of the netlink event socket: 256 KiB. Overruns trigger a
     /// full re-read.
     public static let routeEventBuffer: Int32 = 256 * 1024
@@ -108,14 +106,8 @@ public final class AgentDaemon: @unchecked Sendable {
     private var updater: (any DaemonFirmware)?
     /// Why the configured firmware updater does not run, and when it is tried again.
     private var updaterProblem: (reason: String, retryAt: Duration)?
-    /// The route's judge, or nil when reachability is not watched.
-    private var routes: RouteJudge?
-    /// Its netlink event socket, once watching started.
-    private var routeEvents: NetlinkSocket?
-    /// What the judge last said (nil before it said anything).
-    private var routeStatus: ReachabilityStatus?
-    /// When the routing state is judged next (a burst of events gathered), if due.
-    private var routeCheckAt: Duration?
+    /// The route to the server, watched; nil when reachability is not watched.
+    private var routes: RouteWatch?
     private var schedule: DaemonSchedule
     private var status: AgentStatus
     private var statusDirty = true
@@ -163,7 +155,7 @@ public final class AgentDaemon: @unchecked Sendable {
             queue: AgentStatus.Queue(
                 records: 0, bytes: 0, delivered: 0, dropped: 0, rejected: 0, discarded: 0, quarantined: 0, headFailures: 0),
             deadLetters: 0, rejectedSpoolLines: 0, stoppedCollectors: [:])
-        routes = options.watchReachability ? Self.judge(config, namespace: options.reachabilityNamespace, logger: logger) : nil
+        routes = options.watchReachability ? Self.watch(config, namespace: options.reachabilityNamespace, logger: logger) : nil
         agent = try Self.openAgent(config, logger: logger, options: options)
         startUpdater(config, logger: logger)
     }
@@ -216,7 +208,7 @@ public final class AgentDaemon: @unchecked Sendable {
     /// - Throws: `AgentError` when a reload could bring up neither the new nor the old config.
     public func run() throws(AgentError) {
         attach(agent)
-        startWatchingRoutes()
+        judgeRoutes()
         startDelivery()
         updater?.start()
         status.state = "running"
@@ -239,11 +231,11 @@ public final class AgentDaemon: @unchecked Sendable {
                 case .watchdog: notified(notifier?.watchdog(), "WATCHDOG=1")
                 }
             }
-            if let due = routeCheckAt, now >= due { judgeRoutes() }
+            judgeRoutes()
             if statusDirty, lastStatusWrite.map({ now - $0 >= .seconds(1) }) ?? true { writeStatus(now: now) }
             var deadline = schedule.nextDeadline
             if statusDirty, let last = lastStatusWrite { deadline = min(deadline, last + .seconds(1)) }
-            if let due = routeCheckAt { deadline = min(deadline, due) }
+            if let due = routes?.checkAt { deadline = min(deadline, due.since(origin)) }
             wait(until: deadline)
             for command in mailbox.take() {
                 switch command {
@@ -252,7 +244,7 @@ public final class AgentDaemon: @unchecked Sendable {
                     return
                 case .reload: try reloadConfig()
                 case .changed: statusDirty = true
-                case .routesMoved: scheduleRouteCheck()
+                case .routesMoved: routes?.scheduleCheck()
                 }
             }
         }
@@ -264,11 +256,11 @@ public final class AgentDaemon: @unchecked Sendable {
         let milliseconds = Int32(clamping: (remaining.totalNanoseconds + 999_999) / 1_000_000)
         var fds = [
             pollfd(fd: mailbox.readEnd, events: Int16(POLLIN), revents: 0), pollfd(fd: signalFD, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: routeEvents?.fd ?? -1, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: routes?.descriptor ?? -1, events: Int16(POLLIN), revents: 0),
         ]
         _ = poll(&fds, nfds_t(fds.count), milliseconds)  // negative descriptors are not polled
         mailbox.drain()
-        if fds[2].revents != 0 { readRouteEvents() }
+        if fds[2].revents != 0, let note = routes?.readEvents() { logger.notice("reachability: \(note)") }
         guard signalFD >= 0 else { return }
         var buffer = [UInt8](repeating: 0, count: 64)
         while true {
@@ -319,7 +311,7 @@ public final class AgentDaemon: @unchecked Sendable {
                 "a delivery was still in flight after daemon.stopTimeout; its batch stays queued and is sent again after restart",
                 metadata: ["stopTimeout": "\(ConfigReader.describe(config.daemon.stopTimeout))"])
         }
-        routeEvents = nil
+        routes = nil
         status.state = "stopped"
         writeStatus(now: elapsed())
         logger.info("stopped", metadata: ["queued": "\(agent.queueFigures.records)"])
@@ -365,12 +357,9 @@ public final class AgentDaemon: @unchecked Sendable {
             return
         }
         if !sameRoute {
-            routeEvents = nil
-            routeStatus = nil
-            routeCheckAt = nil
             routes =
-                options.watchReachability ? Self.judge(fresh, namespace: options.reachabilityNamespace, logger: freshLogger) : nil
-            startWatchingRoutes()
+                options.watchReachability ? Self.watch(fresh, namespace: options.reachabilityNamespace, logger: freshLogger) : nil
+            judgeRoutes()
         }
         config = fresh
         logger = freshLogger
@@ -430,7 +419,7 @@ public final class AgentDaemon: @unchecked Sendable {
 
     /// What reachability last said, as delivery takes it.
     private var currentNetwork: OfflineQueueReplay.Network {
-        switch routeStatus {
+        switch routes?.status {
         case .reachable?: return .reachable
         case .notReachable?: return .notReachable
         case .unknown?, nil: return .unknown
@@ -450,59 +439,29 @@ public final class AgentDaemon: @unchecked Sendable {
         config.network.routeHost(for: config.server.url)
     }
 
-    private static func judge(_ config: AgentConfig, namespace: String?, logger: Logger) -> RouteJudge? {
+    /// Watches the route to the server (through a proxy, to the proxy), or nil with the reason
+    /// logged when netlink cannot be used.
+    private static func watch(_ config: AgentConfig, namespace: String?, logger: Logger) -> RouteWatch? {
         do throws(NetworkReachabilityError) {
             // In a namespace (tests), its default route is what counts.
-            return try RouteJudge(host: namespace == nil ? routeHost(config) : nil, networkNamespace: namespace)
+            let judge = try RouteJudge(host: namespace == nil ? routeHost(config) : nil, networkNamespace: namespace)
+            return try RouteWatch(judge: judge, receiveBuffer: routeEventBuffer)
         } catch {
             logger.notice("reachability is not watched (deliveries retry on their backoff alone)", metadata: ["reason": "\(error)"])
             return nil
         }
     }
 
-    /// Opens the netlink event socket and judges the route at once.
-    private func startWatchingRoutes() {
-        guard let routes else { return }
-        do throws(NetworkReachabilityError) {
-            routeEvents = try routes.eventSocket(receiveBuffer: Self.routeEventBuffer)
-        } catch {
-            logger.error("reachability: \(error)")
-            self.routes = nil
-            return
-        }
-        judgeRoutes()
-    }
-
-    /// Reads the waiting netlink events; any change is judged after `routeDebounce`.
-    private func readRouteEvents() {
-        guard let routeEvents else { return }
-        switch routeEvents.drain() {
-        case .messages(0): return
-        case .messages: break
-        case .overrun:
-            logger.notice("reachability: netlink events were dropped (buffer overrun); reading the routing state again")
-        case .failed(let code):
-            logger.error("reachability: netlink event socket failed: \(errnoMessage(code))")
-        }
-        scheduleRouteCheck()
-    }
-
-    private func scheduleRouteCheck() {
-        guard routes != nil, routeCheckAt == nil else { return }
-        routeCheckAt = elapsed() + Self.routeDebounce
-    }
-
-    /// Judges the route now and acts on a change: the route back means a sync at once, a firmware
-    /// poll and delivery; any other change is told to delivery and to the updater's waits.
+    /// Judges the route when a check is due and acts on a change: the route back means a sync
+    /// at once, a firmware poll and delivery; any other change is told to delivery and to the
+    /// updater's waits.
     private func judgeRoutes() {
-        routeCheckAt = nil
         guard let routes else { return }
+        let previous = routes.status
         let mailbox = mailbox
-        let (update, failure) = routes.evaluate { mailbox.post(.routesMoved) }
+        let (changed, failure) = routes.checkIfDue { mailbox.post(.routesMoved) }
         if let failure { logger.error("reachability: \(failure)") }
-        let previous = routeStatus
-        guard previous != update else { return }
-        routeStatus = update
+        guard let update = changed else { return }
         logger.debug("reachability: \(update)")
         agent.network(currentNetwork)
         if update.isReachable, let previous, !previous.isReachable {
@@ -523,7 +482,7 @@ public final class AgentDaemon: @unchecked Sendable {
         // The next sync rewrites it; twice its longest interval and 5 s more is the promise.
         let syncEvery = Double(config.telemetry.syncInterval.totalNanoseconds) / 1e9 * (1 + config.telemetry.jitter)
         status.nextUpdateBy = status.state == "stopped" ? nil : status.updatedAt.adding(.seconds(2 * syncEvery + 5))
-        status.reachability = routes == nil ? "not watched" : (routeStatus ?? .unknown).description
+        status.reachability = routes.map { ($0.status ?? .unknown).description } ?? "not watched"
         let verdict = agent.clock.verdict()
         status.clock = verdict.isTrusted ? "trusted" : verdict.reason
         status.queue = agent.queueFigures

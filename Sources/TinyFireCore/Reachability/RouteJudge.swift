@@ -120,6 +120,18 @@ package final class RouteJudge: Sendable {
             namespace: networkNamespace, groups: tinyfire_nl_groups_reachability(), nonblocking: true, receiveBuffer: receiveBuffer)
     }
 
+    /// Resolves a host name now, on this thread, when its addresses are not known yet (a
+    /// one-shot judgment, which has no later evaluation to wait for). Nothing for an address
+    /// literal, no host, or a name that does not resolve (judged by the default route then).
+    package func resolveHost() {
+        guard let host, Self.numericAddress(host) == nil, resolution.withLock({ $0.addresses.isEmpty }) else { return }
+        guard case .success(let resolved) = DNSResolver.resolveNow(host: host, port: 0), !resolved.isEmpty else { return }
+        resolution.withLock { state in
+            state.addresses = resolved
+            state.last = .now()
+        }
+    }
+
     /// Reads the routing state and judges it.
     /// - Parameter addressesChanged: called on another thread when a host name's resolution
     ///   brought new addresses (the caller evaluates again then).

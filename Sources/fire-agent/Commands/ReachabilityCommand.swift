@@ -1,5 +1,5 @@
 import ArgumentParser
-import Dispatch
+import FireAgentCore
 import TinyFire
 
 #if canImport(Glibc)
@@ -29,27 +29,8 @@ struct ReachabilityCommand: ParsableCommand {
     var netns: String?
 
     func run() throws {
-        let manager: NetworkReachabilityManager
-        do {
-            manager = try NetworkReachabilityManager(host: host, networkNamespace: netns)
-        } catch {
-            printError("fire-agent: \(error)")
-            throw ExitCode(ExitStatus.internalError.rawValue)
-        }
-        guard watch else {
-            let status = manager.status
-            printLine(status.description)
-            if case .reachable = status { return }
-            throw ExitCode(1)
-        }
-        unblockTerminationSignals()
-        let started = manager.startListening { status in printLine(status.description) }
-        guard started else {
-            printError("fire-agent: cannot watch netlink events (see the log line above)")
-            throw ExitCode(ExitStatus.internalError.rawValue)
-        }
-        // Runs until a signal ends the process.
-        while true { DispatchSemaphore(value: 0).wait() }
+        let status = AgentCommandLine.reachability(host: host, namespace: netns, watch: watch)
+        if status != 0 { throw ExitCode(status) }
     }
 }
 

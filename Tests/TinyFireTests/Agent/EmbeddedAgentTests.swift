@@ -134,6 +134,8 @@ struct EmbeddedAgentTests {
             ["run", "--config", directory + "/missing.json5"],
             ["run", "--bogus"],
             ["run", "extra"],
+            ["reachability", "--netns", directory + "/no-such-namespace"],
+            ["reachability", "--bogus"],
             ["--version"],
         ]
         for arguments in cases {
@@ -154,5 +156,33 @@ struct EmbeddedAgentTests {
         }
         #expect(text.status == 0 && hostText.status == 0)
         #expect(withoutSeconds(text.stdout) == withoutSeconds(hostText.stdout), "\(withoutSeconds(text.stdout))")
+    }
+
+    @Test(
+        "reachability: the namespace's routes as one line and an exit status, --host, and --watch printing each change, as the full-Swift fire-agent",
+        arguments: EmbeddedAgent.all)
+    func reachability(_ agent: EmbeddedAgent) throws {
+        let ns = try NetworkNamespace()
+        for arguments in [["reachability", "--netns", ns.path], ["reachability", "--netns", ns.path, "--host", "203.0.113.5"]] {
+            let embedded = try agent.run(arguments)
+            let host = try fireAgent(arguments)
+            #expect(embedded.status == 1 && host.status == 1, "\(arguments): \(embedded.status) vs \(host.status)")
+            #expect(embedded.stdoutText == "not-reachable\n" && embedded.stdout == host.stdout, "\(embedded.stdoutText)")
+        }
+        try ns.inside(["route", "add", "203.0.113.5/32", "via", ns.hostAddress])
+        let routed = try agent.run(["reachability", "--netns", ns.path, "--host", "203.0.113.5"])
+        #expect(routed.status == 0 && routed.stdoutText == "reachable \(ns.innerInterface) ethernet\n", "\(routed.stdoutText)")
+        // Still no default route: the plain form says so.
+        #expect(try agent.run(["reachability", "--netns", ns.path]).status == 1)
+
+        let (program, all) = try agent.command(["reachability", "--watch", "--netns", ns.path])
+        let watcher = try LineReadingProcess(program, all)
+        defer { watcher.terminate() }
+        #expect(watcher.nextLine() == "not-reachable")
+        try ns.inside(["route", "add", "default", "via", ns.hostAddress])
+        #expect(watcher.nextLine() == "reachable \(ns.innerInterface) ethernet")
+        try ns.inside(["link", "set", ns.innerInterface, "down"])
+        #expect(watcher.nextLine() == "not-reachable")
+        #expect(watcher.nextLine(within: .milliseconds(300)) == nil)
     }
 }
