@@ -8,8 +8,8 @@ import TinyFireCore
 
 /// fire-agent's command line without swift-argument-parser (which Embedded Swift cannot
 /// build): the commands of the agent that are on the core so far — `run`, `sync --once`,
-/// `status`, `config check` and `reachability` — with the host binary's option names, output
-/// and exit statuses
+/// `status`, `config check`, `reachability`, `queue list` and `queue stats` — with the host
+/// binary's option names, output, usage errors and exit statuses
 /// (docs/CLI.md). The Embedded agent's entry point (cross/embedded/agent) runs it.
 ///
 /// Memory: the arguments and what each command holds (`TelemetryAgent`, one status document).
@@ -31,6 +31,8 @@ public enum AgentCommandLine {
         public static let configError: Int32 = 78
         /// The agent's own files could not be written (its queue).
         public static let writeError: Int32 = 23
+        /// A file or directory the command reads cannot be used (`queue list` and `stats`).
+        public static let readError: Int32 = 26
         /// `run`: a reload could bring up neither the new nor the old config.
         public static let internalError: Int32 = 99
     }
@@ -52,9 +54,12 @@ public enum AgentCommandLine {
                                   Show the running daemon's status: last sync and delivery, queue, dead letters, reachability, config.
           reachability [--watch] [--host <host>] [--netns <netns>]
                                   Print whether the network is reachable, and through which interface (rtnetlink).
+          queue list --dir <dir> [--limit <limit>]
+                                  One line per queued record, oldest first: SEQUENCE AGE_S METHOD URL BODY_BYTES IDEMPOTENCY_KEY.
+          queue stats --dir <dir> Counts, bytes, the oldest record's age and the drop counters, as key=value lines.
 
         (This build has the agent's commands that run on the core, and no firmware updates;
-        `request`, `queue` and `firmware` are in the full-Swift build.)
+        `request`, `queue add`, `queue flush` and `firmware` are in the full-Swift build.)
         """
 
     /// Runs the command `arguments` name (without the program's name) and returns the exit
@@ -71,6 +76,20 @@ public enum AgentCommandLine {
             }
         case "sync": return parsed(rest, Command.sync, sync)
         case "status": return parsed(rest, Command.status, status)
+        case "queue":
+            switch rest.first {
+            case "list":
+                return parsed(Array(rest.dropFirst()), Command.queueList) { arguments in
+                    queueList(directory: arguments.options["--dir"] ?? "", limit: arguments.options["--limit"].flatMap { Int($0) } ?? .max)
+                }
+            case "stats":
+                return parsed(Array(rest.dropFirst()), Command.queueStats) { arguments in
+                    queueStats(directory: arguments.options["--dir"] ?? "")
+                }
+            default:
+                let problem = rest.first.map { "Unexpected argument '\($0)'" } ?? "Missing subcommand"
+                return usageError(problem, Command(name: "queue", usage: "queue <subcommand>"))
+            }
         case "reachability":
             return parsed(rest, Command.reachability) { arguments in
                 reachability(
@@ -95,17 +114,43 @@ public enum AgentCommandLine {
         var options: Set<String> = []
         var flags: Set<String> = []
         var positionals = 0
+        /// Options that must be given.
+        var required: [String] = []
+        /// Options whose value must be a whole number.
+        var integers: Set<String> = []
+        /// Each option's help line (what a usage error about it shows).
+        var help: [String: String] = [:]
 
-        static let run = Command(name: "run", usage: "run [--config <config>]", options: ["--config"])
-        static let sync = Command(name: "sync", usage: "sync [--config <config>] [--once]", options: ["--config"], flags: ["--once"])
+        /// The help line of `--config` where the default applies.
+        static let configHelp = "The config file (default \(AgentConfig.defaultPath))."
+
+        static let run = Command(name: "run", usage: "run [--config <config>]", options: ["--config"], help: ["--config": configHelp])
+        static let sync = Command(
+            name: "sync", usage: "sync [--config <config>] [--once]", options: ["--config"], flags: ["--once"],
+            help: ["--config": configHelp])
         static let status = Command(
             name: "status", usage: "status [--config <config>] [--status-file <status-file>] [--json]",
-            options: ["--config", "--status-file"], flags: ["--json"])
+            options: ["--config", "--status-file"], flags: ["--json"],
+            help: [
+                "--config": "The config file naming the status file (default \(AgentConfig.defaultPath)).",
+                "--status-file": "Read this status file instead of the config's daemon.statusFile.",
+            ])
         static let reachability = Command(
             name: "reachability", usage: "reachability [--watch] [--host <host>] [--netns <netns>]", options: ["--host", "--netns"],
-            flags: ["--watch"])
+            flags: ["--watch"],
+            help: [
+                "--host": "Judge the kernel's route to this host (name or address) instead of any default route.",
+                "--netns": "Watch the network namespace in FILE (e.g. /run/netns/NAME) instead of this process's.",
+            ])
+        static let queueList = Command(
+            name: "queue list", usage: "queue list --dir <dir> [--limit <limit>]", options: ["--dir", "--limit"], required: ["--dir"],
+            integers: ["--limit"], help: ["--dir": "The queue's directory.", "--limit": "Print at most this many records."])
+        static let queueStats = Command(
+            name: "queue stats", usage: "queue stats --dir <dir>", options: ["--dir"], required: ["--dir"],
+            help: ["--dir": "The queue's directory."])
         static let configCheck = Command(
-            name: "config check", usage: "config check [<file>] [--config <config>]", options: ["--config"], positionals: 1)
+            name: "config check", usage: "config check [<file>] [--config <config>]", options: ["--config"], positionals: 1,
+            help: ["--config": "The config file."])
     }
 
     /// Options and flags as the command line gave them.
@@ -133,8 +178,10 @@ public enum AgentCommandLine {
                 }
                 if command.options.contains(name) {
                     if value == nil {
-                        guard index < arguments.count else {
-                            return usageError("Missing value for '\(name) <\(name.dropFirst(2))>'", command)
+                        // As swift-argument-parser: a word that starts with '-' is not taken as
+                        // a value (`--limit=-1` passes one).
+                        guard index < arguments.count, !(arguments[index].hasPrefix("-") && arguments[index].utf8.count > 1) else {
+                            return usageError("Missing value for '\(name) <\(name.dropFirst(2))>'", command, about: name)
                         }
                         value = arguments[index]
                         index += 1
@@ -149,6 +196,14 @@ public enum AgentCommandLine {
                 result.positionals.append(argument)
             } else {
                 return usageError("Unexpected argument '\(argument)'", command)
+            }
+        }
+        for name in command.required where result.options[name] == nil {
+            return usageError("Missing expected argument '\(name) <\(name.dropFirst(2))>'", command, about: name)
+        }
+        for name in command.integers {
+            if let value = result.options[name], Int(value) == nil {
+                return usageError("The value '\(value)' is invalid for '\(name) <\(name.dropFirst(2))>'", command, about: name)
             }
         }
         return body(result)
@@ -279,6 +334,63 @@ public enum AgentCommandLine {
         _ = writeAll(1, Array((text + "\n").utf8))
     }
 
+    /// `fire-agent queue list`: one line per queued record, oldest first — `SEQUENCE AGE_S METHOD
+    /// URL BODY_BYTES IDEMPOTENCY_KEY` — at most `limit`; read without the queue's lock (works
+    /// while the agent runs). Exit 26 when `directory` holds no usable queue.
+    public static func queueList(directory: String, limit: Int) -> Int32 {
+        guard let store = inspectQueue(directory) else { return Exit.readError }
+        defer { store.close() }
+        let now = Instant.wallClockMilliseconds()
+        for entry in store.entries(limit: max(0, limit)) {
+            // A record that can no longer be read is left out (the store logged why).
+            guard let payload = try? store.read(entry) else { continue }
+            printLine(
+                "\(entry.sequence) \(ageText(now, entry.enqueuedAtMilliseconds)) \(payload.method) \(payload.url) "
+                    + "\(payload.body.length) \(payload.idempotencyKey)")
+        }
+        return Exit.success
+    }
+
+    /// `fire-agent queue stats`: counts, bytes, the oldest record's age and the counters, as
+    /// `key=value` lines; read without the queue's lock. Exit 26 when `directory` holds no
+    /// usable queue.
+    public static func queueStats(directory: String) -> Int32 {
+        guard let store = inspectQueue(directory) else { return Exit.readError }
+        defer { store.close() }
+        let totals = store.totals()
+        let now = Instant.wallClockMilliseconds()
+        printLine("records=\(totals.records)")
+        printLine("bytes=\(totals.bytes)")
+        printLine("oldest_age_s=\(totals.oldest.map { ageText(now, $0) } ?? "-")")
+        printLine("delivered=\(totals.cursor.delivered)")
+        printLine("discarded=\(totals.cursor.discarded)")
+        printLine("dropped_oldest=\(totals.cursor.droppedOldest)")
+        printLine("rejected_new=\(totals.cursor.rejectedNew)")
+        printLine("quarantined=\(totals.cursor.quarantined)")
+        return Exit.success
+    }
+
+    /// The queue in `directory`, opened read-only without its lock, or nil once the reason is
+    /// printed.
+    static func inspectQueue(_ directory: String) -> OfflineQueueStore? {
+        let limits = OfflineQueueStore.Limits(
+            maxRecords: .max, maxBytes: .max, dropOldest: false, segmentBytes: OfflineQueueStore.defaultSegmentBytes,
+            cursorSyncInterval: .seconds(1))
+        do throws(OfflineQueueError) {
+            return try OfflineQueueStore(directory: directory, limits: limits, logger: LogOutput.standardError, readOnly: true)
+        } catch {
+            printError("fire-agent: \(error.description)")
+            return nil
+        }
+    }
+
+    /// Seconds from `milliseconds` to `now` with one decimal (0.0 for a time in the future).
+    static func ageText(_ now: UInt64, _ milliseconds: UInt64) -> String {
+        let elapsed = now >= milliseconds ? now - milliseconds : 0
+        let tenths = (elapsed + 50) / 100
+        return "\(tenths / 10).\(tenths % 10)"
+    }
+
     /// The checked config at `path`, or nil once its problems are printed (exit 78 follows).
     static func loadConfig(_ path: String) -> AgentConfig? {
         do throws(ConfigError) {
@@ -371,10 +483,13 @@ public enum AgentCommandLine {
         return Exit.success
     }
 
-    /// "Error: …", the command's usage and where its help is, on standard error: exit 64.
-    static func usageError(_ message: String, _ command: Command) -> Int32 {
+    /// "Error: …", the help line of the option it is `about` (if any), the command's usage and
+    /// where its help is, on standard error: exit 64.
+    static func usageError(_ message: String, _ command: Command, about option: String? = nil) -> Int32 {
         let help = command.name.isEmpty ? "fire-agent --help" : "fire-agent \(command.name) --help"
-        printError("Error: \(message)\nUsage: fire-agent \(command.usage)\n  See '\(help)' for more information.")
+        var text = "Error: \(message)\n"
+        if let option, let line = command.help[option] { text += "Help:  \(option) <\(option.dropFirst(2))>  \(line)\n" }
+        printError(text + "Usage: fire-agent \(command.usage)\n  See '\(help)' for more information.")
         return Exit.usage
     }
 

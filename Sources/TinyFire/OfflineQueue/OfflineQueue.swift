@@ -93,7 +93,7 @@ public final class OfflineQueue: Sendable {
         /// The largest `inlineBodyLimit` allowed: 512 KiB.
         public static let maximumInlineBodyLimit = 512 << 10
         /// Default `segmentBytes`: 4 MiB.
-        public static let defaultSegmentBytes = 4 << 20
+        public static let defaultSegmentBytes = OfflineQueueStore.defaultSegmentBytes
         /// The default disposition: 2xx is delivered, everything else is retried.
         public static let defaultDisposition: @Sendable (Int) -> Disposition = { (200..<300).contains($0) ? .delivered : .retry }
 

@@ -99,6 +99,9 @@ package final class OfflineQueueStore: @unchecked Sendable {
         var first: Entry? { head < index.count ? index[head] : nil }
     }
 
+    /// The journal's default segment size: 4 MiB.
+    package static let defaultSegmentBytes = 4 << 20
+
     /// Opens (creating when missing) the queue at `directory`, takes its lock and recovers it:
     /// damaged bytes are quarantined, a torn tail is cut, orphan body files and fully removed
     /// segments are deleted.

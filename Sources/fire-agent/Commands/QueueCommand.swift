@@ -1,5 +1,6 @@
 import ArgumentParser
 import Dispatch
+import FireAgentCore
 import HTTPTypes
 import Synchronization
 import TinyFire
@@ -36,13 +37,8 @@ struct QueueCommand: ParsableCommand {
         @Option(help: "Print at most this many records.") var limit: Int = .max
 
         func run() throws {
-            let inspection = try inspectOrExit(location.directory, limit: limit)
-            let now = Date()
-            for record in inspection.records {
-                let age = oneDecimal(now.timeIntervalSince(record.enqueuedAt))
-                printLine(
-                    "\(record.sequence) \(age) \(record.method.rawValue) \(record.url) \(record.bodyLength) \(record.idempotencyKey)")
-            }
+            let status = AgentCommandLine.queueList(directory: location.directory, limit: limit)
+            if status != 0 { throw ExitCode(status) }
         }
     }
 
@@ -54,16 +50,8 @@ struct QueueCommand: ParsableCommand {
         @OptionGroup var location: Location
 
         func run() throws {
-            let statistics = try inspectOrExit(location.directory, limit: 0).statistics
-            let age = statistics.oldestAge().map(oneDecimal) ?? "-"
-            printLine("records=\(statistics.records)")
-            printLine("bytes=\(statistics.bytes)")
-            printLine("oldest_age_s=\(age)")
-            printLine("delivered=\(statistics.delivered)")
-            printLine("discarded=\(statistics.discarded)")
-            printLine("dropped_oldest=\(statistics.droppedOldest)")
-            printLine("rejected_new=\(statistics.rejectedNew)")
-            printLine("quarantined=\(statistics.quarantined)")
+            let status = AgentCommandLine.queueStats(directory: location.directory)
+            if status != 0 { throw ExitCode(status) }
         }
     }
 
@@ -195,15 +183,6 @@ struct QueueCommand: ParsableCommand {
     }
 }
 
-private func inspectOrExit(_ directory: String, limit: Int) throws -> OfflineQueue.Inspection {
-    do {
-        return try OfflineQueue.inspect(directory: directory, limit: limit)
-    } catch {
-        printError("fire-agent: \(error)")
-        throw ExitCode(ExitStatus.readError.rawValue)
-    }
-}
-
 private func openOrExit(_ directory: String, configuration: OfflineQueue.Configuration, session: Session) throws -> OfflineQueue {
     do {
         return try OfflineQueue(directory: directory, configuration: configuration, session: session)
@@ -211,10 +190,4 @@ private func openOrExit(_ directory: String, configuration: OfflineQueue.Configu
         printError("fire-agent: \(error)")
         throw ExitCode(ExitStatus.writeError.rawValue)
     }
-}
-
-/// `x.y` with one decimal, without Foundation's formatter.
-func oneDecimal(_ value: Double) -> String {
-    let tenths = Int((max(0, value) * 10).rounded())
-    return "\(tenths / 10).\(tenths % 10)"
 }

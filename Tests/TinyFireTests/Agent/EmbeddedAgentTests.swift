@@ -91,7 +91,7 @@ struct EmbeddedAgentTests {
     }
 
     @Test(
-        "status, config check and run's refusals print what the full-Swift fire-agent prints for the same files, with its exit statuses",
+        "status, config check, queue list and stats, and the refusals of every command print what the full-Swift fire-agent prints for the same files, with its exit statuses",
         arguments: EmbeddedAgent.all)
     func sameAsHost(_ agent: EmbeddedAgent) throws {
         let directory = try agentScratch("embedded-same-\(agent.arch)")
@@ -136,6 +136,18 @@ struct EmbeddedAgentTests {
             ["run", "extra"],
             ["reachability", "--netns", directory + "/no-such-namespace"],
             ["reachability", "--bogus"],
+            ["queue", "list"],
+            ["queue", "list", "--dir", directory, "--limit", "x"],
+            ["queue", "stats", "--dir", directory + "/no-queue"],
+            ["queue", "bogus"],
+            ["queue", "list", "--dir", directory, "--limit", "-1"],
+            ["status", "--config"],
+            ["status", "--status-file"],
+            ["run", "--config"],
+            ["sync", "--config", "-x"],
+            ["reachability", "--host"],
+            ["reachability", "--netns"],
+            ["config", "check", "--config"],
             ["--version"],
         ]
         for arguments in cases {
@@ -147,6 +159,31 @@ struct EmbeddedAgentTests {
                 "\(arguments): \(String(decoding: embedded.stdout, as: UTF8.self)) vs \(String(decoding: host.stdout, as: UTF8.self))")
             #expect(embedded.stderr == host.stderr, "\(arguments): \(embedded.stderr) vs \(host.stderr)")
         }
+        // A queue the host's `queue add` filled (a body file among the records): the same lines,
+        // ages masked (two runs, two moments).
+        let queue = directory + "/queue"
+        let added = try fireAgent(["queue", "add", "--dir", queue, "http://127.0.0.1:1/in?n={n}", "-d", "body {n}", "--repeat", "3"])
+        #expect(added.status == 0, "\(added.stderr)")
+        try write("file body", to: directory + "/body.bin")
+        #expect(
+            try fireAgent(["queue", "add", "--dir", queue, "-X", "PUT", "http://127.0.0.1:1/f", "-d", "@" + directory + "/body.bin"]).status
+                == 0)
+        func withoutAges(_ data: Data) -> String {
+            String(decoding: data, as: UTF8.self).replacingOccurrences(
+                of: #"(?m)^(\d+) \d+\.\d "#, with: "$1 _ ", options: .regularExpression
+            )
+            .replacingOccurrences(of: #"oldest_age_s=\d+\.\d"#, with: "oldest_age_s=_", options: .regularExpression)
+        }
+        for arguments in [
+            ["queue", "list", "--dir", queue], ["queue", "list", "--dir", queue, "--limit", "2"], ["queue", "stats", "--dir", queue],
+        ] {
+            let embedded = try agent.run(arguments)
+            let host = try fireAgent(arguments)
+            #expect(embedded.status == 0 && host.status == 0, "\(arguments): \(embedded.stderr) \(host.stderr)")
+            #expect(withoutAges(embedded.stdout) == withoutAges(host.stdout), "\(arguments): \(withoutAges(embedded.stdout))")
+        }
+        #expect(withoutAges(try agent.run(["queue", "list", "--dir", queue]).stdout).split(separator: "\n").count == 4)
+
         // The text for people, with the seconds it counts taken out (two runs, two moments).
         let text = try agent.run(["status", "--status-file", directory + "/status.json"])
         let hostText = try fireAgent(["status", "--status-file", directory + "/status.json"])
