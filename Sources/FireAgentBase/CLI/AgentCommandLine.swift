@@ -293,25 +293,33 @@ public enum AgentCommandLine {
             }
             unblockTerminationSignals()
             let routes = try RouteWatch(judge: judge, receiveBuffer: AgentDaemon.routeEventBuffer)
-            let resolved = Locked(false)
+            // A name's new addresses arrive on another thread, through the daemon's wake pipe.
+            let mailbox: DaemonMailbox
+            do throws(AgentError) {
+                mailbox = try DaemonMailbox()
+            } catch {
+                printError("fire-agent: \(error.description)")
+                return Exit.internalError
+            }
             while true {
-                let (changed, failure) = routes.checkIfDue { resolved.withLock { $0 = true } }
+                let (changed, failure) = routes.checkIfDue { mailbox.post(.routesMoved) }
                 if let failure { printError("fire-agent: reachability: \(failure)") }
                 if let changed { printLine(changed.description) }
-                if resolved.withLock({ ready in
-                    defer { ready = false }
-                    return ready
-                }) {
-                    routes.scheduleCheck()
-                }
-                // A name's addresses arrive from another thread: look again within a second.
-                var timeout: Int32 = 1000
+                var timeout: Int32 = -1
                 if let due = routes.checkAt {
                     let now = Instant.now()
                     timeout = due > now ? Int32(clamping: (due.since(now).nanosecondsClamped + 999_999) / 1_000_000) : 0
                 }
-                var descriptor = pollfd(fd: routes.descriptor, events: Int16(POLLIN), revents: 0)
-                if poll(&descriptor, 1, timeout) > 0, let note = routes.readEvents() { printError("fire-agent: reachability: \(note)") }
+                var fds = [
+                    pollfd(fd: routes.descriptor, events: Int16(POLLIN), revents: 0),
+                    pollfd(fd: mailbox.readEnd, events: Int16(POLLIN), revents: 0),
+                ]
+                _ = poll(&fds, nfds_t(fds.count), timeout)
+                if fds[0].revents != 0, let note = routes.readEvents() { printError("fire-agent: reachability: \(note)") }
+                if fds[1].revents != 0 {
+                    mailbox.drain()
+                    if !mailbox.take().isEmpty { routes.scheduleCheck() }
+                }
             }
         } catch {
             printError("fire-agent: \(error.description)")

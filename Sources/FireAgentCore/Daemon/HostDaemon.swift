@@ -43,15 +43,13 @@ extension AgentDaemon {
     /// - Parameters:
     ///   - configPath: the file reloads read again.
     ///   - config: its checked contents.
-    ///   - options: how it is hosted (`User-Agent` the library's unless set).
+    ///   - options: how it is hosted (default `.host`: uploads with the library's `User-Agent`).
     ///   - makeLogger: a logger for a config's `logging` section (called again at reload).
     /// - Throws: `AgentError` when the agent cannot start (queue locked or unusable, TLS).
     public convenience init(
         configPath: String, config: AgentConfig, options: Options = .host,
         makeLogger: @escaping @Sendable (AgentConfig.Logging) -> Logger
     ) throws(AgentError) {
-        var options = options
-        if options.userAgent == nil { options.userAgent = HTTPHeader.defaultUserAgent.value }
         try self.init(
             configPath: configPath, config: config, options: options, makeFirmware: FirmwareUpdater.daemonMaker(options),
             makeLogger: makeLogger)

@@ -1,4 +1,3 @@
-import CTinyFireSystem
 import Dispatch
 import Logging
 import Synchronization
@@ -147,10 +146,7 @@ public final class NetworkReachabilityManager: Sendable {
     }
 
     /// Whether the status is `.reachable`.
-    public var isReachable: Bool {
-        if case .reachable = status { return true }
-        return false
-    }
+    public var isReachable: Bool { status.isReachable }
 
     /// Whether the status is `.reachable` through a cellular interface.
     public var isReachableOnCellular: Bool {
