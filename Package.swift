@@ -59,7 +59,10 @@ let package = Package(
         // compiles it for boards too. FireAgentCore re-exports it.
         .target(
             name: "FireAgentBase",
-            dependencies: ["TinyFireCore", .product(name: "HTTPTypes", package: "swift-http-types")]),
+            dependencies: ["TinyFireCore", .product(name: "HTTPTypes", package: "swift-http-types")],
+            // Crash points for tests (CrashPoints.swift): in debug builds only, never in a release
+            // binary (nor in the Embedded one, which cross/embedded/build.sh compiles without it).
+            swiftSettings: [.define("FIRE_AGENT_CRASH_POINTS", .when(configuration: .debug))]),
         // fire-agent's logic (config, telemetry, daemon), tested in-process.
         .target(
             name: "FireAgentCore",

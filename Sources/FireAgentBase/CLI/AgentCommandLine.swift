@@ -8,9 +8,10 @@ import TinyFireCore
 
 /// fire-agent's command line without swift-argument-parser (which Embedded Swift cannot
 /// build): the commands of the agent that are on the core so far — `run`, `sync --once`,
-/// `status`, `config check`, `reachability`, `queue list` and `queue stats` — with the host
-/// binary's option names, output, usage errors and exit statuses
-/// (docs/CLI.md). The Embedded agent's entry point (cross/embedded/agent) runs it.
+/// `status`, `config check`, `reachability`, `queue list`, `queue stats`, `firmware update
+/// --once` and `firmware verify` — with the host binary's option names, output, usage errors
+/// and exit statuses (docs/CLI.md). The Embedded agent's entry point (cross/embedded/agent)
+/// runs it.
 ///
 /// Memory: the arguments and what each command holds (`TelemetryAgent`, one status document).
 public enum AgentCommandLine {
@@ -35,6 +36,33 @@ public enum AgentCommandLine {
         public static let readError: Int32 = 26
         /// `run`: a reload could bring up neither the new nor the old config.
         public static let internalError: Int32 = 99
+        /// `firmware verify`: the manifest, its signature or the image is refused.
+        public static let refused: Int32 = 65
+        /// `firmware update --once`: installed; the new version runs after the reboot.
+        public static let installed: Int32 = 10
+        /// `firmware update --once`: the new version was committed.
+        public static let committed: Int32 = 11
+        /// `firmware update --once`: the offer was refused.
+        public static let offerRefused: Int32 = 12
+        /// `firmware update --once`: the update failed.
+        public static let updateFailed: Int32 = 13
+        /// `firmware update --once`: the new version was rolled back.
+        public static let rolledBack: Int32 = 14
+        /// `firmware update --once`: another fire-agent runs the firmware flow.
+        public static let busy: Int32 = 16
+
+        /// What `firmware update --once` exits with for `outcome`.
+        public static func code(_ outcome: FirmwareUpdater.CycleOutcome) -> Int32 {
+            switch outcome {
+            case .upToDate: success
+            case .installed: installed
+            case .committed: committed
+            case .refused: offerRefused
+            case .failed: updateFailed
+            case .rolledBack: rolledBack
+            case .deferred: deferred
+            }
+        }
     }
 
     static let usageText = """
@@ -57,9 +85,33 @@ public enum AgentCommandLine {
           queue list --dir <dir> [--limit <limit>]
                                   One line per queued record, oldest first: SEQUENCE AGE_S METHOD URL BODY_BYTES IDEMPOTENCY_KEY.
           queue stats --dir <dir> Counts, bytes, the oldest record's age and the drop counters, as key=value lines.
+          firmware update --once [--config <config>]
+                                  Run one firmware cycle — confirm, poll, download, verify, install — and exit with what it came to.
+          firmware verify <manifest> [--key <key> ...] [--signature <signature>] [--image <image>] [--device-type <device-type>]
+                                  Verify a manifest's signature against public keys, and optionally an image against the manifest.
 
-        (This build has the agent's commands that run on the core, and no firmware updates;
-        `request`, `queue add`, `queue flush` and `firmware` are in the full-Swift build.)
+        (This build has the agent's commands that run on the core; `request`, `queue add` and
+        `queue flush` are in the full-Swift build.)
+        """
+
+    /// `fire-agent firmware` alone: its subcommands, as swift-argument-parser shows them.
+    static let firmwareHelp = """
+        OVERVIEW: Firmware manifests and images, checked as the agent checks them.
+
+        USAGE: fire-agent firmware <subcommand>
+
+        OPTIONS:
+          --version               Show the version.
+          -h, --help              Show help information.
+
+        SUBCOMMANDS:
+          verify                  Verify a manifest's signature against public keys,
+                                  and optionally an image against the manifest (exit 0:
+                                  valid; 65: refused, with the reason).
+          update                  Run one firmware cycle — confirm, poll, download,
+                                  verify, install — and exit with what it came to.
+
+          See 'fire-agent help firmware <subcommand>' for detailed help.
         """
 
     /// Runs the command `arguments` name (without the program's name) and returns the exit
@@ -72,7 +124,7 @@ public enum AgentCommandLine {
         case "-h", "--help", "help": return say(usageText)
         case "run":
             return parsed(rest, Command.run) { arguments in
-                runDaemon(configPath: arguments.options["--config"] ?? AgentConfig.defaultPath, makeFirmware: nil)
+                runDaemon(configPath: arguments.options["--config"] ?? AgentConfig.defaultPath)
             }
         case "sync": return parsed(rest, Command.sync, sync)
         case "status": return parsed(rest, Command.status, status)
@@ -89,6 +141,13 @@ public enum AgentCommandLine {
             default:
                 let problem = rest.first.map { "Unexpected argument '\($0)'" } ?? "Missing subcommand"
                 return usageError(problem, Command(name: "queue", usage: "queue <subcommand>"))
+            }
+        case "firmware":
+            switch rest.first {
+            case "update": return parsed(Array(rest.dropFirst()), Command.firmwareUpdate, firmwareUpdate)
+            case "verify": return parsed(Array(rest.dropFirst()), Command.firmwareVerify, firmwareVerify)
+            case nil: return say(firmwareHelp)
+            case let word?: return usageError("Unexpected argument '\(word)'", Command(name: "firmware", usage: "firmware <subcommand>"))
             }
         case "reachability":
             return parsed(rest, Command.reachability) { arguments in
@@ -114,6 +173,10 @@ public enum AgentCommandLine {
         var options: Set<String> = []
         var flags: Set<String> = []
         var positionals = 0
+        /// Options that may be given again, each value kept (`--key`).
+        var repeated: Set<String> = []
+        /// Positional arguments that must be given, with their help lines, in order.
+        var requiredPositionals: [(name: String, help: String)] = []
         /// Options that must be given.
         var required: [String] = []
         /// Options whose value must be a whole number.
@@ -148,6 +211,20 @@ public enum AgentCommandLine {
         static let queueStats = Command(
             name: "queue stats", usage: "queue stats --dir <dir>", options: ["--dir"], required: ["--dir"],
             help: ["--dir": "The queue's directory."])
+        static let firmwareUpdate = Command(
+            name: "firmware update", usage: "firmware update [--config <config>] [--once]", options: ["--config"], flags: ["--once"],
+            help: ["--config": configHelp])
+        static let firmwareVerify = Command(
+            name: "firmware verify",
+            usage: "firmware verify <manifest> [--key <key> ...] [--signature <signature>] [--image <image>] [--device-type <device-type>]",
+            options: ["--key", "--signature", "--image", "--device-type"], positionals: 1, repeated: ["--key"],
+            requiredPositionals: [("manifest", "The manifest (JSON, as signed).")],
+            help: [
+                "--key": "A public key (PEM or DER) or certificate; repeat for several.",
+                "--signature": "The detached signature (default: MANIFEST.sig).",
+                "--image": "An image to check against the manifest's size and SHA-256.",
+                "--device-type": "Also check that the manifest is for this device type.",
+            ])
         static let configCheck = Command(
             name: "config check", usage: "config check [<file>] [--config <config>]", options: ["--config"], positionals: 1,
             help: ["--config": "The config file."])
@@ -156,6 +233,8 @@ public enum AgentCommandLine {
     /// Options and flags as the command line gave them.
     struct Parsed {
         var options: [String: String] = [:]
+        /// Every value of a repeated option, in order.
+        var lists: [String: [String]] = [:]
         var flags: Set<String> = []
         var positionals: [String] = []
     }
@@ -187,6 +266,7 @@ public enum AgentCommandLine {
                         index += 1
                     }
                     result.options[name] = value
+                    if command.repeated.contains(name), let value { result.lists[name, default: []].append(value) }
                 } else if command.flags.contains(name) && value == nil {
                     result.flags.insert(name)
                 } else {
@@ -197,6 +277,10 @@ public enum AgentCommandLine {
             } else {
                 return usageError("Unexpected argument '\(argument)'", command)
             }
+        }
+        for (index, positional) in command.requiredPositionals.enumerated() where result.positionals.count <= index {
+            return usageError(
+                "Missing expected argument '<\(positional.name)>'", command, helpLine: "<\(positional.name)>  \(positional.help)")
         }
         for name in command.required where result.options[name] == nil {
             return usageError("Missing expected argument '\(name) <\(name.dropFirst(2))>'", command, about: name)
@@ -249,16 +333,12 @@ public enum AgentCommandLine {
     /// - Parameters:
     ///   - configPath: the config file.
     ///   - options: how the daemon is hosted (signals handled by default).
-    ///   - makeFirmware: the firmware updater for a config with a firmware section; nil where
-    ///     this build has none.
-    public static func runDaemon(
-        configPath: String, options: AgentDaemon.Options = AgentDaemon.Options(), makeFirmware: AgentDaemon.FirmwareMaker?
-    ) -> Int32 {
+    public static func runDaemon(configPath: String, options: AgentDaemon.Options = AgentDaemon.Options()) -> Int32 {
         guard let config = loadConfig(configPath) else { return Exit.configError }
         let daemon: AgentDaemon
         do throws(AgentError) {
             daemon = try AgentDaemon(
-                configPath: configPath, config: config, options: options, makeFirmware: makeFirmware, makeLogger: logger)
+                configPath: configPath, config: config, options: options, makeLogger: logger)
         } catch {
             printError("fire-agent: \(error.description)")
             return Exit.writeError
@@ -474,6 +554,117 @@ public enum AgentCommandLine {
         }
     }
 
+    // MARK: - Firmware
+
+    static func firmwareUpdate(_ arguments: Parsed) -> Int32 {
+        guard arguments.flags.contains("--once") else {
+            return usageError("firmware update needs --once (`fire-agent run` is the daemon)", Command.firmwareUpdate)
+        }
+        return firmwareUpdate(configPath: arguments.options["--config"] ?? AgentConfig.defaultPath)
+    }
+
+    /// `fire-agent firmware update --once`: one firmware cycle, as the daemon runs it. What it
+    /// came to on standard output (success) or standard error; exit statuses in `Exit.code(_:)`,
+    /// 16 when another fire-agent holds the flow, 78 for a config without a firmware section.
+    /// - Parameters:
+    ///   - configPath: the config file.
+    ///   - userAgent: the `User-Agent` of its requests.
+    public static func firmwareUpdate(configPath: String, userAgent: String = TelemetryAgent.defaultUserAgent) -> Int32 {
+        guard let config = loadConfig(configPath) else { return Exit.configError }
+        guard let firmware = config.firmware else {
+            printError("fire-agent: \(configPath) has no firmware section: nothing to update")
+            return Exit.configError
+        }
+        let updater: FirmwareUpdater
+        do throws(AgentError) {
+            updater = try FirmwareUpdater(
+                config: firmware, agentConfig: config, logger: logger(config.logging), environment: ProcessEnvironment.current(),
+                userAgent: userAgent
+            ) {}
+        } catch {
+            printError("fire-agent: \(error.description)")
+            return error.isBusy ? Exit.busy : Exit.writeError
+        }
+        let outcome = updater.runOnce()
+        switch outcome {
+        case .upToDate(let text):
+            say("up to date: \(text)")
+        case .installed(let text), .committed(let text):
+            say(text)
+        case .refused(let text), .failed(let text), .rolledBack(let text), .deferred(let text):
+            printError("fire-agent: \(text)")
+        }
+        return Exit.code(outcome)
+    }
+
+    static func firmwareVerify(_ arguments: Parsed) -> Int32 {
+        firmwareVerify(
+            manifest: arguments.positionals.first ?? "", keys: arguments.lists["--key"] ?? [], signature: arguments.options["--signature"],
+            image: arguments.options["--image"], deviceType: arguments.options["--device-type"])
+    }
+
+    /// `fire-agent firmware verify`: what the agent checks before an install, run by hand (a
+    /// vendor before publishing, an operator looking at a staged image). Exit 0 when valid, 65
+    /// with the reason when refused, 26 when a file cannot be read, 64 without a key.
+    /// - Parameters:
+    ///   - manifest: the manifest file.
+    ///   - keys: the public key (or certificate) files.
+    ///   - signature: the signature file (default: the manifest's path + `.sig`).
+    ///   - image: an image to check against the manifest's size and SHA-256.
+    ///   - deviceType: a device type the manifest must list.
+    public static func firmwareVerify(manifest: String, keys: [String], signature: String?, image: String?, deviceType: String?)
+        -> Int32
+    {
+        // As the host's parser reports a check its command makes itself: the root usage.
+        guard !keys.isEmpty else {
+            return usageError("--key is required (the vendor's public key)", Command(name: "", usage: "<subcommand>"))
+        }
+        var loaded: [ManifestKey] = []
+        for path in keys {
+            do throws(ManifestKeyError) {
+                loaded.append(try ManifestKey(contentsOf: path))
+            } catch {
+                printError("fire-agent: \(error.description)")
+                return Exit.readError
+            }
+        }
+        let files = SystemFiles()
+        let signaturePath = signature ?? manifest + ".sig"
+        guard let bytes = files.readBytes(manifest, limit: FirmwareManifest.maximumBytes + 1, whole: true, regularOnly: false) else {
+            printError("fire-agent: \(manifest) cannot be read")
+            return Exit.readError
+        }
+        guard let signed = files.readBytes(signaturePath, limit: ManifestSignature.maximumBytes + 1, whole: true, regularOnly: false)
+        else {
+            printError("fire-agent: \(signaturePath) cannot be read")
+            return Exit.readError
+        }
+        do throws(FirmwareRefusal) {
+            let key = try ManifestSignature.verify(signed, of: bytes, keys: loaded)
+            say("signature: valid, by \(key.description)")
+            let parsed = try FirmwareManifest.parse(bytes, from: FirmwareManifest.fileBase)
+            let path = percentDecoded(Substring(parsed.image.path)) ?? parsed.image.path
+            let location = parsed.image.host == "manifest.invalid" ? "\(path.dropFirst()) (beside the manifest)" : parsed.imageURL
+            say("manifest:  version \(parsed.version.description) for \(parsed.compatible.joined(separator: ", ")); image \(location)")
+            say("           \(parsed.size) bytes, sha256 \(parsed.sha256Hex)")
+            if let expires = parsed.expires { say("           expires \(expires.description)") }
+            if let deviceType {
+                try UpdateDecision.check(parsed, deviceType: deviceType, highestAccepted: nil, allowDowngrade: true, now: .now())
+                say("device:    \(deviceType): compatible, not expired")
+            }
+            if let image {
+                let started = Instant.now()
+                try parsed.verifyImage(at: image)
+                let milliseconds = Instant.now().since(started).wholeMilliseconds
+                say("image:     \(image): size and SHA-256 match (hashed in \(milliseconds) ms)")
+            }
+        } catch {
+            printError("fire-agent: refused: \(error.description)")
+            return Exit.refused
+        }
+        return Exit.success
+    }
+
     // MARK: - Output
 
     /// The agent's logger for a config's `logging` section: its format and level, on standard
@@ -486,6 +677,7 @@ public enum AgentCommandLine {
             level: logging.level)
     }
 
+    @discardableResult
     static func say(_ text: String) -> Int32 {
         print(text)
         return Exit.success
@@ -493,10 +685,11 @@ public enum AgentCommandLine {
 
     /// "Error: …", the help line of the option it is `about` (if any), the command's usage and
     /// where its help is, on standard error: exit 64.
-    static func usageError(_ message: String, _ command: Command, about option: String? = nil) -> Int32 {
+    static func usageError(_ message: String, _ command: Command, about option: String? = nil, helpLine: String? = nil) -> Int32 {
         let help = command.name.isEmpty ? "fire-agent --help" : "fire-agent \(command.name) --help"
         var text = "Error: \(message)\n"
         if let option, let line = command.help[option] { text += "Help:  \(option) <\(option.dropFirst(2))>  \(line)\n" }
+        if let helpLine { text += "Help:  \(helpLine)\n" }
         printError(text + "Usage: fire-agent \(command.usage)\n  See '\(help)' for more information.")
         return Exit.usage
     }

@@ -7,22 +7,6 @@ import TinyFireCore
     import Musl
 #endif
 
-/// What the daemon needs of a firmware updater: the host build's `FirmwareUpdater` (a thread of
-/// its own), hosted through `AgentDaemon.FirmwareMaker`. Class-bound, so the Embedded build can
-/// hold one too.
-public protocol DaemonFirmware: AnyObject {
-    /// Starts its thread.
-    func start()
-    /// Asks it to stop and waits up to `timeout`. Returns whether it stopped.
-    func stop(timeout: Duration) -> Bool
-    /// Asks it to poll the update server now (the route came back).
-    func pollNow()
-    /// Asks it to check now what it waits for (a link, room, a lock).
-    func recheckWaits()
-    /// What `fire-agent status` shows.
-    var snapshot: AgentStatus.Firmware { get }
-}
-
 /// `fire-agent run`: the agent as a long-running service, on the core alone (it is built
 /// normally for the host and in Embedded Swift for boards). One thread runs a loop that sleeps
 /// in `poll(2)` until the `DaemonSchedule` says something is due, a command or signal arrives or
@@ -50,14 +34,6 @@ public protocol DaemonFirmware: AnyObject {
 public final class AgentDaemon: @unchecked Sendable {
     // @unchecked: everything mutable below is touched only by the thread in `run()`; other
     // threads talk to it through `mailbox` (a lock and the wake pipe).
-
-    /// Makes the firmware updater for a config (nil when it has no firmware section). Called
-    /// with the config, its logger, the agent's wall clock and what to call when the updater's
-    /// status changed.
-    public typealias FirmwareMaker =
-        @Sendable (
-            _ config: AgentConfig, _ logger: Logger, _ clock: WallClock, _ changed: @escaping @Sendable () -> Void
-        ) throws(AgentError) -> (any DaemonFirmware)?
 
     /// The kernel receive buffer of the netlink event socket: 256 KiB. Overruns trigger a
     /// full re-read.
@@ -90,7 +66,6 @@ public final class AgentDaemon: @unchecked Sendable {
     private let configPath: String
     private let options: Options
     private let makeLogger: @Sendable (AgentConfig.Logging) -> Logger
-    private let makeFirmware: FirmwareMaker?
     private let notifier: SystemdNotifier?
     private let mailbox: DaemonMailbox
     /// The signal pipe's read end, or -1 when signals are not handled.
@@ -103,7 +78,7 @@ public final class AgentDaemon: @unchecked Sendable {
     private var logger: Logger
     private var agent: TelemetryAgent
     /// Firmware updates, when configured: a thread of their own.
-    private var updater: (any DaemonFirmware)?
+    private var updater: FirmwareUpdater?
     /// Why the configured firmware updater does not run, and when it is tried again.
     private var updaterProblem: (reason: String, retryAt: Duration)?
     /// The route to the server, watched; nil when reachability is not watched.
@@ -121,12 +96,10 @@ public final class AgentDaemon: @unchecked Sendable {
     ///   - configPath: the file reloads read again.
     ///   - config: its checked contents.
     ///   - options: how it is hosted.
-    ///   - makeFirmware: the firmware updater for a config with a firmware section; nil where
-    ///     this build has none (such a section is then reported as unavailable).
     ///   - makeLogger: a logger for a config's `logging` section (called again at reload).
     /// - Throws: `AgentError` when the agent cannot start (queue locked or unusable, TLS).
     public init(
-        configPath: String, config: AgentConfig, options: Options = Options(), makeFirmware: FirmwareMaker?,
+        configPath: String, config: AgentConfig, options: Options = Options(),
         makeLogger: @escaping @Sendable (AgentConfig.Logging) -> Logger
     ) throws(AgentError) {
         // Signals first: a SIGTERM while the queue is being opened is handled once running.
@@ -140,7 +113,6 @@ public final class AgentDaemon: @unchecked Sendable {
         self.configPath = configPath
         self.options = options
         self.makeLogger = makeLogger
-        self.makeFirmware = makeFirmware
         self.config = config
         logger = makeLogger(config.logging)
         notifier = SystemdNotifier(environment: options.environment)
@@ -187,13 +159,13 @@ public final class AgentDaemon: @unchecked Sendable {
     /// How often a firmware section that could not start is tried again.
     static let updaterRetryInterval: Duration = .seconds(30)
 
-    private func makeUpdater(_ config: AgentConfig, logger: Logger) throws(AgentError) -> (any DaemonFirmware)? {
-        guard config.firmware != nil else { return nil }
-        guard let makeFirmware else {
-            throw AgentError(description: "this build of fire-agent has no firmware updates (the full-Swift build has them)")
-        }
+    private func makeUpdater(_ config: AgentConfig, logger: Logger) throws(AgentError) -> FirmwareUpdater? {
+        guard let firmware = config.firmware else { return nil }
         let mailbox = mailbox
-        return try makeFirmware(config, logger, agent.clock) { mailbox.post(.changed) }
+        return try FirmwareUpdater(
+            config: firmware, agentConfig: config, logger: logger, environment: options.environment, wallClock: agent.clock,
+            userAgent: options.userAgent ?? TelemetryAgent.defaultUserAgent
+        ) { mailbox.post(.changed) }
     }
 
     /// Asks the loop to stop (as SIGTERM does); `run()` returns once the work is persisted.
@@ -210,7 +182,7 @@ public final class AgentDaemon: @unchecked Sendable {
         attach(agent)
         judgeRoutes()
         startDelivery()
-        updater?.start()
+        updater?.start(network: currentNetwork)
         status.state = "running"
         writeStatus(now: elapsed())
         logger.info(
@@ -278,7 +250,7 @@ public final class AgentDaemon: @unchecked Sendable {
 
     private func sync() {
         if let problem = updaterProblem, elapsed() >= problem.retryAt, startUpdater(config, logger: logger) {
-            updater?.start()
+            updater?.start(network: currentNetwork)
             statusDirty = true
         }
         var report = SyncReport()
@@ -374,7 +346,7 @@ public final class AgentDaemon: @unchecked Sendable {
             )
         } else {
             updaterProblem = nil
-            if startUpdater(fresh, logger: freshLogger) { updater?.start() }
+            if startUpdater(fresh, logger: freshLogger) { updater?.start(network: currentNetwork) }
         }
         schedule.reconfigure(
             collectEvery: fresh.telemetry.interval, syncEvery: fresh.telemetry.syncInterval, jitter: fresh.telemetry.jitter, now: elapsed())
@@ -464,6 +436,7 @@ public final class AgentDaemon: @unchecked Sendable {
         guard let update = changed else { return }
         logger.debug("reachability: \(update)")
         agent.network(currentNetwork)
+        updater?.network(currentNetwork)
         if update.isReachable, let previous, !previous.isReachable {
             logger.info("route to the server is back: syncing now")
             schedule.routeReturned(at: elapsed())

@@ -73,7 +73,7 @@ public final class TelemetryAgent: Sendable {
     ///   queue cannot be opened, a pin is not base64, or the server URL has no write URL.
     public init(
         config: AgentConfig, logger: Logger, files: SystemFiles = SystemFiles(), clock: WallClock? = nil,
-        userAgent: String = "fire-agent TinyFire/\(HTTPHeaders.tinyFireVersion)"
+        userAgent: String = TelemetryAgent.defaultUserAgent
     ) throws(AgentError) {
         self.config = config
         self.logger = logger
@@ -89,13 +89,7 @@ public final class TelemetryAgent: Sendable {
             throw AgentError(description: "server.url: \(config.server.url) has no write URL")
         }
         self.writeURL = writeURL
-        var pins: [[UInt8]] = []
-        for (index, pin) in config.server.pins.enumerated() {
-            guard pin.hasPrefix("sha256//"), let digest = Base64.decode(String(pin.dropFirst(8))), digest.count == 32 else {
-                throw AgentError(description: "server.pins[\(index)]: \(pin) is not sha256//BASE64")
-            }
-            pins.append(digest)
-        }
+        let pins = try Self.pinDigests(config.server.pins)
         var tls = TLSConfiguration()
         if let caFile = config.server.caFile { tls.caCertificateFiles = [caFile] }
         tls.clientCertificateFile = config.server.clientCertificate
@@ -162,6 +156,9 @@ public final class TelemetryAgent: Sendable {
                 agentHealth: { Self.health(Self.queueFigures(store: store, queue: queue), tracker: tracker) }))
         pending = Locked(Batcher(maxPoints: config.telemetry.batchMaxPoints, maxBytes: config.telemetry.batchMaxBytes))
     }
+
+    /// The `User-Agent` of the agent's requests unless its host says otherwise.
+    public static let defaultUserAgent = "fire-agent TinyFire/\(HTTPHeaders.tinyFireVersion)"
 
     /// Batches up to this size (gzip'd) are kept inline in the queue's journal, so the judge
     /// can split one the server found too large (413); larger ones go to body files.
@@ -345,6 +342,19 @@ public final class TelemetryAgent: Sendable {
                         method: answer.payload.method, url: answer.payload.url, headers: headers, body: [.memory(ByteArrayBody($0))])
                 })
         }
+    }
+
+    /// The SHA-256 digests `server.pins` names (`sha256//BASE64` each).
+    /// - Throws: `AgentError` naming the first pin that is not one.
+    static func pinDigests(_ pins: [String]) throws(AgentError) -> [[UInt8]] {
+        var digests: [[UInt8]] = []
+        for (index, pin) in pins.enumerated() {
+            guard pin.hasPrefix("sha256//"), let digest = Base64.decode(String(pin.dropFirst(8))), digest.count == 32 else {
+                throw AgentError(description: "server.pins[\(index)]: \(pin) is not sha256//BASE64")
+            }
+            digests.append(digest)
+        }
+        return digests
     }
 
     /// Why a server is not trusted under `server.pins`, or nil when it is: default validation

@@ -71,3 +71,20 @@ extension StringProtocol {
         return nil
     }
 }
+
+/// `text` with its `%XX` escapes decoded, or nil when an escape is not two hexadecimal digits
+/// or the bytes are not UTF-8.
+package func percentDecoded(_ text: Substring) -> String? {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(text.utf8.count)
+    var iterator = text.utf8.makeIterator()
+    while let byte = iterator.next() {
+        guard byte == UInt8(ascii: "%") else {
+            bytes.append(byte)
+            continue
+        }
+        guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+        bytes.append(high << 4 | low)
+    }
+    return String(validating: bytes, as: UTF8.self)
+}

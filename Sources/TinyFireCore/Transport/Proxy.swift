@@ -186,7 +186,7 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
                 user = userInfo
                 password = ""
             }
-            guard let decodedUser = Proxy.percentDecoded(user), let decodedPassword = Proxy.percentDecoded(password) else {
+            guard let decodedUser = percentDecoded(user), let decodedPassword = percentDecoded(password) else {
                 throw ProxyURLError(reason: "\(Proxy.masked(text)): bad percent-encoding in the user or password")
             }
             credentials = ProxyCredentials(user: decodedUser, password: decodedPassword)
@@ -254,30 +254,6 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
             port = value
         }
         return (String(host), port)
-    }
-
-    private static func percentDecoded(_ text: Substring) -> String? {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(text.utf8.count)
-        var iterator = text.utf8.makeIterator()
-        while let byte = iterator.next() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
-        }
     }
 }
 

@@ -1,30 +1,6 @@
 import ArgumentParser
 import FireAgentCore
-
-// FoundationEssentials only: the full Foundation would link ICU's data into the static binary.
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
-/// The exit statuses of `firmware update --once` (docs/CLI.md).
-enum FirmwareExit {
-    /// Another fire-agent holds the firmware flow's lock.
-    static let busy: Int32 = 16
-
-    static func code(_ outcome: FirmwareUpdater.CycleOutcome) -> Int32 {
-        switch outcome {
-        case .upToDate: 0
-        case .installed: 10
-        case .committed: 11
-        case .refused: 12
-        case .failed: 13
-        case .rolledBack: 14
-        case .deferred: ExitStatus.deferred.rawValue
-        }
-    }
-}
+import TinyFire
 
 /// `fire-agent firmware verify`: what the agent checks before an install, run by hand (a vendor
 /// before publishing, an operator looking at a staged image).
@@ -57,34 +33,9 @@ struct FirmwareCommand: ParsableCommand {
         }
 
         func run() throws {
-            let path = config ?? AgentConfig.defaultPath
-            let loaded = try loadConfig(path)
-            guard let firmware = loaded.firmware else {
-                printError("fire-agent: \(path) has no firmware section: nothing to update")
-                throw ExitCode(ExitStatus.configError.rawValue)
-            }
-            let logger = agentLogger(loaded.logging)
-            let updater: FirmwareUpdater
-            do {
-                updater = try FirmwareUpdater(
-                    config: firmware, agentConfig: loaded, logger: logger, reachability: nil,
-                    environment: ProcessInfo.processInfo.environment
-                ) {}
-            } catch {
-                printError("fire-agent: \(error)")
-                throw ExitCode(error.isBusy ? FirmwareExit.busy : ExitStatus.writeError.rawValue)
-            }
-            let outcome = updater.runOnce()
-            switch outcome {
-            case .upToDate(let text):
-                print("up to date: \(text)")
-            case .installed(let text), .committed(let text):
-                print(text)
-            case .refused(let text), .failed(let text), .rolledBack(let text), .deferred(let text):
-                printError("fire-agent: \(text)")
-            }
-            let code = FirmwareExit.code(outcome)
-            if code != 0 { throw ExitCode(code) }
+            let status = AgentCommandLine.firmwareUpdate(
+                configPath: config ?? AgentConfig.defaultPath, userAgent: HTTPHeader.defaultUserAgent.value)
+            if status != 0 { throw ExitCode(status) }
         }
     }
 
@@ -110,51 +61,9 @@ struct FirmwareCommand: ParsableCommand {
         var deviceType: String?
 
         func run() throws {
-            guard !keys.isEmpty else { throw ValidationError("--key is required (the vendor's public key)") }
-            let loaded: [ManifestKey]
-            do {
-                loaded = try keys.map { path throws(ManifestKeyError) in try ManifestKey(contentsOf: path) }
-            } catch {
-                printError("fire-agent: \(error)")
-                throw ExitCode(ExitStatus.readError.rawValue)
-            }
-            let files = SystemFiles()
-            let signaturePath = signature ?? manifest + ".sig"
-            guard let bytes = files.readBytes(manifest, limit: FirmwareManifest.maximumBytes + 1, whole: true, regularOnly: false) else {
-                printError("fire-agent: \(manifest) cannot be read")
-                throw ExitCode(ExitStatus.readError.rawValue)
-            }
-            guard let signed = files.readBytes(signaturePath, limit: ManifestSignature.maximumBytes + 1, whole: true, regularOnly: false)
-            else {
-                printError("fire-agent: \(signaturePath) cannot be read")
-                throw ExitCode(ExitStatus.readError.rawValue)
-            }
-            do throws(FirmwareRefusal) {
-                let key = try ManifestSignature.verify(signed, of: bytes, keys: loaded)
-                print("signature: valid, by \(key)")
-                // Relative image URLs resolve against a placeholder: only the file is checked here.
-                let parsed = try FirmwareManifest.parse(bytes, from: URL(string: "https://manifest.invalid/")!)
-                let location =
-                    parsed.image.host() == "manifest.invalid"
-                    ? "\(parsed.image.path(percentEncoded: false).dropFirst()) (beside the manifest)" : parsed.image.absoluteString
-                print("manifest:  version \(parsed.version) for \(parsed.compatible.joined(separator: ", ")); image \(location)")
-                print("           \(parsed.size) bytes, sha256 \(parsed.sha256Hex)")
-                if let expires = parsed.expires { print("           expires \(AgentLogHandler.timestamp(expires))") }
-                if let deviceType {
-                    try UpdateDecision.check(parsed, deviceType: deviceType, highestAccepted: nil, allowDowngrade: true, now: Date())
-                    print("device:    \(deviceType): compatible, not expired")
-                }
-                if let image {
-                    let started = ContinuousClock.now
-                    try parsed.verifyImage(at: image)
-                    let took = ContinuousClock.now - started
-                    let milliseconds = took.components.seconds * 1000 + took.components.attoseconds / 1_000_000_000_000_000
-                    print("image:     \(image): size and SHA-256 match (hashed in \(milliseconds) ms)")
-                }
-            } catch {
-                printError("fire-agent: refused: \(error)")
-                throw ExitCode(65)
-            }
+            let status = AgentCommandLine.firmwareVerify(
+                manifest: manifest, keys: keys, signature: signature, image: image, deviceType: deviceType)
+            if status != 0 { throw ExitCode(status) }
         }
     }
 }

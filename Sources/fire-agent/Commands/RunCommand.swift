@@ -11,9 +11,7 @@ struct RunCommand: ParsableCommand {
     var config: String?
 
     func run() throws {
-        let options = AgentDaemon.Options.host
-        let status = AgentCommandLine.runDaemon(
-            configPath: config ?? AgentConfig.defaultPath, options: options, makeFirmware: FirmwareUpdater.daemonMaker(options))
+        let status = AgentCommandLine.runDaemon(configPath: config ?? AgentConfig.defaultPath, options: .host)
         if status != 0 { throw ExitCode(status) }
     }
 }

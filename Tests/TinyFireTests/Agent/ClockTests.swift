@@ -1,6 +1,7 @@
 import FireAgentCore
 import Foundation
 import Testing
+import TinyFireCore
 
 @testable import TinyFire
 
@@ -159,9 +160,9 @@ struct ClockUnitTests {
         let manifest = try FirmwareManifest.parse(
             Array(
                 #"{"version": "2.0.0", "compatible": ["b"], "image": "i.bin", "size": 1, "sha256": "\#(String(repeating: "a", count: 64))", "expires": "2020-01-01T00:00:00Z"}"#
-                    .utf8), from: URL(string: "http://h/manifest.json")!)
+                    .utf8), from: AbsoluteURL("http://h/manifest.json")!)
         let floor = WallTime.now()
-        func check(_ now: Date, _ verdict: ClockVerdict) -> FirmwareRefusal.Kind? {
+        func check(_ now: WallTime, _ verdict: ClockVerdict) -> FirmwareRefusal.Kind? {
             do throws(FirmwareRefusal) {
                 try UpdateDecision.check(manifest, deviceType: "b", highestAccepted: nil, allowDowngrade: false, now: now, clock: verdict)
                 return nil
@@ -170,16 +171,16 @@ struct ClockUnitTests {
             }
         }
         // 1970 (below the floor): the expired manifest is not installed, and not refused for good.
-        #expect(check(Date(timeIntervalSince1970: 600), .belowFloor(floor: floor)) == .clockUntrusted)
-        #expect(check(Date(), .unsynchronized) == .clockUntrusted)
-        #expect(check(Date(), .trusted) == .expired)
+        #expect(check(WallTime(secondsSince1970: 600), .belowFloor(floor: floor)) == .clockUntrusted)
+        #expect(check(.now(), .unsynchronized) == .clockUntrusted)
+        #expect(check(.now(), .trusted) == .expired)
         // The flow does not remember an expired offer: the next poll looks again.
         var flow = UpdateFlow(state: FirmwareState(), maximumFailedAttempts: 3)
         _ = flow.handle(
             .offered(digest: "d1", manifest: manifest, refusal: FirmwareRefusal(kind: .expired, message: "expired"), running: nil),
-            now: Date())
+            now: .now())
         #expect(!flow.state.remembers("d1") && flow.phase == .failed)
-        let effects = flow.handle(.offered(digest: "d1", manifest: manifest, refusal: nil, running: nil), now: Date())
+        let effects = flow.handle(.offered(digest: "d1", manifest: manifest, refusal: nil, running: nil), now: .now())
         #expect(flow.phase == .downloading, "\(effects)")
     }
 }

@@ -1,4 +1,5 @@
 import Testing
+import TinyFireCore
 
 @testable import TinyFire
 

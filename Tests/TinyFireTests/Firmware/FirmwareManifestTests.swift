@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TinyFireCore
 
 @testable import FireAgentCore
 
@@ -21,7 +22,7 @@ struct FirmwareManifestTests {
         }
     }
 
-    let base = URL(string: "https://updates.example/acme/gw/manifest.json")!
+    let base = AbsoluteURL("https://updates.example/acme/gw/manifest.json")!
 
     func manifest(_ fields: String) -> [UInt8] {
         Array("{ \(fields) }".utf8)
@@ -41,7 +42,7 @@ struct FirmwareManifestTests {
         #expect(parsed.image.absoluteString == "https://updates.example/acme/gw/images/gw-2.1.0.img")
         #expect(parsed.size == 73_400_320)
         #expect(parsed.sha256.count == 32 && parsed.sha256.first == 0x9F && parsed.sha256.last == 0x08)
-        #expect(parsed.expires == Date(timeIntervalSince1970: 1_801_353_600))
+        #expect(parsed.expires == WallTime(secondsSince1970: 1_801_353_600))
         #expect(parsed.notes == "fixes")
         let absolute = try FirmwareManifest.parse(
             manifest(good.replacingOccurrences(of: "images/gw-2.1.0.img", with: "http://cdn.example/x.img")), from: base)
@@ -192,21 +193,21 @@ struct FirmwareManifestTests {
 
     @Test("RFC 3339 times: Z, offsets, fractions; impossible dates refused")
     func times() {
-        #expect(FirmwareManifest.rfc3339("2027-01-31T00:00:00Z") == Date(timeIntervalSince1970: 1_801_353_600))
-        #expect(FirmwareManifest.rfc3339("2027-01-31T01:00:00+01:00") == Date(timeIntervalSince1970: 1_801_353_600))
-        #expect(FirmwareManifest.rfc3339("2027-01-30T23:00:00.5-01:00") == Date(timeIntervalSince1970: 1_801_353_600.5))
+        #expect(WallTime(rfc3339: "2027-01-31T00:00:00Z") == WallTime(secondsSince1970: 1_801_353_600))
+        #expect(WallTime(rfc3339: "2027-01-31T01:00:00+01:00") == WallTime(secondsSince1970: 1_801_353_600))
+        #expect(WallTime(rfc3339: "2027-01-30T23:00:00.5-01:00") == WallTime(millisecondsSince1970: 1_801_353_600_500))
         for bad in [
             "2027-01-31", "2027-13-01T00:00:00Z", "2027-01-31T24:00:00Z", "2027-01-31T00:00:00", "2027-01-31T00:00:00+0100",
             "2027-02-29T00:00:00Z",
         ] {
-            #expect(FirmwareManifest.rfc3339(bad) == nil, "\(bad)")
+            #expect(WallTime(rfc3339: bad) == nil, "\(bad)")
         }
     }
 
     @Test("the decision: expired, incompatible, same or older refused unless downgrades are allowed")
     func decision() throws {
         let parsed = try FirmwareManifest.parse(manifest(good), from: base)
-        let before = Date(timeIntervalSince1970: 1_801_353_599)
+        let before = WallTime(secondsSince1970: 1_801_353_599)
         try UpdateDecision.check(
             parsed, deviceType: "acme-gw-2", highestAccepted: SemanticVersion("2.0.9"), allowDowngrade: false, now: before)
         func refusal(_ body: () throws -> Void) -> FirmwareRefusal.Kind? {
@@ -221,7 +222,7 @@ struct FirmwareManifestTests {
             refusal {
                 try UpdateDecision.check(
                     parsed, deviceType: "acme-gw-1", highestAccepted: nil, allowDowngrade: false,
-                    now: Date(timeIntervalSince1970: 1_801_353_600))
+                    now: WallTime(secondsSince1970: 1_801_353_600))
             }
                 == .expired)
         #expect(

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
+import TinyFireCore
 
 @testable import FireAgentCore
 
 /// The confirmation of a new version as the flow decides it: health check, rollback, deadline.
 @Suite("Firmware: health gate, rollback and confirmation deadline in the update flow")
 struct HealthGateFlowTests {
-    let now = Date(timeIntervalSince1970: 1_800_000_000)
+    let now = WallTime(secondsSince1970: 1_800_000_000)
     let old = SemanticVersion("2.0.0")!
     let new = SemanticVersion("2.1.0")!
     let gated = ConfirmPolicy(healthCheck: true, healthAttempts: 3, rollback: true, timeout: .seconds(600))
@@ -15,7 +16,7 @@ struct HealthGateFlowTests {
         try FirmwareManifest.parse(
             Array(
                 #"{"version": "\#(version)", "compatible": ["gw"], "image": "gw.img", "size": 1000, "sha256": "\#(String(repeating: "ab", count: 32))"}"#
-                    .utf8), from: URL(string: "https://u.example/m.json")!)
+                    .utf8), from: AbsoluteURL("https://u.example/m.json")!)
     }
 
     /// A flow that installed 2.1.0 in boot-1 and was restarted in boot-2, where 2.1.0 runs.
@@ -156,7 +157,7 @@ struct HealthGateFlowTests {
         #expect(restarted.confirmRemaining == .seconds(300))
         // A wall-clock jump changes nothing: only boot time counts.
         #expect(
-            restarted.handle(.confirmClock(bootID: "boot-3", uptime: .seconds(319)), now: now.addingTimeInterval(86400 * 365)) == [.persist]
+            restarted.handle(.confirmClock(bootID: "boot-3", uptime: .seconds(319)), now: now.adding(.seconds(86400 * 365))) == [.persist]
         )
         #expect(restarted.phase == .confirming)
         #expect(restarted.handle(.confirmClock(bootID: "boot-3", uptime: .seconds(320)), now: now) == [.report, .persist, .rollback])

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import TinyFireCore
 
 @testable import FireAgentCore
 
 @Suite("Firmware: the update flow as a state machine, fed events")
 struct UpdateFlowTests {
-    let now = Date(timeIntervalSince1970: 1_800_000_000)
+    let now = WallTime(secondsSince1970: 1_800_000_000)
     let old = SemanticVersion("2.0.0")!
     let new = SemanticVersion("2.1.0")!
 
@@ -13,7 +14,7 @@ struct UpdateFlowTests {
         try FirmwareManifest.parse(
             Array(
                 #"{"version": "\#(version)", "compatible": ["gw"], "image": "gw.img", "size": 1000, "sha256": "\#(String(repeating: "ab", count: 32))"}"#
-                    .utf8), from: URL(string: "https://u.example/m.json")!)
+                    .utf8), from: AbsoluteURL("https://u.example/m.json")!)
     }
 
     func flow(attempts: Int = 3) -> UpdateFlow {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TinyFireCore
 
 @testable import FireAgentCore
 
@@ -49,11 +50,11 @@ struct UpdateGateTests {
 
     @Test("a gated install: verified, the gate asked; installed only on installAllowed, once; a wait is reported once per reason")
     func gatedFlow() throws {
-        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let now = WallTime(secondsSince1970: 1_800_000_000)
         let manifest = try FirmwareManifest.parse(
             Array(
                 #"{"version": "2.1.0", "compatible": ["gw"], "image": "gw.img", "size": 1000, "sha256": "\#(String(repeating: "ab", count: 32))"}"#
-                    .utf8), from: URL(string: "https://u.example/m.json")!)
+                    .utf8), from: AbsoluteURL("https://u.example/m.json")!)
         var flow = UpdateFlow(state: FirmwareState(), maximumFailedAttempts: 3, gatedInstall: true)
         _ = flow.handle(.offered(digest: "d1", manifest: manifest, refusal: nil, running: SemanticVersion("2.0.0")), now: now)
         #expect(flow.handle(.installAllowed, now: now) == [], "nothing verified yet")

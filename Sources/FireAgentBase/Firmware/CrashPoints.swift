@@ -13,11 +13,11 @@
 /// `FIRE_AGENT_CRASH_POINTS`, which Package.swift defines for debug builds (what `swift build`
 /// and the tests use). Release binaries — the static build, the cross builds — contain neither
 /// the code nor the variable's name, and ignore the environment (cross/smoke.sh checks).
-struct CrashPoints: Sendable {
+package struct CrashPoints: Sendable {
     private let step: String?
 
     /// Reads the crash point from `environment` (test builds only).
-    init(environment: [String: String]) {
+    package init(environment: [String: String]) {
         #if FIRE_AGENT_CRASH_POINTS
             step = environment["FIRE_AGENT_FIRMWARE_EXIT_AT"]
         #else
@@ -26,7 +26,7 @@ struct CrashPoints: Sendable {
     }
 
     /// Exits the process at once when `point` is the configured crash point (test builds only).
-    func exit(at point: String, _ what: String, logger: Logger) {
+    package func exit(at point: String, _ what: String, logger: Logger) {
         #if FIRE_AGENT_CRASH_POINTS
             guard step == point else { return }
             logger.warning("FIRE_AGENT_FIRMWARE_EXIT_AT: exiting \(what)")

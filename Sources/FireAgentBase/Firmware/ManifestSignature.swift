@@ -1,15 +1,9 @@
-import TinyFire
+import TinyFireCore
 
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#endif
-
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
 #endif
 
 /// The detached signature over a manifest's exact bytes (`openssl dgst -sha256 -sign key.pem
@@ -40,7 +34,7 @@ public enum ManifestSignature {
     }
 
     /// The bytes of base64 text (whitespace allowed), or nil when `bytes` is not such text.
-    static func decodedBase64(_ bytes: [UInt8]) -> [UInt8]? {
+    package static func decodedBase64(_ bytes: [UInt8]) -> [UInt8]? {
         let isBase64 = { (b: UInt8) in
             (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2B || b == 0x2F || b == 0x3D
         }
@@ -51,7 +45,7 @@ public enum ManifestSignature {
     }
 }
 
-/// Incremental SHA-256, for images hashed as they are written: TinyFire's `SHA256`.
+/// Incremental SHA-256, for images hashed as they are written: the core's `SHA256`.
 public typealias SHA256Hasher = SHA256
 
 extension SHA256 {
@@ -78,4 +72,16 @@ extension SHA256 {
         }
         return total
     }
+}
+
+/// Lowercase hexadecimal.
+package func hex(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out = [UInt8]()
+    out.reserveCapacity(bytes.count * 2)
+    for byte in bytes {
+        out.append(digits[Int(byte >> 4)])
+        out.append(digits[Int(byte & 0xF)])
+    }
+    return String(decoding: out, as: UTF8.self)
 }

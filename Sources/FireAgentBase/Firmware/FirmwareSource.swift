@@ -1,12 +1,5 @@
-import Dispatch
 import HTTPTypes
-import TinyFire
-
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
+import TinyFireCore
 
 /// What a backend says when asked for firmware.
 public enum FirmwareSourceAnswer: Sendable {
@@ -45,7 +38,7 @@ public struct FirmwareReport: Sendable {
     /// Image bytes on disk / size (0 to 1).
     public var progress: Double
     /// When.
-    public var time: Date
+    public var time: WallTime
 }
 
 /// A firmware backend, seen from the flow: asked for offers, told what happened. The flow, the
@@ -53,7 +46,7 @@ public struct FirmwareReport: Sendable {
 /// state file do not depend on it: a hawkBit DDI or Mender source answers the same three
 /// questions from its own protocol (its deployment becomes the offer, its feedback URL gets
 /// the reports).
-public protocol FirmwareSource: Sendable {
+package protocol FirmwareSource: AnyObject, Sendable {
     /// Asks the backend once (blocking the updater's thread).
     /// - Parameter known: whether an offer's digest was acted on already (the source skips
     ///   fetching more for it, a signature say).
@@ -72,7 +65,10 @@ public protocol FirmwareSource: Sendable {
     /// a crash carries the same identity).
     func report(_ report: FirmwareReport)
     /// Starts background delivery of reports.
-    func start()
+    /// - Parameter network: what reachability says about the route to the server now.
+    func start(network: OfflineQueueReplay.Network)
+    /// Tells report delivery what reachability says now (a route back sends at once).
+    func network(_ network: OfflineQueueReplay.Network)
     /// Stops it; later reports wait on disk for the next start.
     func close()
     /// Delivers the queued reports now, in order, until one fails (background delivery off:
@@ -83,58 +79,78 @@ public protocol FirmwareSource: Sendable {
 
 /// fire-agent's own backend: a manifest and its detached signature at two URLs, polled with
 /// `If-None-Match`; reports POSTed as JSON to a status URL through an offline queue of their
-/// own (`firmware.directory/reports`), each with an Idempotency-Key.
-public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
+/// own (`firmware.directory/reports`, the core's `DeliveryQueue`), each with an Idempotency-Key.
+///
+/// Memory: a manifest and its signature while a poll reads them (64 KiB and 4 KiB at most),
+/// the report queue's index (at most 1,000 reports, 4 MiB on disk).
+package final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
     // @unchecked: `entityTag` is touched only by the updater's thread (`poll`).
     private let config: AgentConfig.Firmware
     private let deviceID: String
-    private let session: Session
+    private let client: FirmwareClient
     private let store: FirmwareStore
     private let logger: Logger
-    private let reports: OfflineQueue?
+    private let reports: DeliveryQueue?
     private var entityTag: String?
+
+    /// Reports kept at most; past them the oldest go.
+    static let maximumReports = 1000
 
     /// The source for `config`.
     /// - Parameters:
     ///   - config: the firmware section.
     ///   - deviceID: the device, in each report.
-    ///   - session: the firmware session.
+    ///   - client: sends the polls and the reports.
     ///   - store: where the manifest acted on is kept.
-    ///   - reachability: wakes the report queue when the route returns.
     ///   - logger: refusals, queue failures.
     /// - Throws: `AgentError` when the report queue cannot be opened.
-    public init(
-        config: AgentConfig.Firmware, deviceID: String, session: Session, store: FirmwareStore,
-        reachability: NetworkReachabilityManager?, logger: Logger
+    package init(
+        config: AgentConfig.Firmware, deviceID: String, client: FirmwareClient, store: FirmwareStore, logger: Logger
     ) throws(AgentError) {
         self.config = config
         self.deviceID = deviceID
-        self.session = session
+        self.client = client
         self.store = store
         self.logger = logger
-        guard config.statusURL != nil else {
+        guard let statusURL = config.statusURL else {
             reports = nil
             return
         }
-        var queueConfiguration = OfflineQueue.Configuration(maxRecords: 1000, maxBytes: 4 << 20)
-        queueConfiguration.backoff = OfflineQueue.Backoff(initial: config.retryInitial, maximum: config.retryMaximum)
-        queueConfiguration.disposition = { status in
-            if (200..<300).contains(status) { return .delivered }
-            // The status server refuses the event for good: kept no longer.
-            if (400..<500).contains(status) && status != 408 && status != 429 { return .discard }
-            return .retry
-        }
-        do {
-            reports = try OfflineQueue(
-                directory: config.directory + "/reports", configuration: queueConfiguration, session: session,
-                reachability: reachability, logger: logger.swiftLogger)
+        let directory = config.directory + "/reports"
+        let store: OfflineQueueStore
+        do throws(OfflineQueueError) {
+            store = try OfflineQueueStore(
+                directory: directory,
+                limits: .init(
+                    maxRecords: Self.maximumReports, maxBytes: 4 << 20, dropOldest: true, segmentBytes: 1 << 20,
+                    cursorSyncInterval: .seconds(1)),
+                logger: logger.output)
         } catch {
-            throw AgentError(description: "firmware report queue \(config.directory)/reports: \(error)")
+            throw AgentError(description: "firmware report queue \(directory): \(error.description)")
+        }
+        let settings = QueueDeliverySettings(
+            backoff: QueueBackoff(initial: config.retryInitial, maximum: config.retryMaximum),
+            disposition: { status in
+                if (200..<300).contains(status) { return .delivered }
+                // The status server refuses the event for good: kept no longer.
+                if (400..<500).contains(status) && status != 408 && status != 429 { return .discard }
+                return .retry
+            }, judge: nil, deadLetterDirectory: nil, maxConcurrentDeliveries: 1, inlineBodyLimit: 64 << 10)
+        do throws(OfflineQueueError) {
+            reports = try DeliveryQueue(
+                store: store, settings: settings, sender: client.queueSender(for: statusURL), logger: logger.output,
+                newKey: TelemetryAgent.newKey, onEvent: { _ in })
+        } catch {
+            store.close()
+            throw AgentError(description: "firmware report queue \(directory): \(error.description)")
         }
     }
 
     /// Starts delivering queued reports.
-    public func start() { reports?.startDelivery() }
+    package func start(network: OfflineQueueReplay.Network) { reports?.start(network: network) }
+
+    /// Tells report delivery what reachability says now.
+    package func network(_ network: OfflineQueueReplay.Network) { reports?.network(network) }
 
     /// Removes kept manifests other than `digest`'s.
     /// - Parameter digest: the one an update follows, if any.
@@ -150,14 +166,12 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
     /// - Returns: reports still queued.
     public func flushReports() -> Int {
         guard let reports else { return 0 }
-        let done = DispatchSemaphore(value: 0)
-        let remaining = SendableBox<Int>(0)
-        reports.flush { result in
-            remaining.value = (try? result.get().remaining) ?? reports.statistics.records
-            done.signal()
+        let outcome = ConditionLocked<Result<QueueFlushOutcome, OfflineQueueError>?>(nil)
+        reports.flush { result in outcome.withLock { $0 = result } }
+        switch outcome.wait(until: { $0 }) {
+        case .success(let flushed): return flushed.remaining
+        case .failure: return reports.store.count
         }
-        done.wait()
-        return remaining.value
     }
 
     /// GETs the manifest (`If-None-Match` with the last ETag); a new one's signature is
@@ -165,29 +179,35 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
     /// - Parameter known: whether a digest was acted on already (then no signature is fetched).
     /// - Returns: the answer.
     public func poll(known: (String) -> Bool) -> FirmwareSourceAnswer {
-        var headers: HTTPHeaders = ["Accept-Encoding": "identity"]
+        var headers = HTTPHeaders()
         if let entityTag { headers.update(name: "If-None-Match", value: entityTag) }
-        let response = fetch(config.manifestURL, headers: headers)
-        guard let status = response.response?.status.code else {
-            return .unreachable(response.error.map { "\($0)" } ?? "no response")
+        let answer = fetch(config.manifestURL, headers: headers, limit: FirmwareManifest.maximumBytes)
+        guard case .answered(let status, let fields, let bytes) = answer else {
+            if case .failed(let reason, let status) = answer {
+                // A body that failed after a 2xx head: the manifest is the problem (size, speed).
+                if let status, (200..<300).contains(status) { return .unreachable("the manifest: \(Self.why(reason))") }
+                return .unreachable(reason)
+            }
+            return .unreachable("no response")
         }
         if status == 304 { return .unchanged }
-        guard (200..<300).contains(status), case .success(let data) = response.result else {
+        guard (200..<300).contains(status) else {
             if status == 404 || status == 410 { return .nothing("no manifest at \(config.manifestURL) (HTTP \(status))") }
-            if (200..<300).contains(status), let error = response.error { return .unreachable("the manifest: \(Self.why(error))") }
             return .unreachable("HTTP \(status) for the manifest")
         }
-        let bytes = [UInt8](data)
         let digest = hex(SHA256Hasher.digest(of: bytes))
-        entityTag = response.response.flatMap { Self.reliableEntityTag($0.headerFields) }
+        entityTag = Self.reliableEntityTag(fields)
         if known(digest) { return .unchanged }
-        let answer = fetch(config.signatureURL, headers: ["Accept-Encoding": "identity"])
-        guard let signatureStatus = answer.response?.status.code else {
+        // Read up to the manifest's bound: a larger signature than any key makes is refused by
+        // `ManifestSignature.verify` with its size, not taken for a failed fetch.
+        let signed = fetch(config.signatureURL, headers: HTTPHeaders(), limit: FirmwareManifest.maximumBytes)
+        guard case .answered(let signatureStatus, _, let signature) = signed else {
             // Not the manifest's fault: fetched again at the next poll.
             entityTag = nil
-            return .unreachable("signature not fetched: \(answer.error.map { "\($0)" } ?? "no response")")
+            if case .failed(let reason, _) = signed { return .unreachable("signature not fetched: \(reason)") }
+            return .unreachable("signature not fetched: no response")
         }
-        guard (200..<300).contains(signatureStatus), case .success(let signature) = answer.result else {
+        guard (200..<300).contains(signatureStatus) else {
             // Fetched whole again next time: the signature may yet be published.
             entityTag = nil
             let refusal = FirmwareRefusal(
@@ -195,13 +215,13 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
             return .offer(FirmwareOffer(digest: digest, manifest: .failure(refusal), vouchedBy: nil))
         }
         do throws(FirmwareRefusal) {
-            let key = try ManifestSignature.verify([UInt8](signature), of: bytes, keys: config.keys)
+            let key = try ManifestSignature.verify(signature, of: bytes, keys: config.keys)
             let manifest = try FirmwareManifest.parse(bytes, from: config.manifestURL)
-            do {
-                try store.saveManifest(bytes, signature: [UInt8](signature), digest: digest)
+            do throws(AgentError) {
+                try store.saveManifest(bytes, signature: signature, digest: digest)
             } catch {
                 entityTag = nil
-                return .unreachable("the manifest cannot be kept: \(error)")
+                return .unreachable("the manifest cannot be kept: \(error.description)")
             }
             return .offer(FirmwareOffer(digest: digest, manifest: .success(manifest), vouchedBy: key.fingerprint))
         } catch {
@@ -220,10 +240,10 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
     /// least 60 s before its `Date`; without both headers it is taken as given.
     static func reliableEntityTag(_ fields: HTTPFields) -> String? {
         guard let tag = fields[.eTag] else { return nil }
-        guard let modified = fields[.lastModified].flatMap(UploadVerdict.parseHTTPDate),
-            let date = fields[.date].flatMap(UploadVerdict.parseHTTPDate)
+        guard let modified = fields[.lastModified].flatMap(UploadVerdict.httpDateSeconds),
+            let date = fields[.date].flatMap(UploadVerdict.httpDateSeconds)
         else { return tag }
-        return date.timeIntervalSince(modified) >= 60 ? tag : nil
+        return date - modified >= 60 ? tag : nil
     }
 
     /// The manifest kept for `digest`, verified again against the configured keys.
@@ -256,60 +276,39 @@ public final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
         var members: [(String, StatusJSON)] = [
             ("device", .string(deviceID)), ("manifest", .string(update.manifestDigest)), ("version", .string(update.version)),
             ("state", .string(update.phase.rawValue)), ("progress", .number((min(report.progress, 1) * 1000).rounded() / 1000)),
-            ("time", .date(WallTime(report.time))),
+            ("time", .date(report.time)),
         ]
         if let from = update.fromVersion { members.append(("fromVersion", .string(from))) }
         if let reason = update.reason { members.append(("reason", .string(reason))) }
-        guard var request = try? URLRequest(url: url, method: .post) else {
-            logger.warning("firmware: status report not queued: \(url) is not a URL Foundation reads")
-            return
-        }
-        request.headers.update(name: "Content-Type", value: "application/json")
         var key = "fw-\(update.manifestDigest.prefix(16))-\(update.phase.rawValue)-\(update.freshDownloads)"
         // Reports within a phase (a health-check attempt, a wait) differ by their note: a key of
         // their own, still the same when repeated after a crash.
         if let reason = update.reason, update.phase != .failed {
             key += "-" + String(SpoolProgressSlots.checksum(reason) & 0xffff_ffff, radix: 16)
         }
-        request.headers.update(name: OfflineQueue.idempotencyKeyHeader, value: key)
-        request.httpBody = Data(StatusJSON.object(members).compactText.utf8)
-        do {
-            try reports.enqueue(request)
+        var headers = HTTPHeaders()
+        headers.update(name: "Content-Type", value: "application/json")
+        headers.update(name: DeliveryQueue.idempotencyKeyHeader, value: key)
+        let body = Array(StatusJSON.object(members).compactText.utf8)
+        do throws(OfflineQueueError) {
+            _ = try reports.enqueue(
+                QueueSubmission(method: "POST", url: url.absoluteString, headers: headers, body: [.memory(ByteArrayBody(body))]))
         } catch {
-            logger.error("firmware report not queued", metadata: ["reason": "\(error)"])
+            logger.error("firmware report not queued", metadata: ["reason": "\(error.description)"])
         }
     }
 
-    /// The body of a GET (bounded by the session's in-memory limit), blocking this thread.
-    /// A failed manifest or signature fetch in words: too large, or too slow.
-    static func why(_ error: TinyFireError) -> String {
-        let text = "\(error)"
-        if text.contains("in-memory limit") { return "larger than \(FirmwareManifest.maximumBytes / 1024) KiB (\(text))" }
-        return text
+    /// A failed manifest fetch in words: too large, or the failure as it is.
+    static func why(_ reason: String) -> String {
+        if reason.firstRange(ofASCII: "in-memory limit") != nil {
+            return "larger than \(FirmwareManifest.maximumBytes / 1024) KiB (\(reason))"
+        }
+        return reason
     }
 
-    /// GETs `url` whole within `firmware.manifestTimeout`, at most 64 KiB (the session's
-    /// in-memory limit; a larger `Content-Length` is refused before the body).
-    private func fetch(_ url: AbsoluteURL, headers: HTTPHeaders) -> DataResponse<Data, TinyFireError> {
-        let box = SendableBox<DataResponse<Data, TinyFireError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        var request: URLRequest
-        do {
-            request = try URLRequest(url: url, method: .get, headers: headers)
-        } catch {
-            let failure = (error as? TinyFireError) ?? .invalidURL(url: url.absoluteString, reason: "not a URL")
-            return DataResponse(request: nil, response: nil, data: nil, metrics: nil, serializationDuration: 0, result: .failure(failure))
-        }
-        request.timeoutInterval = Double(config.manifestTimeout.components.seconds)
-        session.request(request).responseData(queue: .global(), emptyResponseCodes: [204, 304]) { response in
-            box.value = response
-            done.signal()
-        }
-        done.wait()
-        guard let response = box.value else {
-            return DataResponse(
-                request: nil, response: nil, data: nil, metrics: nil, serializationDuration: 0, result: .failure(.explicitlyCancelled))
-        }
-        return response
+    /// GETs `url` whole within `firmware.manifestTimeout`, at most `limit` bytes (a larger
+    /// `Content-Length` is refused before the body).
+    private func fetch(_ url: AbsoluteURL, headers: HTTPHeaders, limit: Int) -> FirmwareClient.Fetched {
+        client.fetch(url, headers: headers, limit: limit, timeout: config.manifestTimeout)
     }
 }

@@ -1,17 +1,10 @@
-import Dispatch
 import HTTPTypes
-import Synchronization
-import TinyFire
+import TinyFireCore
 
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#endif
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
 #endif
 
 /// The firmware flow's I/O: it polls the manifest, downloads, verifies, runs the commands and
@@ -19,12 +12,13 @@ import TinyFire
 /// Every decision is `UpdateFlow`'s; this type only carries its effects out, in order (report,
 /// persist, act), and feeds it what happened.
 ///
-/// Memory: one `Session` (its read buffer and the 64 KiB bound on the manifest), the kept
-/// manifest (at most 64 KiB), up to 64 KiB of a command's output, and the report queue's index.
-/// The image goes to disk through the session's fixed buffers; nothing grows with its size.
+/// Memory: one `FirmwareClient` (its engine's 64 KiB read buffers and the 64 KiB bound on the
+/// manifest), the kept manifest (at most 64 KiB), up to 64 KiB of a command's output, and the
+/// report queue's index. The image goes to disk through the engine's fixed buffer; nothing
+/// grows with its size.
 public final class FirmwareUpdater: @unchecked Sendable {
     // @unchecked: the mutable state below `flow` is touched only by the updater's thread;
-    // `control` (a Mutex) is what other threads share with it.
+    // `control` (a lock) and `wake` are what other threads share with it.
 
     /// What `fire-agent status` shows.
     public typealias Snapshot = AgentStatus.Firmware
@@ -33,7 +27,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         var stopping = false
         var pollNow = false
         var recheck = false
-        var request: DownloadRequest?
+        var download: ImageDownload?
         var snapshot: Snapshot
     }
 
@@ -41,49 +35,51 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private let deviceID: String
     private let logger: Logger
     private let store: FirmwareStore
-    private let session: Session
+    private let client: FirmwareClient
     private let source: any FirmwareSource
     private let spoolDirectory: String?
     /// The timestamp precision spool lines must have (the telemetry's).
     private let precision: AgentConfig.Precision
     private let onChange: @Sendable () -> Void
     private let crashPoints: CrashPoints
-    private let control: Mutex<Control>
+    private let control: Locked<Control>
     /// The firmware flow's lock (`FirmwareStore.lockFlow`), -1 once released.
-    private let flowLock: Mutex<Int32>
-    private let wake = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
+    private let flowLock: Locked<Int32>
+    /// Wakes the updater's thread (a command, a stop).
+    private let wake: WakePipe
+    /// Signalled once the updater's thread ended.
+    private let finished: WakePipe
     private let hasher = ImageHasher()
-    private let clock = ContinuousClock()
     /// Whether the wall clock may judge a manifest's expiry.
     private let wallClock: WallClock
 
     private var flow: UpdateFlow
     /// The manifest being acted on (verified), its bytes' digest, and its signature.
     private var manifest: FirmwareManifest?
-    private var nextPoll: ContinuousClock.Instant
-    private var retryAt: ContinuousClock.Instant?
+    private var nextPoll: Instant
+    private var retryAt: Instant?
     /// When the next health-check attempt runs.
-    private var healthRetryAt: ContinuousClock.Instant?
+    private var healthRetryAt: Instant?
     /// A step that waits (the link, the install window, the inhibit lock): asked again then.
-    private var gateRetryAt: ContinuousClock.Instant?
+    private var gateRetryAt: Instant?
     private var gatePending: UpdateEffect?
     /// What the update waits for now (`status`), nil when nothing.
     private var waitReason: String?
-    /// The route to the image's host, asked when a download starts and while it runs.
-    private var imageRoute: (String, NetworkReachabilityManager)?
+    /// The route to the image's host, judged when a download starts and while it runs.
+    private var imageRoute: (host: String, judge: RouteJudge)?
     /// Where reachability judges routes (`/run/netns/NAME`), for tests; nil: this process's.
     private let reachabilityNamespace: String?
     /// How routes are reached through the proxy (the route that matters is the proxy's).
     private let network: AgentConfig.Network
     /// When the confirmation deadline passes (accounted again then).
-    private var confirmDeadline: ContinuousClock.Instant?
-    private var lastProgressReport = ContinuousClock.now
+    private var confirmDeadline: Instant?
+    /// When the status last heard of the download's progress (the engine's thread).
+    private let lastProgressReport = Locked(Instant.now())
     /// The last tenth of the image logged (the log shows the download every 10 %).
-    private let loggedTenth = Mutex(-1)
+    private let loggedTenth = Locked(-1)
     private var stateWriteFailed = false
     /// After a failed state write: when to try again, and how many writes failed in a row.
-    private var stateRetryAt: ContinuousClock.Instant?
+    private var stateRetryAt: Instant?
     private var stateWriteFailures = 0
     /// What the last new offer came to (`offered 2.1.0`, `up to date (2.0.0 runs)`, `refused: …`):
     /// the status keeps saying it while polls find nothing new.
@@ -99,14 +95,16 @@ public final class FirmwareUpdater: @unchecked Sendable {
     ///   - config: the firmware section.
     ///   - agentConfig: the whole config (device id, the server's TLS settings, the spool).
     ///   - logger: where transitions and command output go.
-    ///   - reachability: wakes the report queue when the route returns.
     ///   - environment: in test builds, `FIRE_AGENT_FIRMWARE_EXIT_AT` (`CrashPoints`); release
     ///     builds read nothing from it.
+    ///   - wallClock: what the wall clock can be trusted with (default: the agent's, with its
+    ///     floor in `queue.directory`).
+    ///   - userAgent: the `User-Agent` of every request.
     ///   - onChange: called (from the updater's thread) when the snapshot changed.
     /// - Throws: `AgentError` when the directory or the report queue cannot be used.
     public init(
-        config: AgentConfig.Firmware, agentConfig: AgentConfig, logger: Logger, reachability: NetworkReachabilityManager?,
-        environment: [String: String], wallClock: WallClock? = nil, onChange: @escaping @Sendable () -> Void
+        config: AgentConfig.Firmware, agentConfig: AgentConfig, logger: Logger, environment: [String: String],
+        wallClock: WallClock? = nil, userAgent: String = TelemetryAgent.defaultUserAgent, onChange: @escaping @Sendable () -> Void
     ) throws(AgentError) {
         self.config = config
         #if FIRE_AGENT_CRASH_POINTS
@@ -128,38 +126,31 @@ public final class FirmwareUpdater: @unchecked Sendable {
             throw AgentError(description: "firmware.directory: \(problem)")
         }
         store = try FirmwareStore(directory: config.directory)
-        let lock = try store.lockFlow()
-        flowLock = Mutex(lock)
-        flow = Self.makeFlow(state: Self.loadState(store, logger: logger), config: config)
-        var configuration = SessionConfiguration()
-        configuration.connectTimeout = agentConfig.server.connectTimeout
-        configuration.idleTimeout = agentConfig.server.idleTimeout
-        configuration.maxInMemoryBodyBytes = FirmwareManifest.maximumBytes
-        configuration.maxReceiveBytesPerSecond = config.maxBytesPerSecond
-        configuration.lowSpeedLimit = LowSpeedLimit(bytesPerSecond: config.lowSpeedBytesPerSecond, window: config.lowSpeedTime)
-        if let caFile = agentConfig.server.caFile { configuration.tls.caCertificateFiles = [caFile] }
-        configuration.tls.clientCertificateFile = agentConfig.server.clientCertificate
-        configuration.tls.clientKeyFile = agentConfig.server.clientKey
-        configuration.proxy = agentConfig.network.proxy
-        var trust: ServerTrustManager?
-        if !agentConfig.server.pins.isEmpty, let host = agentConfig.server.url.host {
-            // The fleet server's pins hold wherever it serves firmware too; other hosts (a
-            // CDN) are checked against the CA bundle, and the manifest's signature covers
-            // the image either way.
-            if let evaluator = try? PublicKeysTrustEvaluator(pins: agentConfig.server.pins) {
-                trust = ServerTrustManager(allHostsMustBeEvaluated: false, evaluators: [host: evaluator])
-            }
+        do throws(SystemResourceError) {
+            wake = try WakePipe()
+            finished = try WakePipe()
+        } catch {
+            throw AgentError(description: "firmware updates: \(error.description)")
         }
-        session = Session(configuration: configuration, serverTrustManager: trust)
-        do {
-            source = try SignedManifestSource(
-                config: config, deviceID: agentConfig.device.id, session: session, store: store, reachability: reachability, logger: logger)
+        let lock = try store.lockFlow()
+        flowLock = Locked(lock)
+        flow = Self.makeFlow(state: Self.loadState(store, logger: logger), config: config)
+        do throws(AgentError) {
+            client = try FirmwareClient(config: agentConfig, userAgent: userAgent)
         } catch {
             close(lock)
             throw error
         }
-        nextPoll = clock.now
-        control = Mutex(Control(snapshot: Snapshot(phase: UpdatePhase.idle.rawValue, downloadedBytes: 0, size: 0)))
+        do throws(AgentError) {
+            source = try SignedManifestSource(
+                config: config, deviceID: agentConfig.device.id, client: client, store: store, logger: logger)
+        } catch {
+            client.shutdown()
+            close(lock)
+            throw error
+        }
+        nextPoll = .now()
+        control = Locked(Control(snapshot: Snapshot(phase: UpdatePhase.idle.rawValue, downloadedBytes: 0, size: 0)))
         publish(notifying: false)
     }
 
@@ -173,15 +164,26 @@ public final class FirmwareUpdater: @unchecked Sendable {
         }
     }
 
-    /// Starts the updater's thread.
-    public func start() {
-        source.start()
-        DispatchQueue(label: "fire-agent.firmware").async { [self] in
-            run()
+    /// Starts the updater's thread (`fire-agent-fw`).
+    /// - Parameter network: what reachability says about the route to the server now (the
+    ///   report queue waits while it is down).
+    package func start(network: OfflineQueueReplay.Network) {
+        source.start(network: network)
+        do throws(SystemResourceError) {
+            try BlockingWork.run(label: "fire-agent-fw", stackBytes: BlockingWork.callbackStack) { [self] in
+                run()
+                releaseLock()
+                finished.signal()
+            }
+        } catch {
+            logger.error("firmware updates cannot start: \(error.description)")
             releaseLock()
             finished.signal()
         }
     }
+
+    /// Tells the report queue what reachability says now.
+    package func network(_ network: OfflineQueueReplay.Network) { source.network(network) }
 
     /// What one firmware cycle (`fire-agent firmware update --once`) came to.
     public enum CycleOutcome: Sendable, Equatable {
@@ -208,7 +210,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// Runs one cycle in the calling thread, as the daemon would run it — resume, the health
     /// check with its attempts, one poll, the download, verification, install and reboot
     /// command it leads to, the commit after a sync — and delivers the reports once. Nothing
-    /// waits for a download retry: the state keeps it for the next cycle or the daemon.
+    /// waits for a download retry: the state keeps it for the next cycle or the daemon. The
+    /// updater is done afterwards (its lock, queue and connections released).
     /// - Returns: what it came to.
     public func runOnce() -> CycleOutcome {
         defer { releaseLock() }
@@ -222,6 +225,10 @@ public final class FirmwareUpdater: @unchecked Sendable {
         }
         let unsent = source.flushReports()
         if unsent > 0 { logger.notice("firmware reports not delivered yet: they wait for the next run", metadata: ["queued": "\(unsent)"]) }
+        defer {
+            source.close()
+            client.shutdown()
+        }
         return outcome(since: before)
     }
 
@@ -229,12 +236,12 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private func settleHealthChecks() {
         while flow.phase == .confirming, stateRetryAt == nil, let at = healthRetryAt {
             if let deadline = confirmDeadline, deadline <= at {
-                sleepUntil(deadline, clock: clock)
+                sleepUntil(deadline)
                 confirmDeadline = nil
                 perform(confirmTick())
                 continue
             }
-            sleepUntil(at, clock: clock)
+            sleepUntil(at)
             healthRetryAt = nil
             perform([.healthCheck])
         }
@@ -300,14 +307,15 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// - Returns: whether the thread ended in time.
     @discardableResult
     public func stop(timeout: Duration) -> Bool {
-        let request = control.withLock { control -> DownloadRequest? in
+        let download = control.withLock { control -> ImageDownload? in
             control.stopping = true
-            return control.request
+            return control.download
         }
-        request?.cancel()
+        download?.cancel()
         wake.signal()
-        let ended = finished.wait(timeout: .now() + .nanoseconds(Int(clamping: timeout.totalNanoseconds))) == .success
+        let ended = finished.wait(timeout: timeout, consume: false)
         source.close()
+        if ended { client.shutdown() }
         return ended
     }
 
@@ -324,7 +332,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             metadata: ["manifest": "\(config.manifestURL)", "pollInterval": "\(ConfigReader.describe(config.pollInterval))"])
         prepare()
         while !stopping {
-            let now = clock.now
+            let now = Instant.now()
             let asked = control.withLock { control -> Bool in
                 defer { control.pollNow = false }
                 return control.pollNow
@@ -343,7 +351,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             }
             if stateRetryAt != nil, now >= nextPoll {
                 // Nothing acts on a state that is not on disk; polls wait for the write too.
-                nextPoll = clock.now + config.pollInterval
+                nextPoll = .now() + config.pollInterval
             }
             if let at = retryAt, now >= at || asked {
                 retryAt = nil
@@ -371,8 +379,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 continue
             }
             let deadline = [retryAt, stateRetryAt, healthRetryAt, confirmDeadline, gateRetryAt].compactMap { $0 }.reduce(nextPoll, min)
-            let nanoseconds = max(0, (deadline - clock.now).totalNanoseconds)
-            _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
+            wake.wait(timeout: deadline.since(.now()))
         }
     }
 
@@ -389,7 +396,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             _ = store.waitForInstaller(timeout: config.installTimeout)
         }
         let version = bootedVersion()
-        perform(flow.resume(version: version, bootID: bootID(), now: Date()))
+        perform(flow.resume(version: version, bootID: bootID(), now: .now()))
         publish()
     }
 
@@ -397,12 +404,12 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private func pollAndSchedule() {
         poll()
         let spread = 1 + config.jitter * Double.random(in: -1...1)
-        nextPoll = clock.now + config.pollInterval * spread
+        nextPoll = .now() + config.pollInterval * spread
     }
 
     /// Feeds `event` and carries out what follows.
     private func feed(_ event: UpdateEvent) {
-        perform(flow.handle(event, now: Date()))
+        perform(flow.handle(event, now: WallTime.now()))
     }
 
     /// Carries out `effects` in order; an action's outcome is fed back at once.
@@ -429,9 +436,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 pollAndSchedule()
                 outcome = .polled
             case .retryDownload(let attempt):
-                let delay = OfflineQueue.Backoff(initial: config.retryInitial, maximum: config.retryMaximum)
+                let delay = QueueBackoff(initial: config.retryInitial, maximum: config.retryMaximum)
                     .delay(afterFailure: max(1, attempt), random: Double.random(in: 0...1))
-                retryAt = clock.now + delay
+                retryAt = .now() + delay
                 logger.info("firmware download will be tried again", metadata: ["in": "\(ConfigReader.describe(delay))"])
             case .verify: outcome = verify()
             case .install: outcome = install()
@@ -463,7 +470,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 outcome = healthCheck()
             case .retryHealthCheck:
                 guard let check = config.healthCheck else { break }
-                healthRetryAt = clock.now + check.interval
+                healthRetryAt = .now() + check.interval
                 logger.info("firmware health check will run again", metadata: ["in": "\(ConfigReader.describe(check.interval))"])
             case .rollback:
                 guard flow.rollbackStarts() else { break }
@@ -481,7 +488,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             publish()
             if let outcome {
                 if stopping, case .downloadFailed = outcome { return }  // cancelled by stop: resumes at the next start
-                work = flow.handle(outcome, now: Date())[...] + work
+                work = flow.handle(outcome, now: WallTime.now())[...] + work
             }
         }
     }
@@ -494,7 +501,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             stateWriteFailures = 0
         } catch {
             stateWriteFailures += 1
-            let delay = OfflineQueue.Backoff(initial: config.retryInitial, maximum: config.retryMaximum)
+            let delay = QueueBackoff(initial: config.retryInitial, maximum: config.retryMaximum)
                 .delay(afterFailure: stateWriteFailures, random: Double.random(in: 0...1))
             if !stateWriteFailed {
                 logger.error(
@@ -503,7 +510,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             }
             stateWriteFailed = true
             retryAt = nil
-            stateRetryAt = clock.now + delay
+            stateRetryAt = .now() + delay
             return false
         }
         if flow.phase != .installing {
@@ -529,10 +536,10 @@ public final class FirmwareUpdater: @unchecked Sendable {
         } else {
             manifest = nil
         }
-        perform(flow.resume(version: bootedVersion(), bootID: bootID(), now: Date()))
+        perform(flow.resume(version: bootedVersion(), bootID: bootID(), now: WallTime.now()))
         publish()
         // What the server offered while the state could not be written is asked for again.
-        nextPoll = min(nextPoll, clock.now)
+        nextPoll = min(nextPoll, .now())
     }
 
     /// The flow over `state`, with the config's policies.
@@ -605,8 +612,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// - Returns: what the flow asks for (a persist, or the rollback when the deadline passed).
     private func confirmTick() -> [UpdateEffect] {
         guard flow.phase == .confirming else { return [] }
-        let effects = flow.handle(.confirmClock(bootID: bootID(), uptime: Self.bootTime()), now: Date())
-        confirmDeadline = flow.confirmRemaining.map { clock.now + $0 }
+        let effects = flow.handle(.confirmClock(bootID: bootID(), uptime: Self.bootTime()), now: WallTime.now())
+        confirmDeadline = flow.confirmRemaining.map { .now() + $0 }
         return effects
     }
 
@@ -626,10 +633,10 @@ public final class FirmwareUpdater: @unchecked Sendable {
         do throws(FirmwareRefusal) {
             let parsed = try offer.manifest.get()
             manifest = parsed
-            let now = Date()
+            let now = WallTime.now()
             try UpdateDecision.check(
                 parsed, deviceType: config.deviceType, highestAccepted: flow.state.highestAccepted.flatMap(SemanticVersion.init),
-                allowDowngrade: config.allowDowngrade, now: now, clock: wallClock.verdict(at: now))
+                allowDowngrade: config.allowDowngrade, now: now, clock: wallClock.verdict(now: now))
             if let current = flow.state.update, [.downloading, .verifying].contains(current.phase),
                 let version = SemanticVersion(current.version), parsed.version <= version
             {
@@ -670,22 +677,22 @@ public final class FirmwareUpdater: @unchecked Sendable {
         guard let manifest else {
             return .downloadFailed(reason: "the manifest being acted on is missing or refused", permanent: true, serverReached: false)
         }
-        var resume: DownloadResumeData?
+        var resume: ImageResumeRecord?
         if fromZero {
             store.discardImage()
-        } else if let record = DownloadResumeData.read(from: store.resumeRecordPath),
-            record.entityTag != nil || record.lastModified != nil, record.url == manifest.image
+        } else if var record = ImageResumeRecord.read(from: store.resumeRecordPath),
+            record.entityTag != nil || record.lastModified != nil, record.url == manifest.imageURL
         {
             var info = stat()
-            if stat(store.partialImagePath, &info) == 0, info.st_size > 0, info.st_size <= manifest.size {
-                resume = DownloadResumeData(
-                    url: manifest.image, partialFile: store.partialImagePath, bytesOnDisk: UInt64(info.st_size),
-                    entityTag: record.entityTag, lastModified: record.lastModified, totalLength: record.totalLength)
+            if stat(store.partialImagePath, &info) == 0, info.st_size > 0, Int64(info.st_size) <= manifest.size {
+                record.partialFile = store.partialImagePath
+                record.bytesOnDisk = UInt64(info.st_size)
+                resume = record
             }
         }
         if resume == nil { store.discardImage() }
         let onDisk = Int64(resume?.bytesOnDisk ?? 0)
-        // The bytes already on disk go into the digest now, off the session's loop.
+        // The bytes already on disk go into the digest now, off the engine's thread.
         guard hasher.rebuild(from: store.partialImagePath, length: UInt64(onDisk)) else {
             store.discardImage()
             return .downloadFailed(reason: "the partial image cannot be read", permanent: false, serverReached: false)
@@ -710,38 +717,36 @@ public final class FirmwareUpdater: @unchecked Sendable {
         logger.info(
             onDisk > 0 ? "firmware download continues" : "firmware download starts",
             metadata: ["url": "\(manifest.image)", "from": "\(onDisk)", "size": "\(manifest.size)"])
-        let partial = URL(filePath: store.partialImagePath)
-        let request = session.download(
-            manifest.image, method: .get, headers: ["Accept-Encoding": "identity"], body: nil,
-            target: .destination({ _, _ in (partial, [.removePreviousFile]) }), acceptableStatusCodes: 200..<300,
-            includeResponseHead: false, resumingFrom: resume, partialPolicy: .inPlace, resumeRecord: store.resumeRecordPath,
-            bodyObserver: hasher, maximumFileSize: UInt64(manifest.size), stopWhenResourceChanged: true)
         let size = manifest.size
-        request.downloadProgress { [weak self] progress in self?.progressed(Int64(progress.completedUnitCount), of: size) }
-        control.withLock { $0.request = request }
-        if stopping { request.cancel() }
+        let download = ImageDownload(
+            client: client, url: manifest.image, partialFile: store.partialImagePath, recordPath: store.resumeRecordPath,
+            maximumSize: UInt64(manifest.size), resume: resume, hasher: hasher,
+            progress: { [self] bytes in progressed(Int64(bytes), of: size) })
+        control.withLock { $0.download = download }
+        if stopping { download.cancel() }
         var paused: String?
-        let response = wait(request) {
+        let outcome = download.run(every: .seconds(2)) {
             // Every 2 s while it runs: the route may have moved to an avoided link.
             guard paused == nil, let reason = linkGateReason() else { return }
             paused = reason
             logger.notice("firmware download pauses: the link is avoided", metadata: ["reason": "\(reason)"])
-            request.cancel()
+            download.cancel()
         }
-        control.withLock { $0.request = nil }
-        guard let error = response.error else { return .downloadFinished }
-        if let paused, !stopping {
+        control.withLock { $0.download = nil }
+        let image = manifest.imageURL
+        switch outcome {
+        case .finished:
+            return .downloadFinished
+        case _ where paused != nil && !stopping:
             // The bytes stay with their resume record: it goes on from there on a good link.
-            return startWait(paused, retry: .download(fromZero: false), every: .seconds(5))
-        }
-        let status = response.response?.status.code
-        if let status, status == 404 || status == 410 {
-            return .downloadFailed(reason: "the image \(manifest.image) is gone (HTTP \(status))", permanent: true, serverReached: true)
-        }
-        if let status, (400..<500).contains(status), status != 408, status != 429 {
-            return .downloadFailed(reason: "the image \(manifest.image) is refused (HTTP \(status))", permanent: true, serverReached: true)
-        }
-        if case .sessionTaskFailed(let transfer) = error {
+            return startWait(paused ?? "", retry: .download(fromZero: false), every: .seconds(5))
+        case .answered(let status) where status == 404 || status == 410:
+            return .downloadFailed(reason: "the image \(image) is gone (HTTP \(status))", permanent: true, serverReached: true)
+        case .answered(let status) where (400..<500).contains(status) && status != 408 && status != 429:
+            return .downloadFailed(reason: "the image \(image) is refused (HTTP \(status))", permanent: true, serverReached: true)
+        case .answered(let status):
+            return .downloadFailed(reason: "the image \(image) answered HTTP \(status)", permanent: false, serverReached: true)
+        case .failed(.failed(let transfer), let reason):
             if case .resourceChanged(let message) = transfer.reason {
                 logger.notice("firmware image changed on the server: the manifest is polled first", metadata: ["reason": "\(message)"])
                 return .imageChanged(reason: message)
@@ -754,11 +759,12 @@ public final class FirmwareUpdater: @unchecked Sendable {
             if case .certificateVerificationFailed = transfer.reason, case let verdict = wallClock.verdict(), !verdict.isTrusted {
                 // A certificate "not yet valid" or "expired" to a wrong clock says nothing about
                 // the server: retried without counting against firmware.downloadAttempts.
-                return .downloadFailed(reason: "\(error) (\(verdict.reason))", permanent: false, serverReached: false)
+                return .downloadFailed(reason: "\(reason) (\(verdict.reason))", permanent: false, serverReached: false)
             }
-            return .downloadFailed(reason: "\(error)", permanent: false, serverReached: !transfer.isNetworkUnavailable)
+            return .downloadFailed(reason: reason, permanent: false, serverReached: !transfer.isNetworkUnavailable)
+        case .failed(_, let reason):
+            return .downloadFailed(reason: reason, permanent: false, serverReached: false)
         }
-        return .downloadFailed(reason: "\(error)", permanent: false, serverReached: status != nil)
     }
 
     private func progressed(_ bytes: Int64, of size: Int64) {
@@ -770,10 +776,13 @@ public final class FirmwareUpdater: @unchecked Sendable {
         }) {
             logger.info("firmware download \(tenth * 10) %", metadata: ["bytes": "\(bytes)", "size": "\(size)"])
         }
-        let now = ContinuousClock.now
-        guard now - lastProgressReport >= .seconds(1) || bytes == size else { return }
-        lastProgressReport = now
-        onChange()
+        let now = Instant.now()
+        let due = lastProgressReport.withLock { last -> Bool in
+            guard now.since(last) >= .seconds(1) || bytes == size else { return false }
+            last = now
+            return true
+        }
+        if due { onChange() }
     }
 
     private func verify() -> UpdateEvent {
@@ -792,7 +801,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 FirmwareRefusal(kind: .sizeMismatch, message: "the image is \(info.st_size) bytes, the manifest signed \(manifest.size)"),
                 bootID: id)
         }
-        let started = ContinuousClock.now
+        let started = Instant.now()
         var digest: [UInt8]
         if !verified, hasher.count == UInt64(info.st_size) {
             digest = hasher.finish()  // hashed while it was written
@@ -817,11 +826,11 @@ public final class FirmwareUpdater: @unchecked Sendable {
                     bootID: id)
             }
             unlink(store.resumeRecordPath)
-            syncDirectory(store.directory + "/staging")
+            syncDirectory(containing: store.imagePath)
         }
         logger.info(
             "firmware image verified",
-            metadata: ["sha256": "\(hex(digest))", "took": "\((ContinuousClock.now - started).totalNanoseconds / 1_000_000) ms"])
+            metadata: ["sha256": "\(hex(digest))", "took": "\(Instant.now().since(started).totalNanoseconds / 1_000_000) ms"])
         return .verified(nil, bootID: id)
     }
 
@@ -884,7 +893,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// - Returns: the note for the flow (`waiting: …`), reported once per reason.
     private func startWait(_ reason: String, retry: UpdateEffect, every: Duration) -> UpdateEvent {
         gatePending = retry
-        gateRetryAt = clock.now + every
+        gateRetryAt = .now() + every
         if waitReason != reason {
             logger.notice("firmware update waits", metadata: ["for": "\(reason)", "step": "\(Self.describe(retry))"])
         }
@@ -900,7 +909,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         logger.notice("firmware update goes on", metadata: ["waited for": "\(reason)"])
         waitReason = nil
         control.withLock { $0.snapshot.waiting = nil }
-        return flow.handle(.waiting(nil), now: Date())
+        return flow.handle(.waiting(nil), now: WallTime.now())
     }
 
     private static func describe(_ effect: UpdateEffect) -> String {
@@ -917,7 +926,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         if !config.installWindow.isEmpty {
             let now = LocalTime.now()
             if !config.installWindow.contains(where: { $0.contains(weekday: now.weekday, minute: now.minute) }) {
-                let list = config.installWindow.map(\.description).joined(separator: ", ")
+                let list = config.installWindow.map { $0.description }.joined(separator: ", ")
                 return "outside firmware.installWindow (\(list)): local time \(now)"
             }
         }
@@ -935,19 +944,18 @@ public final class FirmwareUpdater: @unchecked Sendable {
         guard !config.avoidInterfaces.isEmpty, let manifest, let image = AbsoluteURL(manifest.image.absoluteString),
             let host = network.routeHost(for: image)
         else { return nil }
-        let route: NetworkReachabilityManager
-        if let (known, manager) = imageRoute, known == host {
-            route = manager
+        let judge: RouteJudge
+        if let known = imageRoute, known.host == host {
+            judge = known.judge
         } else {
-            guard
-                let made = try? NetworkReachabilityManager(host: host, networkNamespace: reachabilityNamespace, logger: logger.swiftLogger)
-            else {
-                return nil
-            }
+            guard let made = try? RouteJudge(host: host, networkNamespace: reachabilityNamespace) else { return nil }
+            made.resolveHost()
             imageRoute = (host, made)
-            route = made
+            judge = made
         }
-        guard case .reachable(let connection) = route.status, config.avoidInterfaces.contains(connection.interfaceType.rawValue) else {
+        guard case .reachable(let connection) = judge.evaluate(addressesChanged: {}).status,
+            config.avoidInterfaces.contains(connection.interfaceType.rawValue)
+        else {
             return nil
         }
         return "the route to \(host) runs over \(connection.interfaceName) (\(connection.interfaceType.rawValue)), "
@@ -1019,7 +1027,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         {
             text = String(decoding: result.output, as: UTF8.self)
         }
-        let line = text?.split(whereSeparator: \.isNewline).first.map { String($0).trimmed() }
+        let line = text?.split(whereSeparator: { $0.isNewline }).first.map { String($0).trimmed() }
         let version = line.flatMap(SemanticVersion.init)
         if version == nil { logger.warning("the booted version cannot be read", metadata: ["found": "\(line ?? "nothing")"]) }
         return version
@@ -1042,13 +1050,13 @@ public final class FirmwareUpdater: @unchecked Sendable {
         } else {
             logger.info("firmware update \(update.phase.rawValue)", metadata: metadata)
         }
-        let now = Date()
+        let now = WallTime.now()
         source.report(FirmwareReport(update: update, progress: progress, time: now))
         if let spoolDirectory {
             var fields: [String: Point.Value] = ["state": .string(update.phase.rawValue), "progress": .float(min(progress, 1))]
             if let reason = update.reason { fields["reason"] = .string(String(reason.prefix(1024))) }
             let unit: Int64 = [.s: 1_000_000_000, .ms: 1_000_000, .us: 1000, .ns: 1][precision] ?? 1
-            let nanoseconds = max(Int64(now.timeIntervalSince1970 * 1e9), lastPointNanoseconds + unit)
+            let nanoseconds = max(now.millisecondsSince1970 * 1_000_000, lastPointNanoseconds + unit)
             lastPointNanoseconds = nanoseconds
             let point = Point(
                 measurement: "fire_agent_update",
@@ -1077,86 +1085,18 @@ public final class FirmwareUpdater: @unchecked Sendable {
             $0.snapshot.fromVersion = update?.fromVersion
             $0.snapshot.size = update?.size ?? 0
             $0.snapshot.reason = update?.reason
-            $0.snapshot.since = update.map { WallTime($0.since) }
+            $0.snapshot.since = update?.since
             $0.snapshot.highestAccepted = highest
         }
         if notifying { onChange() }
     }
-
-    // MARK: - Helpers
-
-    /// A download's outcome, blocking this thread until it ends.
-    /// - Parameter every2s: called every 2 s while the download runs (on this thread).
-    private func wait(_ request: DownloadRequest, every2s: () -> Void = {}) -> DownloadResponse<URL?, TinyFireError> {
-        let box = SendableBox<DownloadResponse<URL?, TinyFireError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        request.response(queue: .global()) { response in
-            box.value = response
-            done.signal()
-        }
-        while done.wait(timeout: .now() + .seconds(2)) == .timedOut { every2s() }
-        return box.value
-            ?? DownloadResponse(request: nil, response: nil, fileURL: nil, metrics: nil, result: .failure(.explicitlyCancelled))
-    }
-
-    private func syncDirectory(_ path: String) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        fsync(fd)
-        close(fd)
-    }
 }
 
 /// Sleeps the calling thread until `instant`.
-func sleepUntil(_ instant: ContinuousClock.Instant, clock: ContinuousClock) {
-    let nanoseconds = (instant - clock.now).totalNanoseconds
+func sleepUntil(_ instant: Instant) {
+    let nanoseconds = instant.since(.now()).totalNanoseconds
     guard nanoseconds > 0 else { return }
-    var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+    var request = timespec(tv_sec: .init(nanoseconds / 1_000_000_000), tv_nsec: .init(nanoseconds % 1_000_000_000))
     var remaining = timespec()
     while nanosleep(&request, &remaining) != 0, errno == EINTR { request = remaining }
-}
-
-/// Lowercase hexadecimal.
-func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out = [UInt8]()
-    out.reserveCapacity(bytes.count * 2)
-    for byte in bytes {
-        out.append(digits[Int(byte >> 4)])
-        out.append(digits[Int(byte & 0xF)])
-    }
-    return String(decoding: out, as: UTF8.self)
-}
-
-/// The image's SHA-256, fed by the download as bytes reach the file (the session's loop) and
-/// rebuilt from the partial file after a restart (the updater's thread, before the download).
-final class ImageHasher: DownloadBodyObserver, @unchecked Sendable {
-    private let state = Mutex<Void>(())
-    private let hasher = SHA256Hasher()
-
-    /// Bytes hashed.
-    var count: UInt64 { state.withLock { _ in hasher.count } }
-
-    func reset() { state.withLock { _ in hasher.reset() } }
-
-    func finish() -> [UInt8] { state.withLock { _ in hasher.finish() } }
-
-    /// Hashes the first `length` bytes of `path` afresh.
-    /// - Returns: false when they cannot be read.
-    func rebuild(from path: String, length: UInt64) -> Bool {
-        state.withLock { _ in
-            hasher.reset()
-            return length == 0 || hasher.update(fromFile: path, length: length) == length
-        }
-    }
-
-    func bodyStarts(at offset: UInt64, partialFile: String) {
-        // Normally the updater rebuilt the digest up to `offset` before asking; a response that
-        // starts elsewhere (a 200 instead of a 206, a shorter file) is hashed from the file.
-        if count != offset { _ = rebuild(from: partialFile, length: offset) }
-    }
-
-    func bodyWritten(_ bytes: UnsafeRawBufferPointer) {
-        state.withLock { _ in hasher.update(bytes) }
-    }
 }

@@ -5,11 +5,6 @@ import TinyFireCore
 #elseif canImport(Musl)
     import Musl
 #endif
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 /// The firmware flow's files in `firmware.directory`:
 ///
@@ -29,26 +24,27 @@ public struct FirmwareStore: Sendable {
     /// - Throws: `AgentError` when it cannot be created.
     public init(directory: String) throws(AgentError) {
         self.directory = directory
+        makeDirectories(directory, mode: 0o700)
         for path in [directory, directory + "/staging", directory + "/offers"] {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                let code = ((error as? CocoaError)?.underlying as? POSIXError)?.code.rawValue ?? errno
-                throw AgentError(description: "firmware.directory \(path): cannot be created: \(errnoMessage(code))")
+            if mkdir(path, 0o700) != 0 && errno != EEXIST {
+                throw AgentError(description: "firmware.directory \(path): cannot be created: \(errnoMessage(errno))")
+            }
+            var info = stat()
+            guard stat(path, &info) == 0, info.st_mode & mode_t(S_IFMT) == mode_t(S_IFDIR) else {
+                throw AgentError(description: "firmware.directory \(path): cannot be created: \(errnoMessage(ENOTDIR))")
             }
         }
     }
 
-    var statePath: String { directory + "/state.json" }
+    package var statePath: String { directory + "/state.json" }
     /// The image while it downloads.
     public var partialImagePath: String { directory + "/staging/image.part" }
     /// The image once verified: what the installer gets.
     public var imagePath: String { directory + "/staging/image.bin" }
     /// Held (flock) by the installer for as long as it runs, through an inherited descriptor.
-    var installLockPath: String { directory + "/install.lock" }
+    package var installLockPath: String { directory + "/install.lock" }
     /// The download's resume record (validators of the partial image).
-    var resumeRecordPath: String { directory + "/staging/image.resume" }
+    package var resumeRecordPath: String { directory + "/staging/image.resume" }
 
     /// Reads the state; a missing file is a fresh state.
     /// - Throws: `AgentError` naming the file when it is unreadable or not a state document
@@ -58,10 +54,16 @@ public struct FirmwareStore: Sendable {
             if access(statePath, F_OK) != 0 { return FirmwareState() }
             throw AgentError(description: "firmware state \(statePath) cannot be read: \(String(cString: strerror(errno)))")
         }
-        do {
-            return try FirmwareState(json: JSONValue.parse(bytes, file: statePath))
+        let json: JSONValue
+        do throws(ConfigError) {
+            json = try JSONValue.parse(bytes, file: statePath)
         } catch {
-            throw AgentError(description: "firmware state \(statePath) is damaged: \(error)")
+            throw AgentError(description: "firmware state \(statePath) is damaged: \(error.description)")
+        }
+        do throws(AgentError) {
+            return try FirmwareState(json: json)
+        } catch {
+            throw AgentError(description: "firmware state \(statePath) is damaged: \(error.description)")
         }
     }
 
@@ -105,7 +107,7 @@ public struct FirmwareStore: Sendable {
     /// `flock --shared`) holds it too, and a restarted agent still sees it running after the
     /// command that started it is gone.
     /// - Returns: the descriptor (the caller closes it once the installer ended), or nil.
-    func lockForInstaller() -> Int32? {
+    package func lockForInstaller() -> Int32? {
         let fd = open(installLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return nil }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0, flock(fd, LOCK_SH | LOCK_NB) == 0 else {
@@ -120,7 +122,7 @@ public struct FirmwareStore: Sendable {
     /// the holder's PID, for the message the others get.
     /// - Returns: the descriptor, held for as long as the flow runs (closing it releases it).
     /// - Throws: `AgentError` naming the process that holds it.
-    func lockFlow() throws(AgentError) -> Int32 {
+    package func lockFlow() throws(AgentError) -> Int32 {
         let path = directory + "/agent.lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw AgentError(description: "\(path): cannot be opened: \(String(cString: strerror(errno)))") }
@@ -140,13 +142,13 @@ public struct FirmwareStore: Sendable {
     /// (exclusively or shared).
     /// - Parameter timeout: how long to wait at most.
     /// - Returns: true when no installer holds it (any more).
-    func waitForInstaller(timeout: Duration) -> Bool {
+    package func waitForInstaller(timeout: Duration) -> Bool {
         let fd = open(installLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return true }
         defer { close(fd) }
-        let deadline = ContinuousClock.now + timeout
+        let deadline = Instant.now() + timeout
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            if ContinuousClock.now >= deadline { return false }
+            if Instant.now() >= deadline { return false }
             usleep(100_000)
         }
         flock(fd, LOCK_UN)
@@ -182,14 +184,14 @@ public struct FirmwareStore: Sendable {
 
 extension FirmwareState {
     /// The state as the JSON `state.json` holds.
-    var json: StatusJSON {
+    package var json: StatusJSON {
         let entries = history.map { entry -> StatusJSON in
             .object([("digest", .string(entry.digest)), ("version", .string(entry.version)), ("installerRan", .bool(entry.installerRan))])
         }
         // `finished` and `installerRuns` are what agents before `history` read (32 each): an
         // agent rolled back to one keeps the newest of what it knew.
-        let legacyFinished = (refused + history.map(\.digest)).suffix(32)
-        let legacyRuns = history.filter(\.installerRan).map(\.digest).suffix(32)
+        let legacyFinished = (refused + history.map { $0.digest }).suffix(32)
+        let legacyRuns = history.filter { $0.installerRan }.map { $0.digest }.suffix(32)
         var members: [(String, StatusJSON)] = [
             ("history", .array(entries)), ("refused", .array(refused.map(StatusJSON.string))),
             ("finished", .array(legacyFinished.map(StatusJSON.string))), ("installerRuns", .array(legacyRuns.map(StatusJSON.string))),
@@ -200,7 +202,7 @@ extension FirmwareState {
                 ("phase", .string(update.phase.rawValue)), ("manifestDigest", .string(update.manifestDigest)),
                 ("version", .string(update.version)), ("size", .integer(update.size)),
                 ("freshDownloads", .integer(Int64(update.freshDownloads))), ("failedAttempts", .integer(Int64(update.failedAttempts))),
-                ("since", .number(update.since.timeIntervalSince1970)),
+                ("since", .number(Double(update.since.millisecondsSince1970) / 1000)),
             ]
             if let value = update.fromVersion { record.append(("fromVersion", .string(value))) }
             if let value = update.bootID { record.append(("bootID", .string(value))) }
@@ -226,7 +228,7 @@ extension FirmwareState {
 
     /// Reads the JSON `json` wrote.
     /// - Throws: `AgentError` naming the first member that is wrong.
-    init(json: JSONValue) throws(AgentError) {
+    package init(json: JSONValue) throws(AgentError) {
         func fail(_ what: String) -> AgentError { AgentError(description: what) }
         guard case .object(let root) = json else { throw fail("not an object") }
         func strings(_ value: JSONValue?, _ name: String) throws(AgentError) -> [String] {
@@ -272,7 +274,7 @@ extension FirmwareState {
         var update = UpdateRecord(
             phase: phase, manifestDigest: try text("manifestDigest"), version: try text("version"), fromVersion: nil,
             size: Int64(clamping: Int64(exactly: (try number("size")).rounded()) ?? 0),
-            since: Date(timeIntervalSince1970: try number("since")))
+            since: WallTime(millisecondsSince1970: Int64(exactly: (try number("since") * 1000).rounded()) ?? 0))
         update.freshDownloads = Int(clamping: Int64(exactly: (try number("freshDownloads")).rounded()) ?? 0)
         update.failedAttempts = Int(clamping: Int64(exactly: (try number("failedAttempts")).rounded()) ?? 0)
         if case .string(let value)? = record["fromVersion"] { update.fromVersion = value }

@@ -1,10 +1,11 @@
 /// What a response to a resumed download's Range request means for the partial file, without
 /// I/O: the status and the headers that matter, the bytes on disk and the length known from the
-/// first attempt go in; a verdict comes out. `DownloadRequest` carries it out (appends, empties
-/// the file and starts again, or fails the attempt keeping the partial file).
-enum RangeResume {
+/// first attempt go in; a verdict comes out. The library's `DownloadRequest` and fire-agent's
+/// `ImageDownload` carry it out (appends, empties the file and starts again, or fails the
+/// attempt keeping the partial file).
+package enum RangeResume {
     /// The verdict on one response.
-    enum Verdict: Sendable, Equatable {
+    package enum Verdict: Sendable, Equatable {
         /// A 206 that continues the file exactly where it ends, to the end.
         case append
         /// The body is the whole resource again (a 200: Range ignored, or If-Range found it
@@ -21,17 +22,24 @@ enum RangeResume {
     }
 
     /// The response's parts the verdict reads.
-    struct Response: Sendable, Equatable {
-        var status: Int
-        var contentRange: String?
-        var contentLength: String?
-        var contentEncoding: String?
+    package struct Response: Sendable, Equatable {
+        package var status: Int
+        package var contentRange: String?
+        package var contentLength: String?
+        package var contentEncoding: String?
+
+        package init(status: Int, contentRange: String?, contentLength: String?, contentEncoding: String?) {
+            self.status = status
+            self.contentRange = contentRange
+            self.contentLength = contentLength
+            self.contentEncoding = contentEncoding
+        }
     }
 
     /// Judges `response` to a request for the bytes from `offset` on (the partial file's length
     /// `partialBytes`, or its last byte when it looked complete); `knownTotal` is the resource's
     /// length the first attempt saw, if any.
-    static func judge(_ response: Response, offset: UInt64, partialBytes: UInt64, knownTotal: UInt64?) -> Verdict {
+    package static func judge(_ response: Response, offset: UInt64, partialBytes: UInt64, knownTotal: UInt64?) -> Verdict {
         switch response.status {
         case 206: return judgeContinuation(response, offset: offset, knownTotal: knownTotal)
         case 200: return .replace

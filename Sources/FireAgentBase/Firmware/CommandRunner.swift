@@ -1,14 +1,10 @@
 import CTinyFireSystem
+import TinyFireCore
 
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#endif
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
 #endif
 
 /// How a command ended.
@@ -113,7 +109,7 @@ public enum CommandRunner {
         let arguments = argv.map { strdup($0) } + [nil]
         defer { for pointer in arguments { free(pointer) } }
         var pid = pid_t()
-        let spawned = posix_spawn(&pid, path, &actions, &attributes, arguments, environ)
+        let spawned = posix_spawn(&pid, path, &actions, &attributes, arguments, tinyfire_environment())
         close(writeEnd)
         guard spawned == 0 else {
             close(readEnd)
@@ -125,9 +121,8 @@ public enum CommandRunner {
 
         var result = CommandResult(exitCode: nil, signal: nil, timedOut: false, output: [], droppedOutputBytes: 0)
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
-        var killAt: ContinuousClock.Instant?
+        let deadline = Instant.now() + timeout
+        var killAt: Instant?
         var status: Int32 = 0
         var pipeOpen = true
         func drain() {
@@ -149,7 +144,7 @@ public enum CommandRunner {
                 drain()  // what it wrote before exiting (a grandchild holding the pipe is not waited for)
                 break
             }
-            let now = clock.now
+            let now = Instant.now()
             if !result.timedOut, now >= deadline {
                 result.timedOut = true
                 kill(-pid, SIGTERM)
@@ -177,16 +172,18 @@ public enum CommandRunner {
 
     /// `program` if it has a slash and is executable, else the first executable `program` in
     /// `PATH` (default `/usr/bin:/bin`); nil with errno set when there is none.
-    static func executablePath(_ program: String) -> String? {
+    package static func executablePath(_ program: String) -> String? {
         if program.contains("/") {
             errno = 0
             return access(program, X_OK) == 0 ? program : nil
         }
-        let search = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        let search = getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
         for directory in search.split(separator: ":", omittingEmptySubsequences: false) {
             let candidate = (directory.isEmpty ? "." : String(directory)) + "/" + program
             var info = stat()
-            if stat(candidate, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, access(candidate, X_OK) == 0 { return candidate }
+            if stat(candidate, &info) == 0, info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG), access(candidate, X_OK) == 0 {
+                return candidate
+            }
         }
         errno = ENOENT
         return nil
@@ -195,6 +192,27 @@ public enum CommandRunner {
     /// Replaces `{file}` and `{version}` in each argument (whole-string substitution, no
     /// splitting, no shell).
     public static func expand(_ argv: [String], file: String, version: String) -> [String] {
-        argv.map { $0.replacing("{file}", with: file).replacing("{version}", with: version) }
+        argv.map { replacing(replacing($0, "{file}", with: file), "{version}", with: version) }
+    }
+
+    /// `text` with every `placeholder` replaced by `value`, left to right, never rescanning a
+    /// replacement.
+    package static func replacing(_ text: String, _ placeholder: String, with value: String) -> String {
+        let bytes = Array(text.utf8)
+        let pattern = Array(placeholder.utf8)
+        guard !pattern.isEmpty, bytes.count >= pattern.count else { return text }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if index + pattern.count <= bytes.count, bytes[index..<index + pattern.count].elementsEqual(pattern) {
+                out.append(contentsOf: value.utf8)
+                index += pattern.count
+            } else {
+                out.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }

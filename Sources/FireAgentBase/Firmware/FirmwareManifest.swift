@@ -1,14 +1,9 @@
-import TinyFire
+import TinyFireCore
 
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#endif
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
 #endif
 
 /// Why an update was refused: the kind (for counters and tests) and a message that names the
@@ -74,24 +69,23 @@ public struct FirmwareManifest: Sendable, Equatable {
     /// Device types it is built for.
     public let compatible: [String]
     /// Where the image is, resolved against the manifest's URL.
-    public let image: URL
+    package let image: AbsoluteURL
+    /// `image` as text.
+    public var imageURL: String { image.absoluteString }
     /// The image's length in bytes.
     public let size: Int64
     /// The image's SHA-256, 32 bytes.
     public let sha256: [UInt8]
     /// After this time the manifest is refused (no freezing a fleet on an old one).
-    public let expires: Date?
+    public let expires: WallTime?
     /// Release notes, shown in the log.
     public let notes: String?
 
-    /// Reads a manifest fetched from a configured URL (the config holds core URLs); see
-    /// `parse(_:from:)` with a `URL`.
-    /// - Throws: `FirmwareRefusal` `.badManifest` naming the field, or the URL Foundation refuses.
-    package static func parse(_ bytes: [UInt8], from url: AbsoluteURL) throws(FirmwareRefusal) -> FirmwareManifest {
-        guard let base = try? url.asURL() else {
-            throw FirmwareRefusal(kind: .badManifest, message: "its URL \(url) is not a URL Foundation reads")
-        }
-        return try parse(bytes, from: base)
+    /// What a manifest read from a file (`fire-agent firmware verify`) resolves a relative
+    /// `image` against: only the file is checked then, and its host shows the image is beside it.
+    package static var fileBase: AbsoluteURL {
+        guard let url = AbsoluteURL("https://manifest.invalid/") else { preconditionFailure("a constant URL parses") }
+        return url
     }
 
     /// Reads a manifest (only once its signature was verified over these exact bytes).
@@ -99,7 +93,7 @@ public struct FirmwareManifest: Sendable, Equatable {
     ///   - bytes: the document.
     ///   - url: where it came from (relative `image` URLs resolve against it).
     /// - Throws: `FirmwareRefusal` `.badManifest` naming the field.
-    public static func parse(_ bytes: [UInt8], from url: URL) throws(FirmwareRefusal) -> FirmwareManifest {
+    package static func parse(_ bytes: [UInt8], from url: AbsoluteURL) throws(FirmwareRefusal) -> FirmwareManifest {
         func refuse(_ message: String) -> FirmwareRefusal { FirmwareRefusal(kind: .badManifest, message: message) }
         guard bytes.count <= maximumBytes else { throw refuse("\(bytes.count) bytes, more than \(maximumBytes)") }
         let root: StrictJSON
@@ -125,8 +119,8 @@ public struct FirmwareManifest: Sendable, Equatable {
             compatible.append(type)
         }
         let imageText = try string("image")
-        guard let image = URL(string: imageText, relativeTo: url)?.absoluteURL,
-            let scheme = image.scheme?.lowercased(), ["http", "https"].contains(scheme), image.host() != nil
+        guard let image = url.resolving(imageText), case let scheme = image.scheme.lowercased(), scheme == "http" || scheme == "https",
+            let host = image.host, !host.isEmpty
         else { throw refuse("image \"\(imageText)\" is not an http(s) URL, absolute or relative to \(url.absoluteString)") }
         let size: Int64
         switch fields["size"] {
@@ -140,9 +134,9 @@ public struct FirmwareManifest: Sendable, Equatable {
         }
         let hashText = try string("sha256").lowercased()
         guard let sha256 = Self.hexBytes(hashText), sha256.count == 32 else { throw refuse("sha256 must be 64 hexadecimal digits") }
-        var expires: Date?
+        var expires: WallTime?
         if let value = fields["expires"] {
-            guard case .string(let text) = value, let date = Self.rfc3339(text) else {
+            guard case .string(let text) = value, let date = WallTime(rfc3339: text) else {
                 throw refuse("expires must be an RFC 3339 time (2027-01-31T00:00:00Z)")
             }
             expires = date
@@ -177,7 +171,7 @@ public struct FirmwareManifest: Sendable, Equatable {
     }
 
     /// Bytes from lowercase hexadecimal, or nil.
-    static func hexBytes(_ text: String) -> [UInt8]? {
+    package static func hexBytes(_ text: String) -> [UInt8]? {
         let digits = Array(text.utf8)
         guard digits.count % 2 == 0 else { return nil }
         func nibble(_ byte: UInt8) -> UInt8? {
@@ -197,10 +191,6 @@ public struct FirmwareManifest: Sendable, Equatable {
         }
         return out
     }
-
-    /// An RFC 3339 date-time (`2027-01-31T00:00:00Z`, `2027-01-31T01:00:00.5+01:00`), to the
-    /// millisecond, or nil (`WallTime(rfc3339:)`).
-    static func rfc3339(_ text: String) -> Date? { WallTime(rfc3339: text)?.date }
 }
 
 /// Whether a verified manifest may be installed on this device: sans-I/O, fed the facts.
@@ -216,7 +206,7 @@ public enum UpdateDecision {
     ///   - clock: whether `now` can be trusted; an expiry is checked only against a trusted clock.
     /// - Throws: `FirmwareRefusal` (`.clockUntrusted`, `.expired`, `.incompatible`, `.notNewer`).
     public static func check(
-        _ manifest: FirmwareManifest, deviceType: String, highestAccepted: SemanticVersion?, allowDowngrade: Bool, now: Date,
+        _ manifest: FirmwareManifest, deviceType: String, highestAccepted: SemanticVersion?, allowDowngrade: Bool, now: WallTime,
         clock: ClockVerdict = .trusted
     ) throws(FirmwareRefusal) {
         if manifest.expires != nil, !clock.isTrusted {
@@ -225,7 +215,7 @@ public enum UpdateDecision {
         }
         if let expires = manifest.expires, expires <= now {
             throw FirmwareRefusal(
-                kind: .expired, message: "the manifest for \(manifest.version) expired at \(AgentLogHandler.timestamp(expires))")
+                kind: .expired, message: "the manifest for \(manifest.version) expired at \(expires)")
         }
         guard manifest.compatible.contains(deviceType) else {
             throw FirmwareRefusal(

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
+import TinyFireCore
 
 /// Where one firmware update stands. The flow only moves forward:
 ///
@@ -87,7 +83,7 @@ public struct UpdateRecord: Sendable, Equatable {
     /// Download attempts that failed with the server reachable.
     public var failedAttempts: Int
     /// When the phase was entered.
-    public var since: Date
+    public var since: WallTime
     /// Health-check attempts that failed since the new version runs.
     public var healthAttempts: Int = 0
     /// The health check passed (or none is configured) in `confirming`.
@@ -103,7 +99,7 @@ public struct UpdateRecord: Sendable, Equatable {
     public var rollbackBootID: String?
 
     /// A record in `phase` for `digest`.
-    public init(phase: UpdatePhase, manifestDigest: String, version: String, fromVersion: String?, size: Int64, since: Date) {
+    public init(phase: UpdatePhase, manifestDigest: String, version: String, fromVersion: String?, size: Int64, since: WallTime) {
         self.phase = phase
         self.manifestDigest = manifestDigest
         self.version = version
@@ -354,7 +350,7 @@ public struct UpdateFlow: Sendable {
     ///   - bootID: this boot's ID.
     ///   - now: the time.
     /// - Returns: the effects.
-    public mutating func resume(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
+    public mutating func resume(version: SemanticVersion?, bootID: String?, now: WallTime) -> [UpdateEffect] {
         raiseFloor(running: version)
         if let bootID { self.bootID = bootID }
         switch phase {
@@ -387,7 +383,7 @@ public struct UpdateFlow: Sendable {
     ///   - event: what happened.
     ///   - now: the time.
     /// - Returns: the effects, in order.
-    public mutating func handle(_ event: UpdateEvent, now: Date) -> [UpdateEffect] {
+    public mutating func handle(_ event: UpdateEvent, now: WallTime) -> [UpdateEffect] {
         switch event {
         case .offered(let digest, let manifest, let refusal, let running):
             return offer(digest: digest, manifest: manifest, refusal: refusal, running: running, now: now)
@@ -516,7 +512,7 @@ public struct UpdateFlow: Sendable {
     }
 
     /// The installer starts: remembered (at most once per manifest) in the same write.
-    private mutating func startInstall(now: Date) -> [UpdateEffect] {
+    private mutating func startInstall(now: WallTime) -> [UpdateEffect] {
         guard let update = state.update, !state.installerRan(update.manifestDigest) else { return [] }
         remember(update, installerRan: true)
         return enter(.installing, now: now) + [.install]
@@ -531,7 +527,7 @@ public struct UpdateFlow: Sendable {
 
     /// The new version failed its confirmation: the rollback command runs, once, after its
     /// start is on disk; without one the update fails uncommitted.
-    private mutating func rollBack(_ reason: String, now: Date) -> [UpdateEffect] {
+    private mutating func rollBack(_ reason: String, now: WallTime) -> [UpdateEffect] {
         guard confirmation.rollback else {
             return fail("\(reason); no firmware.rollback is configured: the new version stays, uncommitted", now: now)
         }
@@ -551,7 +547,7 @@ public struct UpdateFlow: Sendable {
     }
 
     private mutating func offer(
-        digest: String, manifest: FirmwareManifest?, refusal: FirmwareRefusal?, running: SemanticVersion?, now: Date
+        digest: String, manifest: FirmwareManifest?, refusal: FirmwareRefusal?, running: SemanticVersion?, now: WallTime
     ) -> [UpdateEffect] {
         raiseFloor(running: running)
         switch phase {
@@ -618,7 +614,7 @@ public struct UpdateFlow: Sendable {
         return reporting() + [.persist, .discardImage, .download(fromZero: true)]
     }
 
-    private mutating func booted(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
+    private mutating func booted(version: SemanticVersion?, bootID: String?, now: WallTime) -> [UpdateEffect] {
         if phase == .confirming { return bootedWhileConfirming(version: version, bootID: bootID, now: now) }
         if phase == .rollingBack { return bootedWhileRollingBack(version: version, bootID: bootID, now: now) }
         guard phase == .installing || phase == .installed, var update = state.update else { return [] }
@@ -650,13 +646,13 @@ public struct UpdateFlow: Sendable {
 
     /// The bootloader may fall back to the old version on its own (a watchdog reset, boot
     /// attempts used up) before the new one was confirmed.
-    private mutating func bootedWhileConfirming(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
+    private mutating func bootedWhileConfirming(version: SemanticVersion?, bootID: String?, now: WallTime) -> [UpdateEffect] {
         guard let update = state.update, let version, let target = SemanticVersion(update.version), version != target else { return [] }
         return fail("rolled back: \(version) booted while \(update.version) was being confirmed", now: now)
     }
 
     /// After the rollback command: the reboot into the old version is what ends it.
-    private mutating func bootedWhileRollingBack(version: SemanticVersion?, bootID: String?, now: Date) -> [UpdateEffect] {
+    private mutating func bootedWhileRollingBack(version: SemanticVersion?, bootID: String?, now: WallTime) -> [UpdateEffect] {
         guard let update = state.update else { return [] }
         let cause = update.reason ?? "its confirmation failed"
         guard update.rollbackRan else { return [.rollback] }  // stopped before it started
@@ -670,7 +666,7 @@ public struct UpdateFlow: Sendable {
     }
 
     /// Moves to `phase`: report, persist.
-    private mutating func enter(_ phase: UpdatePhase, now: Date) -> [UpdateEffect] {
+    private mutating func enter(_ phase: UpdatePhase, now: WallTime) -> [UpdateEffect] {
         state.update?.phase = phase
         state.update?.since = now
         return reporting() + [.persist]
@@ -683,7 +679,7 @@ public struct UpdateFlow: Sendable {
         return [.report]
     }
 
-    private mutating func fail(_ reason: String, now: Date) -> [UpdateEffect] {
+    private mutating func fail(_ reason: String, now: WallTime) -> [UpdateEffect] {
         state.update?.reason = reason
         if let update = state.update { remember(update, installerRan: false) }
         // The image goes first: on a full disk its space is what recording the failure needs.

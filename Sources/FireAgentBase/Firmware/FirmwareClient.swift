@@ -1,0 +1,157 @@
+import HTTPTypes
+import TinyFireCore
+
+/// The firmware flow's HTTP client on the core's `Engine`: the manifest and its signature
+/// (small bodies read whole), the image (`ImageDownload`, to disk), and the sender of the report
+/// queue. TLS (CA file, client certificate), the proxy and the timeouts are the server's
+/// (`server.*`, `network.proxy`); the download's speed limits are `firmware.maxBytesPerSecond`
+/// and `firmware.lowSpeedBytesPerSecond` over `firmware.lowSpeedTime`.
+///
+/// The fleet server's pins (`server.pins`) hold wherever it serves firmware too; another host (a
+/// CDN) is checked against the CA bundle, and the manifest's signature covers the image either
+/// way.
+///
+/// Memory: the engine's connections (one 64 KiB read buffer each, at most two per host), a
+/// fetched body up to its limit (64 KiB for a manifest), and 4 KiB of each report's answer.
+package final class FirmwareClient: Sendable {
+    /// Read buffer per connection: the image is written to disk in chunks of at most this.
+    package static let readBufferSize = 64 << 10
+
+    package let engine: Engine
+    /// The fleet server's host (lowercased), whose pins apply; nil when there are none.
+    private let pinnedHost: String?
+    private let pins: [[UInt8]]
+
+    /// The client for `config`.
+    /// - Parameters:
+    ///   - config: the whole config (server TLS, pins, proxy; the firmware section's limits).
+    ///   - userAgent: the `User-Agent` of every request.
+    /// - Throws: `AgentError` naming a pin that is not `sha256//BASE64`.
+    package init(config: AgentConfig, userAgent: String) throws(AgentError) {
+        let pins = try TelemetryAgent.pinDigests(config.server.pins)
+        self.pins = pins
+        pinnedHost = pins.isEmpty ? nil : config.server.url.host?.lowercased()
+        var tls = TLSConfiguration()
+        if let caFile = config.server.caFile { tls.caCertificateFiles = [caFile] }
+        tls.clientCertificateFile = config.server.clientCertificate
+        tls.clientKeyFile = config.server.clientKey
+        var fields = HTTPFields()
+        fields[.userAgent] = userAgent
+        let firmware = config.firmware
+        let lowSpeed = firmware.map { LowSpeedLimit(bytesPerSecond: $0.lowSpeedBytesPerSecond, window: $0.lowSpeedTime) }
+        engine = Engine(
+            settings: EngineSettings(
+                connectTimeout: config.server.connectTimeout, idleTimeout: config.server.idleTimeout, totalTimeout: nil,
+                lowSpeedLimit: lowSpeed, maxReceiveBytesPerSecond: firmware?.maxBytesPerSecond, maxHeaderBlockBytes: 64 * 1024,
+                readBufferSize: Self.readBufferSize, maxConnectionsPerHost: 2, idleConnectionTimeout: .seconds(60), maxRedirects: 10,
+                allowsInsecureRedirects: false, automaticDecompression: true, defaultFields: fields, expectContinueThreshold: nil,
+                tls: tls, proxy: config.network.proxy),
+            name: "fire-agent-fw")
+    }
+
+    /// Closes every connection and stops the engine's thread.
+    package func shutdown() { engine.shutdown() }
+
+    /// How a server on `host` is judged: the fleet server by its pins, any other by mbedTLS.
+    /// - Returns: nil for mbedTLS's validation alone, else a judge that gives the refusal.
+    package func trust(forHost host: String) -> (@Sendable (TrustFacts) -> String?)? {
+        guard let pinnedHost, host.lowercased() == pinnedHost else { return nil }
+        let pins = pins
+        return { facts in TelemetryAgent.pinRefusal(facts, pins: pins) }
+    }
+
+    /// The sender of the report queue (the fleet server's pins when it is the status host).
+    package func queueSender(for url: AbsoluteURL) -> EngineQueueSender {
+        EngineQueueSender(engine: engine, trust: url.host.flatMap { trust(forHost: $0) })
+    }
+
+    /// What a GET came to.
+    package enum Fetched: Sendable {
+        /// The server answered (any status); the body is complete.
+        case answered(status: Int, fields: HTTPFields, body: [UInt8])
+        /// No complete answer: the reason in words, and the status when the head had arrived
+        /// (the body then failed: too large, too slow).
+        case failed(String, status: Int?)
+    }
+
+    /// GETs `url` whole, blocking the calling thread.
+    /// - Parameters:
+    ///   - url: what to fetch.
+    ///   - headers: extra fields (`If-None-Match`).
+    ///   - limit: the longest body kept; a longer one (announced or received) fails the fetch.
+    ///   - timeout: the whole exchange's limit.
+    /// - Returns: the answer or why there is none.
+    package func fetch(_ url: AbsoluteURL, headers: HTTPHeaders, limit: Int, timeout: Duration) -> Fetched {
+        let owner = FetchOwner(limit: limit, trust: url.host.flatMap { trust(forHost: $0) })
+        var spec = RequestSpec(url: url, method: .get, headers: headers, body: nil, totalTimeout: timeout)
+        spec.headers.update(name: "Accept-Encoding", value: "identity")
+        engine.start(spec, owner: owner)
+        return owner.result.wait { $0 }
+    }
+}
+
+/// One small GET, read whole into memory (at most `limit` bytes).
+private final class FetchOwner: TransferOwner, @unchecked Sendable {
+    // @unchecked: `sink` is made and read on the engine's loop thread only.
+    let result = ConditionLocked<FirmwareClient.Fetched?>(nil)
+    private let limit: Int
+    private let trust: (@Sendable (TrustFacts) -> String?)?
+    private let refusal = Locked<String?>(nil)
+    /// The final response's status, once its head arrived.
+    private let status = Locked<Int?>(nil)
+    private var sink: ByteArraySink?
+
+    init(limit: Int, trust: (@Sendable (TrustFacts) -> String?)?) {
+        self.limit = limit
+        self.trust = trust
+    }
+
+    var transferOwnerID: ObjectIdentifier { ObjectIdentifier(self) }
+    var isCancelled: Bool { false }
+    var isSuspended: Bool { false }
+    var transferAsksRedirects: Bool { false }
+    var transferWantsProgress: Bool { false }
+
+    func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> any ResponseBodySink {
+        status.withLock { $0 = response.status.code }
+        if let expectedLength, expectedLength > UInt64(limit) { throw .limitExceeded(limit: limit) }
+        let sink = ByteArraySink(limit: limit, expectedLength: expectedLength)
+        self.sink = sink
+        return sink
+    }
+
+    func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool { false }
+    func transferWillRedirect(to redirect: RequestSpec, for response: HTTPResponse) {}
+    func transferDecideRedirect(to target: RequestSpec, for response: HTTPResponse, sent: SentRequestHead?, answer: RedirectAnswer)
+        -> Bool
+    { false }
+
+    func transferJudgeTrust(host: String) -> TrustJudgement {
+        guard let trust else { return .defaultValidation }
+        let refusal = refusal
+        return .evaluate { facts in
+            let reason = trust(facts)
+            refusal.withLock { $0 = reason }
+            return reason == nil
+        }
+    }
+
+    func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
+
+    func transferDidFinish(
+        _ outcome: Result<Void, TransferFailure>, request: SentRequestHead?, response: HTTPResponse?, report: TransferReport
+    ) {
+        let fetched: FirmwareClient.Fetched
+        switch outcome {
+        case .success:
+            if let response {
+                fetched = .answered(status: response.status.code, fields: response.headerFields, body: sink?.bytes ?? [])
+            } else {
+                fetched = .failed("no response", status: nil)
+            }
+        case .failure(let failure):
+            fetched = .failed(refusal.withLock { $0 } ?? failure.description, status: status.withLock { $0 })
+        }
+        result.withLock { $0 = fetched }
+    }
+}
