@@ -7,7 +7,8 @@
 #     batches): wall time and peak RSS, interleaved runs, medians;
 #   - `fire-agent config check`: a whole process's start-up and a config read, 50 runs a round;
 #   - `fire-agent run` idle: the daemon with every collector on (collect every 10 s, sync every
-#     60 s), its resident memory (VmRSS, RssAnon, RssFile) and threads after 15 s.
+#     60 s), its resident memory (VmRSS, RssAnon, RssFile) and threads after 15 s; again with a
+#     firmware section polling every 5 s (influxd answers 404: no offer) and a report queue.
 # Usage: bench/embedded.sh [RUNS]   (default 3). Results: bench/results/embedded.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -97,20 +98,31 @@ def status_fields(pid):
     return fields
 
 print("\n`run` idle after 15 s (every collector on, collect every 10 s, sync every 60 s), kB from /proc/PID/status:\n")
-print("| agent | VmRSS | RssAnon | RssFile | threads |\n|---|---:|---:|---:|---:|")
-for name, binary in agents.items():
-    directory = f"{work}/idle-{name.replace(' ', '-')}"
-    os.makedirs(directory + "/spool", exist_ok=True)
-    path = directory + "/agent.json5"
-    with open(path, "w") as f:
-        f.write(f'{{ device: {{ id: "idle" }}, server: {{ url: "{influx}" }}, telemetry: {{ interval: "10s", syncInterval: "60s", '
-                f'influx: {{ database: "bench" }}, spoolDirectory: "spool" }}, queue: {{ directory: "queue" }}, '
-                f'daemon: {{ statusFile: "status.json" }} }}')
-    os.chmod(path, 0o600)
-    daemon = subprocess.Popen([binary, "run", "--config", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(15)
-    fields = status_fields(daemon.pid)
-    daemon.terminate()
-    assert daemon.wait(30) == 0
-    print(f"| {name} | {int(fields['VmRSS']):,} | {int(fields['RssAnon']):,} | {int(fields['RssFile']):,} | {fields['Threads']} |")
+print("| agent | firmware | VmRSS | RssAnon | RssFile | threads |\n|---|---|---:|---:|---:|---:|")
+key = work + "/vendor.pub"
+subprocess.run(f"openssl ecparam -genkey -name prime256v1 2>/dev/null | openssl ec -pubout -out {key} 2>/dev/null", shell=True, check=True)
+for firmware in [False, True]:
+    for name, binary in agents.items():
+        directory = f"{work}/idle-{name.replace(' ', '-')}-{firmware}"
+        os.makedirs(directory + "/spool", exist_ok=True)
+        path = directory + "/agent.json5"
+        section = ""
+        if firmware:
+            with open(directory + "/version", "w") as f:
+                f.write("1.0.0\n")
+            section = (f'firmware: {{ manifestURL: "{influx}/manifest.json", keys: ["{key}"], deviceType: "bench", '
+                       f'versionFile: "{directory}/version", directory: "firmware", pollInterval: "5s", '
+                       f'install: ["/bin/true"], statusURL: "{influx}/status" }}, ')
+        with open(path, "w") as f:
+            f.write(f'{{ device: {{ id: "idle" }}, server: {{ url: "{influx}" }}, telemetry: {{ interval: "10s", syncInterval: "60s", '
+                    f'influx: {{ database: "bench" }}, spoolDirectory: "spool" }}, queue: {{ directory: "queue" }}, {section}'
+                    f'daemon: {{ statusFile: "status.json" }} }}')
+        os.chmod(path, 0o600)
+        daemon = subprocess.Popen([binary, "run", "--config", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(15)
+        fields = status_fields(daemon.pid)
+        daemon.terminate()
+        assert daemon.wait(30) == 0
+        print(f"| {name} | {'polls every 5 s' if firmware else 'none'} | {int(fields['VmRSS']):,} | {int(fields['RssAnon']):,} "
+              f"| {int(fields['RssFile']):,} | {fields['Threads']} |")
 PY

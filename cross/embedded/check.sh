@@ -28,5 +28,7 @@ for arch in "$@"; do
     # commands against influxd).
     version="$("${run[@]}" "$out/fire-agent" --version)" || die "$arch: fire-agent --version failed"
     log "$arch: $version"
+    # Crash points are for test builds only (CrashPoints.swift); a board's binary has none.
+    ! grep -q FIRE_AGENT_FIRMWARE_EXIT_AT "$out/fire-agent" || die "$arch: fire-agent carries the tests' crash points"
     log "$arch: built and checked in $(($(date +%s) - start)) s"
 done
