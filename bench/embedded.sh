@@ -112,7 +112,7 @@ for firmware in [False, True]:
                 f.write("1.0.0\n")
             section = (f'firmware: {{ manifestURL: "{influx}/manifest.json", keys: ["{key}"], deviceType: "bench", '
                        f'versionFile: "{directory}/version", directory: "firmware", pollInterval: "5s", '
-                       f'install: ["/bin/true"], statusURL: "{influx}/status" }}, ')
+                       f'install: ["/bin/true", "{{file}}"], statusURL: "{influx}/status" }}, ')
         with open(path, "w") as f:
             f.write(f'{{ device: {{ id: "idle" }}, server: {{ url: "{influx}" }}, telemetry: {{ interval: "10s", syncInterval: "60s", '
                     f'influx: {{ database: "bench" }}, spoolDirectory: "spool" }}, queue: {{ directory: "queue" }}, {section}'

@@ -76,6 +76,8 @@ public enum AgentCommandLine {
           run [--config <config>] Run the agent as a service: collect and sync on a schedule until SIGTERM; SIGHUP reloads the config.
           config check [<file>] [--config <config>]
                                   Check a config file; prints every problem with its key path (exit 78 when there is one).
+          config show [--config <config>] [--show-secrets]
+                                  Print the effective config, defaults filled in, secrets masked.
           sync --once [--config <config>]
                                   Collect telemetry once, take the spool, queue the batches and deliver the queue; then exit.
           status [--config <config>] [--status-file <status-file>] [--json]
@@ -92,6 +94,25 @@ public enum AgentCommandLine {
 
         (This build has the agent's commands that run on the core; `request`, `queue add` and
         `queue flush` are in the full-Swift build.)
+        """
+
+    /// `fire-agent config` alone: its subcommands, as swift-argument-parser shows them.
+    static let configCommandHelp = """
+        OVERVIEW: Check the config file, or show the effective config.
+
+        USAGE: fire-agent config <subcommand>
+
+        OPTIONS:
+          --version               Show the version.
+          -h, --help              Show help information.
+
+        SUBCOMMANDS:
+          check                   Check a config file; prints every problem with its
+                                  key path (exit 78 when there is one).
+          show                    Print the effective config, defaults filled in,
+                                  secrets masked.
+
+          See 'fire-agent help config <subcommand>' for detailed help.
         """
 
     /// `fire-agent firmware` alone: its subcommands, as swift-argument-parser shows them.
@@ -155,11 +176,12 @@ public enum AgentCommandLine {
                     host: arguments.options["--host"], namespace: arguments.options["--netns"], watch: arguments.flags.contains("--watch"))
             }
         case "config":
-            guard rest.first == "check" else {
-                let problem = rest.first.map { "Unexpected argument '\($0)'" } ?? "Missing subcommand"
-                return usageError(problem, Command(name: "config", usage: "config check [<file>] [--config <config>]"))
+            switch rest.first {
+            case "check": return parsed(Array(rest.dropFirst()), Command.configCheck, configCheck)
+            case "show": return parsed(Array(rest.dropFirst()), Command.configShow, configShow)
+            case nil: return say(configCommandHelp)
+            case let word?: return usageError("Unexpected argument '\(word)'", Command(name: "config", usage: "config <subcommand>"))
             }
-            return parsed(Array(rest.dropFirst()), Command.configCheck, configCheck)
         default: return usageError("Unexpected argument '\(first)'", Command(name: "", usage: "<subcommand>"))
         }
     }
@@ -211,6 +233,9 @@ public enum AgentCommandLine {
         static let queueStats = Command(
             name: "queue stats", usage: "queue stats --dir <dir>", options: ["--dir"], required: ["--dir"],
             help: ["--dir": "The queue's directory."])
+        static let configShow = Command(
+            name: "config show", usage: "config show [--config <config>] [--show-secrets]", options: ["--config"],
+            flags: ["--show-secrets"], help: ["--config": configHelp])
         static let firmwareUpdate = Command(
             name: "firmware update", usage: "firmware update [--config <config>] [--once]", options: ["--config"], flags: ["--once"],
             help: ["--config": configHelp])
@@ -547,6 +572,24 @@ public enum AgentCommandLine {
             if let proxy = loaded.network.proxy.proxy(forScheme: loaded.server.url.scheme, host: loaded.server.url.host ?? "") {
                 print("proxy: \(proxy.description) (from \(loaded.network.proxyFromConfig ? "network.proxy" : "the environment"))")
             }
+            return Exit.success
+        } catch {
+            printError(error.description)
+            return Exit.configError
+        }
+    }
+
+    static func configShow(_ arguments: Parsed) -> Int32 {
+        configShow(path: arguments.options["--config"] ?? AgentConfig.defaultPath, showSecrets: arguments.flags.contains("--show-secrets"))
+    }
+
+    /// `fire-agent config show`: the effective config, defaults filled in, as JSON (valid JSON5,
+    /// usable as a config file); passwords and tokens masked unless `showSecrets`. Exit 78 with
+    /// the file's problems.
+    public static func configShow(path: String, showSecrets: Bool) -> Int32 {
+        do throws(ConfigError) {
+            let text = try AgentConfig.load(path: path).rendered(maskingSecrets: !showSecrets)
+            _ = writeAll(1, Array(text.utf8))
             return Exit.success
         } catch {
             printError(error.description)

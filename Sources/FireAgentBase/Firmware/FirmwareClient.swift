@@ -46,7 +46,7 @@ package final class FirmwareClient: Sendable {
                 readBufferSize: Self.readBufferSize, maxConnectionsPerHost: 2, idleConnectionTimeout: .seconds(60), maxRedirects: 10,
                 allowsInsecureRedirects: false, automaticDecompression: true, defaultFields: fields, expectContinueThreshold: nil,
                 tls: tls, proxy: config.network.proxy),
-            name: "fire-agent-fw")
+            name: "fire-agent-fwio")
     }
 
     /// Closes every connection and stops the engine's thread.

@@ -42,14 +42,8 @@ struct ConfigCommand: ParsableCommand {
         var showSecrets = false
 
         func run() throws {
-            let path = config ?? AgentConfig.defaultPath
-            do {
-                let loaded = try AgentConfig.load(path: path)
-                print(loaded.rendered(maskingSecrets: !showSecrets), terminator: "")
-            } catch {
-                printError("\(error)")
-                throw ExitCode(ExitStatus.configError.rawValue)
-            }
+            let status = AgentCommandLine.configShow(path: config ?? AgentConfig.defaultPath, showSecrets: showSecrets)
+            if status != 0 { throw ExitCode(status) }
         }
     }
 }

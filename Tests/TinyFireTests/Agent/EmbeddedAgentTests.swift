@@ -91,7 +91,7 @@ struct EmbeddedAgentTests {
     }
 
     @Test(
-        "status, config check, queue list and stats, and the refusals of every command print what the full-Swift fire-agent prints for the same files, with its exit statuses",
+        "status, config check and show, queue list and stats, and the refusals of every command print what the full-Swift fire-agent prints for the same files, with its exit statuses",
         arguments: EmbeddedAgent.all)
     func sameAsHost(_ agent: EmbeddedAgent) throws {
         let directory = try agentScratch("embedded-same-\(agent.arch)")
@@ -116,6 +116,18 @@ struct EmbeddedAgentTests {
             "{ device: { id: \"b\" }, server: { url: \"http://127.0.0.1:1\" }, queue: { directory: \"q\" } }",
             to: directory + "/agent.json5")
         try write("{ device: { id: 7 }, server: { url: \"ftp://x\" }, telemetry: { intervl: \"10s\" } }", to: directory + "/bad.json5")
+        // Secrets `config show` masks (or shows), defaults filled in, a firmware section.
+        let key = try runCapturingOutput(
+            "/bin/sh", ["-c", "openssl ecparam -genkey -name prime256v1 | openssl ec -pubout -out '\(directory)/k.pub'"])
+        #expect(key.status == 0, "\(key.stderr)")
+        try write(
+            """
+            { device: { id: "s", labels: { site: "lab" } }, server: { url: "http://127.0.0.1:1", pins: [] },
+              telemetry: { influx: { database: "fleet", username: "u", password: "change-me" } },
+              network: { proxy: "http://p:secret@127.0.0.1:3128" }, queue: { directory: "q" },
+              firmware: { manifestURL: "https://u.example/m.json", keys: ["\(directory)/k.pub"], deviceType: "gw",
+                          versionFile: "/etc/version", install: ["/bin/true", "{file}"], installWindow: ["Mon-Fri 02:00-04:00"] } }
+            """, to: directory + "/secrets.json5")
         // A FIFO where a file should be: refused at once by both, never waited on.
         #expect(mkfifo(directory + "/fifo", 0o600) == 0)
         let cases: [[String]] = [
@@ -148,6 +160,17 @@ struct EmbeddedAgentTests {
             ["reachability", "--host"],
             ["reachability", "--netns"],
             ["config", "check", "--config"],
+            ["config", "show", "--config", directory + "/secrets.json5"],
+            ["config", "show", "--config", directory + "/secrets.json5", "--show-secrets"],
+            ["config", "show", "--config", directory + "/bad.json5"],
+            ["config", "show", "--bogus"],
+            ["config"],
+            ["config", "bogus"],
+            ["firmware"],
+            ["firmware", "bogus"],
+            ["firmware", "update"],
+            ["firmware", "update", "--config", directory + "/agent.json5", "--once"],
+            ["firmware", "verify"],
             ["--version"],
         ]
         for arguments in cases {

@@ -1,10 +1,4 @@
-import TinyFire
-
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
+import TinyFireCore
 
 extension AgentConfig {
     /// The effective config (defaults filled in) as JSON, which is valid JSON5 and can be
@@ -148,7 +142,7 @@ extension AgentConfig {
             ("rollback", firmware.rollback.map(argv)),
             ("confirmTimeout", firmware.confirmTimeout.map(duration)),
             ("avoidInterfaces", firmware.avoidInterfaces.isEmpty ? nil : argv(firmware.avoidInterfaces)),
-            ("installWindow", firmware.installWindow.isEmpty ? nil : argv(firmware.installWindow.map(\.description))),
+            ("installWindow", firmware.installWindow.isEmpty ? nil : argv(firmware.installWindow.map { $0.description })),
             ("inhibitFile", firmware.inhibitFile.map(RenderValue.string)),
         ]
         entries.removeAll { $0.1 == nil }
