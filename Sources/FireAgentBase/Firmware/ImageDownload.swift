@@ -284,7 +284,9 @@ private final class ImageAttempt: TransferOwner, @unchecked Sendable {
             case .replace:
                 // If-Range found the image changed (or the server ignored Range): the whole body
                 // comes again. Another version stops the download; the same one starts over.
-                if let change = Self.change(from: known, to: fields) { throw .resourceChanged(change) }
+                if let change = RangeResume.change(fromEntityTag: known.entityTag, lastModified: known.lastModified, to: fields) {
+                    throw .resourceChanged(change)
+                }
             case .restart(let fromZero, let reason):
                 restart = true
                 if fromZero {
@@ -315,7 +317,8 @@ private final class ImageAttempt: TransferOwner, @unchecked Sendable {
             unlink(request.recordPath)
             sink = try ImageFileSink(emptying: request.partialFile, request: request)
             partial = nil
-            if let validators = Self.validators(code: code, fields: fields) {
+            if RangeResume.isResumable(status: code, fields: fields) {
+                let validators = RangeResume.validators(status: code, fields: fields)
                 let record = ImageResumeRecord(
                     url: request.url.absoluteString, partialFile: request.partialFile, bytesOnDisk: 0, entityTag: validators.entityTag,
                     lastModified: validators.lastModified, totalLength: validators.totalLength)
@@ -335,13 +338,7 @@ private final class ImageAttempt: TransferOwner, @unchecked Sendable {
     { false }
 
     func transferJudgeTrust(host: String) -> TrustJudgement {
-        guard let trust = request.trust else { return .defaultValidation }
-        let refusal = refusal
-        return .evaluate { facts in
-            let reason = trust(facts)
-            refusal.withLock { $0 = reason }
-            return reason == nil
-        }
+        .judged(by: request.trust, keepingRefusalIn: refusal)
     }
 
     func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
@@ -370,40 +367,6 @@ private final class ImageAttempt: TransferOwner, @unchecked Sendable {
         guard let length = fields[.contentLength].flatMap(parseDecimal) else { return nil }
         let (sum, overflow) = base.addingReportingOverflow(length)
         return overflow ? .max : sum
-    }
-
-    /// The validators a later `If-Range` can use, or nil when the body cannot be continued
-    /// later (no validator, a content coding, `Accept-Ranges: none`).
-    private static func validators(code: Int, fields: HTTPFields) -> (
-        entityTag: String?, lastModified: String?, totalLength: UInt64?
-    )? {
-        if let coding = fields[.contentEncoding], coding.lowercased() != "identity" { return nil }
-        if fields[.acceptRanges]?.lowercased() == "none" { return nil }
-        // If-Range takes only strong entity tags (RFC 9110 §13.1.5).
-        let tag = fields[.eTag].flatMap { $0.hasPrefix("W/") ? nil : $0 }
-        let modified = fields[.lastModified]
-        guard tag != nil || modified != nil else { return nil }
-        var total: UInt64?
-        if code == 206 {
-            total = fields[.contentRange].flatMap(ContentRange.init)?.completeLength
-        } else {
-            total = fields[.contentLength].flatMap(parseDecimal)
-        }
-        return (tag, modified, total)
-    }
-
-    /// How `fields` (of a 200 to a continued request) show that the image is not the one the
-    /// partial file holds, or nil when its validators match (the server ignored Range).
-    private static func change(from partial: ImageResumeRecord, to fields: HTTPFields) -> String? {
-        if let old = partial.entityTag {
-            let new = fields[.eTag]
-            guard new != old else { return nil }
-            return "the resource changed on the server (ETag \(old) → \(new ?? "none")); If-Range answered 200 with all of it"
-        }
-        guard let old = partial.lastModified else { return nil }
-        let new = fields[.lastModified]
-        guard new != old else { return nil }
-        return "the resource changed on the server (Last-Modified \(old) → \(new ?? "none")); If-Range answered 200 with all of it"
     }
 }
 

@@ -305,7 +305,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             }
             let resumable = isResumable(response)
             if resumable {
-                let validators = validators(of: response, offset: progressBase)
+                let validators = RangeResume.validators(status: code, fields: response.headerFields)
                 resume.withLock { state in
                     var record = state.partial ?? PartialFile(path: "", bytes: 0)
                     record.entityTag = validators.entityTag
@@ -381,44 +381,17 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         throw .resumeRejected(message)
     }
 
-    /// Whether a response's body can be continued later with a Range request.
+    /// Whether a response's body can be continued later with a Range request (a GET's;
+    /// `RangeResume.isResumable` says the rest).
     private func isResumable(_ response: HTTPURLResponse) -> Bool {
-        guard [200, 206].contains(response.status.code), protected.withLock({ $0.sentHead?.method }) == .get else { return false }
-        if let coding = response.headerFields[.contentEncoding], coding.lowercased() != "identity" { return false }
-        if response.headerFields[.acceptRanges]?.lowercased() == "none" { return false }
-        // Without a validator a later Range could splice two versions of the resource: such a
-        // download starts over instead (as URLSession makes no resume data for it).
-        let tags = validators(of: response, offset: 0)
-        return tags.entityTag != nil || tags.lastModified != nil
-    }
-
-    private func validators(of response: HTTPURLResponse, offset: UInt64) -> (
-        entityTag: String?, lastModified: String?, totalLength: UInt64?
-    ) {
-        // If-Range takes only strong entity tags (RFC 9110 §13.1.5).
-        let tag = response.headerFields[.eTag].flatMap { $0.hasPrefix("W/") ? nil : $0 }
-        var total: UInt64?
-        if response.status.code == 206 {
-            total = response.headerFields[.contentRange].flatMap(ContentRange.init)?.completeLength
-        } else if let length = response.headerFields[.contentLength].flatMap({ UInt64($0) }) {
-            total = length
-        }
-        return (tag, response.headerFields[.lastModified], total)
+        protected.withLock({ $0.sentHead?.method }) == .get
+            && RangeResume.isResumable(status: response.status.code, fields: response.headerFields)
     }
 
     /// How `response` (a 200 to a resumed request) shows that the resource is not the one the
     /// partial file holds, or nil when its validators match (the server ignored Range).
     static func change(from partial: PartialFile, to response: HTTPURLResponse) -> String? {
-        let fields = response.headerFields
-        if let old = partial.entityTag {
-            let new = fields[.eTag]
-            guard new != old else { return nil }
-            return "the resource changed on the server (ETag \(old) → \(new ?? "none")); If-Range answered 200 with all of it"
-        }
-        guard let old = partial.lastModified else { return nil }
-        let new = fields[.lastModified]
-        guard new != old else { return nil }
-        return "the resource changed on the server (Last-Modified \(old) → \(new ?? "none")); If-Range answered 200 with all of it"
+        RangeResume.change(fromEntityTag: partial.entityTag, lastModified: partial.lastModified, to: response.headerFields)
     }
 
     override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {

@@ -85,6 +85,22 @@ package enum TrustJudgement {
     case refuse
 }
 
+extension TrustJudgement {
+    /// The judgement for an owner with an optional judge that gives a reason to refuse:
+    /// mbedTLS's validation alone when there is none, else the judge on a thread of its own, its
+    /// reason kept in `refusal` (the owner's failure text when the transfer ends refused).
+    package static func judged(by judge: (@Sendable (TrustFacts) -> String?)?, keepingRefusalIn refusal: Locked<String?>)
+        -> TrustJudgement
+    {
+        guard let judge else { return .defaultValidation }
+        return .evaluate { facts in
+            let reason = judge(facts)
+            refusal.withLock { $0 = reason }
+            return reason == nil
+        }
+    }
+}
+
 /// The owner's answer about a redirect: `give` it once, from any thread, before
 /// `transferDecideRedirect` returns or later. nil delivers the redirect response itself; a
 /// rewrite follows it (as the policy built it, or changed).

@@ -1,3 +1,5 @@
+import HTTPTypes
+
 /// What a response to a resumed download's Range request means for the partial file, without
 /// I/O: the status and the headers that matter, the bytes on disk and the length known from the
 /// first attempt go in; a verdict comes out. The library's `DownloadRequest` and fire-agent's
@@ -87,5 +89,41 @@ package enum RangeResume {
         return .restart(
             fromZero: true,
             reason: "416 for a request from byte \(partialBytes) (resource length \(complete.map(String.init) ?? "unknown"))")
+    }
+
+    /// What a later `If-Range` can use from a 200 or 206 response: its strong ETag (RFC 9110
+    /// §13.1.5 takes no weak one), its Last-Modified, and the whole resource's length (a 206's
+    /// complete length, a 200's Content-Length).
+    package static func validators(status: Int, fields: HTTPFields) -> (entityTag: String?, lastModified: String?, totalLength: UInt64?) {
+        let tag = fields[.eTag].flatMap { $0.hasPrefix("W/") ? nil : $0 }
+        let total =
+            status == 206 ? fields[.contentRange].flatMap(ContentRange.init)?.completeLength : fields[.contentLength].flatMap(parseDecimal)
+        return (tag, fields[.lastModified], total)
+    }
+
+    /// Whether a 200 or 206 body can be continued later with a Range request: no content coding
+    /// (offsets count the resource's bytes), ranges not refused (`Accept-Ranges: none`), and a
+    /// validator, without which a later Range could splice two versions of the resource.
+    package static func isResumable(status: Int, fields: HTTPFields) -> Bool {
+        guard status == 200 || status == 206 else { return false }
+        if let coding = fields[.contentEncoding], coding.lowercased() != "identity" { return false }
+        if fields[.acceptRanges]?.lowercased() == "none" { return false }
+        let tags = validators(status: status, fields: fields)
+        return tags.entityTag != nil || tags.lastModified != nil
+    }
+
+    /// How `fields` (of a 200 to a continued request) show that the resource is not the one the
+    /// partial file holds (recorded with `entityTag`, else `lastModified`), or nil when they
+    /// match (the server ignored Range).
+    package static func change(fromEntityTag entityTag: String?, lastModified: String?, to fields: HTTPFields) -> String? {
+        if let old = entityTag {
+            let new = fields[.eTag]
+            guard new != old else { return nil }
+            return "the resource changed on the server (ETag \(old) → \(new ?? "none")); If-Range answered 200 with all of it"
+        }
+        guard let old = lastModified else { return nil }
+        let new = fields[.lastModified]
+        guard new != old else { return nil }
+        return "the resource changed on the server (Last-Modified \(old) → \(new ?? "none")); If-Range answered 200 with all of it"
     }
 }

@@ -84,13 +84,7 @@ private final class QueueTransfer: TransferOwner, @unchecked Sendable {
     }
 
     func transferJudgeTrust(host: String) -> TrustJudgement {
-        guard let trust else { return .defaultValidation }
-        let refusal = refusal
-        return .evaluate { facts in
-            let reason = trust(facts)
-            refusal.withLock { $0 = reason }
-            return reason == nil
-        }
+        .judged(by: trust, keepingRefusalIn: refusal)
     }
     func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
 

@@ -11,6 +11,28 @@ extension FirmwareUpdateTests {
         return (result.status, String(decoding: result.stdout, as: UTF8.self) + result.stderr)
     }
 
+    /// The adversarial releases a one-shot cycle must refuse (12) or fail (13), each with the
+    /// reason its output must name: (name, publish it, exit status, reason).
+    func adversarialReleases(_ server: FirmwareServer, image: Data) -> [(String, () throws -> Void, Int32, String)] {
+        [
+            ("another key", { try server.publish(version: "3.0.1", image: image, key: "stranger") }, 12, "badSignature: "),
+            ("no signature", { try server.publish(version: "3.0.2", image: image, signature: false) }, 12, "badSignature: "),
+            ("expired", { try server.publish(version: "3.0.3", image: image, expires: "2020-01-01T00:00:00Z") }, 12, "expired: "),
+            ("incompatible", { try server.publish(version: "3.0.4", image: image, compatible: ["other-board"]) }, 12, "incompatible: "),
+            ("older", { try server.publish(version: "1.9.0", image: image) }, 12, "notNewer: 1.9.0 is not newer than 2.0.0"),
+            ("size", { try server.publish(version: "3.0.5", image: image, size: image.count + 1) }, 13, "sizeMismatch: "),
+            (
+                "oversize", { try server.publish(version: "3.0.6", image: image, size: image.count - 1) }, 13,
+                "sizeMismatch: the server sends more"
+            ),
+            (
+                "hash", { try server.publish(version: "3.0.7", image: image, sha256: String(repeating: "0", count: 64)) }, 13,
+                "hashMismatch: "
+            ),
+            ("gone", { try server.publish(version: "3.0.8", image: image, name: "gone.bin", writeImage: false) }, 13, "the image http"),
+        ]
+    }
+
     @Test(
         "one-shot cycles: installed (10) and asked to reboot again until it happens, committed after the health check (11), then up to date (0)"
     )
@@ -47,23 +69,7 @@ extension FirmwareUpdateTests {
         try server.vendor.makeEC("stranger")
         let image = FirmwareServer.image(size: 256 << 10, seed: 3)
         let config = try board.writeConfig(server: server)
-        let cases: [(String, () throws -> Void, Int32, String)] = [
-            ("another key", { try server.publish(version: "3.0.1", image: image, key: "stranger") }, 12, "badSignature: "),
-            ("no signature", { try server.publish(version: "3.0.2", image: image, signature: false) }, 12, "badSignature: "),
-            ("expired", { try server.publish(version: "3.0.3", image: image, expires: "2020-01-01T00:00:00Z") }, 12, "expired: "),
-            ("incompatible", { try server.publish(version: "3.0.4", image: image, compatible: ["other-board"]) }, 12, "incompatible: "),
-            ("older", { try server.publish(version: "1.9.0", image: image) }, 12, "notNewer: 1.9.0 is not newer than 2.0.0"),
-            ("size", { try server.publish(version: "3.0.5", image: image, size: image.count + 1) }, 13, "sizeMismatch: "),
-            (
-                "oversize", { try server.publish(version: "3.0.6", image: image, size: image.count - 1) }, 13,
-                "sizeMismatch: the server sends more"
-            ),
-            (
-                "hash", { try server.publish(version: "3.0.7", image: image, sha256: String(repeating: "0", count: 64)) }, 13,
-                "hashMismatch: "
-            ),
-            ("gone", { try server.publish(version: "3.0.8", image: image, name: "gone.bin", writeImage: false) }, 13, "the image http"),
-        ]
+        let cases = adversarialReleases(server, image: image)
         for (name, publish, expected, reason) in cases {
             try publish()
             let (status, output) = try once(config)
