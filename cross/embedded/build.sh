@@ -121,7 +121,19 @@ swiftc "${swift_flags[@]/-parse-as-library/}" -module-name FireAgentMain -packag
 if [ "$arch" = armv7 ]; then
     python3 "$here/selfreg-check.py" armv7 "$out/fire-agent.o" || die "armv7: a function clobbers Swift's self register (see cross/README.md)"
 fi
-clang "${link_flags[@]}" "$out/fire-agent.o" "$out/FireAgentBase.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
+# The code an idle daemon runs laid out together (cross/embedded/fire-agent.order, made by
+# cross/embedded/order.sh): the kernel maps a binary's pages around each one touched, so with hot
+# and cold code interleaved nearly the whole file ends up resident. EMBEDDED_ORDER=none links in
+# the compiler's order; EMBEDDED_SYMBOLS=1 keeps the symbols (what order.sh profiles).
+agent_link=()
+for flag in "${link_flags[@]}"; do
+    [ "$flag" = -s ] && [ "${EMBEDDED_SYMBOLS:-}" = 1 ] && continue
+    agent_link+=("$flag")
+done
+if [ "${EMBEDDED_ORDER:-}" != none ] && [ -f "$here/fire-agent.order" ]; then
+    agent_link+=(-Wl,--symbol-ordering-file="$here/fire-agent.order" -Wl,--no-warn-symbol-ordering)
+fi
+clang "${agent_link[@]}" "$out/fire-agent.o" "$out/FireAgentBase.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
     "$unicode" -lmbedtls -lmbedx509 -lmbedcrypto -lz -lm -lpthread -o "$out/fire-agent"
 log "$arch: TinyFireCore, FireAgentBase, core-check ($(stat -c %s "$out/core-check") bytes stripped) and fire-agent ($(stat -c %s "$out/fire-agent") bytes) built in $out"
 echo "$out"
