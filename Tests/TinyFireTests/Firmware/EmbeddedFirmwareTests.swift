@@ -72,8 +72,8 @@ struct EmbeddedFirmwareTests {
     func daemon(_ agent: EmbeddedAgent) async throws {
         let (server, board) = try host.setUp("emb-run-\(agent.arch)", running: "2.0.0")
         defer { server.remove() }
-        // Slow enough to be killed in the middle (4 MiB at 1 MiB/s).
-        let image = FirmwareServer.image(size: 4 << 20, seed: 71)
+        // Slow enough to be killed in the middle (8 MiB at 1 MiB/s: 7 s to see it past 1 MiB).
+        let image = FirmwareServer.image(size: 8 << 20, seed: 71)
         try server.publish(version: "2.1.0", image: image)
         let config = try board.writeConfig(server: server, extra: "maxBytesPerSecond: 1048576,")
         func start() throws -> ChildProcess {
