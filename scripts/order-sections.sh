@@ -37,19 +37,5 @@ pid=$!
 sleep 30
 kill -TERM "$pid"
 wait "$pid" || true
-python3 - "$work/callgrind.out" > scripts/fire-agent.order <<'PY'
-import re, sys
-names, seen, table = [], set(), {}
-for line in open(sys.argv[1]):
-    m = re.match(r"^c?fn=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
-    if not m:
-        continue
-    if m.group(2):
-        table[m.group(1)] = m.group(2)
-    name = table.get(m.group(1))
-    if line.startswith("fn=") and name and name not in seen and " " not in name and not name.startswith("0x"):
-        seen.add(name)
-        names.append(name)
-print("\n".join(names))
-PY
+python3 scripts/callgrind-order.py "$work/callgrind.out" > scripts/fire-agent.order
 echo "scripts/fire-agent.order: $(wc -l < scripts/fire-agent.order) functions"
