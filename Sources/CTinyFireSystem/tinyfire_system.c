@@ -84,6 +84,8 @@ void tinyfire_block_sigpipe(void) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
+void tinyfire_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
+
 int tinyfire_spawn_detached(void *(*body)(void *), void *argument, size_t stack_bytes) {
     pthread_attr_t attributes;
     int status = pthread_attr_init(&attributes);

@@ -41,6 +41,9 @@ long tinyfire_sendfile(int out_fd, int in_fd, int64_t *offset, unsigned long cou
  * gone then fails with EPIPE instead of killing the process (sendfile has no MSG_NOSIGNAL).
  * The signal stays pending on that thread only, harmlessly. */
 void tinyfire_block_sigpipe(void);
+/* Ignores SIGPIPE in the whole process (signal(SIGPIPE, SIG_IGN), which Embedded Swift cannot
+ * spell): a CLI writing to a pipe whose reader left gets EPIPE instead of dying silently. */
+void tinyfire_ignore_sigpipe(void);
 
 /// Starts `body(argument)` on a new detached thread with a `stack_bytes` stack and every
 /// asynchronous signal blocked (as libdispatch's worker threads: signals go to the program's

@@ -8,8 +8,8 @@ import TinyFireCore
 
 /// fire-agent's command line without swift-argument-parser (which Embedded Swift cannot
 /// build): the commands of the agent that are on the core so far — `run`, `sync --once`,
-/// `status`, `config check`, `reachability`, `queue list`, `queue stats`, `firmware update
-/// --once` and `firmware verify` — with the host binary's option names, output, usage errors
+/// `status`, `config check`, `config show`, `reachability`, `queue list`, `stats`, `add` and
+/// `flush`, `firmware update --once` and `firmware verify` — with the host binary's option names, output, usage errors
 /// and exit statuses (docs/CLI.md). The Embedded agent's entry point (cross/embedded/agent)
 /// runs it.
 ///
@@ -87,13 +87,17 @@ public enum AgentCommandLine {
           queue list --dir <dir> [--limit <limit>]
                                   One line per queued record, oldest first: SEQUENCE AGE_S METHOD URL BODY_BYTES IDEMPOTENCY_KEY.
           queue stats --dir <dir> Counts, bytes, the oldest record's age and the drop counters, as key=value lines.
+          queue add --dir <dir> <url> [-X <method>] [-H <header> ...] [-d <data>] [--repeat <repeat>] [--start <start>] [--max-records <max-records>] [--max-bytes <max-bytes>] [--drop-oldest]
+                                  Queue a request durably; prints 'queued SEQUENCE IDEMPOTENCY_KEY' once it is on disk.
+          queue flush --dir <dir> [--timeout <timeout>] [--discard-status <discard-status>] [TLS and proxy options]
+                                  Send every queued record now, in order; stop at the first that fails.
           firmware update --once [--config <config>]
                                   Run one firmware cycle — confirm, poll, download, verify, install — and exit with what it came to.
           firmware verify <manifest> [--key <key> ...] [--signature <signature>] [--image <image>] [--device-type <device-type>]
                                   Verify a manifest's signature against public keys, and optionally an image against the manifest.
 
-        (This build has the agent's commands that run on the core; `request`, `queue add` and
-        `queue flush` are in the full-Swift build.)
+        (This build has the agent's commands that run on the core; `request` is in the full-Swift
+        build.)
         """
 
     /// `fire-agent config` alone: its subcommands, as swift-argument-parser shows them.
@@ -113,6 +117,30 @@ public enum AgentCommandLine {
                                   secrets masked.
 
           See 'fire-agent help config <subcommand>' for detailed help.
+        """
+
+    /// `fire-agent queue` alone: its subcommands, as swift-argument-parser shows them.
+    static let queueCommandHelp = """
+        OVERVIEW: Inspect, fill and flush a durable offline request queue
+        (docs/OFFLINE.md).
+
+        USAGE: fire-agent queue <subcommand>
+
+        OPTIONS:
+          --version               Show the version.
+          -h, --help              Show help information.
+
+        SUBCOMMANDS:
+          list                    One line per queued record, oldest first: SEQUENCE
+                                  AGE_S METHOD URL BODY_BYTES IDEMPOTENCY_KEY.
+          stats                   Counts, bytes, the oldest record's age and the drop
+                                  counters, as key=value lines.
+          flush                   Send every queued record now, in order; stop at the
+                                  first that fails.
+          add                     Queue a request durably; prints 'queued SEQUENCE
+                                  IDEMPOTENCY_KEY' once it is on disk.
+
+          See 'fire-agent help queue <subcommand>' for detailed help.
         """
 
     /// `fire-agent firmware` alone: its subcommands, as swift-argument-parser shows them.
@@ -159,9 +187,10 @@ public enum AgentCommandLine {
                 return parsed(Array(rest.dropFirst()), Command.queueStats) { arguments in
                     queueStats(directory: arguments.options["--dir"] ?? "")
                 }
-            default:
-                let problem = rest.first.map { "Unexpected argument '\($0)'" } ?? "Missing subcommand"
-                return usageError(problem, Command(name: "queue", usage: "queue <subcommand>"))
+            case "add": return parsed(Array(rest.dropFirst()), queueAddCommand, queueAdd)
+            case "flush": return parsed(Array(rest.dropFirst()), queueFlushCommand, queueFlush)
+            case nil: return say(queueCommandHelp)
+            case let word?: return usageError("Unexpected argument '\(word)'", Command(name: "queue", usage: "queue <subcommand>"))
             }
         case "firmware":
             switch rest.first {
@@ -170,6 +199,7 @@ public enum AgentCommandLine {
             case nil: return say(firmwareHelp)
             case let word?: return usageError("Unexpected argument '\(word)'", Command(name: "firmware", usage: "firmware <subcommand>"))
             }
+        case "request": return parsed(rest, requestCommand, request)
         case "reachability":
             return parsed(rest, Command.reachability) { arguments in
                 reachability(
@@ -203,8 +233,19 @@ public enum AgentCommandLine {
         var required: [String] = []
         /// Options whose value must be a whole number.
         var integers: Set<String> = []
+        /// Options whose value must be a number of seconds: a number (else the parser's error),
+        /// finite and not negative (else the command's own check, named after the option).
+        var seconds: Set<String> = []
+        /// Short spellings of options and flags (`-X` for `--method`); flags may be grouped
+        /// (`-ik`).
+        var aliases: [String: String] = [:]
         /// Each option's help line (what a usage error about it shows).
         var help: [String: String] = [:]
+
+        /// The name of an option's value in usage errors: its long name without the dashes.
+        func valueName(_ option: String) -> String {
+            String((aliases[option] ?? option).dropFirst(2))
+        }
 
         /// The help line of `--config` where the default applies.
         static let configHelp = "The config file (default \(AgentConfig.defaultPath))."
@@ -264,8 +305,9 @@ public enum AgentCommandLine {
         var positionals: [String] = []
     }
 
-    /// Reads `arguments` (`--name value`, `--name=value`, flags, up to `positionals` plain
-    /// arguments) and runs `body` with them; a usage error otherwise.
+    /// Reads `arguments` (`--name value`, `--name=value`, `-X value`, flags alone or grouped
+    /// as `-ik`, up to `positionals` plain arguments) as swift-argument-parser reads them and
+    /// runs `body` with them (options under their long names); a usage error otherwise.
     static func parsed(_ arguments: [String], _ command: Command, _ body: (Parsed) -> Int32) -> Int32 {
         var result = Parsed()
         var index = 0
@@ -273,19 +315,42 @@ public enum AgentCommandLine {
             let argument = arguments[index]
             index += 1
             if argument == "-h" || argument == "--help" { return say(usageText) }
+            var words: [(spelled: String, value: String?)] = []
             if argument.hasPrefix("--") {
-                var name = argument
-                var value: String?
                 if let equals = argument.firstIndex(of: "=") {
-                    name = String(argument[..<equals])
-                    value = String(argument[argument.index(after: equals)...])
+                    words.append((String(argument[..<equals]), String(argument[argument.index(after: equals)...])))
+                } else {
+                    words.append((argument, nil))
                 }
+            } else if argument.hasPrefix("-") && argument.utf8.count > 1 {
+                if command.aliases[argument] != nil {
+                    words.append((argument, nil))
+                } else {
+                    // Grouped short flags: each must be a flag.
+                    for character in argument.dropFirst() {
+                        let short = "-" + String(character)
+                        guard let long = command.aliases[short], command.flags.contains(long) else {
+                            return usageError("Unknown option '\(short)'", command)
+                        }
+                        words.append((short, nil))
+                    }
+                }
+            } else if result.positionals.count < command.positionals {
+                result.positionals.append(argument)
+                continue
+            } else {
+                return usageError("Unexpected argument '\(argument)'", command)
+            }
+            for (spelled, given) in words {
+                let name = command.aliases[spelled] ?? spelled
+                var value = given
                 if command.options.contains(name) {
                     if value == nil {
                         // As swift-argument-parser: a word that starts with '-' is not taken as
                         // a value (`--limit=-1` passes one).
                         guard index < arguments.count, !(arguments[index].hasPrefix("-") && arguments[index].utf8.count > 1) else {
-                            return usageError("Missing value for '\(name) <\(name.dropFirst(2))>'", command, about: name)
+                            return usageError(
+                                "Missing value for '\(spelled) <\(command.valueName(name))>'", command, about: name, spelled: spelled)
                         }
                         value = arguments[index]
                         index += 1
@@ -295,12 +360,8 @@ public enum AgentCommandLine {
                 } else if command.flags.contains(name) && value == nil {
                     result.flags.insert(name)
                 } else {
-                    return usageError("Unknown option '\(name)'", command)
+                    return usageError("Unknown option '\(spelled)'", command)
                 }
-            } else if result.positionals.count < command.positionals {
-                result.positionals.append(argument)
-            } else {
-                return usageError("Unexpected argument '\(argument)'", command)
             }
         }
         for (index, positional) in command.requiredPositionals.enumerated() where result.positionals.count <= index {
@@ -308,11 +369,20 @@ public enum AgentCommandLine {
                 "Missing expected argument '<\(positional.name)>'", command, helpLine: "<\(positional.name)>  \(positional.help)")
         }
         for name in command.required where result.options[name] == nil {
-            return usageError("Missing expected argument '\(name) <\(name.dropFirst(2))>'", command, about: name)
+            return usageError("Missing expected argument '\(name) <\(command.valueName(name))>'", command, about: name)
         }
         for name in command.integers {
-            if let value = result.options[name], Int(value) == nil {
-                return usageError("The value '\(value)' is invalid for '\(name) <\(name.dropFirst(2))>'", command, about: name)
+            if let value = result.options[name], Int64(value) == nil {
+                return usageError("The value '\(value)' is invalid for '\(name) <\(command.valueName(name))>'", command, about: name)
+            }
+        }
+        for name in command.seconds.sorted() {
+            guard let value = result.options[name] else { continue }
+            guard let seconds = Double(value) else {
+                return usageError("The value '\(value)' is invalid for '\(name) <\(command.valueName(name))>'", command, about: name)
+            }
+            guard seconds.isFinite, seconds >= 0 else {
+                return usageError("\(name) takes a number of seconds (0 or more), not \(seconds)", command)
             }
         }
         return body(result)
@@ -397,38 +467,59 @@ public enum AgentCommandLine {
                 return status.isReachable ? Exit.success : 1
             }
             unblockTerminationSignals()
-            let routes = try RouteWatch(judge: judge, receiveBuffer: AgentDaemon.routeEventBuffer)
-            // A name's new addresses arrive on another thread, through the daemon's wake pipe.
-            let mailbox: DaemonMailbox
-            do throws(AgentError) {
-                mailbox = try DaemonMailbox()
-            } catch {
-                printError("fire-agent: \(error.description)")
-                return Exit.internalError
-            }
-            while true {
-                let (changed, failure) = routes.checkIfDue { mailbox.post(.routesMoved) }
-                if let failure { printError("fire-agent: reachability: \(failure)") }
-                if let changed { printLine(changed.description) }
-                var timeout: Int32 = -1
-                if let due = routes.checkAt {
-                    let now = Instant.now()
-                    timeout = due > now ? Int32(clamping: (due.since(now).nanosecondsClamped + 999_999) / 1_000_000) : 0
-                }
-                var fds = [
-                    pollfd(fd: routes.descriptor, events: Int16(POLLIN), revents: 0),
-                    pollfd(fd: mailbox.readEnd, events: Int16(POLLIN), revents: 0),
-                ]
-                _ = poll(&fds, nfds_t(fds.count), timeout)
-                if fds[0].revents != 0, let note = routes.readEvents() { printError("fire-agent: reachability: \(note)") }
-                if fds[1].revents != 0 {
-                    mailbox.drain()
-                    if !mailbox.take().isEmpty { routes.scheduleCheck() }
-                }
-            }
+            return watchRoutes(judge, until: nil) { status in
+                printLine(status.description)
+                return false
+            } ? Exit.success : Exit.internalError
         } catch {
             printError("fire-agent: \(error.description)")
             return Exit.internalError
+        }
+    }
+
+    /// Follows the routing state of `judge`'s namespace on this thread (its netlink events, a
+    /// host name's new addresses through a wake pipe) and calls `changed` with the first status
+    /// and every change, until it returns true or `deadline` passes.
+    /// - Returns: true when `changed` ended the watch; false at the deadline, or when the
+    ///   event socket cannot be opened (the reason is printed).
+    static func watchRoutes(_ judge: RouteJudge, until deadline: Instant?, _ changed: (ReachabilityStatus) -> Bool) -> Bool {
+        let routes: RouteWatch
+        let mailbox: DaemonMailbox
+        do throws(NetworkReachabilityError) {
+            routes = try RouteWatch(judge: judge, receiveBuffer: AgentDaemon.routeEventBuffer)
+        } catch {
+            printError("fire-agent: \(error.description)")
+            return false
+        }
+        do throws(AgentError) {
+            // A name's new addresses arrive on another thread, through the daemon's wake pipe.
+            mailbox = try DaemonMailbox()
+        } catch {
+            printError("fire-agent: \(error.description)")
+            return false
+        }
+        while true {
+            let (status, failure) = routes.checkIfDue { mailbox.post(.routesMoved) }
+            if let failure { printError("fire-agent: reachability: \(failure)") }
+            if let status, changed(status) { return true }
+            let now = Instant.now()
+            var until = routes.checkAt
+            if let deadline {
+                if now >= deadline { return false }
+                if let due = until, due <= deadline {} else { until = deadline }
+            }
+            var timeout: Int32 = -1
+            if let until { timeout = until > now ? Int32(clamping: (until.since(now).nanosecondsClamped + 999_999) / 1_000_000) : 0 }
+            var fds = [
+                pollfd(fd: routes.descriptor, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: mailbox.readEnd, events: Int16(POLLIN), revents: 0),
+            ]
+            _ = poll(&fds, nfds_t(fds.count), timeout)
+            if fds[0].revents != 0, let note = routes.readEvents() { printError("fire-agent: reachability: \(note)") }
+            if fds[1].revents != 0 {
+                mailbox.drain()
+                if !mailbox.take().isEmpty { routes.scheduleCheck() }
+            }
         }
     }
 
@@ -728,10 +819,14 @@ public enum AgentCommandLine {
 
     /// "Error: …", the help line of the option it is `about` (if any), the command's usage and
     /// where its help is, on standard error: exit 64.
-    static func usageError(_ message: String, _ command: Command, about option: String? = nil, helpLine: String? = nil) -> Int32 {
+    static func usageError(
+        _ message: String, _ command: Command, about option: String? = nil, spelled: String? = nil, helpLine: String? = nil
+    ) -> Int32 {
         let help = command.name.isEmpty ? "fire-agent --help" : "fire-agent \(command.name) --help"
         var text = "Error: \(message)\n"
-        if let option, let line = command.help[option] { text += "Help:  \(option) <\(option.dropFirst(2))>  \(line)\n" }
+        if let option, let line = command.help[option] {
+            text += "Help:  \(spelled ?? option) <\(command.valueName(option))>  \(line)\n"
+        }
         if let helpLine { text += "Help:  \(helpLine)\n" }
         printError(text + "Usage: fire-agent \(command.usage)\n  See '\(help)' for more information.")
         return Exit.usage

@@ -77,49 +77,10 @@ struct QueueCommand: ParsableCommand {
         }
 
         func run() throws {
-            var configuration = SessionConfiguration()
-            configuration.totalTimeout = .timeInterval(timeout)
-            let trustManager: ServerTrustManager?
-            switch tlsOptions.apply(to: &configuration) {
-            case .success(let manager): trustManager = manager
-            case .failure(let error):
-                printError("fire-agent: \(error)")
-                throw ExitCode(ExitStatus.sslCertificateProblem.rawValue)
-            }
-            do {
-                configuration.proxy = try proxyOptions.settings()
-            } catch {
-                printError("fire-agent: \(error)")
-                throw ExitCode(ExitStatus.couldNotResolveProxy.rawValue)
-            }
-            var queueConfiguration = OfflineQueue.Configuration()
-            if let discardStatus {
-                let codes = Set(discardStatus.split(separator: ",").compactMap { Int(trimmed($0)) })
-                queueConfiguration.disposition = { status in
-                    (200..<300).contains(status) ? .delivered : codes.contains(status) ? .discard : .retry
-                }
-            }
-            let session = Session(configuration: configuration, serverTrustManager: trustManager)
-            let queue = try openOrExit(location.directory, configuration: queueConfiguration, session: session)
-            let done = DispatchSemaphore(value: 0)
-            let outcome = Mutex<Result<OfflineQueue.FlushResult, OfflineQueueError>?>(nil)
-            queue.flush { result in
-                outcome.withLock { $0 = result }
-                done.signal()
-            }
-            done.wait()
-            queue.close()
-            switch outcome.withLock({ $0 }) {
-            case .success(let result):
-                printLine("delivered \(result.delivered) discarded \(result.discarded) remaining \(result.remaining)")
-                if let failure = result.failure { printError("fire-agent: \(failure)") }
-                if result.remaining > 0 { throw ExitCode(ExitStatus.couldNotConnect.rawValue) }
-            case .failure(let error):
-                printError("fire-agent: \(error)")
-                throw ExitCode(ExitStatus.internalError.rawValue)
-            case nil:
-                throw ExitCode(ExitStatus.internalError.rawValue)
-            }
+            let status = AgentCommandLine.queueFlush(
+                directory: location.directory, timeout: timeout, discardStatus: discardStatus,
+                options: transferOptions(tlsOptions, proxyOptions))
+            if status != 0 { throw ExitCode(status) }
         }
     }
 
@@ -148,46 +109,10 @@ struct QueueCommand: ParsableCommand {
         var dropOldest = false
 
         func run() throws {
-            var headers = HTTPHeaders()
-            for line in header {
-                guard let colon = line.firstIndex(of: ":") else {
-                    printError("fire-agent: invalid header \(line.debugDescription): expected 'Name: value'")
-                    throw ExitCode(ExitStatus.malformedURL.rawValue)
-                }
-                headers.append(name: trimmed(line[..<colon]), value: trimmed(line[line.index(after: colon)...]))
-            }
-            let bodyFile = data.flatMap { $0.hasPrefix("@") ? String($0.dropFirst()) : nil }
-            let inline = data.flatMap { $0.hasPrefix("@") ? nil : $0 }
-            let configuration = OfflineQueue.Configuration(
-                maxRecords: maxRecords, maxBytes: maxBytes, overflowPolicy: dropOldest ? .dropOldest : .rejectNew)
-            let queue = try openOrExit(location.directory, configuration: configuration, session: .default)
-            defer { queue.close() }
-            for n in start..<(start + max(1, self.repeat)) {
-                let target = url.replacing("{n}", with: String(n))
-                guard let resource = URL(string: target), resource.scheme != nil else {
-                    printError("fire-agent: invalid URL \(target.debugDescription)")
-                    throw ExitCode(ExitStatus.malformedURL.rawValue)
-                }
-                var request = URLRequest(
-                    url: resource, method: HTTPMethod(rawValue: method ?? (data == nil ? "GET" : "POST")), headers: headers)
-                if let inline { request.httpBody = Data(inline.replacing("{n}", with: String(n)).utf8) }
-                do {
-                    let record = try queue.enqueue(request, bodyFile: bodyFile)
-                    printLine("queued \(record.sequence) \(record.idempotencyKey)")
-                } catch {
-                    printError("fire-agent: \(error)")
-                    throw ExitCode(ExitStatus(error).rawValue)
-                }
-            }
+            let status = AgentCommandLine.queueAdd(
+                directory: location.directory, url: url, method: method, headers: header, data: data, count: self.repeat, start: start,
+                maxRecords: maxRecords, maxBytes: maxBytes, dropOldest: dropOldest)
+            if status != 0 { throw ExitCode(status) }
         }
-    }
-}
-
-private func openOrExit(_ directory: String, configuration: OfflineQueue.Configuration, session: Session) throws -> OfflineQueue {
-    do {
-        return try OfflineQueue(directory: directory, configuration: configuration, session: session)
-    } catch {
-        printError("fire-agent: \(error)")
-        throw ExitCode(ExitStatus.writeError.rawValue)
     }
 }
