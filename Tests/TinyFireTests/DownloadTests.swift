@@ -132,67 +132,6 @@ struct DownloadTests {
         #expect(contents(of: directory) == ["fw.bin"])
     }
 
-    /// Records what a download observer sees.
-    final class RecordingObserver: DownloadBodyObserver, @unchecked Sendable {
-        let state = Mutex<(starts: [UInt64], bytes: [UInt8])>(([], []))
-        func bodyStarts(at offset: UInt64, partialFile: String) { state.withLock { $0.starts.append(offset) } }
-        func bodyWritten(_ bytes: UnsafeRawBufferPointer) { state.withLock { $0.bytes.append(contentsOf: bytes) } }
-    }
-
-    @Test("a body observer sees exactly the bytes written, from the offset a resumed response continues at")
-    func bodyObserver() async throws {
-        let server = try nginx()
-        let directory = try scratch("observer")
-        let target = directory.appendingPathComponent("image.bin")
-        let cut = 300_000
-        let resumeData = try partial(
-            of: server.oneMiB, count: cut, url: "\(server.base)/1m.bin", in: directory,
-            entityTag: try await entityTag(of: "\(server.base)/1m.bin"))
-        let observer = RecordingObserver()
-        let resumed = await Session().download(
-            "\(server.base)/1m.bin", method: .get, headers: nil, body: nil, target: .destination({ _, _ in (target, []) }),
-            acceptableStatusCodes: 200..<300, includeResponseHead: false,
-            resumingFrom: try DownloadResumeData(data: resumeData), partialPolicy: .keepForResume, bodyObserver: observer
-        ).downloadResponse
-        #expect(resumed.error == nil)
-        #expect(observer.state.withLock { $0.starts } == [UInt64(cut)])
-        #expect(observer.state.withLock { Data($0.bytes) } == server.oneMiB.dropFirst(cut))
-        #expect(try Data(contentsOf: target) == server.oneMiB)
-    }
-
-    @Test("maximumFileSize (--max-filesize) refuses an announced length over it before a byte is written, and a body that grows past it")
-    func maximumFileSize() async throws {
-        let server = try nginx()
-        let directory = try scratch("maxsize")
-        func download(_ path: String, limit: UInt64, headers: HTTPHeaders? = nil, observer: RecordingObserver? = nil) async
-            -> DownloadResponse<URL?, TinyFireError>
-        {
-            await Session().download(
-                "\(server.base)\(path)", method: .get, headers: headers, body: nil,
-                target: .destination({ _, _ in (directory.appendingPathComponent("out"), [.removePreviousFile]) }),
-                acceptableStatusCodes: 200..<300, includeResponseHead: false, bodyObserver: observer, maximumFileSize: limit
-            ).downloadResponse
-        }
-        let observer = RecordingObserver()
-        let announced = await download("/1m.bin", limit: UInt64(server.oneMiB.count - 1), observer: observer)
-        guard case .sessionTaskFailed(let error) = announced.error, case .fileSizeExceeded(limit: 1_048_575) = error.reason else {
-            Issue.record("expected fileSizeExceeded, got \(String(describing: announced.error))")
-            return
-        }
-        #expect(observer.state.withLock { $0.starts.isEmpty && $0.bytes.isEmpty })
-        #expect(contents(of: directory).isEmpty)
-        // gzip'd text comes chunked, without a length: the limit stops it as it grows.
-        let limit = UInt64(server.text.count / 2)
-        let growing = await download("/text.txt", limit: limit, headers: ["Accept-Encoding": "gzip"])
-        guard case .sessionTaskFailed(let grown) = growing.error, case .fileSizeExceeded = grown.reason else {
-            Issue.record("expected fileSizeExceeded, got \(String(describing: growing.error))")
-            return
-        }
-        #expect(contents(of: directory).isEmpty)
-        // At the limit exactly: fine.
-        #expect(await download("/1m.bin", limit: UInt64(server.oneMiB.count)).error == nil)
-    }
-
     @Test("maxReceiveBytesPerSecond (--limit-rate) holds a download back to the rate: 1 MiB at 512 KiB/s takes at least 1.5 s")
     func receiveRateLimit() async throws {
         let server = try nginx()
@@ -675,7 +614,9 @@ struct TransferCLITests {
 }
 
 extension DownloadTests {
-    @Test("fire-agent request --max-filesize exits 63 and leaves no file; --limit-rate and --max-filesize take curl's sizes only")
+    @Test(
+        "fire-agent request --max-filesize exits 63 and leaves no file (announced or growing, to a file or stdout); --limit-rate and --max-filesize take curl's sizes only"
+    )
     func requestSizeOptions() throws {
         let server = try nginx()
         let directory = try scratch("cli-sizes")
@@ -683,6 +624,14 @@ extension DownloadTests {
         let refused = try fireAgent(["request", "--max-filesize", "1000k", "-o", output, "\(server.base)/1m.bin"])
         #expect(refused.status == 63 && refused.stderr.contains("would exceed its limit of 1024000 bytes"), "\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: output))
+        // gzip'd text comes chunked, without a length: the limit stops it as it grows.
+        let growing = try fireAgent(["request", "--max-filesize", String(server.text.count / 2), "-o", output, "\(server.base)/text.txt"])
+        #expect(growing.status == 63 && growing.stderr.contains("would exceed its limit"), "\(growing.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+        // To standard output too (curl's rule): refused before a byte is written.
+        let piped = try fireAgent(["request", "--max-filesize", "1000k", "\(server.base)/1m.bin"])
+        #expect(piped.status == 63 && piped.stdout.isEmpty, "\(piped.stderr)")
+        // At the limit exactly: fine.
         let fits = try fireAgent(["request", "--max-filesize", "1M", "--limit-rate", "64M", "-o", output, "\(server.base)/1m.bin"])
         #expect(fits.status == 0, "\(fits.stderr)")
         #expect(try Data(contentsOf: URL(filePath: output)) == server.oneMiB)

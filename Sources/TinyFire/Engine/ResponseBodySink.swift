@@ -224,12 +224,6 @@ final class AtomicFileSink: OutputSink {
         finished = true
     }
 
-    /// Makes an emptied (or new) partial file's length durable before a resume record is
-    /// written for it: after a power cut the record never describes old bytes.
-    func syncEmptied() {
-        if fd >= 0 { fsync(fd) }
-    }
-
     func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError) {
         try writeAll(fd, bytes, name: partialPath)
         bytesOnDisk += UInt64(bytes.count)

@@ -50,44 +50,10 @@ public final class DownloadRequest: Request, @unchecked Sendable {
         case descriptor(Int32)
     }
 
-    /// What happens to the bytes of a download that fails for good.
-    package enum PartialPolicy: Sendable {
-        /// Keep them in the hidden partial file and describe it in `resumeData` (the library's
-        /// behaviour).
-        case keepForResume
-        /// Remove them (`fire-agent request -o` without `-C -`); retries still resume.
-        case discard
-        /// Write straight into the destination, which is the partial file (`-C -`, as curl).
-        case inPlace
-    }
-
     private let target: Target
-    private let acceptableStatusCodes: Range<Int>?
-    private let includeResponseHead: Bool
-    /// Set on the loop when the head failed validation (the body is then discarded).
-    private let rejectedStatus = Mutex<Int?>(nil)
     /// The destination that could not take the file (the errno says why), and the temporary
     /// file it was to come from.
     private let destinationFailure = Mutex<(source: URL, destination: URL, code: Int32)?>(nil)
-
-    /// A body sent with the request (`fire-agent request -T` or `-F`).
-    private let sentBody: UploadBody?
-    override var uploadBody: UploadBody? { sentBody }
-    private let partialPolicy: PartialPolicy
-    /// Where the validator of the partial file is kept between processes (`fire-agent request
-    /// -C -`): written before the first byte of a body that starts from zero, removed once the
-    /// download succeeds; nil keeps none.
-    private let resumeRecord: String?
-
-    /// Sees the bytes of the destination file as they are written (fire-agent hashes a firmware
-    /// image while it downloads). Called on the session's loop; must not block for long.
-    private let bodyObserver: (any DownloadBodyObserver)?
-    /// The file may not grow past this many bytes (curl's `--max-filesize`); nil: no limit.
-    private let maximumFileSize: UInt64?
-    /// A resumed attempt whose response is the whole of another version of the resource (a
-    /// 200 with validators other than the partial file's) fails with `resourceChanged`
-    /// instead of replacing the partial file. False: replaced (curl's and the library's way).
-    private let stopWhenResourceChanged: Bool
 
     /// The partial file an attempt continues, and what the server said about the resource.
     struct PartialFile: Sendable {
@@ -119,20 +85,9 @@ public final class DownloadRequest: Request, @unchecked Sendable {
 
     init(
         session: Session, convertible: any URLRequestConvertible, interceptor: (any RequestInterceptor)?, target: Target,
-        acceptableStatusCodes: Range<Int>? = nil, includeResponseHead: Bool = false, upload: UploadRequest.Uploadable? = nil,
-        resumingFrom resumeData: DownloadResumeData? = nil, partialPolicy: PartialPolicy = .keepForResume,
-        resumeRecord: String? = nil, bodyObserver: (any DownloadBodyObserver)? = nil, maximumFileSize: UInt64? = nil,
-        stopWhenResourceChanged: Bool = false
+        resumingFrom resumeData: DownloadResumeData? = nil
     ) {
-        self.stopWhenResourceChanged = stopWhenResourceChanged
-        self.bodyObserver = bodyObserver
-        self.maximumFileSize = maximumFileSize
-        self.sentBody = upload.map { UploadBody($0) }
-        self.partialPolicy = partialPolicy
-        self.resumeRecord = resumeRecord
         self.target = target
-        self.acceptableStatusCodes = acceptableStatusCodes
-        self.includeResponseHead = includeResponseHead
         if let resumeData {
             resume.withLock {
                 $0.partial = PartialFile(
@@ -238,30 +193,8 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 
     override func makeSink(for response: HTTPURLResponse, expectedLength: UInt64?) throws(SinkError) -> any OutputSink {
-        let sink = try makeTargetSink(for: response)
-        if includeResponseHead {
-            var head = "HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n"
-            for field in response.headerFields { head += "\(field.name.rawName): \(field.value)\r\n" }
-            head += "\r\n"
-            let bytes = Array(head.utf8)
-            let pointer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
-            defer { pointer.deallocate() }
-            pointer.copyBytes(from: bytes)
-            try sink.write(UnsafeRawBufferPointer(pointer))
-        }
-        return sink
-    }
-
-    private func makeTargetSink(for response: HTTPURLResponse) throws(SinkError) -> any OutputSink {
         let code = response.status.code
         let (partial, rangeOffset) = resume.withLock { ($0.partial, $0.rangeOffset) }
-        if let acceptableStatusCodes, !acceptableStatusCodes.contains(code), !(code == 416 && rangeOffset != nil) {
-            rejectedStatus.withLock { $0 = code }
-            // The body still goes to a descriptor (a terminal shows the error page), never
-            // into a destination file.
-            if case .descriptor(let fd) = target { return DescriptorSink(fd: fd, name: "descriptor \(fd)") }
-            return DiscardSink()
-        }
         switch target {
         case .descriptor(let fd):
             return DescriptorSink(fd: fd, name: "descriptor \(fd)")
@@ -282,9 +215,6 @@ public final class DownloadRequest: Request, @unchecked Sendable {
                 case .replace:
                     // The server ignored Range, or If-Range found the resource changed: the
                     // whole body comes again and replaces the partial file.
-                    if stopWhenResourceChanged, let change = Self.change(from: partial, to: response) {
-                        throw .resourceChanged(change)
-                    }
                     placement = .restart(path: partial.path)
                 case .restart(let fromZero, let reason):
                     // A complete file asks again for its last byte, knowing its length now.
@@ -300,9 +230,6 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             let temporary = FileManager.default.temporaryDirectory.appending(path: "TinyFire_\(UUID().uuidString).tmp")
             if destination == nil { AtomicFileSink.sweepDefaultTemporaryDirectoryOnce }
             let (url, options) = destination?(temporary, response) ?? (temporary, [])
-            if case .inPlace = partialPolicy, case .new = placement, [200, 206].contains(code) {
-                placement = .restart(path: url.path(percentEncoded: false))
-            }
             let resumable = isResumable(response)
             if resumable {
                 let validators = RangeResume.validators(status: code, fields: response.headerFields)
@@ -322,14 +249,8 @@ public final class DownloadRequest: Request, @unchecked Sendable {
                         state.partial?.bytes = bytes
                     }
                 } : nil
-            let startsFromZero: Bool
-            if case .append = placement { startsFromZero = false } else { startsFromZero = [200, 206].contains(code) }
-            // The old validator goes before the file is emptied, so no moment pairs it with
-            // bytes of another version.
-            if let resumeRecord, startsFromZero { unlink(resumeRecord) }
-            let sink: AtomicFileSink
             do throws(SinkError) {
-                sink = try AtomicFileSink(
+                return try AtomicFileSink(
                     destination: url, createIntermediateDirectories: options.contains(.createIntermediateDirectories),
                     replaceExisting: options.contains(.removePreviousFile), partial: placement, keepPartial: keep)
             } catch {
@@ -338,35 +259,7 @@ public final class DownloadRequest: Request, @unchecked Sendable {
                 }
                 throw error
             }
-            if let resumeRecord, startsFromZero, resumable, let requested = try? convertible.asURLRequest().url {
-                let validators = resume.withLock { $0.partial }
-                let record = DownloadResumeData(
-                    url: requested, partialFile: sink.partialPath, bytesOnDisk: 0, entityTag: validators?.entityTag,
-                    lastModified: validators?.lastModified, totalLength: validators?.totalLength)
-                sink.syncEmptied()
-                record.writeDurably(to: resumeRecord)
-            }
-            guard bodyObserver != nil || maximumFileSize != nil, [200, 206].contains(code) else { return sink }
-            let base: UInt64
-            if case .append(_, let offset) = placement { base = offset } else { base = 0 }
-            if let maximumFileSize, let announced = announcedFileSize(response, base: base), announced > maximumFileSize {
-                sink.discard()
-                throw .fileSizeExceeded(limit: maximumFileSize)
-            }
-            bodyObserver?.bodyStarts(at: base, partialFile: sink.partialPath)
-            return ObservedFileSink(base: sink, offset: base, limit: maximumFileSize, observer: bodyObserver)
         }
-    }
-
-    /// The file's final size as the response announces it: `base` plus Content-Length, or a
-    /// 206's complete length.
-    private func announcedFileSize(_ response: HTTPURLResponse, base: UInt64) -> UInt64? {
-        if response.status.code == 206, let complete = response.headerFields[.contentRange].flatMap(ContentRange.init)?.completeLength {
-            return complete
-        }
-        guard let length = response.headerFields[.contentLength].flatMap(parseDecimal) else { return nil }
-        let (sum, overflow) = base.addingReportingOverflow(length)
-        return overflow ? .max : sum
     }
 
     /// Marks an immediate new attempt and aborts this one.
@@ -388,23 +281,14 @@ public final class DownloadRequest: Request, @unchecked Sendable {
             && RangeResume.isResumable(status: response.status.code, fields: response.headerFields)
     }
 
-    /// How `response` (a 200 to a resumed request) shows that the resource is not the one the
-    /// partial file holds, or nil when its validators match (the server ignored Range).
-    static func change(from partial: PartialFile, to response: HTTPURLResponse) -> String? {
-        RangeResume.change(fromEntityTag: partial.entityTag, lastModified: partial.lastModified, to: response.headerFields)
-    }
-
     override func prepare(_ spec: inout RequestSpec) throws(TinyFireError) {
-        try sentBody?.apply(to: &spec)
-        if isFinished { sentBody?.release() }
         guard case .destination = target else { return }
         let resuming = resume.withLock { state -> (partial: PartialFile, offset: UInt64)? in
             state.rangeOffset = nil
             guard let partial = state.partial, partial.bytes > 0 else { return nil }
             guard partial.entityTag != nil || partial.lastModified != nil else {
-                // Nothing proves the bytes are of the version the server has now: start over
-                // (an in-place file is emptied only once a new body arrives).
-                if partialPolicy != .inPlace { unlink(partial.path) }
+                // Nothing proves the bytes are of the version the server has now: start over.
+                unlink(partial.path)
                 state.partial = nil
                 return nil
             }
@@ -442,19 +326,14 @@ public final class DownloadRequest: Request, @unchecked Sendable {
     }
 
     override func didFinishPipeline() {
-        sentBody?.release()
         let failed = error != nil
         let cancelled = isCancelled
-        let policy = partialPolicy
         let (handlers, data) = resume.withLock { state -> ([@Sendable (Data?) -> Void], Data?) in
             state.restartPending = false
             if !failed {
                 state.partial = nil  // renamed into place
                 state.resumeData = nil
-                if let resumeRecord { unlink(resumeRecord) }
-            } else if let partial = state.partial, partial.bytes > 0,
-                policy == .inPlace || policy == .keepForResume && (!cancelled || state.producingResumeData)
-            {
+            } else if let partial = state.partial, partial.bytes > 0, !cancelled || state.producingResumeData {
                 let url = (try? convertible.asURLRequest().url) ?? nil
                 state.resumeData = url.map {
                     DownloadResumeData(
@@ -649,9 +528,6 @@ public final class DownloadRequest: Request, @unchecked Sendable {
                 .downloadedFileMoveFailed(
                     error: fileSystemError(failure.code, path: failure.destination.path(percentEncoded: false), writing: true),
                     source: failure.source, destination: failure.destination))
-        }
-        if case .success = result, let code = rejectedStatus.withLock({ $0 }) {
-            return .failure(.responseValidationFailed(reason: .unacceptableStatusCode(code: code)))
         }
         return result
     }
@@ -932,44 +808,4 @@ public struct DownloadResponse<Success: Sendable, Failure: Error>: Sendable {
         if case .failure(let error) = result { return error }
         return nil
     }
-}
-
-/// Sees a download's file bytes as they are written, in order, on the session's loop (so it
-/// must not block for long). Package API: fire-agent hashes firmware images with it.
-package protocol DownloadBodyObserver: AnyObject, Sendable {
-    /// A response body starts at byte `offset` of `partialFile`: 0 for a new or restarted file,
-    /// the partial file's length when a 206 continues it. Bytes the observer has not seen
-    /// before `offset` are in the file.
-    func bodyStarts(at offset: UInt64, partialFile: String)
-    /// The next bytes, written to the file at the position after the previous ones.
-    func bodyWritten(_ bytes: UnsafeRawBufferPointer)
-}
-
-/// Passes written bytes to an observer and enforces a file size limit.
-final class ObservedFileSink: OutputSink {
-    private let base: AtomicFileSink
-    private var size: UInt64
-    private let limit: UInt64?
-    private let observer: (any DownloadBodyObserver)?
-
-    init(base: AtomicFileSink, offset: UInt64, limit: UInt64?, observer: (any DownloadBodyObserver)?) {
-        self.base = base
-        self.size = offset
-        self.limit = limit
-        self.observer = observer
-    }
-
-    func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError) {
-        let (grown, overflow) = size.addingReportingOverflow(UInt64(bytes.count))
-        if let limit, overflow || grown > limit { throw .fileSizeExceeded(limit: limit) }
-        try base.write(bytes)
-        size = grown
-        observer?.bodyWritten(bytes)
-    }
-
-    func finish() throws(SinkError) { try base.finish() }
-
-    var output: SinkOutput { base.output }
-
-    func discard() { base.discard() }
 }

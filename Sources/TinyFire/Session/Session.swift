@@ -597,27 +597,6 @@ public final class Session: Sendable {
             interceptor: nil, target: .descriptor(fileDescriptor))
     }
 
-    /// The download `fire-agent request` runs: like the public `download` variants, plus
-    /// status validation before the body reaches a file, and optionally the response head
-    /// written ahead of the body (curl's `-i`).
-    package func download(
-        _ convertible: any URLConvertible, method: HTTPMethod, headers: HTTPHeaders?, body: Data?,
-        upload: UploadRequest.Uploadable? = nil,
-        target: DownloadRequest.Target, acceptableStatusCodes: Range<Int>?, includeResponseHead: Bool,
-        interceptor: (any RequestInterceptor)? = nil, resumingFrom resumeData: DownloadResumeData? = nil,
-        partialPolicy: DownloadRequest.PartialPolicy = .discard, resumeRecord: String? = nil,
-        bodyObserver: (any DownloadBodyObserver)? = nil, maximumFileSize: UInt64? = nil, stopWhenResourceChanged: Bool = false
-    ) -> DownloadRequest {
-        DownloadRequest(
-            session: self,
-            convertible: ParameterlessRequestConvertible(
-                url: convertible, method: method, headers: headers, body: body, requestModifier: nil),
-            interceptor: interceptor, target: target, acceptableStatusCodes: acceptableStatusCodes,
-            includeResponseHead: includeResponseHead, upload: upload, resumingFrom: resumeData, partialPolicy: partialPolicy,
-            resumeRecord: resumeRecord, bodyObserver: bodyObserver, maximumFileSize: maximumFileSize,
-            stopWhenResourceChanged: stopWhenResourceChanged)
-    }
-
     // MARK: - All requests
 
     /// Runs `action` on `rootQueue` with the requests that started and have not finished.
