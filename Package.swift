@@ -12,7 +12,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         // zlib, linked from the system (Debian: zlib1g-dev).
@@ -54,36 +53,17 @@ let package = Package(
             ]
         ),
         .target(name: "TinyFireFoundation", dependencies: ["TinyFire"]),
-        // fire-agent's logic that is in the Embedded subset already, on TinyFireCore alone
-        // (issue 30, stage 2, moves the agent here file by file); cross/embedded/build.sh
-        // compiles it for boards too. FireAgentCore re-exports it.
+        // fire-agent: all of it — config, telemetry, daemon, firmware updates, the commands — in
+        // the Embedded subset on TinyFireCore alone; cross/embedded/build.sh compiles it for
+        // boards too, and the full-Swift fire-agent is built on it alone.
         .target(
             name: "FireAgentBase",
             dependencies: ["TinyFireCore", .product(name: "HTTPTypes", package: "swift-http-types")],
             // Crash points for tests (CrashPoints.swift): in debug builds only, never in a release
             // binary (nor in the Embedded one, which cross/embedded/build.sh compiles without it).
             swiftSettings: [.define("FIRE_AGENT_CRASH_POINTS", .when(configuration: .debug))]),
-        // fire-agent's logic (config, telemetry, daemon), tested in-process.
-        .target(
-            name: "FireAgentCore",
-            dependencies: [
-                "FireAgentBase",
-                "TinyFire",
-                "CTinyFireSystem",
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            // Crash points for tests (CrashPoints.swift): in debug builds only, never in a release binary.
-            swiftSettings: [.define("FIRE_AGENT_CRASH_POINTS", .when(configuration: .debug))]
-        ),
-        .executableTarget(
-            name: "fire-agent",
-            dependencies: [
-                "TinyFire",
-                "FireAgentCore",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
-        ),
+        // fire-agent: AgentCommandLine's entry point; the same file is the Embedded build's.
+        .executableTarget(name: "fire-agent", dependencies: ["FireAgentBase"]),
         .executableTarget(
             name: "tinyfire-bench",
             dependencies: ["TinyFire"],
@@ -109,7 +89,6 @@ let package = Package(
                 "TinyFire",
                 "TinyFireFoundation",
                 "FireAgentBase",
-                "FireAgentCore",
                 "CZlib",
                 "CTinyFireSystem",
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -115,9 +115,10 @@ link_flags=("${clang_target[@]}" -fuse-ld=lld -static -Wl,--gc-sections -s)
 unicode="/opt/swift/usr/lib/swift/embedded/${swift_target[1]}/libswiftUnicodeDataTables.a"
 clang "${link_flags[@]}" "$out/core-check.o" "$out/FireAgentBase.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
     "$unicode" -lmbedtls -lmbedx509 -lmbedcrypto -lz -lm -lpthread -o "$out/core-check"
-# fire-agent: the agent's commands that are on the core (AgentCommandLine), static and stripped.
+# fire-agent: every command (AgentCommandLine), from the full-Swift build's own entry point, static
+# and stripped.
 swiftc "${swift_flags[@]/-parse-as-library/}" -module-name FireAgentMain -package-name TinyFire \
-    -c "$here/agent/main.swift" -o "$out/fire-agent.o"
+    -c "$here/../../Sources/fire-agent/main.swift" -o "$out/fire-agent.o"
 if [ "$arch" = armv7 ]; then
     python3 "$here/selfreg-check.py" armv7 "$out/fire-agent.o" || die "armv7: a function clobbers Swift's self register (see cross/README.md)"
 fi

@@ -6,12 +6,12 @@ import TinyFireCore
     import Musl
 #endif
 
-/// fire-agent's command line without swift-argument-parser (which Embedded Swift cannot
-/// build): the commands of the agent that are on the core so far — `run`, `sync --once`,
-/// `status`, `config check`, `config show`, `reachability`, `queue list`, `stats`, `add` and
-/// `flush`, `firmware update --once` and `firmware verify` — with the host binary's option names, output, usage errors
-/// and exit statuses (docs/CLI.md). The Embedded agent's entry point (cross/embedded/agent)
-/// runs it.
+/// fire-agent's command line, for both builds (the full-Swift one and the Embedded one for
+/// boards): every command — `request`, `run`, `sync --once`, `status`, `config check` and
+/// `show`, `reachability`, `queue list`, `stats`, `add` and `flush`, `firmware update --once`
+/// and `firmware verify` — with its options, help pages (`HelpPages.swift`), usage errors and
+/// exit statuses (docs/CLI.md), parsed as swift-argument-parser did before (which Embedded
+/// Swift cannot build). The program's entry point (Sources/fire-agent/main.swift) runs it.
 ///
 /// Memory: the arguments and what each command holds (`TelemetryAgent`, one status document).
 public enum AgentCommandLine {
@@ -65,112 +65,22 @@ public enum AgentCommandLine {
         }
     }
 
-    static let usageText = """
-        USAGE: fire-agent <subcommand>
-
-        OPTIONS:
-          --version               Show the version.
-          -h, --help              Show help information.
-
-        SUBCOMMANDS:
-          run [--config <config>] Run the agent as a service: collect and sync on a schedule until SIGTERM; SIGHUP reloads the config.
-          config check [<file>] [--config <config>]
-                                  Check a config file; prints every problem with its key path (exit 78 when there is one).
-          config show [--config <config>] [--show-secrets]
-                                  Print the effective config, defaults filled in, secrets masked.
-          sync --once [--config <config>]
-                                  Collect telemetry once, take the spool, queue the batches and deliver the queue; then exit.
-          status [--config <config>] [--status-file <status-file>] [--json]
-                                  Show the running daemon's status: last sync and delivery, queue, dead letters, reachability, config.
-          reachability [--watch] [--host <host>] [--netns <netns>]
-                                  Print whether the network is reachable, and through which interface (rtnetlink).
-          queue list --dir <dir> [--limit <limit>]
-                                  One line per queued record, oldest first: SEQUENCE AGE_S METHOD URL BODY_BYTES IDEMPOTENCY_KEY.
-          queue stats --dir <dir> Counts, bytes, the oldest record's age and the drop counters, as key=value lines.
-          queue add --dir <dir> <url> [-X <method>] [-H <header> ...] [-d <data>] [--repeat <repeat>] [--start <start>] [--max-records <max-records>] [--max-bytes <max-bytes>] [--drop-oldest]
-                                  Queue a request durably; prints 'queued SEQUENCE IDEMPOTENCY_KEY' once it is on disk.
-          queue flush --dir <dir> [--timeout <timeout>] [--discard-status <discard-status>] [TLS and proxy options]
-                                  Send every queued record now, in order; stop at the first that fails.
-          firmware update --once [--config <config>]
-                                  Run one firmware cycle — confirm, poll, download, verify, install — and exit with what it came to.
-          firmware verify <manifest> [--key <key> ...] [--signature <signature>] [--image <image>] [--device-type <device-type>]
-                                  Verify a manifest's signature against public keys, and optionally an image against the manifest.
-
-        (This build has the agent's commands that run on the core; `request` is in the full-Swift
-        build.)
-        """
-
-    /// `fire-agent config` alone: its subcommands, as swift-argument-parser shows them.
-    static let configCommandHelp = """
-        OVERVIEW: Check the config file, or show the effective config.
-
-        USAGE: fire-agent config <subcommand>
-
-        OPTIONS:
-          --version               Show the version.
-          -h, --help              Show help information.
-
-        SUBCOMMANDS:
-          check                   Check a config file; prints every problem with its
-                                  key path (exit 78 when there is one).
-          show                    Print the effective config, defaults filled in,
-                                  secrets masked.
-
-          See 'fire-agent help config <subcommand>' for detailed help.
-        """
-
-    /// `fire-agent queue` alone: its subcommands, as swift-argument-parser shows them.
-    static let queueCommandHelp = """
-        OVERVIEW: Inspect, fill and flush a durable offline request queue
-        (docs/OFFLINE.md).
-
-        USAGE: fire-agent queue <subcommand>
-
-        OPTIONS:
-          --version               Show the version.
-          -h, --help              Show help information.
-
-        SUBCOMMANDS:
-          list                    One line per queued record, oldest first: SEQUENCE
-                                  AGE_S METHOD URL BODY_BYTES IDEMPOTENCY_KEY.
-          stats                   Counts, bytes, the oldest record's age and the drop
-                                  counters, as key=value lines.
-          flush                   Send every queued record now, in order; stop at the
-                                  first that fails.
-          add                     Queue a request durably; prints 'queued SEQUENCE
-                                  IDEMPOTENCY_KEY' once it is on disk.
-
-          See 'fire-agent help queue <subcommand>' for detailed help.
-        """
-
-    /// `fire-agent firmware` alone: its subcommands, as swift-argument-parser shows them.
-    static let firmwareHelp = """
-        OVERVIEW: Firmware manifests and images, checked as the agent checks them.
-
-        USAGE: fire-agent firmware <subcommand>
-
-        OPTIONS:
-          --version               Show the version.
-          -h, --help              Show help information.
-
-        SUBCOMMANDS:
-          verify                  Verify a manifest's signature against public keys,
-                                  and optionally an image against the manifest (exit 0:
-                                  valid; 65: refused, with the reason).
-          update                  Run one firmware cycle — confirm, poll, download,
-                                  verify, install — and exit with what it came to.
-
-          See 'fire-agent help firmware <subcommand>' for detailed help.
-        """
-
     /// Runs the command `arguments` name (without the program's name) and returns the exit
     /// status.
     public static func run(_ arguments: [String]) -> Int32 {
-        guard let first = arguments.first else { return say(usageText) }
+        guard let first = arguments.first else { return help("") }
         let rest = Array(arguments.dropFirst())
         switch first {
         case "--version": return say(version)
-        case "-h", "--help", "help": return say(usageText)
+        case "-h", "--help": return help("")
+        case "help":
+            // `fire-agent help queue add`: the page of the command the words name.
+            let words = rest.joined(separator: " ")
+            guard helpPage(words) != nil else {
+                return usageError("Unexpected argument '\(rest.first ?? "")'", Command(name: "", usage: "<subcommand>"))
+            }
+            return help(words)
+        case "request": return parsed(rest, requestCommand, request)
         case "run":
             return parsed(rest, Command.run) { arguments in
                 runDaemon(configPath: arguments.options["--config"] ?? AgentConfig.defaultPath)
@@ -189,17 +99,16 @@ public enum AgentCommandLine {
                 }
             case "add": return parsed(Array(rest.dropFirst()), queueAddCommand, queueAdd)
             case "flush": return parsed(Array(rest.dropFirst()), queueFlushCommand, queueFlush)
-            case nil: return say(queueCommandHelp)
-            case let word?: return usageError("Unexpected argument '\(word)'", Command(name: "queue", usage: "queue <subcommand>"))
+            case let word?: return group("queue", word)
+            case nil: return help("queue")
             }
         case "firmware":
             switch rest.first {
             case "update": return parsed(Array(rest.dropFirst()), Command.firmwareUpdate, firmwareUpdate)
             case "verify": return parsed(Array(rest.dropFirst()), Command.firmwareVerify, firmwareVerify)
-            case nil: return say(firmwareHelp)
-            case let word?: return usageError("Unexpected argument '\(word)'", Command(name: "firmware", usage: "firmware <subcommand>"))
+            case let word?: return group("firmware", word)
+            case nil: return help("firmware")
             }
-        case "request": return parsed(rest, requestCommand, request)
         case "reachability":
             return parsed(rest, Command.reachability) { arguments in
                 reachability(
@@ -209,11 +118,27 @@ public enum AgentCommandLine {
             switch rest.first {
             case "check": return parsed(Array(rest.dropFirst()), Command.configCheck, configCheck)
             case "show": return parsed(Array(rest.dropFirst()), Command.configShow, configShow)
-            case nil: return say(configCommandHelp)
-            case let word?: return usageError("Unexpected argument '\(word)'", Command(name: "config", usage: "config <subcommand>"))
+            case let word?: return group("config", word)
+            case nil: return help("config")
             }
         default: return usageError("Unexpected argument '\(first)'", Command(name: "", usage: "<subcommand>"))
         }
+    }
+
+    /// A command group (`queue`, `config`, `firmware`) given `word`: its help page for `-h`,
+    /// the version for `--version`, else a usage error.
+    static func group(_ name: String, _ word: String) -> Int32 {
+        switch word {
+        case "-h", "--help": return help(name)
+        case "--version": return say(version)
+        default: return usageError("Unexpected argument '\(word)'", Command(name: name, usage: "\(name) <subcommand>"))
+        }
+    }
+
+    /// Prints the help page of the command `words` name.
+    @discardableResult
+    static func help(_ words: String) -> Int32 {
+        say(helpPage(words) ?? "")
     }
 
     /// A command's words, usage line and what it takes.
@@ -314,7 +239,8 @@ public enum AgentCommandLine {
         while index < arguments.count {
             let argument = arguments[index]
             index += 1
-            if argument == "-h" || argument == "--help" { return say(usageText) }
+            if argument == "-h" || argument == "--help" { return help(command.name) }
+            if argument == "--version" { return say(version) }
             var words: [(spelled: String, value: String?)] = []
             if argument.hasPrefix("--") {
                 if let equals = argument.firstIndex(of: "=") {

@@ -158,7 +158,7 @@ public final class TelemetryAgent: Sendable {
     }
 
     /// The `User-Agent` of the agent's requests unless its host says otherwise.
-    public static let defaultUserAgent = "fire-agent TinyFire/\(HTTPHeaders.tinyFireVersion)"
+    public static let defaultUserAgent = "fire-agent/\(HTTPHeaders.tinyFireVersion) TinyFire/\(HTTPHeaders.tinyFireVersion)"
 
     /// Batches up to this size (gzip'd) are kept inline in the queue's journal, so the judge
     /// can split one the server found too large (413); larger ones go to body files.

@@ -4,7 +4,6 @@ import Synchronization
 import Testing
 
 @testable import FireAgentBase
-@testable import FireAgentCore
 @testable import TinyFire
 
 extension TelemetryAgent {

@@ -1,4 +1,4 @@
-import FireAgentCore
+import FireAgentBase
 import Foundation
 import Testing
 import TinyFireCore
@@ -305,7 +305,7 @@ struct ClockJumpTests {
         // A clock a year ahead refuses a good manifest as expired; corrected, the same manifest installs.
         try clock.set("+365d")
         let expires = Date().addingTimeInterval(30 * 86400)
-        try server.publish(version: "3.0.0", image: image, expires: AgentLogHandler.timestamp(expires))
+        try server.publish(version: "3.0.0", image: image, expires: rfc3339Timestamp(expires))
         #expect(await eventually(within: .seconds(60)) { result().contains("expired: the manifest for 3.0.0") }, "\(result())")
         #expect(board.installs.isEmpty)
         try clock.set("+0")

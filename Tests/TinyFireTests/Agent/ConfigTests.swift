@@ -3,7 +3,6 @@ import Testing
 import TinyFireCore
 
 @testable import FireAgentBase
-@testable import FireAgentCore
 
 @Suite("fire-agent config: one JSON5 file, refused with key paths")
 struct ConfigTests {

@@ -3,7 +3,6 @@ import Testing
 import TinyFireCore
 
 @testable import FireAgentBase
-@testable import FireAgentCore
 
 @Suite("Daemon parts: schedule, log lines, systemd notifications")
 struct DaemonPartsTests {
@@ -99,14 +98,14 @@ struct DaemonPartsTests {
         let journalJSON = LogOutput(format: .json, journal: true)
         #expect(!journalJSON.render(level: .info, message: "x", metadata: [:], epochSeconds: time).contains("time"))
         // JOURNAL_STREAM counts only when it names the stream standard error still is.
-        #expect(!AgentLogHandler.stderrIsJournal(environment: ["JOURNAL_STREAM": "1:2"]))
-        #expect(!AgentLogHandler.stderrIsJournal(environment: [:]))
+        #expect(!LogOutput.stderrIsJournal(journalStream: "1:2"))
+        #expect(!LogOutput.stderrIsJournal(journalStream: ""))
         var info = stat()
         fstat(2, &info)
-        #expect(AgentLogHandler.stderrIsJournal(environment: ["JOURNAL_STREAM": "\(info.st_dev):\(info.st_ino)"]))
+        #expect(LogOutput.stderrIsJournal(journalStream: "\(info.st_dev):\(info.st_ino)"))
     }
 
-    @Test("the agent's logger writes whole lines to its descriptor from its level up, with its metadata; swift-log's side writes the same")
+    @Test("the agent's logger writes whole lines to its descriptor from its level up, with its metadata")
     func loggerOutput() throws {
         var fds: [Int32] = [0, 0]
         try #require(pipe(&fds) == 0)
@@ -117,8 +116,8 @@ struct DaemonPartsTests {
         var built = 0
         logger.info("not written: \({ built += 1; return "x" }())")
         logger.warning("spool file cannot be read", metadata: ["file": "a.lp", "device": "board-2"])
-        logger.swiftLogger.error("queue: \(3) records")
-        logger.swiftLogger.debug("not written either")
+        logger.error("queue: \(3) records")
+        logger.debug("not written either")
         close(fds[1])
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -131,7 +130,7 @@ struct DaemonPartsTests {
         #expect(
             String(decoding: bytes, as: UTF8.self)
                 == #"{"level":"warning","message":"spool file cannot be read","metadata":{"device":"board-2","file":"a.lp"}}"# + "\n"
-                + #"{"level":"error","message":"queue: 3 records"}"# + "\n")
+                + #"{"level":"error","message":"queue: 3 records","metadata":{"device":"board-1"}}"# + "\n")
     }
 
     @Test("sd_notify datagrams reach a NOTIFY_SOCKET path and an abstract one; WATCHDOG_USEC is read, for this pid only")

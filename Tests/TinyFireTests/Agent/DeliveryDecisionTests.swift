@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentCore
+@testable import FireAgentBase
 
 @Suite("fire-agent delivery decisions: batches, spool files, the server's answer")
 struct DeliveryDecisionTests {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TinyFireCore
 
-@testable import FireAgentCore
+@testable import FireAgentBase
 
 /// The Embedded fire-agent (cross/embedded/build.sh: the core and FireAgentBase in Embedded
 /// Swift, static, no Swift runtime) for one architecture, run natively or under qemu-user.

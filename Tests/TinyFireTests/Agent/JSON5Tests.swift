@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentCore
+@testable import FireAgentBase
 
 /// The config's JSON5 reader (FireAgentBase, Foundation-free for the Embedded agent) against the
 /// reader it replaced: Foundation's `JSONDecoder` with `allowsJSON5`. Every document below is

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentCore
+@testable import FireAgentBase
 
 @Suite("spool: bounded lines and durable progress (sans-I/O)")
 struct SpoolLineTests {

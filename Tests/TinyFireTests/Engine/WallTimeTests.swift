@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentCore
+@testable import FireAgentBase
 @testable import TinyFireCore
 
 #if canImport(Glibc)
@@ -16,7 +16,7 @@ struct WallTimeTests {
             let time = WallTime(millisecondsSince1970: milliseconds)
             let date = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
             #expect(time.secondsSince1970 == Int64(date.timeIntervalSince1970.rounded(.down)), "\(milliseconds)")
-            #expect(time.description == AgentLogHandler.timestamp(date), "\(milliseconds)")
+            #expect(time.description == rfc3339Timestamp(date), "\(milliseconds)")
             #expect(time.date == date && WallTime(date) == time, "\(milliseconds)")
         }
         #expect(WallTime(secondsSince1970: 1_800_000_000).description == "2027-01-15T08:00:00Z")

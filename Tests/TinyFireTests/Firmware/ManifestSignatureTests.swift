@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentCore
+@testable import FireAgentBase
 
 /// Keys and signatures made by `openssl`, as a vendor makes them.
 struct VendorKeys {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TinyFireCore
 
-@testable import FireAgentCore
+@testable import FireAgentBase
 
 @Suite("Firmware: the update flow as a state machine, fed events")
 struct UpdateFlowTests {

@@ -1,4 +1,4 @@
-import FireAgentCore
+import FireAgentBase
 import Foundation
 import Testing
 

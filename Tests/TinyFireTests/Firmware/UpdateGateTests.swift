@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TinyFireCore
 
-@testable import FireAgentCore
+@testable import FireAgentBase
 
 @Suite("Firmware: install windows, the inhibit lock and the gated install in the flow")
 struct UpdateGateTests {

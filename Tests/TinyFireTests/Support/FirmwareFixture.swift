@@ -1,4 +1,4 @@
-import FireAgentCore
+import FireAgentBase
 import Foundation
 
 /// A vendor's update server for one test: nginx on loopback serving `www/` (images, manifests,
