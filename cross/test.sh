@@ -46,7 +46,7 @@ export QEMU_LD_PREFIX="$sysroot"
 # run the .build-embedded binaries (native, or under qemu-user themselves) beside the host's
 # fire-agent: the host suite runs them; under this emulation they would only repeat that, with a
 # test process too slow to catch a download in the middle.
-skip=(--skip progressBarOnTerminal --skip 'Embedded(Agent|Daemon|Firmware)Tests')
+skip=(--skip progressBarOnTerminal --skip 'Embedded(Agent|Daemon|Firmware|Request)Tests')
 start=$(date +%s)
 status=0
 "$project/scripts/run-contained.sh" "$bundle_bin" --testing-library swift-testing "${skip[@]}" "$@" || status=$?

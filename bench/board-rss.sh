@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The idle daemon's memory on an emulated board, where qemu-user cannot measure it (its RSS is
+# qemu's): qemu-system boots Debian bookworm's own kernel (armv7: armmp-lpae on `virt`, a
+# Cortex-A15; aarch64: arm64 on `virt`, a Cortex-A53) with an initramfs holding only busybox and
+# the Embedded fire-agent. `/init` brings up loopback, starts `fire-agent run` (every collector
+# on, collect every 10 s, sync every 60 s to a server that refuses, a firmware section polling
+# every 5 s), waits 15 s, prints VmRSS, RssAnon, RssFile and Threads from /proc/PID/status
+# (kB, the kernel's own figures), and powers off.
+#   bench/board-rss.sh [armv7|aarch64 ...]   (default both). Results: bench/results/board-rss.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/opt/swift/usr/bin:$PATH"
+arches=("$@")
+[ ${#arches[@]} -gt 0 ] || arches=(armv7 aarch64)
+command -v qemu-system-arm >/dev/null || apt-get install -y -qq qemu-system-arm >&2
+command -v cpio >/dev/null || apt-get install -y -qq cpio >&2
+cache="${TINYFIRE_CACHE:-$HOME/.cache/tinyfire}/board-rss"
+mkdir -p "$cache"
+work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-board-rss.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+apt_conf="$(dirname "$(cross/embedded/sysroot.sh armv7)")/apt-bookworm/apt.conf"
+apt_private() { APT_CONFIG="$apt_conf" "$@"; }
+
+# Debian's kernel and busybox for ARCH, unpacked once into $cache/ARCH.
+fetch() {
+    local arch="$1" deb_arch meta
+    case "$arch" in
+        armv7) deb_arch=armhf; meta=linux-image-armmp-lpae ;;
+        aarch64) deb_arch=arm64; meta=linux-image-arm64 ;;
+    esac
+    local dir="$cache/$arch"
+    [ -f "$dir/vmlinuz" ] && [ -x "$dir/busybox" ] && return 0
+    mkdir -p "$dir/debs" "$dir/root"
+    local image
+    image="$(apt_private apt-cache depends "$meta:$deb_arch" | sed -n 's/.*Depends: \(linux-image-[0-9][^:]*\).*/\1/p' | head -1)"
+    (cd "$dir/debs" && apt_private apt-get download -qq "$image:$deb_arch" "busybox-static:$deb_arch" >&2)
+    for deb in "$dir"/debs/*.deb; do dpkg-deb -x "$deb" "$dir/root"; done
+    cp "$dir"/root/boot/vmlinuz-* "$dir/vmlinuz"
+    cp "$dir/root/bin/busybox" "$dir/busybox"
+}
+
+# The initramfs: busybox, fire-agent, a config, a vendor key, and /init.
+initramfs() {
+    local arch="$1" root="$work/$arch-root"
+    mkdir -p "$root"/{bin,proc,sys,dev,tmp,etc,agent/spool}
+    cp "$cache/$arch/busybox" "$root/bin/busybox"
+    cp ".build-embedded/$arch/fire-agent" "$root/bin/fire-agent"
+    openssl ecparam -genkey -name prime256v1 2>/dev/null | openssl ec -pubout -out "$root/agent/vendor.pub" 2>/dev/null
+    echo 1.0.0 > "$root/agent/version"
+    cat > "$root/agent/agent.json5" <<'CONF'
+{ device: { id: "board" }, server: { url: "http://127.0.0.1:9" },
+  telemetry: { interval: "10s", syncInterval: "60s", influx: { database: "bench" }, spoolDirectory: "spool" },
+  queue: { directory: "queue" }, daemon: { statusFile: "status.json" },
+  firmware: { manifestURL: "http://127.0.0.1:9/manifest.json", keys: ["/agent/vendor.pub"], deviceType: "bench",
+              versionFile: "/agent/version", directory: "firmware", pollInterval: "5s", install: ["/bin/busybox", "true"],
+              statusURL: "http://127.0.0.1:9/status" } }
+CONF
+    chmod 600 "$root/agent/agent.json5"
+    cat > "$root/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sys /sys
+/bin/busybox mount -t devtmpfs dev /dev
+/bin/busybox ip link set lo up
+echo "board: $(/bin/busybox uname -m), $(/bin/busybox grep MemTotal /proc/meminfo)"
+cd /agent
+/bin/fire-agent run --config /agent/agent.json5 > /agent/out.log 2>&1 &
+pid=$!
+/bin/busybox sleep 15
+echo "fire-agent: $(/bin/busybox grep -E '^(VmRSS|RssAnon|RssFile|Threads):' /proc/$pid/status | /bin/busybox tr -s ' \t\n' ' ')"
+/bin/busybox head -c 600 /agent/out.log
+/bin/busybox poweroff -f
+INIT
+    chmod 755 "$root/init"
+    (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$work/$arch.cpio.gz"
+}
+
+boot() {
+    local arch="$1"
+    case "$arch" in
+        armv7) timeout 300 qemu-system-arm -M virt -cpu cortex-a15 -m 256 -nographic -no-reboot -kernel "$cache/$arch/vmlinuz" \
+            -initrd "$work/$arch.cpio.gz" -append "console=ttyAMA0 quiet panic=-1" ;;
+        aarch64) timeout 300 qemu-system-aarch64 -M virt -cpu cortex-a53 -m 256 -nographic -no-reboot -kernel "$cache/$arch/vmlinuz" \
+            -initrd "$work/$arch.cpio.gz" -append "console=ttyAMA0 quiet panic=-1" ;;
+    esac
+}
+
+{
+    echo "## The idle daemon on an emulated board (bench/board-rss.sh)"
+    echo
+    echo "qemu-system, Debian bookworm's kernel, an initramfs with busybox and the Embedded fire-agent alone;"
+    echo "\`fire-agent run\` 15 s in (every collector on, a firmware section polling every 5 s), kB from /proc/PID/status:"
+    echo
+    echo "| board | fire-agent (static, stripped) | VmRSS | RssAnon | RssFile | threads |"
+    echo "|---|---:|---:|---:|---:|---:|"
+} > "$work/report.md"
+for arch in "${arches[@]}"; do
+    [ -x ".build-embedded/$arch/fire-agent" ] || cross/embedded/build.sh "$arch" >/dev/null
+    fetch "$arch"
+    initramfs "$arch"
+    boot "$arch" < /dev/null > "$work/$arch.console" 2>&1 || true
+    line="$(grep -a '^fire-agent: VmRSS' "$work/$arch.console" | tr -d '\r' || true)"
+    board="$(grep -a '^board: ' "$work/$arch.console" | tr -d '\r' || true)"
+    if [ -z "$line" ]; then
+        echo "$arch: no figures; the console said:" >&2
+        tail -30 "$work/$arch.console" >&2
+        exit 1
+    fi
+    read -r _ _ rss _ _ anon _ _ file _ _ threads _ <<< "$line"
+    echo "| $arch (${board#board: }) | $(stat -c %s ".build-embedded/$arch/fire-agent") | $rss | $anon | $file | $threads |" >> "$work/report.md"
+done
+tee bench/results/board-rss.md < "$work/report.md"
