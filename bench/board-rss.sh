@@ -52,7 +52,7 @@ initramfs() {
   telemetry: { interval: "10s", syncInterval: "60s", influx: { database: "bench" }, spoolDirectory: "spool" },
   queue: { directory: "queue" }, daemon: { statusFile: "status.json" },
   firmware: { manifestURL: "http://127.0.0.1:9/manifest.json", keys: ["/agent/vendor.pub"], deviceType: "bench",
-              versionFile: "/agent/version", directory: "firmware", pollInterval: "5s", install: ["/bin/busybox", "true"],
+              versionFile: "/agent/version", directory: "firmware", pollInterval: "5s", install: ["/bin/busybox", "true", "{file}"],
               statusURL: "http://127.0.0.1:9/status" } }
 CONF
     chmod 600 "$root/agent/agent.json5"
@@ -62,12 +62,12 @@ CONF
 /bin/busybox mount -t sysfs sys /sys
 /bin/busybox mount -t devtmpfs dev /dev
 /bin/busybox ip link set lo up
-echo "board: $(/bin/busybox uname -m), $(/bin/busybox grep MemTotal /proc/meminfo)"
+echo "board: $(/bin/busybox uname -m), $(/bin/busybox grep MemTotal /proc/meminfo | /bin/busybox tr -s ' ')"
 cd /agent
 /bin/fire-agent run --config /agent/agent.json5 > /agent/out.log 2>&1 &
 pid=$!
 /bin/busybox sleep 15
-echo "fire-agent: $(/bin/busybox grep -E '^(VmRSS|RssAnon|RssFile|Threads):' /proc/$pid/status | /bin/busybox tr -s ' \t\n' ' ')"
+echo "fire-agent: $(/bin/busybox grep -E '^(VmRSS|RssAnon|RssFile|RssShmem|Threads):' /proc/$pid/status | /bin/busybox tr -s ' \t\n' ' ')"
 /bin/busybox head -c 600 /agent/out.log
 /bin/busybox poweroff -f
 INIT
@@ -89,9 +89,11 @@ boot() {
     echo "## The idle daemon on an emulated board (bench/board-rss.sh)"
     echo
     echo "qemu-system, Debian bookworm's kernel, an initramfs with busybox and the Embedded fire-agent alone;"
-    echo "\`fire-agent run\` 15 s in (every collector on, a firmware section polling every 5 s), kB from /proc/PID/status:"
+    echo "\`fire-agent run\` 15 s in (every collector on, a firmware section polling every 5 s), kB from /proc/PID/status."
+    echo "The initramfs is a RAM file system, so the binary's mapped pages count as RssShmem there; on a board's"
+    echo "flash they are RssFile (clean, dropped under pressure). RssAnon is the daemon's own memory."
     echo
-    echo "| board | fire-agent (static, stripped) | VmRSS | RssAnon | RssFile | threads |"
+    echo "| board | fire-agent (static, stripped), bytes | VmRSS | RssAnon | RssFile + RssShmem (the binary's pages) | threads |"
     echo "|---|---:|---:|---:|---:|---:|"
 } > "$work/report.md"
 for arch in "${arches[@]}"; do
@@ -106,7 +108,9 @@ for arch in "${arches[@]}"; do
         tail -30 "$work/$arch.console" >&2
         exit 1
     fi
-    read -r _ _ rss _ _ anon _ _ file _ _ threads _ <<< "$line"
-    echo "| $arch (${board#board: }) | $(stat -c %s ".build-embedded/$arch/fire-agent") | $rss | $anon | $file | $threads |" >> "$work/report.md"
+    read -r _ _ rss _ _ anon _ _ file _ _ shmem _ _ threads _ <<< "$line"
+    echo "| $arch (${board#board: }) | $(stat -c %s ".build-embedded/$arch/fire-agent") | $rss | $anon | $file + $shmem | $threads |" >> "$work/report.md"
+    echo "$arch: the agent's first output:" >&2
+    sed -n '/^fire-agent: VmRSS/,/reboot: Power down/p' "$work/$arch.console" | sed '1d;$d' | head -12 >&2
 done
 tee bench/results/board-rss.md < "$work/report.md"

@@ -25,36 +25,7 @@ work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-keepalive.XXXXXX)"
 bin="$(scripts/build-static.sh tinyfire-bench)"
 curl_mbedtls="$(bench/build-curl-mbedtls.sh)"
 trap '[ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null; rm -rf "$work"' EXIT
-mkdir -p "$work/www"
-chmod 755 "$work"
-head -c 1024 /dev/urandom > "$work/www/1k.bin"
-chmod -R a+rX "$work/www"
-make_test_ca "$work"
-http_port="$(free_port)"
-https_port="$(free_port)"
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/error.log;
-events { worker_connections 64; }
-http {
-  access_log off; sendfile on; keepalive_requests 1000000;
-  default_type application/octet-stream;
-  client_body_temp_path $work/body; proxy_temp_path $work/proxy; fastcgi_temp_path $work/fastcgi;
-  uwsgi_temp_path $work/uwsgi; scgi_temp_path $work/scgi;
-  ssl_protocols TLSv1.2;
-  ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256;
-  server {
-    listen 127.0.0.1:$http_port;
-    listen 127.0.0.1:$https_port ssl;
-    ssl_certificate $work/server.pem;
-    ssl_certificate_key $work/server.key;
-    root $work/www;
-  }
-}
-CONF
-"$(command -v nginx || echo /usr/sbin/nginx)" -c "$work/nginx.conf" -e "$work/error.log"
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$http_port/1k.bin" && break; sleep 0.1; done
+start_bench_nginx "keepalive_requests 1000000;"
 
 http_url="http://127.0.0.1:$http_port/1k.bin"
 https_url="https://localhost:$https_port/1k.bin"

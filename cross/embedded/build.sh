@@ -79,8 +79,14 @@ swift_flags=(-enable-experimental-feature Embedded -wmo -Osize -parse-as-library
     "${sysroot_flags[@]}" -I "$out" -I "$here/Glibc" -I "$out/modulemaps" -I "$project/Sources/CZlib"
     -Xcc -ffunction-sections -Xcc -fdata-sections -Xfrontend -function-sections)
 
-http_types="$(find "$project/.build" -path '*/checkouts/swift-http-types/Sources/HTTPTypes' -type d 2>/dev/null | head -1)"
-[ -n "$http_types" ] || die "no swift-http-types checkout under .build (run swift package resolve first)"
+find_http_types() { find "$project/.build" -path '*/checkouts/swift-http-types/Sources/HTTPTypes' -type d 2>/dev/null | head -1 || true; }
+http_types="$(find_http_types)"
+if [ -z "$http_types" ]; then
+    log "resolving the package (swift-http-types)"
+    (cd "$project" && swift package resolve >&2) || die "swift package resolve failed: no swift-http-types checkout under .build"
+    http_types="$(find_http_types)"
+fi
+[ -n "$http_types" ] || die "no swift-http-types checkout under .build after swift package resolve"
 # HTTPRequest+URL.swift needs Foundation; its availability macros are swift-http-types' own.
 http_sources=()
 for source in "$http_types"/*.swift; do

@@ -93,41 +93,11 @@ struct MultipartForm {
     }
 
     /// Escapes a name as the HTML standard's multipart/form-data encoder does.
-    static func escape(_ value: String) -> String {
-        var out = ""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "%22"
-            case "\r": out += "%0D"
-            case "\n": out += "%0A"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
+    static func escape(_ value: String) -> String { FormPartNames.escape(value) }
 
-    /// The MIME type for a file name's extension (case-insensitive); `application/octet-stream`
-    /// when unknown. The library's `MIMEType` table.
+    /// The MIME type for a file name's extension (`FormPartNames.mimeType`).
     static func mimeTypeFor(_ fileName: String) -> String {
         guard let dot = fileName.utf8.lastIndex(of: UInt8(ascii: ".")) else { return "application/octet-stream" }
-        let ext = String(fileName[fileName.index(after: dot)...]).lowercased()
-        for (names, type) in mimeTypes where names.split(separator: " ").contains(where: { $0 == ext }) { return type }
-        return "application/octet-stream"
+        return FormPartNames.mimeType(forExtension: String(fileName[fileName.index(after: dot)...]))
     }
-
-    private static let mimeTypes: [(String, String)] = [
-        ("txt log ini conf", "text/plain"), ("csv", "text/csv"), ("html htm", "text/html"), ("css", "text/css"),
-        ("xml", "application/xml"), ("json", "application/json"), ("ndjson", "application/x-ndjson"), ("js", "text/javascript"),
-        ("md", "text/markdown"), ("yaml yml", "application/yaml"), ("toml", "application/toml"), ("png", "image/png"),
-        ("jpg jpeg", "image/jpeg"), ("gif", "image/gif"), ("bmp", "image/bmp"), ("webp", "image/webp"), ("svg", "image/svg+xml"),
-        ("ico", "image/vnd.microsoft.icon"), ("tif tiff", "image/tiff"), ("heic", "image/heic"), ("mp3", "audio/mpeg"),
-        ("wav", "audio/wav"), ("ogg", "audio/ogg"), ("flac", "audio/flac"), ("m4a", "audio/mp4"), ("mp4", "video/mp4"),
-        ("mov", "video/quicktime"), ("mkv", "video/x-matroska"), ("webm", "video/webm"), ("avi", "video/x-msvideo"),
-        ("h264", "video/h264"), ("pdf", "application/pdf"), ("zip", "application/zip"), ("gz tgz", "application/gzip"),
-        ("tar", "application/x-tar"), ("bz2", "application/x-bzip2"), ("xz", "application/x-xz"), ("zst", "application/zstd"),
-        ("7z", "application/x-7z-compressed"), ("bin img swu raucb", "application/octet-stream"),
-        ("pcap pcapng", "application/vnd.tcpdump.pcap"), ("wasm", "application/wasm"), ("mender", "application/x-tar"),
-        ("cbor", "application/cbor"), ("pem", "application/x-pem-file"), ("der", "application/pkix-cert"),
-        ("crt", "application/x-x509-ca-cert"),
-    ]
 }

@@ -35,7 +35,7 @@ struct PartialBody: Sendable {
 /// download's answer (`RangeResume`), shows heads with `-v` and progress with `-#`, and hands
 /// back how it ended. Memory: the sink's state; the body passes through the engine's read
 /// buffer only.
-final class RequestAttempt: TransferOwner, @unchecked Sendable {
+final class RequestAttempt: PlainTransferOwner, @unchecked Sendable {
     // @unchecked: `sink`, `partial`, `restart` and `rejectedStatus` are touched on the engine's
     // loop thread while the transfer runs; the command reads them through `ended` after it
     // ended.
@@ -78,7 +78,7 @@ final class RequestAttempt: TransferOwner, @unchecked Sendable {
     private var restart = false
     private var rejectedStatus: Int?
     private var sink: (any ResponseBodySink)?
-    private var fileSink: OutputFileSink?
+    private var fileSink: PartialFileSink?
     private let refusal = Locked<String?>(nil)
     private var progressBase: UInt64 = 0
 
@@ -89,10 +89,6 @@ final class RequestAttempt: TransferOwner, @unchecked Sendable {
         self.method = method
     }
 
-    var transferOwnerID: ObjectIdentifier { ObjectIdentifier(self) }
-    var isCancelled: Bool { false }
-    var isSuspended: Bool { false }
-    var transferAsksRedirects: Bool { false }
     var transferWantsProgress: Bool { plan.progress != nil }
 
     func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> any ResponseBodySink {
@@ -168,14 +164,14 @@ final class RequestAttempt: TransferOwner, @unchecked Sendable {
         // The old validator goes before the file is emptied: no moment pairs it with bytes of
         // another version.
         if let record, startsFromZero { unlink(record) }
-        let sink: OutputFileSink
+        let sink: PartialFileSink
         if let append {
-            sink = try OutputFileSink(appendingTo: path, at: append)
+            sink = try PartialFileSink(.append(path: path, offset: append))
             progressBase = append
         } else if record != nil {
-            sink = try OutputFileSink(emptying: path)
+            sink = try PartialFileSink(.empty(path: path))
         } else {
-            sink = try OutputFileSink(besides: path)
+            sink = try PartialFileSink(.besides(destination: path))
         }
         fileSink = sink
         if resumable {
@@ -200,7 +196,7 @@ final class RequestAttempt: TransferOwner, @unchecked Sendable {
         -> any ResponseBodySink
     {
         guard let limit = plan.maximumFileSize, code == 200 || code == 206 else { return sink }
-        if let announced = Self.announcedSize(code: code, fields: fields, base: base), announced > limit {
+        if let announced = RangeResume.announcedSize(status: code, fields: fields, base: base), announced > limit {
             sink.discard()
             throw .fileSizeExceeded(limit: limit)
         }
@@ -218,11 +214,6 @@ final class RequestAttempt: TransferOwner, @unchecked Sendable {
         }
         return false
     }
-
-    func transferWillRedirect(to redirect: RequestSpec, for response: HTTPResponse) {}
-    func transferDecideRedirect(to target: RequestSpec, for response: HTTPResponse, sent: SentRequestHead?, answer: RedirectAnswer)
-        -> Bool
-    { false }
 
     func transferJudgeTrust(host: String) -> TrustJudgement {
         .judged(by: plan.trust, keepingRefusalIn: refusal)
@@ -253,15 +244,6 @@ final class RequestAttempt: TransferOwner, @unchecked Sendable {
             result: result, response: response, report: report, refusal: refusal.withLock { $0 }, rejectedStatus: rejectedStatus,
             partial: partial, restart: restart, staged: staged)
         ended.withLock { $0 = ending }
-    }
-
-    /// The body's final size as the response announces it: `base` plus Content-Length, or a
-    /// 206's complete length.
-    private static func announcedSize(code: Int, fields: HTTPFields, base: UInt64) -> UInt64? {
-        if code == 206, let complete = fields[.contentRange].flatMap(ContentRange.init)?.completeLength { return complete }
-        guard let length = fields[.contentLength].flatMap(parseDecimal) else { return nil }
-        let (sum, overflow) = base.addingReportingOverflow(length)
-        return overflow ? .max : sum
     }
 }
 
@@ -296,142 +278,9 @@ private final class LimitedSink: ResponseBodySink {
     func discard() { base.discard() }
 }
 
-/// A body written to a file: a new hidden one beside the destination (`.NAME.tinyfire-XXXXXX`,
-/// 0600 until complete), or the output itself continued or emptied (`-C -`). A failed
-/// transfer leaves the bytes fsync'd; the command removes or keeps them.
-final class OutputFileSink: ResponseBodySink {
-    private var fd: Int32
-    /// The file written.
-    let path: String
-    /// Bytes in it.
-    private(set) var bytesOnDisk: UInt64
-
-    /// A new hidden file in `destination`'s directory.
-    init(besides destination: String) throws(SinkError) {
-        let slash = destination.utf8.lastIndex(of: UInt8(ascii: "/"))
-        let directory = slash.map { String(destination[...$0]) } ?? ""
-        let name = slash.map { String(destination[destination.index(after: $0)...]) } ?? destination
-        var template = Array((directory + "." + name + ".tinyfire-XXXXXX").utf8CString)
-        let created = template.withUnsafeMutableBufferPointer { buffer -> Int32 in
-            guard let base = buffer.baseAddress else { return -1 }
-            return tinyfire_mkstemp_cloexec(base)
-        }
-        guard created >= 0 else {
-            let code = errno
-            throw .destinationUnusable(path: destination, code: code, message: "cannot create temporary file: \(errnoMessage(code))")
-        }
-        fd = created
-        var bytes: [UInt8] = []
-        for byte in template where byte != 0 { bytes.append(UInt8(bitPattern: byte)) }
-        path = String(decoding: bytes, as: UTF8.self)
-        bytesOnDisk = 0
-    }
-
-    /// Continues `path` from `offset` (cut there first).
-    init(appendingTo path: String, at offset: UInt64) throws(SinkError) {
-        self.path = path
-        bytesOnDisk = offset
-        fd = open(path, O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { throw .resumeRejected("the partial file \(path) is gone") }
-            throw .writeFailed(path: path, message: "cannot open partial file: \(errnoMessage(errno))")
-        }
-        var info = stat()
-        guard fstat(fd, &info) == 0, UInt64(info.st_size) >= offset else {
-            close(fd)
-            fd = -1
-            throw .resumeRejected("the partial file \(path) is shorter than the \(offset) bytes recorded")
-        }
-        guard ftruncate(fd, off_t(offset)) == 0, lseek(fd, 0, SEEK_END) >= 0 else {
-            let message = errnoMessage(errno)
-            close(fd)
-            fd = -1
-            throw .writeFailed(path: path, message: message)
-        }
-    }
-
-    /// Starts `path` over, empty (fsync'd before a resume record describes it).
-    init(emptying path: String) throws(SinkError) {
-        self.path = path
-        bytesOnDisk = 0
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .writeFailed(path: path, message: "cannot open partial file: \(errnoMessage(errno))") }
-        fsync(fd)
-    }
-
-    deinit {
-        if fd >= 0 { close(fd) }
-    }
-
-    func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError) {
-        try writeAll(fd, bytes, name: path)
-        bytesOnDisk += UInt64(bytes.count)
-    }
-
-    func finish() throws(SinkError) {
-        let closed = close(fd)
-        fd = -1
-        if closed != 0 { throw .writeFailed(path: path, message: errnoMessage(errno)) }
-    }
-
-    func discard() {
-        guard fd >= 0 else { return }
-        fsync(fd)
-        close(fd)
-        fd = -1
-    }
-}
-
-/// Moves a complete body into place: a rename (the destination is the old file or the whole
-/// new one), or a copy when the hidden file is on another file system. The finished file gets
-/// the mode a new file gets, `0666 & ~umask`, as curl's and a shell redirection's do.
+/// Moves a complete body into place (`commitPartialFile`).
 /// - Returns: nil, or the reason it could not.
 func commitOutput(_ staged: String, to destination: String) -> String? {
-    chmod(staged, newFileMode())
-    guard staged != destination else { return nil }
-    guard rename(staged, destination) != 0 else { return nil }
-    let code = errno
-    defer { unlink(staged) }
-    if code == EXDEV, copyFile(from: staged, to: destination) { return nil }
+    guard let code = commitPartialFile(staged, to: destination) else { return nil }
     return "cannot put the download at \(destination): \(errnoMessage(code))"
-}
-
-/// Copies a file through one 64 KiB buffer (a rename across file systems).
-private func copyFile(from source: String, to target: String) -> Bool {
-    let input = open(source, O_RDONLY | O_CLOEXEC)
-    guard input >= 0 else { return false }
-    defer { close(input) }
-    let output = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, newFileMode())
-    guard output >= 0 else { return false }
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
-    defer { buffer.deallocate() }
-    while true {
-        let n = read(input, buffer.baseAddress, buffer.count)
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 {
-            let ok = n == 0 && close(output) == 0
-            if !ok { unlink(target) }
-            return ok
-        }
-        do throws(SinkError) {
-            try writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), name: target)
-        } catch {
-            close(output)
-            unlink(target)
-            return false
-        }
-    }
-}
-
-/// `0666 & ~umask`: the mode of a newly created file. The umask is read from
-/// /proc/self/status (umask(2) can only be read by setting it, racing other threads); 022
-/// when it cannot be read.
-func newFileMode() -> mode_t {
-    var mask: mode_t = 0o022
-    if let status = SystemFiles().read("/proc/self/status", limit: 4096, whole: false) {
-        for line in status.split(separator: "\n") where line.hasPrefix("Umask:") {
-            if let value = UInt32(line.dropFirst(6).trimmingHTTPWhitespace(), radix: 8) { mask = mode_t(value) }
-        }
-    }
-    return 0o666 & ~mask
 }

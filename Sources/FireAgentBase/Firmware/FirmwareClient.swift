@@ -91,7 +91,7 @@ package final class FirmwareClient: Sendable {
 }
 
 /// One small GET, read whole into memory (at most `limit` bytes).
-private final class FetchOwner: TransferOwner, @unchecked Sendable {
+private final class FetchOwner: PlainTransferOwner, @unchecked Sendable {
     // @unchecked: `sink` is made and read on the engine's loop thread only.
     let result = ConditionLocked<FirmwareClient.Fetched?>(nil)
     private let limit: Int
@@ -106,12 +106,6 @@ private final class FetchOwner: TransferOwner, @unchecked Sendable {
         self.trust = trust
     }
 
-    var transferOwnerID: ObjectIdentifier { ObjectIdentifier(self) }
-    var isCancelled: Bool { false }
-    var isSuspended: Bool { false }
-    var transferAsksRedirects: Bool { false }
-    var transferWantsProgress: Bool { false }
-
     func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> any ResponseBodySink {
         status.withLock { $0 = response.status.code }
         if let expectedLength, expectedLength > UInt64(limit) { throw .limitExceeded(limit: limit) }
@@ -120,17 +114,9 @@ private final class FetchOwner: TransferOwner, @unchecked Sendable {
         return sink
     }
 
-    func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool { false }
-    func transferWillRedirect(to redirect: RequestSpec, for response: HTTPResponse) {}
-    func transferDecideRedirect(to target: RequestSpec, for response: HTTPResponse, sent: SentRequestHead?, answer: RedirectAnswer)
-        -> Bool
-    { false }
-
     func transferJudgeTrust(host: String) -> TrustJudgement {
         .judged(by: trust, keepingRefusalIn: refusal)
     }
-
-    func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
 
     func transferDidFinish(
         _ outcome: Result<Void, TransferFailure>, request: SentRequestHead?, response: HTTPResponse?, report: TransferReport

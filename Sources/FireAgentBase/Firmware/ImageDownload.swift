@@ -209,7 +209,7 @@ package final class ImageDownload: Sendable {
 
 /// One request of an `ImageDownload`: a transfer owner of its own, so a new attempt never
 /// meets the engine's record of the last.
-private final class ImageAttempt: TransferOwner, @unchecked Sendable {
+private final class ImageAttempt: PlainTransferOwner, @unchecked Sendable {
     // @unchecked: `partial`, `restart` and `sink` are touched on the engine's loop thread while
     // the transfer runs; the caller reads them through `ended` after it ended.
 
@@ -262,12 +262,6 @@ private final class ImageAttempt: TransferOwner, @unchecked Sendable {
         self.spec = spec
     }
 
-    var transferOwnerID: ObjectIdentifier { ObjectIdentifier(self) }
-    var isCancelled: Bool { false }
-    var isSuspended: Bool { false }
-    var transferAsksRedirects: Bool { false }
-    var transferWantsProgress: Bool { false }
-
     func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> any ResponseBodySink {
         let code = response.status.code
         let fields = response.headerFields
@@ -305,17 +299,17 @@ private final class ImageAttempt: TransferOwner, @unchecked Sendable {
         }
         guard code == 200 || code == 206 else { return DiscardSink() }
         let base = append ?? 0
-        if let announced = Self.announcedSize(code: code, fields: fields, base: base), announced > request.maximumSize {
+        if let announced = RangeResume.announcedSize(status: code, fields: fields, base: base), announced > request.maximumSize {
             throw .fileSizeExceeded(limit: request.maximumSize)
         }
         let sink: ImageFileSink
         if let append {
-            sink = try ImageFileSink(appendingTo: request.partialFile, at: append, request: request)
+            sink = try ImageFileSink(.append(path: request.partialFile, offset: append), request: request)
         } else {
             // The old validator goes before the file is emptied: no moment pairs it with bytes
             // of another version.
             unlink(request.recordPath)
-            sink = try ImageFileSink(emptying: request.partialFile, request: request)
+            sink = try ImageFileSink(.empty(path: request.partialFile), request: request)
             partial = nil
             if RangeResume.isResumable(status: code, fields: fields) {
                 let validators = RangeResume.validators(status: code, fields: fields)
@@ -331,17 +325,9 @@ private final class ImageAttempt: TransferOwner, @unchecked Sendable {
         return sink
     }
 
-    func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool { false }
-    func transferWillRedirect(to redirect: RequestSpec, for response: HTTPResponse) {}
-    func transferDecideRedirect(to target: RequestSpec, for response: HTTPResponse, sent: SentRequestHead?, answer: RedirectAnswer)
-        -> Bool
-    { false }
-
     func transferJudgeTrust(host: String) -> TrustJudgement {
         .judged(by: request.trust, keepingRefusalIn: refusal)
     }
-
-    func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
 
     func transferDidFinish(
         _ result: Result<Void, TransferFailure>, request sent: SentRequestHead?, response: HTTPResponse?, report: TransferReport
@@ -359,79 +345,32 @@ private final class ImageAttempt: TransferOwner, @unchecked Sendable {
         let restart = restart
         ended.withLock { $0 = (outcome, partial, restart) }
     }
-
-    /// The image's final size as the response announces it: `base` plus Content-Length, or a
-    /// 206's complete length.
-    private static func announcedSize(code: Int, fields: HTTPFields, base: UInt64) -> UInt64? {
-        if code == 206, let complete = fields[.contentRange].flatMap(ContentRange.init)?.completeLength { return complete }
-        guard let length = fields[.contentLength].flatMap(parseDecimal) else { return nil }
-        let (sum, overflow) = base.addingReportingOverflow(length)
-        return overflow ? .max : sum
-    }
 }
 
-/// Writes the image's bytes into the partial file, at most the signed size, each one shown to
-/// the hasher. A failed transfer keeps the bytes, fsync'd, for the next attempt.
+/// Writes the image's bytes into the partial file (`PartialFileSink`), at most the signed size,
+/// each one shown to the hasher. A failed transfer keeps the bytes, fsync'd, for the next
+/// attempt.
 private final class ImageFileSink: ResponseBodySink {
-    private var fd: Int32
-    private let path: String
+    private let file: PartialFileSink
     private let request: ImageAttempt.Request
     /// Bytes in the file.
-    private(set) var bytesOnDisk: UInt64
+    var bytesOnDisk: UInt64 { file.bytesOnDisk }
 
-    /// Continues the partial file from `offset` (cut there first).
-    init(appendingTo path: String, at offset: UInt64, request: ImageAttempt.Request) throws(SinkError) {
-        self.path = path
+    init(_ placement: PartialFileSink.Placement, request: ImageAttempt.Request) throws(SinkError) {
+        file = try PartialFileSink(placement)
         self.request = request
-        bytesOnDisk = offset
-        fd = open(path, O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { throw .resumeRejected("the partial file \(path) is gone") }
-            throw .writeFailed(path: path, message: "cannot open partial file: \(errnoMessage(errno))")
-        }
-        guard ftruncate(fd, off_t(offset)) == 0, lseek(fd, 0, SEEK_END) >= 0 else {
-            let message = errnoMessage(errno)
-            close(fd)
-            fd = -1
-            throw .writeFailed(path: path, message: message)
-        }
-    }
-
-    /// Starts the partial file over, empty (fsync'd before a resume record describes it).
-    init(emptying path: String, request: ImageAttempt.Request) throws(SinkError) {
-        self.path = path
-        self.request = request
-        bytesOnDisk = 0
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .writeFailed(path: path, message: "cannot open partial file: \(errnoMessage(errno))") }
-        fsync(fd)
-    }
-
-    deinit {
-        if fd >= 0 { close(fd) }
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError) {
-        let (grown, overflow) = bytesOnDisk.addingReportingOverflow(UInt64(bytes.count))
+        let (grown, overflow) = file.bytesOnDisk.addingReportingOverflow(UInt64(bytes.count))
         if overflow || grown > request.maximumSize { throw .fileSizeExceeded(limit: request.maximumSize) }
-        try writeAll(fd, bytes, name: path)
-        bytesOnDisk = grown
+        try file.write(bytes)
         request.hasher.bodyWritten(bytes)
         request.progress(grown)
     }
 
-    func finish() throws(SinkError) {
-        let closed = close(fd)
-        fd = -1
-        if closed != 0 { throw .writeFailed(path: path, message: errnoMessage(errno)) }
-    }
-
-    func discard() {
-        guard fd >= 0 else { return }
-        fsync(fd)
-        close(fd)
-        fd = -1
-    }
+    func finish() throws(SinkError) { try file.finish() }
+    func discard() { file.discard() }
 }
 
 /// The image's SHA-256, fed by the download as bytes reach the file (the engine's thread) and

@@ -90,13 +90,13 @@ final class AtomicFileSink: OutputSink {
     }
 
     private let destination: URL
+    private let file: PartialFileSink
     /// The partial file's path.
-    let partialPath: String
-    private var fd: Int32
+    var partialPath: String { file.path }
     private var finished = false
     private(set) var output = SinkOutput.none
     /// Bytes in the partial file.
-    private(set) var bytesOnDisk: UInt64
+    var bytesOnDisk: UInt64 { file.bytesOnDisk }
     /// Keep the partial file when the transfer fails (called with its path and length), or
     /// nil to remove it.
     private let keepPartial: ((String, UInt64) -> Void)?
@@ -117,7 +117,6 @@ final class AtomicFileSink: OutputSink {
         self.keepPartial = keepPartial
         let path = destination.path(percentEncoded: false)
         let directory = PathParts(path: path).directory
-        let name = PathParts(path: path).name
         if createIntermediateDirectories && !directory.isEmpty {
             do {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -126,53 +125,25 @@ final class AtomicFileSink: OutputSink {
                 throw .destinationUnusable(path: directory, code: code, message: "cannot create directory: \(error)")
             }
         }
+        let placement: PartialFileSink.Placement
         var continuing: String?
         switch partial {
-        case .append(let partialPath, _), .restart(let partialPath): continuing = partialPath
-        case .new: break
+        case .new: placement = .besides(destination: path)
+        case .append(let existing, let offset):
+            placement = .append(path: existing, offset: offset)
+            continuing = existing
+        case .restart(let existing):
+            placement = .empty(path: existing)
+            continuing = existing
         }
         if !replaceExisting && access(path, F_OK) == 0 && continuing != path {
             throw .destinationUnusable(path: path, code: EEXIST, message: "file exists (use .removePreviousFile to replace it)")
         }
-        switch partial {
-        case .new:
-            var template = Array(((directory.isEmpty ? "" : directory + "/") + "." + name + ".tinyfire-XXXXXX").utf8CString)
-            let created = template.withUnsafeMutableBufferPointer { tinyfire_mkstemp_cloexec($0.baseAddress!) }
-            guard created >= 0 else {
-                let code = errno
-                throw .destinationUnusable(path: path, code: code, message: "cannot create temporary file: \(errnoMessage(code))")
-            }
-            fd = created
-            partialPath = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            // mkstemp made it 0600: it stays private until it is complete (commitStagedFile).
-            bytesOnDisk = 0
-        case .append(let existing, let offset):
-            fd = Glibc.open(existing, O_WRONLY | O_CLOEXEC)
-            guard fd >= 0 else {
-                if errno == ENOENT { throw .resumeRejected("the partial file \(existing) is gone") }
-                throw .writeFailed(path: existing, message: "cannot open partial file: \(errnoMessage(errno))")
-            }
-            partialPath = existing
-            bytesOnDisk = offset
-            var info = stat()
-            guard fstat(fd, &info) == 0, UInt64(info.st_size) >= offset else {
-                closeRefused()
-                throw .resumeRejected("the partial file \(existing) is shorter than the \(offset) bytes recorded")
-            }
-            guard ftruncate(fd, off_t(offset)) == 0, lseek(fd, 0, SEEK_END) >= 0 else {
-                let message = errnoMessage(errno)
-                closeRefused()
-                throw .writeFailed(path: existing, message: message)
-            }
-        case .restart(let existing):
-            fd = Glibc.open(existing, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw .writeFailed(path: existing, message: "cannot open partial file: \(errnoMessage(errno))") }
-            partialPath = existing
-            bytesOnDisk = 0
-        }
+        // A new one is 0600 (mkstemp): it stays private until it is complete (commitStagedFile).
+        file = try PartialFileSink(placement)
         // Held while this process writes: a later process's sweep of abandoned partial files
         // (removeAbandonedPartials) never removes a live one. Released by close, or by death.
-        _ = flock(fd, LOCK_EX | LOCK_NB)
+        _ = flock(file.descriptor, LOCK_EX | LOCK_NB)
     }
 
     deinit {
@@ -215,30 +186,19 @@ final class AtomicFileSink: OutputSink {
         removeAbandonedPartials(in: FileManager.default.temporaryDirectory.path(percentEncoded: false))
     }()
 
-    /// An initializer that fails after opening the file closes it here, once: the instance is
-    /// already whole, so `deinit` runs next and must find nothing left to close or remove (the
-    /// descriptor's number may belong to another file by then).
-    private func closeRefused() {
-        Glibc.close(fd)
-        fd = -1
-        finished = true
-    }
-
     func write(_ bytes: UnsafeRawBufferPointer) throws(SinkError) {
-        try writeAll(fd, bytes, name: partialPath)
-        bytesOnDisk += UInt64(bytes.count)
+        try file.write(bytes)
     }
 
     /// Closes the partial file; the request moves it into place once validated
     /// (`commitStagedFile`).
     func finish() throws(SinkError) {
         finished = true
-        let closed = Glibc.close(fd)
-        fd = -1  // closed even when close reports an error: never close this number again
-        guard closed == 0 else {
-            let message = errnoMessage(errno)
+        do throws(SinkError) {
+            try file.finish()
+        } catch {
             unlink(partialPath)
-            throw .writeFailed(path: partialPath, message: message)
+            throw error
         }
         output = .stagedFile(URL(filePath: partialPath), destination: destination)
     }
@@ -247,15 +207,11 @@ final class AtomicFileSink: OutputSink {
         guard !finished else { return }  // finish() already renamed or removed the file
         finished = true
         if let keepPartial, bytesOnDisk > 0 {
-            fsync(fd)
-            Glibc.close(fd)
-            fd = -1
+            file.discard()
             keepPartial(partialPath, bytesOnDisk)
             return
         }
-        Glibc.close(fd)
-        fd = -1
-        unlink(partialPath)
+        file.remove()
     }
 }
 
@@ -266,42 +222,9 @@ final class AtomicFileSink: OutputSink {
 /// The partial file was private (0600) while incomplete; the finished file gets the mode a
 /// newly created file gets, `0666 & ~umask`, as curl's and every shell redirection's do.
 func commitStagedFile(_ staged: URL, to destination: URL) throws(SinkError) {
-    let from = staged.path(percentEncoded: false)
     let to = destination.path(percentEncoded: false)
-    chmod(from, newFileMode())
-    guard from != to else { return }
-    guard rename(from, to) != 0 else { return }
-    let code = errno
-    defer { unlink(from) }
-    if code == EXDEV, copyFile(from: from, to: to) { return }
+    guard let code = commitPartialFile(staged.path(percentEncoded: false), to: to) else { return }
     throw .destinationUnusable(path: to, code: code, message: "cannot move the download into place: \(errnoMessage(code))")
-}
-
-/// Copies a file through one 64 KiB buffer (a rename across file systems).
-private func copyFile(from source: String, to target: String) -> Bool {
-    let input = Glibc.open(source, O_RDONLY | O_CLOEXEC)
-    guard input >= 0 else { return false }
-    defer { Glibc.close(input) }
-    let output = Glibc.open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, newFileMode())
-    guard output >= 0 else { return false }
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
-    defer { buffer.deallocate() }
-    while true {
-        let n = Glibc.read(input, buffer.baseAddress, buffer.count)
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 {
-            let ok = n == 0 && Glibc.close(output) == 0
-            if !ok { unlink(target) }
-            return ok
-        }
-        do {
-            try writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), name: target)
-        } catch {
-            Glibc.close(output)
-            unlink(target)
-            return false
-        }
-    }
 }
 
 /// A path split at its last slash, without NSString.
@@ -317,23 +240,4 @@ struct PathParts {
         guard let slash = path.lastIndex(of: "/") else { return "" }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
-}
-
-/// `0666 & ~umask`: the mode of a newly created file. The umask is read from
-/// /proc/self/status (Linux 4.7+) because umask(2) can only be read by setting it, which would
-/// race with other threads creating files; 022 when it cannot be read.
-func newFileMode() -> mode_t {
-    var mask: mode_t = 0o022
-    let fd = Glibc.open("/proc/self/status", O_RDONLY | O_CLOEXEC)
-    if fd >= 0 {
-        defer { Glibc.close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let n = Glibc.read(fd, &buffer, buffer.count)
-        if n > 0, let line = String(decoding: buffer[0..<n], as: UTF8.self).split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
-            let value = mode_t(line.dropFirst(6).trimmingHTTPWhitespace(), radix: 8)
-        {
-            mask = value
-        }
-    }
-    return 0o666 & ~mask
 }

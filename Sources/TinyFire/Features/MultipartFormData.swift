@@ -194,18 +194,7 @@ public final class MultipartFormData: Sendable {
     }
 
     /// Escapes a name as the HTML standard's multipart/form-data encoder does.
-    static func escape(_ value: String) -> String {
-        var out = ""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "%22"
-            case "\r": out += "%0D"
-            case "\n": out += "%0A"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
+    static func escape(_ value: String) -> String { FormPartNames.escape(value) }
 
     // MARK: - Layout
 
@@ -446,31 +435,11 @@ private final class SpillWriter {
 
 /// MIME types for common file extensions (multipart file parts, `fire-agent request -F`).
 public enum MIMEType {
-    private static let table: [String: String] = [
-        "txt": "text/plain", "log": "text/plain", "csv": "text/csv", "html": "text/html", "htm": "text/html",
-        "css": "text/css", "xml": "application/xml", "json": "application/json", "ndjson": "application/x-ndjson",
-        "js": "text/javascript", "md": "text/markdown", "yaml": "application/yaml", "yml": "application/yaml",
-        "toml": "application/toml", "ini": "text/plain", "conf": "text/plain",
-        "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "gif": "image/gif", "bmp": "image/bmp",
-        "webp": "image/webp", "svg": "image/svg+xml", "ico": "image/vnd.microsoft.icon", "tif": "image/tiff",
-        "tiff": "image/tiff", "heic": "image/heic",
-        "mp3": "audio/mpeg", "wav": "audio/wav", "ogg": "audio/ogg", "flac": "audio/flac", "m4a": "audio/mp4",
-        "mp4": "video/mp4", "mov": "video/quicktime", "mkv": "video/x-matroska", "webm": "video/webm",
-        "avi": "video/x-msvideo", "h264": "video/h264",
-        "pdf": "application/pdf", "zip": "application/zip", "gz": "application/gzip", "tgz": "application/gzip",
-        "tar": "application/x-tar", "bz2": "application/x-bzip2", "xz": "application/x-xz", "zst": "application/zstd",
-        "7z": "application/x-7z-compressed", "bin": "application/octet-stream", "img": "application/octet-stream",
-        "pcap": "application/vnd.tcpdump.pcap", "pcapng": "application/vnd.tcpdump.pcap", "wasm": "application/wasm",
-        "swu": "application/octet-stream", "raucb": "application/octet-stream", "mender": "application/x-tar",
-        "cbor": "application/cbor", "pem": "application/x-pem-file", "der": "application/pkix-cert",
-        "crt": "application/x-x509-ca-cert",
-    ]
-
     /// The MIME type for a file extension (case-insensitive, without the dot);
     /// `application/octet-stream` when unknown.
     /// - Parameter pathExtension: `jpg`, `json`, …
     /// - Returns: the type.
     public static func forPathExtension(_ pathExtension: String) -> String {
-        table[pathExtension.lowercased()] ?? "application/octet-stream"
+        FormPartNames.mimeType(forExtension: pathExtension)
     }
 }

@@ -36,6 +36,26 @@ package protocol TransferOwner: AnyObject, Sendable {
         _ result: Result<Void, TransferFailure>, request: SentRequestHead?, response: HTTPResponse?, report: TransferReport)
 }
 
+/// An owner that starts at once, follows redirects by the policy without being asked, holds
+/// no response back and takes no progress: the agent's transfers (a queued record, a manifest,
+/// an image, `fire-agent request`). It writes the sink, the trust judgement and the ending;
+/// the rest is this extension's. An owner overrides what it needs (progress, asked redirects).
+package protocol PlainTransferOwner: TransferOwner {}
+
+extension PlainTransferOwner {
+    package var transferOwnerID: ObjectIdentifier { ObjectIdentifier(self) }
+    package var isCancelled: Bool { false }
+    package var isSuspended: Bool { false }
+    package var transferAsksRedirects: Bool { false }
+    package var transferWantsProgress: Bool { false }
+    package func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool { false }
+    package func transferWillRedirect(to redirect: RequestSpec, for response: HTTPResponse) {}
+    package func transferDecideRedirect(
+        to target: RequestSpec, for response: HTTPResponse, sent: SentRequestHead?, answer: RedirectAnswer
+    ) -> Bool { false }
+    package func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
+}
+
 /// Why a transfer ended without a complete response.
 package enum TransferFailure: Error, Sendable {
     /// The URL cannot be requested (no host, a scheme other than http or https).

@@ -126,4 +126,14 @@ package enum RangeResume {
         guard new != old else { return nil }
         return "the resource changed on the server (Last-Modified \(old) → \(new ?? "none")); If-Range answered 200 with all of it"
     }
+
+    /// The body's final size on disk as a 200 or 206 announces it: `base` (the bytes a 206
+    /// continues) plus Content-Length, or a 206's complete length from Content-Range; nil when
+    /// neither says. Size limits refuse a response by it before any byte is written.
+    package static func announcedSize(status: Int, fields: HTTPFields, base: UInt64) -> UInt64? {
+        if status == 206, let complete = fields[.contentRange].flatMap(ContentRange.init)?.completeLength { return complete }
+        guard let length = fields[.contentLength].flatMap(parseDecimal) else { return nil }
+        let (sum, overflow) = base.addingReportingOverflow(length)
+        return overflow ? .max : sum
+    }
 }

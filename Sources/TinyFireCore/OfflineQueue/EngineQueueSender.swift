@@ -37,7 +37,7 @@ package final class EngineQueueSender: QueueSender {
 }
 
 /// One record's transfer.
-private final class QueueTransfer: TransferOwner, @unchecked Sendable {
+private final class QueueTransfer: PlainTransferOwner, @unchecked Sendable {
     private let request: QueuedSend
     private let url: AbsoluteURL
     private let trust: (@Sendable (TrustFacts) -> String?)?
@@ -57,20 +57,13 @@ private final class QueueTransfer: TransferOwner, @unchecked Sendable {
         self.completion = completion
     }
 
-    var transferOwnerID: ObjectIdentifier { ObjectIdentifier(self) }
-    var isCancelled: Bool { false }
-    var isSuspended: Bool { false }
     var transferAsksRedirects: Bool { true }
-    var transferWantsProgress: Bool { false }
 
     func transferMakeSink(for response: HTTPResponse, expectedLength: UInt64?) throws(SinkError) -> any ResponseBodySink {
         let sink = ByteArraySink(limit: request.bodyLimit, expectedLength: expectedLength, keepsPrefix: true)
         self.sink = sink
         return sink
     }
-
-    func transferDidReceiveResponse(_ response: HTTPResponse, request: SentRequestHead) -> Bool { false }
-    func transferWillRedirect(to redirect: RequestSpec, for response: HTTPResponse) {}
 
     func transferDecideRedirect(to target: RequestSpec, for response: HTTPResponse, sent: SentRequestHead?, answer: RedirectAnswer)
         -> Bool
@@ -86,7 +79,6 @@ private final class QueueTransfer: TransferOwner, @unchecked Sendable {
     func transferJudgeTrust(host: String) -> TrustJudgement {
         .judged(by: trust, keepingRefusalIn: refusal)
     }
-    func transferProgress(upload: (UInt64, UInt64?)?, download: (UInt64, UInt64?)?, final: Bool) {}
 
     func transferDidFinish(
         _ result: Result<Void, TransferFailure>, request sent: SentRequestHead?, response: HTTPResponse?, report: TransferReport
