@@ -2,9 +2,10 @@
 # The idle daemon's memory on an emulated board, where qemu-user cannot measure it (its RSS is
 # qemu's): qemu-system boots Debian bookworm's own kernel (armv7: armmp-lpae on `virt`, a
 # Cortex-A15; aarch64: arm64 on `virt`, a Cortex-A53) with an initramfs holding only busybox and
-# the Embedded fire-agent. `/init` brings up loopback, starts `fire-agent run` (every collector
+# one fire-agent: the Embedded one, and on aarch64 also the full-Swift static one when
+# cross/build.sh static made it (cross/out). `/init` brings up loopback, starts `fire-agent run` (every collector
 # on, collect every 10 s, sync every 60 s to a server that refuses, a firmware section polling
-# every 5 s), waits 15 s, prints VmRSS, RssAnon, RssFile and Threads from /proc/PID/status
+# every 5 s), waits 15 s, prints VmRSS, RssAnon, RssFile, RssShmem and Threads from /proc/PID/status
 # (kB, the kernel's own figures), and powers off.
 #   bench/board-rss.sh [armv7|aarch64 ...]   (default both). Results: bench/results/board-rss.md.
 set -euo pipefail
@@ -41,10 +42,11 @@ fetch() {
 
 # The initramfs: busybox, fire-agent, a config, a vendor key, and /init.
 initramfs() {
-    local arch="$1" root="$work/$arch-root"
+    local arch="$1" binary="$2" root="$work/$arch-root"
+    rm -rf "$root"
     mkdir -p "$root"/{bin,proc,sys,dev,tmp,etc,agent/spool}
     cp "$cache/$arch/busybox" "$root/bin/busybox"
-    cp ".build-embedded/$arch/fire-agent" "$root/bin/fire-agent"
+    cp "$binary" "$root/bin/fire-agent"
     openssl ecparam -genkey -name prime256v1 2>/dev/null | openssl ec -pubout -out "$root/agent/vendor.pub" 2>/dev/null
     echo 1.0.0 > "$root/agent/version"
     cat > "$root/agent/agent.json5" <<'CONF'
@@ -88,29 +90,38 @@ boot() {
 {
     echo "## The idle daemon on an emulated board (bench/board-rss.sh)"
     echo
-    echo "qemu-system, Debian bookworm's kernel, an initramfs with busybox and the Embedded fire-agent alone;"
+    echo "qemu-system, Debian bookworm's kernel, an initramfs with busybox and one fire-agent alone;"
     echo "\`fire-agent run\` 15 s in (every collector on, a firmware section polling every 5 s), kB from /proc/PID/status."
     echo "The initramfs is a RAM file system, so the binary's mapped pages count as RssShmem there; on a board's"
     echo "flash they are RssFile (clean, dropped under pressure). RssAnon is the daemon's own memory."
     echo
-    echo "| board | fire-agent (static, stripped), bytes | VmRSS | RssAnon | RssFile + RssShmem (the binary's pages) | threads |"
-    echo "|---|---:|---:|---:|---:|---:|"
+    echo "| board | fire-agent | static, stripped, bytes | VmRSS | RssAnon | RssFile + RssShmem (the binary's pages) | threads |"
+    echo "|---|---|---:|---:|---:|---:|---:|"
 } > "$work/report.md"
-for arch in "${arches[@]}"; do
-    [ -x ".build-embedded/$arch/fire-agent" ] || cross/embedded/build.sh "$arch" >/dev/null
-    fetch "$arch"
-    initramfs "$arch"
+# measure ARCH BINARY LABEL: boots ARCH with BINARY as /bin/fire-agent, adds a row.
+measure() {
+    local arch="$1" binary="$2" label="$3"
+    initramfs "$arch" "$binary"
     boot "$arch" < /dev/null > "$work/$arch.console" 2>&1 || true
     line="$(grep -a '^fire-agent: VmRSS' "$work/$arch.console" | tr -d '\r' || true)"
     board="$(grep -a '^board: ' "$work/$arch.console" | tr -d '\r' || true)"
     if [ -z "$line" ]; then
-        echo "$arch: no figures; the console said:" >&2
+        echo "$arch ($label): no figures; the console said:" >&2
         tail -30 "$work/$arch.console" >&2
         exit 1
     fi
     read -r _ _ rss _ _ anon _ _ file _ _ shmem _ _ threads _ <<< "$line"
-    echo "| $arch (${board#board: }) | $(stat -c %s ".build-embedded/$arch/fire-agent") | $rss | $anon | $file + $shmem | $threads |" >> "$work/report.md"
-    echo "$arch: the agent's first output:" >&2
+    echo "| $arch (${board#board: }) | $label | $(stat -c %s "$binary") | $rss | $anon | $file + $shmem | $threads |" >> "$work/report.md"
+    echo "$arch ($label): the agent's first output:" >&2
     sed -n '/^fire-agent: VmRSS/,/reboot: Power down/p' "$work/$arch.console" | sed '1d;$d' | head -12 >&2
+}
+
+for arch in "${arches[@]}"; do
+    [ -x ".build-embedded/$arch/fire-agent" ] || cross/embedded/build.sh "$arch" >/dev/null
+    fetch "$arch"
+    measure "$arch" ".build-embedded/$arch/fire-agent" "Embedded"
+    # The full-Swift static aarch64 build (cross/build.sh static), when it was made.
+    full="cross/out/fire-agent-aarch64-static.stripped"
+    if [ "$arch" = aarch64 ] && [ -f "$full" ]; then measure aarch64 "$full" "full Swift (cross/build.sh static)"; fi
 done
 tee bench/results/board-rss.md < "$work/report.md"

@@ -11,7 +11,7 @@ import CTinyFireSystem
 /// Resolves host names with getaddrinfo, off the event loop.
 ///
 /// getaddrinfo blocks (it reads /etc/hosts, asks the configured DNS servers) and cannot be
-/// interrupted, so each lookup runs on a thread of its own (`BlockingWork`), never on the I/O
+/// interrupted, so each lookup of a name (not of a numeric address) runs on a thread of its own (`BlockingWork`), never on the I/O
 /// thread nor on the pool Swift's async tasks share with Dispatch's global queues; the
 /// caller's connect timeout bounds how long a request waits for it.
 package enum DNSResolver {
@@ -21,22 +21,36 @@ package enum DNSResolver {
     ///   - port: the TCP port.
     ///   - completion: called on the lookup's thread with the addresses, IPv6 and IPv4
     ///     interleaved starting with the family getaddrinfo preferred (RFC 8305 §4), or with
-    ///     getaddrinfo's message; called on the caller's thread, with `EAI_SYSTEM` and the
-    ///     reason, when no thread could be started for the lookup.
+    ///     getaddrinfo's message; called on the caller's thread, before `resolve` returns, for
+    ///     a numeric address, and with `EAI_SYSTEM` and the reason when no thread could be
+    ///     started for the lookup.
     package static func resolve(
         host: String, port: Int, completion: @escaping @Sendable (Result<[SocketAddress], ResolutionError>) -> Void
     ) {
+        // A numeric address needs no lookup (getaddrinfo with AI_NUMERICHOST reads no file and
+        // asks no server): answered at once on the caller's thread, with no thread started —
+        // the common case on a board that talks to a fixed address.
+        if case .success(let addresses) = resolveNow(host: host, port: port, flags: AI_NUMERICHOST) {
+            deliver(.success(addresses), for: host, to: completion)
+            return
+        }
         do throws(SystemResourceError) {
             try BlockingWork.run(label: "tinyfire-dns") {
-                let result = resolveNow(host: host, port: port)
-                if let hook = answerHook.withLock({ $0 }) {
-                    hook(host) { completion(result) }
-                } else {
-                    completion(result)
-                }
+                deliver(resolveNow(host: host, port: port), for: host, to: completion)
             }
         } catch {
             completion(.failure(ResolutionError(message: "no thread for the lookup: \(error.description)", status: EAI_SYSTEM)))
+        }
+    }
+
+    private static func deliver(
+        _ result: Result<[SocketAddress], ResolutionError>, for host: String,
+        to completion: @escaping @Sendable (Result<[SocketAddress], ResolutionError>) -> Void
+    ) {
+        if let hook = answerHook.withLock({ $0 }) {
+            hook(host) { completion(result) }
+        } else {
+            completion(result)
         }
     }
 
@@ -57,8 +71,10 @@ package enum DNSResolver {
     }
 
     /// Resolves `host` on the caller's thread (it blocks); the addresses ordered as `resolve`'s.
-    package static func resolveNow(host: String, port: Int) -> Result<[SocketAddress], ResolutionError> {
+    /// - Parameter flags: getaddrinfo's `ai_flags` (`AI_NUMERICHOST`: numeric addresses only).
+    package static func resolveNow(host: String, port: Int, flags: Int32 = 0) -> Result<[SocketAddress], ResolutionError> {
         var hints = addrinfo()
+        hints.ai_flags = flags
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_protocol = Int32(IPPROTO_TCP)
