@@ -328,7 +328,7 @@ private struct RequestRun {
             }
             if case .failure(.failed(let error)) = ending.result, error.isNetworkUnavailable {
                 if let wait = options.waitForNetwork,
-                    waitForRoute(host: request.url.host, proxies: proxies, seconds: wait, first: waits == 0)
+                    waitForRoute(url: request.url, proxies: proxies, seconds: wait, first: waits == 0)
                 {
                     waits += 1
                     continue
@@ -505,8 +505,8 @@ private struct RequestRun {
     /// came back between the failure and now); otherwise only a change to reachable does, so a
     /// host whose route exists but does not answer is not retried in a loop.
     /// - Returns: whether to try again.
-    private func waitForRoute(host: String?, proxies: ProxySettings, seconds: Double, first: Bool) -> Bool {
-        let routeHost = host.map { proxies.routeHost(forScheme: options.url.hasPrefix("https") ? "https" : "http", host: $0) }
+    private func waitForRoute(url: AbsoluteURL, proxies: ProxySettings, seconds: Double, first: Bool) -> Bool {
+        let routeHost = url.host.map { proxies.routeHost(forScheme: url.scheme.lowercased(), host: $0) }
         let judge: RouteJudge
         do throws(NetworkReachabilityError) {
             judge = try RouteJudge(host: routeHost, networkNamespace: nil)
