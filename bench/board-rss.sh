@@ -7,6 +7,9 @@
 # on, collect every 10 s, sync every 60 s to a server that refuses, a firmware section polling
 # every 5 s), waits 15 s, prints VmRSS, RssAnon, RssFile, RssShmem and Threads from /proc/PID/status
 # (kB, the kernel's own figures), and powers off.
+# Then, with the Embedded build, the board times a whole-process 1 KiB GET: fire-agent against
+# curl + mbedTLS cross-built on the same sysroot (bench/build-curl-mbedtls-cross.sh), from
+# busybox httpd on loopback.
 #   bench/board-rss.sh [armv7|aarch64 ...]   (default both). Results: bench/results/board-rss.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,11 +45,12 @@ fetch() {
 
 # The initramfs: busybox, fire-agent, a config, a vendor key, and /init.
 initramfs() {
-    local arch="$1" binary="$2" root="$work/$arch-root"
+    local arch="$1" binary="$2" curl="${3:-}" root="$work/$arch-root"
     rm -rf "$root"
     mkdir -p "$root"/{bin,proc,sys,dev,tmp,etc,agent/spool}
     cp "$cache/$arch/busybox" "$root/bin/busybox"
     cp "$binary" "$root/bin/fire-agent"
+    [ -z "$curl" ] || cp "$curl" "$root/bin/curl"
     openssl ecparam -genkey -name prime256v1 2>/dev/null | openssl ec -pubout -out "$root/agent/vendor.pub" 2>/dev/null
     echo 1.0.0 > "$root/agent/version"
     cat > "$root/agent/agent.json5" <<'CONF'
@@ -71,6 +75,31 @@ pid=$!
 /bin/busybox sleep 15
 echo "fire-agent: $(/bin/busybox grep -E '^(VmRSS|RssAnon|RssFile|RssShmem|Threads):' /proc/$pid/status | /bin/busybox tr -s ' \t\n' ' ')"
 /bin/busybox head -c 600 /agent/out.log
+echo
+kill $pid
+wait $pid
+# One 1 KiB GET per process, fire-agent and curl+mbedTLS in turn, 5 rounds of 50 each, from
+# busybox httpd on loopback; /proc/uptime (10 ms) brackets each 50.
+if [ -x /bin/curl ]; then
+    /bin/busybox mkdir -p /www
+    /bin/busybox head -c 1024 /dev/urandom > /www/1k.bin
+    /bin/busybox httpd -p 127.0.0.1:8080 -h /www
+    /bin/busybox sleep 1
+    url=http://127.0.0.1:8080/1k.bin
+    /bin/fire-agent request -o /tmp/fa.bin $url && /bin/curl -s -o /tmp/curl.bin $url &&
+        /bin/busybox cmp /tmp/fa.bin /www/1k.bin && /bin/busybox cmp /tmp/curl.bin /www/1k.bin && echo "get1k: bodies ok"
+    for round in 1 2 3 4 5; do
+        for client in fire-agent curl; do
+            start=$(/bin/busybox cut -d' ' -f1 /proc/uptime)
+            i=0
+            while [ $i -lt 50 ]; do
+                if [ $client = curl ]; then /bin/curl -s -o /dev/null $url; else /bin/fire-agent request -o /dev/null $url; fi
+                i=$((i + 1))
+            done
+            echo "get1k: $client $round $start $(/bin/busybox cut -d' ' -f1 /proc/uptime)"
+        done
+    done
+fi
 /bin/busybox poweroff -f
 INIT
     chmod 755 "$root/init"
@@ -100,8 +129,8 @@ boot() {
 } > "$work/report.md"
 # measure ARCH BINARY LABEL: boots ARCH with BINARY as /bin/fire-agent, adds a row.
 measure() {
-    local arch="$1" binary="$2" label="$3"
-    initramfs "$arch" "$binary"
+    local arch="$1" binary="$2" label="$3" curl="${4:-}"
+    initramfs "$arch" "$binary" "$curl"
     boot "$arch" < /dev/null > "$work/$arch.console" 2>&1 || true
     line="$(grep -a '^fire-agent: VmRSS' "$work/$arch.console" | tr -d '\r' || true)"
     board="$(grep -a '^board: ' "$work/$arch.console" | tr -d '\r' || true)"
@@ -112,6 +141,17 @@ measure() {
     fi
     read -r _ _ rss _ _ anon _ _ file _ _ shmem _ _ threads _ <<< "$line"
     echo "| $arch (${board#board: }) | $label | $(stat -c %s "$binary") | $rss | $anon | $file + $shmem | $threads |" >> "$work/report.md"
+    if [ -n "$curl" ]; then
+        grep -aq '^get1k: bodies ok' "$work/$arch.console" || { echo "$arch: the GET bench did not run:" >&2; tail -20 "$work/$arch.console" >&2; exit 1; }
+        grep -a '^get1k: ' "$work/$arch.console" | tr -d '\r' | grep -v 'bodies ok' | python3 -c '
+import sys, statistics
+per = {}
+for line in sys.stdin:
+    _, client, _, start, end = line.split()
+    per.setdefault(client, []).append((float(end) - float(start)) * 1000 / 50)
+fa, curl = statistics.median(per["fire-agent"]), statistics.median(per["curl"])
+print(f"| {sys.argv[1]} | {sys.argv[2]} | {fa:.1f} ms | {curl:.1f} ms | {fa / curl:.2f} |")' "$arch" "$label" >> "$work/get1k.md"
+    fi
     echo "$arch ($label): the agent's first output:" >&2
     sed -n '/^fire-agent: VmRSS/,/reboot: Power down/p' "$work/$arch.console" | sed '1d;$d' | head -12 >&2
 }
@@ -119,9 +159,24 @@ measure() {
 for arch in "${arches[@]}"; do
     [ -x ".build-embedded/$arch/fire-agent" ] || cross/embedded/build.sh "$arch" >/dev/null
     fetch "$arch"
-    measure "$arch" ".build-embedded/$arch/fire-agent" "Embedded"
+    measure "$arch" ".build-embedded/$arch/fire-agent" "Embedded" "$(bench/build-curl-mbedtls-cross.sh "$arch")"
     # The full-Swift static aarch64 build (cross/build.sh static), when it was made.
     full="cross/out/fire-agent-aarch64-static.stripped"
-    if [ "$arch" = aarch64 ] && [ -f "$full" ]; then measure aarch64 "$full" "full Swift (cross/build.sh static)"; fi
+    if [ "$arch" = aarch64 ] && [ -f "$full" ]; then
+        measure aarch64 "$full" "full Swift (cross/build.sh static)" "$(bench/build-curl-mbedtls-cross.sh aarch64)"
+    fi
 done
+{
+    echo
+    echo "## One 1 KiB GET, a whole process each, on the same emulated board (bench/board-rss.sh)"
+    echo
+    echo "After the daemon's figures: busybox httpd on loopback; \`fire-agent request -o /dev/null URL\` and"
+    echo "\`curl -s -o /dev/null URL\` (curl + mbedTLS, static, bench/build-curl-mbedtls-cross.sh) in turn, 5 rounds of 50"
+    echo "processes each, time per process, median of the rounds. Whole-system emulation: no thread costs qemu-user's"
+    echo "re-translation, but every instruction is still emulated, so read the ratio."
+    echo
+    echo "| board | fire-agent build | fire-agent | curl + mbedTLS | ratio |"
+    echo "|---|---|---:|---:|---:|"
+    cat "$work/get1k.md"
+} >> "$work/report.md"
 tee bench/results/board-rss.md < "$work/report.md"
