@@ -228,14 +228,7 @@ struct ReachabilityTests {
         #expect(missing.status == 99)
         #expect(missing.stderr.contains("/run/netns/does-not-exist"))
 
-        let watcher = try LineReadingProcess(try fireAgentPath(), ["reachability", "--watch", "--netns", ns.path])
-        defer { watcher.terminate() }
-        #expect(watcher.nextLine() == "not-reachable")
-        try ns.inside(["route", "add", "default", "via", ns.hostAddress])
-        #expect(watcher.nextLine() == "reachable \(ns.innerInterface) ethernet")
-        try ns.inside(["link", "set", ns.innerInterface, "down"])
-        #expect(watcher.nextLine() == "not-reachable")
-        #expect(watcher.nextLine(within: .milliseconds(300)) == nil)
+        try expectWatchSequence(try fireAgentPath(), ["reachability", "--watch", "--netns", ns.path], in: ns)
     }
 
     @Test(
@@ -318,4 +311,18 @@ final class LineReadingProcess: @unchecked Sendable {
     func terminate() {
         process.stop()
     }
+}
+
+/// `PROGRAM ARGUMENTS` (a `reachability --watch` in `ns`) through a default route coming and
+/// the link going down: one line per change, and nothing more. Both builds of fire-agent are held
+/// to it (ReachabilityTests, EmbeddedAgentTests).
+func expectWatchSequence(_ program: String, _ arguments: [String], in ns: NetworkNamespace) throws {
+    let watcher = try LineReadingProcess(program, arguments)
+    defer { watcher.terminate() }
+    #expect(watcher.nextLine() == "not-reachable")
+    try ns.inside(["route", "add", "default", "via", ns.hostAddress])
+    #expect(watcher.nextLine() == "reachable \(ns.innerInterface) ethernet")
+    try ns.inside(["link", "set", ns.innerInterface, "down"])
+    #expect(watcher.nextLine() == "not-reachable")
+    #expect(watcher.nextLine(within: .milliseconds(300)) == nil)
 }
