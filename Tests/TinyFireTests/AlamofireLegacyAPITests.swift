@@ -302,7 +302,9 @@ struct AlamofireLegacyAPITests {
         }
         let eager = Session(startRequestsImmediately: false, requestSetup: .eager)
         let request = eager.request("\(server.base)/get", interceptor: adapter)
-        #expect(await eventually(within: .seconds(10)) { request.request != nil })
+        // The initial request is recorded before the adapter runs (as in Alamofire): wait for
+        // the adapted one, the second entry, rather than for the first.
+        #expect(await eventually(within: .seconds(10)) { request.requests.count == 2 })
         #expect(request.cURLDescription().contains("\(server.base)/get"))
         #expect(adapted.load(ordering: .relaxed) == 1)
         #expect(request.metrics == nil && request.state == .initialized)
