@@ -86,16 +86,10 @@ public struct SystemFiles: Sendable {
         return "cannot be read: \(errnoMessage(EACCES))"
     }
 
-    /// Names in a directory (none when it cannot be read).
+    /// Names in a directory, sorted (none when it cannot be read, or its listing stops on an
+    /// error).
     public func list(_ path: String) -> [String] {
-        guard let directory = opendir(root + path) else { return [] }
-        defer { closedir(directory) }
-        var names: [String] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
+        ((try? listDirectory(root + path)) ?? []).sorted()
     }
 }
 

@@ -59,6 +59,7 @@ package final class SpoolDirectory: Sendable {
         var openFailureReported = false
         var rejectedProblemReported = false
         var progressProblemReported = false
+        var listFailureReported = false
         /// The progress file's last sequence number, and whether its record names a file.
         var progressSequence: UInt64 = 0
         var progressActive = false
@@ -122,7 +123,8 @@ package final class SpoolDirectory: Sendable {
             // Names are listed in bounded slices (the first `namesPerListing` in name order), so
             // a writer who makes a million files costs a bounded list, not a million names.
             for _ in 0..<Self.listingsPerTake {
-                let names = listNames(directory, first: progress?.name)
+                let (names, failure) = listNames(directory, first: progress?.name)
+                noteListing(failure: failure, state: &state)
                 if let record = progress, names.first != record.name {
                     clearProgress(state: &state)
                     progress = nil
@@ -145,7 +147,7 @@ package final class SpoolDirectory: Sendable {
                 waiting = names.count
                 let moved = pass.queuedLines + pass.rejectedLines + pass.setAside
                 // Drained, blocked, or nothing moved (files that stay, relisted): the next sync.
-                if pass.blocked || names.count < Self.namesPerListing || moved == movedBefore { break }
+                if pass.blocked || failure != nil || names.count < Self.namesPerListing || moved == movedBefore { break }
                 movedBefore = moved
             }
             finishFilling()
@@ -201,17 +203,22 @@ package final class SpoolDirectory: Sendable {
     /// The entries to take, in name order: not hidden (a writer's file still being written),
     /// not `rejected`; the first `namesPerListing` of them, after `first` when it is there (the
     /// file whose progress is recorded). Memory: at most 2 × `namesPerListing` names.
-    private func listNames(_ directory: Int32, first: String?) -> [String] {
+    /// - Returns: the names, and the error that cut the listing short (the names read before
+    ///   it are still taken; the others wait for a listing that succeeds).
+    private func listNames(_ directory: Int32, first: String?) -> (names: [String], failure: Int32?) {
         let copy = dup(directory)
         guard copy >= 0, let stream = fdopendir(copy) else {
+            let code = errno
             if copy >= 0 { close(copy) }
-            return []
+            return ([], code)
         }
         defer { closedir(stream) }
         rewinddir(stream)
         var names: [String] = []
         var sawFirst = false
-        while let entry = readdir(stream) {
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else { break }
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
@@ -226,10 +233,27 @@ package final class SpoolDirectory: Sendable {
                 names.removeLast(names.count - Self.namesPerListing)
             }
         }
+        let failure = errno == 0 ? nil : errno
         names.sort()
         if names.count > Self.namesPerListing { names.removeLast(names.count - Self.namesPerListing) }
         if sawFirst, let first { names.insert(first, at: 0) }
-        return names
+        return (names, failure)
+    }
+
+    /// Logs a listing that failed once, until one succeeds again.
+    private func noteListing(failure: Int32?, state: inout State) {
+        guard let failure else {
+            if state.listFailureReported {
+                state.listFailureReported = false
+                logger.info("spool directory can be listed again", metadata: ["directory": "\(path)"])
+            }
+            return
+        }
+        guard !state.listFailureReported else { return }
+        state.listFailureReported = true
+        logger.error(
+            "spool directory listing stopped on an error: the files not listed wait until it can be listed (logged once until then)",
+            metadata: ["directory": "\(path)", "reason": "\(errnoMessage(failure))"])
     }
 
     // MARK: - Progress
