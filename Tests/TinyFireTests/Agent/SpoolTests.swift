@@ -290,6 +290,59 @@ struct SpoolAttackTests {
         #expect(totals.value.spooled > 0 && totals.value.rejected > 0, "\(totals.value)")
         try expectSecretUntouched(secret, influx, directory)
     }
+
+    @Test("a spool listing that readdir cuts short is logged once, naming the directory and the reason")
+    func listingFails() async throws {
+        // A real readdir error: /proc/<pid>/fd of a process that has closed every descriptor
+        // lists empty while it lives and fails with ENOENT once it has been reaped.
+        let sleeper = try ChildProcess(SpoolAttacker.python, ["-c", "import os, time; os.closerange(0, 65536); time.sleep(600)"])
+        defer { sleeper.stop() }
+        let fdDirectory = "/proc/\(sleeper.pid)/fd"
+        #expect(await eventually(within: .seconds(30)) { (try? FileManager.default.contentsOfDirectory(atPath: fdDirectory)) == [] })
+        let directory = try agentScratch("listing")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let collectorsOff =
+            "cpu: false, memory: false, load: false, uptime: false, disk: false, network: false, thermal: false, pressure: false, agent: false"
+        let config = """
+            {
+              device: { id: "board-7" },
+              server: { url: "http://127.0.0.1:9", connectTimeout: "2s", requestTimeout: "2s" },
+              telemetry: { influx: { database: "fleet" }, spoolDirectory: "\(fdDirectory)", collectors: { \(collectorsOff) } },
+              queue: { directory: "queue" },
+            }
+            """
+        try Data(config.utf8).write(to: URL(filePath: directory + "/agent.json5"))
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        defer { close(fds[0]) }
+        _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
+        func logged() -> String {
+            var text = ""
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(fds[0], &buffer, buffer.count)
+                guard count > 0 else { return text }
+                text += String(decoding: buffer[..<count], as: UTF8.self)
+            }
+        }
+        let logger = Logger(label: "test", output: LogOutput(format: .text, journal: false, fd: fds[1]), level: .info)
+        let agent = try TelemetryAgent(config: try AgentConfig.load(path: directory + "/agent.json5"), logger: logger)
+        defer {
+            agent.close()
+            close(fds[1])
+        }
+        _ = agent.syncOnce()
+        #expect(!logged().contains("listing"), "an empty listing is no error")
+        sleeper.signal(SIGKILL)
+        _ = sleeper.wait()
+        _ = agent.syncOnce()
+        let first = logged()
+        #expect(
+            first.contains("spool directory listing stopped on an error") && first.contains(fdDirectory)
+                && first.contains("No such file or directory"), "\(first)")
+        _ = agent.syncOnce()
+        #expect(!logged().contains("listing stopped"), "logged once until it lists again")
+    }
 }
 
 @Suite("spool: big files in bounded memory, and a kill -9 in the middle", .serialized)
