@@ -8,8 +8,9 @@
 # every 5 s), waits 15 s, prints VmRSS, RssAnon, RssFile, RssShmem and Threads from /proc/PID/status
 # (kB, the kernel's own figures), and powers off.
 # Then, with the Embedded build, the board times a whole-process 1 KiB GET: fire-agent against
-# curl + mbedTLS cross-built on the same sysroot (bench/build-curl-mbedtls-cross.sh), from
-# busybox httpd on loopback.
+# curl + mbedTLS cross-built on the same sysroot (bench/build-curl-mbedtls-cross.sh), over HTTP
+# from busybox httpd and over HTTPS from bench/tls-server.c (mbedTLS, TLS 1.2, the suite
+# bench/get1k.sh pins), both on the board's loopback.
 #   bench/board-rss.sh [armv7|aarch64 ...]   (default both). Results: bench/results/board-rss.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ command -v cpio >/dev/null || apt-get install -y -qq cpio >&2
 cache="${TINYFIRE_CACHE:-$HOME/.cache/tinyfire}/board-rss"
 mkdir -p "$cache"
 work="$(mktemp -d "${TMPDIR:-/tmp}"/tinyfire-board-rss.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 apt_conf="$(dirname "$(cross/embedded/sysroot.sh armv7)")/apt-bookworm/apt.conf"
 apt_private() { APT_CONFIG="$apt_conf" "$@"; }
 
@@ -43,14 +44,38 @@ fetch() {
     cp "$dir/root/bin/busybox" "$dir/busybox"
 }
 
-# The initramfs: busybox, fire-agent, a config, a vendor key, and /init.
+# bench/tls-server.c for ARCH, static, against the sysroot's mbedTLS (the clients' own). Prints its path.
+tls_server() {
+    local arch="$1" target sysroot out="$cache/$1/tls-server"
+    case "$arch" in
+        armv7) target=(--target=armv7-unknown-linux-gnueabihf -mfloat-abi=hard -mfpu=vfpv3-d16) ;;
+        aarch64) target=(--target=aarch64-unknown-linux-gnu) ;;
+    esac
+    if [ ! -x "$out" ] || [ bench/tls-server.c -nt "$out" ]; then
+        sysroot="$(cross/embedded/sysroot.sh "$arch")"
+        clang "${target[@]}" --sysroot="$sysroot" -fuse-ld=lld -static -O2 bench/tls-server.c -o "$out" \
+            -lmbedtls -lmbedx509 -lmbedcrypto >&2
+    fi
+    echo "$out"
+}
+
+# The initramfs: busybox, fire-agent, a config, a vendor key, and /init; with CURL, the GET
+# bench's pieces too (curl, the TLS server, a CA and a certificate for localhost).
 initramfs() {
     local arch="$1" binary="$2" curl="${3:-}" root="$work/$arch-root"
     rm -rf "$root"
-    mkdir -p "$root"/{bin,proc,sys,dev,tmp,etc,agent/spool}
+    mkdir -p "$root"/{bin,proc,sys,dev,tmp,etc,agent/spool,tls}
     cp "$cache/$arch/busybox" "$root/bin/busybox"
     cp "$binary" "$root/bin/fire-agent"
-    [ -z "$curl" ] || cp "$curl" "$root/bin/curl"
+    if [ -n "$curl" ]; then
+        cp "$curl" "$root/bin/curl"
+        cp "$(tls_server "$arch")" "$root/bin/tls-server"
+        # bench/lib.sh's CA and certificate for localhost (in a subshell: its helpers stay there).
+        (. bench/lib.sh && make_test_ca "$root/tls" && cd "$root/tls" && rm -f ca.key ca.srl server.csr server.ext)
+        # A name, not an address: mbedTLS 2.28 (curl's) matches no IP address in a certificate.
+        echo "127.0.0.1 localhost" > "$root/etc/hosts"
+        echo "hosts: files" > "$root/etc/nsswitch.conf"
+    fi
     openssl ecparam -genkey -name prime256v1 2>/dev/null | openssl ec -pubout -out "$root/agent/vendor.pub" 2>/dev/null
     echo 1.0.0 > "$root/agent/version"
     cat > "$root/agent/agent.json5" <<'CONF'
@@ -78,25 +103,36 @@ echo "fire-agent: $(/bin/busybox grep -E '^(VmRSS|RssAnon|RssFile|RssShmem|Threa
 echo
 kill $pid
 wait $pid
-# One 1 KiB GET per process, fire-agent and curl+mbedTLS in turn, 5 rounds of 50 each, from
-# busybox httpd on loopback; /proc/uptime (10 ms) brackets each 50.
+# One 1 KiB GET per process, fire-agent and curl+mbedTLS in turn, 5 rounds of 50 each over
+# HTTP (busybox httpd) and of 20 each over HTTPS (tls-server), both on loopback; /proc/uptime
+# (10 ms) brackets each round.
 if [ -x /bin/curl ]; then
     /bin/busybox mkdir -p /www
     /bin/busybox head -c 1024 /dev/urandom > /www/1k.bin
     /bin/busybox httpd -p 127.0.0.1:8080 -h /www
+    /bin/tls-server 8443 /tls/server.pem /tls/server.key /www/1k.bin &
     /bin/busybox sleep 1
-    url=http://127.0.0.1:8080/1k.bin
-    /bin/fire-agent request -o /tmp/fa.bin $url && /bin/curl -s -o /tmp/curl.bin $url &&
-        /bin/busybox cmp /tmp/fa.bin /www/1k.bin && /bin/busybox cmp /tmp/curl.bin /www/1k.bin && echo "get1k: bodies ok"
+    ca=/tls/ca.pem
+    ok=yes
+    for url in http://127.0.0.1:8080/1k.bin https://localhost:8443/1k.bin; do
+        /bin/busybox rm -f /tmp/fa.bin /tmp/curl.bin
+        /bin/fire-agent request --cacert $ca -o /tmp/fa.bin $url || { echo "get1k: fire-agent failed: $url"; ok=no; }
+        /bin/curl -sS --cacert $ca -o /tmp/curl.bin $url || { echo "get1k: curl failed: $url"; ok=no; }
+        /bin/busybox cmp /tmp/fa.bin /www/1k.bin && /bin/busybox cmp /tmp/curl.bin /www/1k.bin || ok=no
+    done
+    [ $ok = yes ] && echo "get1k: bodies ok"
     for round in 1 2 3 4 5; do
-        for client in fire-agent curl; do
-            start=$(/bin/busybox cut -d' ' -f1 /proc/uptime)
-            i=0
-            while [ $i -lt 50 ]; do
-                if [ $client = curl ]; then /bin/curl -s -o /dev/null $url; else /bin/fire-agent request -o /dev/null $url; fi
-                i=$((i + 1))
+        for scheme in http https; do
+            if [ $scheme = http ]; then url=http://127.0.0.1:8080/1k.bin; count=50; else url=https://localhost:8443/1k.bin; count=20; fi
+            for client in fire-agent curl; do
+                start=$(/bin/busybox cut -d' ' -f1 /proc/uptime)
+                i=0
+                while [ $i -lt $count ]; do
+                    if [ $client = curl ]; then /bin/curl -s --cacert $ca -o /dev/null $url; else /bin/fire-agent request --cacert $ca -o /dev/null $url; fi
+                    i=$((i + 1))
+                done
+                echo "get1k: $client $scheme $count $round $start $(/bin/busybox cut -d' ' -f1 /proc/uptime)"
             done
-            echo "get1k: $client $round $start $(/bin/busybox cut -d' ' -f1 /proc/uptime)"
         done
     done
 fi
@@ -109,9 +145,9 @@ INIT
 boot() {
     local arch="$1"
     case "$arch" in
-        armv7) timeout 300 qemu-system-arm -M virt -cpu cortex-a15 -m 256 -nographic -no-reboot -kernel "$cache/$arch/vmlinuz" \
+        armv7) timeout 900 qemu-system-arm -M virt -cpu cortex-a15 -m 256 -nographic -no-reboot -kernel "$cache/$arch/vmlinuz" \
             -initrd "$work/$arch.cpio.gz" -append "console=ttyAMA0 quiet panic=-1" ;;
-        aarch64) timeout 300 qemu-system-aarch64 -M virt -cpu cortex-a53 -m 256 -nographic -no-reboot -kernel "$cache/$arch/vmlinuz" \
+        aarch64) timeout 900 qemu-system-aarch64 -M virt -cpu cortex-a53 -m 256 -nographic -no-reboot -kernel "$cache/$arch/vmlinuz" \
             -initrd "$work/$arch.cpio.gz" -append "console=ttyAMA0 quiet panic=-1" ;;
     esac
 }
@@ -147,10 +183,11 @@ measure() {
 import sys, statistics
 per = {}
 for line in sys.stdin:
-    _, client, _, start, end = line.split()
-    per.setdefault(client, []).append((float(end) - float(start)) * 1000 / 50)
-fa, curl = statistics.median(per["fire-agent"]), statistics.median(per["curl"])
-print(f"| {sys.argv[1]} | {sys.argv[2]} | {fa:.1f} ms | {curl:.1f} ms | {fa / curl:.2f} |")' "$arch" "$label" >> "$work/get1k.md"
+    _, client, scheme, count, _, start, end = line.split()
+    per.setdefault((scheme, client), []).append((float(end) - float(start)) * 1000 / int(count))
+for scheme in ("http", "https"):
+    fa, curl = statistics.median(per[(scheme, "fire-agent")]), statistics.median(per[(scheme, "curl")])
+    print(f"| {sys.argv[1]} | {sys.argv[2]} | {scheme.upper()} | {fa:.1f} ms | {curl:.1f} ms | {fa / curl:.2f} |")' "$arch" "$label" >> "$work/get1k.md"
     fi
     echo "$arch ($label): the agent's first output:" >&2
     sed -n '/^fire-agent: VmRSS/,/reboot: Power down/p' "$work/$arch.console" | sed '1d;$d' | head -12 >&2
@@ -170,13 +207,15 @@ done
     echo
     echo "## One 1 KiB GET, a whole process each, on the same emulated board (bench/board-rss.sh)"
     echo
-    echo "After the daemon's figures: busybox httpd on loopback; \`fire-agent request -o /dev/null URL\` and"
-    echo "\`curl -s -o /dev/null URL\` (curl + mbedTLS, static, bench/build-curl-mbedtls-cross.sh) in turn, 5 rounds of 50"
-    echo "processes each, time per process, median of the rounds. Whole-system emulation: no thread costs qemu-user's"
-    echo "re-translation, but every instruction is still emulated, so read the ratio."
+    echo "After the daemon's figures, on the board's loopback: HTTP from busybox httpd, HTTPS from bench/tls-server.c"
+    echo "(mbedTLS 2.28, TLS 1.2, ECDHE-ECDSA-AES128-GCM-SHA256, a P-256 certificate; a full handshake per process)."
+    echo "\`fire-agent request --cacert CA -o /dev/null URL\` and \`curl -s --cacert CA -o /dev/null URL\` (curl + mbedTLS,"
+    echo "static, bench/build-curl-mbedtls-cross.sh) in turn, 5 rounds of 50 processes each (HTTPS: of 20), time per"
+    echo "process, median of the rounds. Whole-system emulation: no thread costs qemu-user's re-translation, but every"
+    echo "instruction is still emulated, so read the ratio."
     echo
-    echo "| board | fire-agent build | fire-agent | curl + mbedTLS | ratio |"
-    echo "|---|---|---:|---:|---:|"
+    echo "| board | fire-agent build | scheme | fire-agent | curl + mbedTLS | ratio |"
+    echo "|---|---|---|---:|---:|---:|"
     cat "$work/get1k.md"
 } >> "$work/report.md"
 tee bench/results/board-rss.md < "$work/report.md"
