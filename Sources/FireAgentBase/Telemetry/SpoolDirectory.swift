@@ -216,16 +216,11 @@ package final class SpoolDirectory: Sendable {
         rewinddir(stream)
         var names: [String] = []
         var sawFirst = false
-        while true {
-            errno = 0
-            guard let entry = readdir(stream) else { break }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            guard !name.hasPrefix("."), name != Self.rejectedName else { continue }
+        let failure = readDirectoryNames(stream) { name in
+            guard !name.hasPrefix("."), name != Self.rejectedName else { return }
             if name == first {
                 sawFirst = true
-                continue
+                return
             }
             names.append(name)
             if names.count >= 2 * Self.namesPerListing {
@@ -233,7 +228,6 @@ package final class SpoolDirectory: Sendable {
                 names.removeLast(names.count - Self.namesPerListing)
             }
         }
-        let failure = errno == 0 ? nil : errno
         names.sort()
         if names.count > Self.namesPerListing { names.removeLast(names.count - Self.namesPerListing) }
         if sawFirst, let first { names.insert(first, at: 0) }

@@ -680,13 +680,7 @@ package func listDirectory(_ path: String) throws(OfflineQueueError) -> [String]
     guard let dir = opendir(path) else { throw .directoryUnusable(path: path, message: errnoMessage(errno)) }
     defer { closedir(dir) }
     var names: [String] = []
-    while true {
-        errno = 0
-        guard let entry = readdir(dir) else { break }
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
-        if name != "." && name != ".." { names.append(name) }
-    }
-    if errno != 0 { throw .io(errno, path: path, operation: "list") }
+    if let code = readDirectoryNames(dir, { names.append($0) }) { throw .io(code, path: path, operation: "list") }
     return names
 }
 

@@ -54,6 +54,20 @@ package func syncDirectory(_ path: String) -> (code: Int32, operation: String)? 
     return fsync(fd) == 0 ? nil : (errno, "sync directory")
 }
 
+/// Calls `body` with each name in an open directory stream, `.` and `..` left out, from the
+/// stream's position to its end.
+/// - Returns: nil, or the errno that ended the listing early (EOVERFLOW: an inode number a
+///   32-bit `readdir` cannot hold; ENOENT: the directory is gone) — never a short listing that
+///   passes for the whole.
+package func readDirectoryNames(_ stream: OpaquePointer, _ body: (String) -> Void) -> Int32? {
+    while true {
+        errno = 0
+        guard let entry = readdir(stream) else { return errno == 0 ? nil : errno }
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { body(name) }
+    }
+}
+
 /// Why `preadFully` stopped: an errno, or 0 when the file ended first.
 package struct ShortRead: Error {
     package var code: Int32
