@@ -589,6 +589,8 @@ public enum AgentCommandLine {
             if let proxy = loaded.network.proxy.proxy(forScheme: loaded.server.url.scheme, host: loaded.server.url.host ?? "") {
                 print("proxy: \(proxy.description) (from \(loaded.network.proxyFromConfig ? "network.proxy" : "the environment"))")
             }
+            // Not a config error (the agent runs, and the file may change): said, as a warning.
+            if let problem = loaded.firmware?.inhibitFileProblem { printError("warning: firmware.inhibitFile: \(problem)") }
             return Exit.success
         } catch {
             printError(error.description)
@@ -635,17 +637,30 @@ public enum AgentCommandLine {
             printError("fire-agent: \(configPath) has no firmware section: nothing to update")
             return Exit.configError
         }
+        let log = logger(config.logging)
+        let points = AgentPoints(logger: log)
         let updater: FirmwareUpdater
         do throws(AgentError) {
             updater = try FirmwareUpdater(
-                config: firmware, agentConfig: config, logger: logger(config.logging), environment: ProcessEnvironment.current(),
-                userAgent: userAgent
+                config: firmware, agentConfig: config, logger: log, environment: ProcessEnvironment.current(),
+                userAgent: userAgent, points: points
             ) {}
         } catch {
             printError("fire-agent: \(error.description)")
             return error.isBusy ? Exit.busy : Exit.writeError
         }
+        // The cycle's fire_agent_update points go into the telemetry queue (delivered by the
+        // next sync or the daemon); when it is held by a running daemon they are not kept.
+        var telemetry: TelemetryAgent?
+        do throws(AgentError) {
+            telemetry = try TelemetryAgent(config: config, logger: log, userAgent: userAgent)
+            points.attach(telemetry)
+        } catch {
+            log.warning("the cycle's fire_agent_update points are not kept: the telemetry queue cannot be opened", metadata: ["reason": "\(error)"])
+        }
         let outcome = updater.runOnce()
+        points.attach(nil)
+        telemetry?.close()
         switch outcome {
         case .upToDate(let text):
             say("up to date: \(text)")

@@ -116,6 +116,13 @@ public struct AgentConfig: Sendable {
         /// The largest spool file taken (read as a stream: memory does not grow with it); a
         /// larger one is moved to `rejected/` unread. Default 16 MiB, at most 1 GiB.
         public var spoolMaxFileBytes: Int
+        /// The most `rejected/` in the spool may hold (refused lines, entries set aside), in
+        /// bytes on disk; past it the oldest entries are removed, counted and logged. Default
+        /// 4 MiB, at least 64 KiB, at most 1 GiB.
+        public var spoolRejectedMaxBytes: Int
+        /// Spool points always carry the board's `device` tag; a `device` tag the line itself
+        /// carried is dropped, or kept under this tag key when one is set. Default nil.
+        public var spoolDeviceTagKeptAs: String?
         /// Points per batch at most.
         public var batchMaxPoints: Int
         /// Bytes per batch (uncompressed line protocol) at most.
@@ -413,6 +420,13 @@ public struct AgentConfig: Sendable {
         collectorsReader.finish()
         let spool = telemetryReader.string("spoolDirectory").map { resolve($0, relativeTo: file) }
         let spoolMaxFileBytes = Int(telemetryReader.byteCount("spoolMaxFileBytes", default: 16 << 20, minimum: 64 << 10, maximum: 1 << 30))
+        let spoolRejectedMaxBytes = Int(
+            telemetryReader.byteCount("spoolRejectedMaxBytes", default: 4 << 20, minimum: 64 << 10, maximum: 1 << 30))
+        let spoolDeviceTagKeptAs = telemetryReader.string("spoolDeviceTagKeptAs")
+        if let key = spoolDeviceTagKeptAs, !LineProtocol.isPlainTagKey(key) || key == "device" {
+            telemetryReader.problem(
+                "spoolDeviceTagKeptAs", "\(key) is not a tag key other than device (letters, digits, '_', '-', '.'; not starting with '_')")
+        }
         let batchReader = telemetryReader.section("batch")
         let maxPoints = batchReader.integer("maxPoints", default: 5000, in: 1...1_000_000)
         let maxBytes = Int(batchReader.byteCount("maxBytes", default: 1 << 20, minimum: 1024, maximum: 64 << 20))
@@ -507,7 +521,8 @@ public struct AgentConfig: Sendable {
                 idleTimeout: idleTimeout, requestTimeout: requestTimeout),
             telemetry: Telemetry(
                 interval: interval, syncInterval: syncInterval, jitter: jitter, collectors: collectors, spoolDirectory: spool,
-                spoolMaxFileBytes: spoolMaxFileBytes,
+                spoolMaxFileBytes: spoolMaxFileBytes, spoolRejectedMaxBytes: spoolRejectedMaxBytes,
+                spoolDeviceTagKeptAs: spoolDeviceTagKeptAs,
                 batchMaxPoints: maxPoints, batchMaxBytes: maxBytes, api: api, precision: precision),
             queue: Queue(
                 directory: queueDirectory, maxRecords: maxRecords, maxBytes: queueBytes,

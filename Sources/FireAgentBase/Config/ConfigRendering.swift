@@ -59,6 +59,8 @@ extension AgentConfig {
                     ),
                     ("spoolDirectory", text(telemetry.spoolDirectory)),
                     ("spoolMaxFileBytes", .string(ConfigReader.describeBytes(Int64(telemetry.spoolMaxFileBytes)))),
+                    ("spoolRejectedMaxBytes", .string(ConfigReader.describeBytes(Int64(telemetry.spoolRejectedMaxBytes)))),
+                    ("spoolDeviceTagKeptAs", text(telemetry.spoolDeviceTagKeptAs)),
                     (
                         "batch",
                         .object([

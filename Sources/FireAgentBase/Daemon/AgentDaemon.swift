@@ -77,6 +77,8 @@ public final class AgentDaemon: @unchecked Sendable {
     private var config: AgentConfig
     private var logger: Logger
     private var agent: TelemetryAgent
+    /// Where the updater's points go: the telemetry queue of `agent` (attached anew at reload).
+    private let points: AgentPoints
     /// Firmware updates, when configured: a thread of their own.
     private var updater: FirmwareUpdater?
     /// Why the configured firmware updater does not run, and when it is tried again.
@@ -117,6 +119,7 @@ public final class AgentDaemon: @unchecked Sendable {
         logger = makeLogger(config.logging)
         notifier = SystemdNotifier(environment: options.environment)
         mailbox = try DaemonMailbox()
+        points = AgentPoints(logger: logger)
         let now = WallTime.now()
         schedule = DaemonSchedule(
             collectEvery: config.telemetry.interval, syncEvery: config.telemetry.syncInterval, jitter: config.telemetry.jitter,
@@ -164,7 +167,7 @@ public final class AgentDaemon: @unchecked Sendable {
         let mailbox = mailbox
         return try FirmwareUpdater(
             config: firmware, agentConfig: config, logger: logger, environment: options.environment, wallClock: agent.clock,
-            userAgent: options.userAgent ?? TelemetryAgent.defaultUserAgent
+            userAgent: options.userAgent ?? TelemetryAgent.defaultUserAgent, points: points
         ) { mailbox.post(.changed) }
     }
 
@@ -246,6 +249,16 @@ public final class AgentDaemon: @unchecked Sendable {
 
     private func elapsed() -> Duration { Instant.now().since(origin) }
 
+    /// How long one sync takes the spool at most: a quarter of the watchdog's interval under
+    /// systemd, and never more than `maxSpoolSlice`.
+    private var spoolSlice: Duration {
+        guard let every = schedule.watchdogEvery else { return Self.maxSpoolSlice }
+        return min(Self.maxSpoolSlice, max(every / 2, .milliseconds(100)))
+    }
+
+    /// The longest one sync takes the spool (the loop then answers signals and goes on).
+    static let maxSpoolSlice: Duration = .seconds(2)
+
     // MARK: - Jobs
 
     private func sync() {
@@ -256,7 +269,10 @@ public final class AgentDaemon: @unchecked Sendable {
         var report = SyncReport()
         report.collectedPoints = collectedSinceSync
         collectedSinceSync = 0
-        agent.queuePending(into: &report)
+        // A long spool is taken a slice at a time: the loop answers the watchdog and signals
+        // between two, and the next slice follows at once.
+        agent.queuePending(into: &report, spoolDeadline: spoolSlice)
+        if report.spoolYielded { schedule.routeReturned(at: elapsed()) }
         if let problem = agent.clock.remember() {
             logger.warning("clock floor not saved", metadata: ["reason": "\(problem)"])
         }
@@ -293,8 +309,9 @@ public final class AgentDaemon: @unchecked Sendable {
     /// `stopTimeout` to come to rest, its queue is closed.
     /// - Returns: whether delivery came to rest in time.
     private func handOver(_ agent: TelemetryAgent) -> Bool {
+        points.attach(nil)  // points made meanwhile wait for the next agent (or end with the process)
         var report = SyncReport()
-        agent.queuePending(into: &report)
+        agent.queuePending(into: &report, spoolDeadline: spoolSlice)
         defer { agent.close() }
         let idle = WakeSignal()
         agent.stopDelivery { idle.signal() }
@@ -400,6 +417,7 @@ public final class AgentDaemon: @unchecked Sendable {
 
     /// Delivery events and spool rejections wake the loop to refresh the status.
     private func attach(_ agent: TelemetryAgent) {
+        points.attach(agent)
         let mailbox = mailbox
         agent.tracker.onChange { mailbox.post(.changed) }
     }

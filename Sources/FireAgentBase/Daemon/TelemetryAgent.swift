@@ -15,6 +15,10 @@ public struct SyncReport: Sendable, Equatable {
     public var spooledLines = 0
     /// Lines refused from spool files (kept in `rejected/`).
     public var rejectedLines = 0
+    /// Spool entries set aside whole (unread, or after too many refused lines).
+    public var spoolSetAside = 0
+    /// Whether taking the spool stopped at its deadline with files left (the next sync goes on).
+    public var spoolYielded = false
     /// Batches queued this cycle.
     public var queuedBatches = 0
     /// Batches delivered by the flush.
@@ -144,7 +148,8 @@ public final class TelemetryAgent: Sendable {
         spool = config.telemetry.spoolDirectory.map {
             SpoolDirectory(
                 path: $0, progressPath: config.queue.directory + "/spool-progress", maxFileBytes: config.telemetry.spoolMaxFileBytes,
-                maxLineBytes: config.telemetry.batchMaxBytes, logger: logger)
+                maxLineBytes: config.telemetry.batchMaxBytes, rejectedMaxBytes: config.telemetry.spoolRejectedMaxBytes,
+                device: SpoolLineVerdict.DeviceTag(id: config.device.id, keptAs: config.telemetry.spoolDeviceTagKeptAs), logger: logger)
         }
         var tags = config.device.labels
         tags["device"] = config.device.id
@@ -234,9 +239,27 @@ public final class TelemetryAgent: Sendable {
         return count
     }
 
+    /// Queues one of the agent's own points (a firmware report) durably, as a record of its own:
+    /// it does not wait for the next sync, and never passes through the spool.
+    /// - Parameter point: the point (its tags as given: the caller adds `device`).
+    /// - Returns: false (logged) when the queue refused it; true for a point with no field left
+    ///   to send (nothing to queue).
+    @discardableResult
+    package func record(_ point: Point) -> Bool {
+        guard let line = LineProtocol.encode(point, precision: config.telemetry.precision) else { return true }
+        return enqueue(Batch(lines: [line]))
+    }
+
     /// Queues the pending points and the spool directory's files (the sync step).
-    /// - Parameter report: receives the counts.
-    public func queuePending(into report: inout SyncReport) {
+    /// - Parameters:
+    ///   - report: receives the counts.
+    ///   - spoolDeadline: when taking the spool stops, wherever it is (`report.spoolYielded`
+    ///     says so; the next sync goes on from there); nil: the whole spool.
+    public func queuePending(into report: inout SyncReport, spoolDeadline: Duration? = nil) {
+        let deadline = spoolDeadline.map { Instant.now() + $0 }
+        var yielded = false
+        var setAside = 0
+        var dropped = 0
         var failed = false
         var queued = 0
         var spooled = 0
@@ -257,16 +280,24 @@ public final class TelemetryAgent: Sendable {
             // The collectors' points open the batch; spool lines fill it up to the batch limits.
             if let spool, stamping {
                 let precision = config.telemetry.precision
-                let pass = spool.take(batcher: &batcher, stamp: { LineProtocol.scale(Self.now(), to: precision) }) { add($0) }
+                let pass = spool.take(batcher: &batcher, stamp: { LineProtocol.scale(Self.now(), to: precision) }, deadline: deadline) {
+                    add($0)
+                }
                 spooled = pass.queuedLines
                 rejected = pass.rejectedLines
+                yielded = pass.yielded
+                setAside = pass.setAside
+                dropped = pass.rejectedDropped
             }
             _ = add(batcher.flush())
         }
         report.queuedBatches += queued
         report.spooledLines += spooled
         report.rejectedLines += rejected
+        report.spoolSetAside += setAside
+        report.spoolYielded = yielded
         if rejected > 0 { tracker.rejectedSpool(rejected) }
+        if dropped > 0 { tracker.droppedRejectedSpool(dropped) }
     }
 
     /// Now, in nanoseconds since the epoch (the wall clock).
@@ -471,6 +502,7 @@ public final class TelemetryAgent: Sendable {
         let delivery = tracker.snapshot
         fields["dead_letters"] = .integer(Int64(delivery.deadLetters))
         fields["spool_rejected"] = .integer(Int64(delivery.rejectedSpoolLines))
+        fields["spool_rejected_dropped"] = .integer(Int64(delivery.droppedRejectedSpool))
         if let success = delivery.lastSuccess {
             fields["last_success_age"] = .float(max(0, Double(WallTime.now().duration(since: success).wholeMilliseconds) / 1000))
         }

@@ -15,6 +15,8 @@ public final class DeliveryTracker: Sendable {
         public var deadLetters: Int
         /// Spool lines refused.
         public var rejectedSpoolLines = 0
+        /// Entries removed from the spool's `rejected/` to keep it within its bounds.
+        public var droppedRejectedSpool = 0
     }
 
     private let state: Locked<Snapshot>
@@ -65,6 +67,12 @@ public final class DeliveryTracker: Sendable {
     /// Counts spool lines refused.
     public func rejectedSpool(_ lines: Int) {
         state.withLock { $0.rejectedSpoolLines += lines }
+        notify()
+    }
+
+    /// Counts entries removed from the spool's `rejected/` to keep it within its bounds.
+    public func droppedRejectedSpool(_ entries: Int) {
+        state.withLock { $0.droppedRejectedSpool += entries }
         notify()
     }
 

@@ -37,8 +37,9 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private let store: FirmwareStore
     private let client: FirmwareClient
     private let source: any FirmwareSource
-    private let spoolDirectory: String?
-    /// The timestamp precision spool lines must have (the telemetry's).
+    /// Where the `fire_agent_update` points go: the telemetry queue, never the spool.
+    private let points: AgentPoints?
+    /// The telemetry's timestamp precision (each point is one unit later than the one before).
     private let precision: AgentConfig.Precision
     private let onChange: @Sendable () -> Void
     private let crashPoints: CrashPoints
@@ -100,11 +101,13 @@ public final class FirmwareUpdater: @unchecked Sendable {
     ///   - wallClock: what the wall clock can be trusted with (default: the agent's, with its
     ///     floor in `queue.directory`).
     ///   - userAgent: the `User-Agent` of every request.
+    ///   - points: where the `fire_agent_update` points go (the telemetry queue); nil: none are made.
     ///   - onChange: called (from the updater's thread) when the snapshot changed.
     /// - Throws: `AgentError` when the directory or the report queue cannot be used.
-    public init(
+    package init(
         config: AgentConfig.Firmware, agentConfig: AgentConfig, logger: Logger, environment: [String: String],
-        wallClock: WallClock? = nil, userAgent: String = TelemetryAgent.defaultUserAgent, onChange: @escaping @Sendable () -> Void
+        wallClock: WallClock? = nil, userAgent: String = TelemetryAgent.defaultUserAgent, points: AgentPoints?,
+        onChange: @escaping @Sendable () -> Void
     ) throws(AgentError) {
         self.config = config
         #if FIRE_AGENT_CRASH_POINTS
@@ -119,7 +122,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
         self.network = agentConfig.network
         self.logger = logger
         self.onChange = onChange
-        self.spoolDirectory = agentConfig.telemetry.spoolDirectory
+        self.points = points
         self.precision = agentConfig.telemetry.precision
         self.crashPoints = CrashPoints(environment: environment)
         if let problem = FileTrust.privateDirectoryProblem(config.directory) {
@@ -1052,26 +1055,17 @@ public final class FirmwareUpdater: @unchecked Sendable {
         }
         let now = WallTime.now()
         source.report(FirmwareReport(update: update, progress: progress, time: now))
-        if let spoolDirectory {
+        if let points {
             var fields: [String: Point.Value] = ["state": .string(update.phase.rawValue), "progress": .float(min(progress, 1))]
             if let reason = update.reason { fields["reason"] = .string(String(reason.prefix(1024))) }
             let unit: Int64 = [.s: 1_000_000_000, .ms: 1_000_000, .us: 1000, .ns: 1][precision] ?? 1
             let nanoseconds = max(now.millisecondsSince1970 * 1_000_000, lastPointNanoseconds + unit)
             lastPointNanoseconds = nanoseconds
-            let point = Point(
-                measurement: "fire_agent_update",
-                tags: ["device": deviceID, "version": update.version.isEmpty ? "unknown" : update.version],
-                fields: fields, timestamp: nanoseconds)
-            if let line = LineProtocol.encode(point, precision: precision) {
-                let name = "fire-agent-update-\(nanoseconds).lp"
-                let hidden = spoolDirectory + "/." + name
-                let fd = open(hidden, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-                if fd >= 0 {
-                    let written = writeAll(fd, Array((line + "\n").utf8))
-                    close(fd)
-                    if written { rename(hidden, spoolDirectory + "/" + name) } else { unlink(hidden) }
-                }
-            }
+            points.record(
+                Point(
+                    measurement: "fire_agent_update",
+                    tags: ["device": deviceID, "version": update.version.isEmpty ? "unknown" : update.version],
+                    fields: fields, timestamp: nanoseconds))
         }
     }
 

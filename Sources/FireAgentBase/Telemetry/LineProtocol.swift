@@ -110,6 +110,84 @@ public enum LineProtocol {
         return nil
     }
 
+    /// Whether `key` is a plain tag key that needs no escaping: ASCII letters, digits, `_`,
+    /// `-` and `.`, not starting with `_` (InfluxDB's reserved prefix).
+    package static func isPlainTagKey(_ key: String) -> Bool {
+        guard let first = key.utf8.first, first != UInt8(ascii: "_") else { return false }
+        return key.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."):
+                true
+            default: false
+            }
+        }
+    }
+
+    /// `line` (valid: `check` found no problem) with its `device` tag set to `device`, whatever
+    /// the line said: a `device` tag it carried is dropped, or kept under `keptAs`. The tags
+    /// come out sorted by key (InfluxDB's preferred order); the fields and time are untouched.
+    /// - Parameters:
+    ///   - line: the line, without a newline.
+    ///   - device: the board's device ID (escaped here).
+    ///   - keptAs: a plain tag key for the line's own `device` value, or nil to drop it.
+    package static func settingDeviceTag(_ line: String, to device: String, keptAs: String?) -> String {
+        let bytes = Array(line.utf8)
+        // The series key: up to the first unescaped space.
+        var end = 0
+        while end < bytes.count, bytes[end] != UInt8(ascii: " ") {
+            if bytes[end] == UInt8(ascii: "\\") { end += 1 }
+            end += 1
+        }
+        end = min(end, bytes.count)
+        // Its parts, split at unescaped commas: the measurement, then key=value tags.
+        var parts: [ArraySlice<UInt8>] = []
+        var start = 0
+        var index = 0
+        while index < end {
+            if bytes[index] == UInt8(ascii: "\\") {
+                index += 2
+                continue
+            }
+            if bytes[index] == UInt8(ascii: ",") {
+                parts.append(bytes[start..<index])
+                start = index + 1
+            }
+            index += 1
+        }
+        parts.append(bytes[start..<end])
+        var tags: [(key: [UInt8], text: [UInt8])] = []
+        var carried: ArraySlice<UInt8>?
+        for tag in parts.dropFirst() {
+            var equals = tag.startIndex
+            while equals < tag.endIndex, tag[equals] != UInt8(ascii: "=") {
+                if tag[equals] == UInt8(ascii: "\\") { equals += 1 }
+                equals += 1
+            }
+            let key = Array(tag[tag.startIndex..<min(equals, tag.endIndex)])
+            if key == Array("device".utf8) {
+                carried = equals < tag.endIndex ? tag[(equals + 1)...] : nil
+            } else {
+                tags.append((key, Array(tag)))
+            }
+        }
+        // The line's own device, kept under `keptAs`, replaces a tag of that name it had.
+        if let keptAs, let carried {
+            let key = Array(keptAs.utf8)
+            tags.removeAll { $0.key == key }
+            tags.append((key, key + [UInt8(ascii: "=")] + carried))
+        }
+        tags.append((Array("device".utf8), Array(("device=" + escape(device)).utf8)))
+        tags.sort { $0.key.lexicographicallyPrecedes($1.key) }
+        var out = Array(parts[0])
+        for tag in tags {
+            out.append(UInt8(ascii: ","))
+            out.append(contentsOf: tag.text)
+        }
+        out.append(contentsOf: bytes[end...])
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// Checks one line of a spool file as InfluxDB would parse it: a measurement, optional
     /// tags, at least one field with a valid value, an optional integer timestamp.
     /// - Returns: nil when the line is valid; otherwise why, with the column.

@@ -7,12 +7,28 @@ public enum SpoolLineVerdict: Sendable, Equatable {
     /// A line refused, with its text (at most a prefix of a long one) and the reason.
     case refused(text: String, reason: String)
 
+    /// The board's `device` tag, set on every spool point whatever the line said.
+    public struct DeviceTag: Sendable, Equatable {
+        /// The board's device ID.
+        public var id: String
+        /// A tag key for the `device` value the line carried itself; nil drops it.
+        public var keptAs: String?
+
+        /// Creates the tag.
+        public init(id: String, keptAs: String? = nil) {
+            self.id = id
+            self.keptAs = keptAs
+        }
+    }
+
     /// Judges one line the splitter handed out.
     /// - Parameters:
     ///   - line: the line.
     ///   - timestamp: added to a valid line that has no time (in the config's precision), so a
     ///     batch sent twice is the same points; nil leaves such lines as they are.
-    public static func judge(_ line: SpoolLineSplitter.Line, timestamp: Int64?) -> SpoolLineVerdict {
+    ///   - device: set as the point's `device` tag (a writer cannot speak for another board);
+    ///     nil leaves the tags as they are.
+    public static func judge(_ line: SpoolLineSplitter.Line, timestamp: Int64?, device: DeviceTag? = nil) -> SpoolLineVerdict {
         switch line.content {
         case .tooLong(let prefix, let length):
             return .refused(text: String(decoding: prefix, as: UTF8.self), reason: "longer than a batch (\(length) bytes)")
@@ -30,8 +46,9 @@ public enum SpoolLineVerdict: Sendable, Equatable {
             if bytes.contains(0) { return .refused(text: text, reason: "contains a NUL byte") }
             let (problem, hasTimestamp) = LineProtocol.check(Substring(text))
             if let problem { return .refused(text: text, reason: problem) }
-            if !hasTimestamp, let timestamp { return .point(text + " " + String(timestamp), stamped: true) }
-            return .point(text, stamped: false)
+            let tagged = device.map { LineProtocol.settingDeviceTag(text, to: $0.id, keptAs: $0.keptAs) } ?? text
+            if !hasTimestamp, let timestamp { return .point(tagged + " " + String(timestamp), stamped: true) }
+            return .point(tagged, stamped: false)
         }
     }
 }

@@ -7,8 +7,8 @@
 /// modification time. Spool files are renamed in whole and never change after; any other file
 /// (a new one under the same name, one that reused the inode) starts from its first byte.
 public struct SpoolProgress: Sendable, Equatable {
-    /// The file's name in the spool.
-    public var name: String
+    /// The file's name in the spool (bytes: a name need not be UTF-8).
+    public var name: SpoolName
     /// `st_dev`, `st_ino`, `st_size` and `st_mtim` (ns) of the file.
     public var device: UInt64
     /// The file's inode number.
@@ -23,10 +23,16 @@ public struct SpoolProgress: Sendable, Equatable {
     public var lineNumber: Int
     /// The time given to lines without one, in the config's precision.
     public var stamp: Int64
+    /// Refused lines ending at or before this offset are already kept in `rejected/` (and
+    /// counted): read again after a kill, they are not kept or counted twice. At least `offset`.
+    public var refusedThrough: Int64
+    /// Refused lines of this file kept so far (the file is set aside whole past a bound).
+    public var refusedLines: Int
 
     /// Creates a record.
     public init(
-        name: String, device: UInt64, inode: UInt64, size: Int64, modified: Int64, offset: Int64, lineNumber: Int, stamp: Int64
+        name: SpoolName, device: UInt64, inode: UInt64, size: Int64, modified: Int64, offset: Int64, lineNumber: Int, stamp: Int64,
+        refusedThrough: Int64? = nil, refusedLines: Int = 0
     ) {
         self.name = name
         self.device = device
@@ -36,6 +42,8 @@ public struct SpoolProgress: Sendable, Equatable {
         self.offset = offset
         self.lineNumber = lineNumber
         self.stamp = stamp
+        self.refusedThrough = max(offset, refusedThrough ?? offset)
+        self.refusedLines = refusedLines
     }
 
     /// Whether this record is for the file with this identity.
@@ -43,20 +51,24 @@ public struct SpoolProgress: Sendable, Equatable {
         self.device == device && self.inode == inode && self.size == size && self.modified == modified
     }
 
-    /// The record as one line: `spool-progress 1 <name as hex> dev ino size mtime offset line stamp`.
+    /// The record as one line:
+    /// `spool-progress 2 <name as hex> dev ino size mtime offset line stamp refusedThrough refusedLines`.
     public var encoded: String {
-        let hex = name.utf8.map { byte in
-            let digits = String(byte, radix: 16)
-            return byte < 16 ? "0" + digits : digits
-        }.joined()
-        return "spool-progress 1 \(hex) \(device) \(inode) \(size) \(modified) \(offset) \(lineNumber) \(stamp)\n"
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        for byte in name.bytes { hex.append(contentsOf: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]]) }
+        return "spool-progress 2 \(String(decoding: hex, as: UTF8.self)) \(device) \(inode) \(size) \(modified) \(offset) "
+            + "\(lineNumber) \(stamp) \(refusedThrough) \(refusedLines)\n"
     }
 
-    /// Reads a record written by `encoded`; nil for anything else (a torn or foreign file).
+    /// Reads a record written by `encoded` (or by an older version: `spool-progress 1 …`,
+    /// without the refusal fields); nil for anything else (a torn or foreign file).
     public init?(encoded text: String) {
         guard text.hasSuffix("\n") else { return nil }
         let fields = text.dropLast().split(separator: " ", omittingEmptySubsequences: false)
-        guard fields.count == 10, fields[0] == "spool-progress", fields[1] == "1", fields[2].utf8.count % 2 == 0 else { return nil }
+        guard fields.count >= 10, fields[0] == "spool-progress", fields[2].utf8.count % 2 == 0,
+            (fields[1] == "1" && fields.count == 10) || (fields[1] == "2" && fields.count == 12)
+        else { return nil }
         var name: [UInt8] = []
         var hex = fields[2].utf8[...]
         while !hex.isEmpty {
@@ -64,14 +76,23 @@ public struct SpoolProgress: Sendable, Equatable {
             name.append(byte)
             hex = hex.dropFirst(2)
         }
-        guard let decodedName = String(validating: name, as: UTF8.self), !decodedName.isEmpty,
+        guard !name.isEmpty, !name.contains(0),
             let device = UInt64(fields[3]), let inode = UInt64(fields[4]), let size = Int64(fields[5]),
             let modified = Int64(fields[6]), let offset = Int64(fields[7]), let lineNumber = Int(fields[8]),
             let stamp = Int64(fields[9]), offset >= 0, offset <= size, lineNumber >= 0
         else { return nil }
+        var refusedThrough = offset
+        var refusedLines = 0
+        if fields.count == 12 {
+            guard let through = Int64(fields[10]), let count = Int(fields[11]), through >= offset, through <= size, count >= 0 else {
+                return nil
+            }
+            refusedThrough = through
+            refusedLines = count
+        }
         self.init(
-            name: decodedName, device: device, inode: inode, size: size, modified: modified, offset: offset, lineNumber: lineNumber,
-            stamp: stamp)
+            name: SpoolName(bytes: name), device: device, inode: inode, size: size, modified: modified, offset: offset,
+            lineNumber: lineNumber, stamp: stamp, refusedThrough: refusedThrough, refusedLines: refusedLines)
     }
 }
 

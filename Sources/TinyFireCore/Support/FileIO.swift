@@ -60,11 +60,17 @@ package func syncDirectory(_ path: String) -> (code: Int32, operation: String)? 
 ///   32-bit `readdir` cannot hold; ENOENT: the directory is gone) — never a short listing that
 ///   passes for the whole.
 package func readDirectoryNames(_ stream: OpaquePointer, _ body: (String) -> Void) -> Int32? {
+    readDirectoryNameBytes(stream) { body(String(decoding: $0, as: UTF8.self)) }
+}
+
+/// `readDirectoryNames` with each name as the kernel gave it, bytes without the NUL: a name
+/// that is not UTF-8 stays the name of its file (opened, renamed, removed by these bytes).
+package func readDirectoryNameBytes(_ stream: OpaquePointer, _ body: ([UInt8]) -> Void) -> Int32? {
     while true {
         errno = 0
         guard let entry = readdir(stream) else { return errno == 0 ? nil : errno }
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
-        if name != "." && name != ".." { body(name) }
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
+        if name != [0x2E] && name != [0x2E, 0x2E] { body(name) }
     }
 }
 

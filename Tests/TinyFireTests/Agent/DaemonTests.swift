@@ -289,7 +289,7 @@ struct DaemonTests {
         /// Whether the agent's spool progress record names `file` (part of it is queued).
         func inProgress(_ file: String) -> Bool {
             guard let bytes = try? Data(contentsOf: URL(filePath: directory + "/queue/spool-progress")) else { return false }
-            return SpoolProgressSlots.decode(Array(bytes))?.record?.name == file
+            return SpoolProgressSlots.decode(Array(bytes))?.record?.name == SpoolName(file)
         }
         var generator = SystemRandomNumberGenerator()
         for round in 0..<rounds {

@@ -56,6 +56,15 @@ struct SpoolLineTests {
             name: "a b\n.lp", device: 2049, inode: 77, size: 1 << 30, modified: 1_700_000_000_123_456_789, offset: 4096, lineNumber: 12,
             stamp: 1_700_000_000_000_000_000)
         #expect(SpoolProgress(encoded: record.encoded) == record)
+        // A name that is not UTF-8 is kept as its bytes; the refusal fields round-trip.
+        let raw = SpoolProgress(
+            name: SpoolName(bytes: [0x66, 0xFF, 0xFE, 0x2E, 0x6C, 0x70]), device: 1, inode: 2, size: 100, modified: 3, offset: 10,
+            lineNumber: 1, stamp: 4, refusedThrough: 60, refusedLines: 5)
+        #expect(SpoolProgress(encoded: raw.encoded) == raw)
+        #expect(raw.name.description == "f\\xff\\xfe.lp")
+        // A record an older version wrote (version 1) reads with nothing refused yet.
+        let old = SpoolProgress(encoded: "spool-progress 1 612e6c70 1 2 100 3 10 1 4\n")
+        #expect(old?.name == "a.lp" && old?.refusedThrough == 10 && old?.refusedLines == 0)
         let older = SpoolProgressSlots.encode(nil, sequence: 6)
         var newer = SpoolProgressSlots.encode(record, sequence: 7)
         #expect(SpoolProgressSlots.decode(newer + older)?.record == record)
@@ -116,7 +125,9 @@ struct SpoolAttackTests {
 
     /// An agent with collectors off, its spool writable by the attacker, and a root-only file
     /// holding valid line protocol beside it.
-    func setUp(_ name: String, influx: InfluxFixture) throws -> (directory: String, agent: TelemetryAgent, secret: String) {
+    func setUp(_ name: String, influx: InfluxFixture, telemetry extra: String = "") throws -> (
+        directory: String, agent: TelemetryAgent, secret: String
+    ) {
         let directory = try agentScratch(name)
         try SpoolAttacker.makeSpool(directory + "/spool")
         let secret = directory + "/secret.lp"
@@ -128,7 +139,7 @@ struct SpoolAttackTests {
             {
               device: { id: "board-7" },
               server: { url: "\(influx.base)", connectTimeout: "2s", requestTimeout: "20s" },
-              telemetry: { influx: { database: "fleet", precision: "ns" }, spoolDirectory: "spool", collectors: { \(collectorsOff) } },
+              telemetry: { influx: { database: "fleet", precision: "ns" }, spoolDirectory: "spool", collectors: { \(collectorsOff) }, \(extra) },
               queue: { directory: "queue" },
             }
             """
@@ -533,7 +544,7 @@ extension SpoolBigFileTests {
         let again = try runCapturingOutput(try fireAgentPath(), ["sync", "--once", "--config", config])
         #expect(again.status == 0, "\(again.stderr.suffix(2000))")
         var seen = [Int](repeating: 0, count: count * 3)
-        for line in try recorder.lines() where line.hasPrefix("kill ") {
+        for line in try recorder.lines() where line.hasPrefix("kill,device=") {
             guard let range = line.range(of: ",seq="), let end = line[range.upperBound...].firstIndex(of: "i"),
                 let sequence = Int(line[range.upperBound..<end]), sequence < seen.count
             else { continue }
