@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Synchronization
 import Testing
 
@@ -77,6 +78,70 @@ struct OfflineQueueWindowTests {
         events.compactMap { if case .delivered(let sequence, _, _) = $0 { return sequence } else { return nil } }
     }
 
+    /// A request as the server saw it: path, body, when it arrived, the status it got and when
+    /// that was sent.
+    struct Arrival {
+        var path: String
+        var body: String
+        var at: ContinuousClock.Instant
+        var status: Int
+        var answeredAt: ContinuousClock.Instant
+    }
+
+    /// The requests a `recordingServer` saw.
+    final class Arrivals: Sendable {
+        let list = Mutex<[Arrival]>([])
+
+        func withLock<T>(_ body: (inout [Arrival]) -> T) -> T { list.withLock { body(&$0) } }
+    }
+
+    /// A server that keeps every request's arrival, answers each with `answer(path, body,
+    /// attempt)`: the status, the extra header lines, and how long it waits first.
+    func recordingServer(
+        _ arrivals: Arrivals, answer: @escaping @Sendable (String, String, Int) -> (Int, String, Double)
+    ) throws -> HostileServer {
+        try HostileServer { client in
+            while true {
+                let request = client.readRequest()
+                guard let line = request.split(separator: "\r\n").first, line.hasPrefix("POST ") else { return }
+                let at = ContinuousClock.now
+                let path = String(line.split(separator: " ")[1])
+                let body = String(decoding: client.lastBody, as: UTF8.self)
+                let attempt = arrivals.withLock { list in list.filter { $0.path == path }.count + 1 }
+                let (status, headers, delay) = answer(path, body, attempt)
+                client.sleep(delay)
+                let reason = status == 204 ? "No Content" : status == 429 ? "Too Many Requests" : "Refused"
+                let sent = client.send("HTTP/1.1 \(status) \(reason)\r\n\(headers)Content-Length: 0\r\n\r\n")
+                arrivals.withLock { $0.append(Arrival(path: path, body: body, at: at, status: status, answeredAt: .now)) }
+                guard sent else { return }
+            }
+        }
+    }
+
+    /// The window's configuration with a judge: 429 waits its Retry-After, 413 is replaced by
+    /// the body's two halves (lines), 2xx is delivered.
+    func judgedQueue(_ directory: String) throws -> OfflineQueue {
+        var configuration = OfflineQueue.Configuration(backoff: .init(initial: .milliseconds(300), maximum: .milliseconds(300)))
+        configuration.maxConcurrentDeliveries = 4
+        configuration.judge = { answer in
+            switch answer.response.status.code {
+            case 200..<300: return .delivered
+            case 429: return .retryAfter(.seconds(Int64(answer.response.headerFields[HTTPField.Name("Retry-After")!] ?? "") ?? 1))
+            case 413:
+                let lines = String(decoding: answer.requestBody ?? Data(), as: UTF8.self).split(separator: "\n")
+                let half = lines.count / 2
+                return .replace(
+                    with: [lines[..<half], lines[half...]].map { part in
+                        var request = URLRequest(url: URL(string: answer.record.url)!, method: .post)
+                        request.httpBody = Data((part.joined(separator: "\n") + "\n").utf8)
+                        return request
+                    })
+            default: return .retry
+            }
+        }
+        return try OfflineQueue(directory: directory, configuration: configuration)
+    }
+
     @Test(
         "four in flight at once over a slow server: each record once, removed and reported in the queue's order; one at a time by default")
     func window() throws {
@@ -143,5 +208,86 @@ struct OfflineQueueWindowTests {
         #expect(keys.values.allSatisfy { $0.count == 1 }, "a record sent again carries its key: \(keys)")
         queue.stopDelivery()
         queue.close()
+    }
+
+    @Test(
+        "a 429 with Retry-After: 2 for a record in the window holds the whole queue: nothing starts for 2 s, then the head first; each record delivered once"
+    )
+    func throttleHoldsTheQueue() throws {
+        let arrivals = Arrivals()
+        // Every answer takes 0.6 s, the 429 0.3 s: the window's second round is sent together,
+        // the 429 comes while the others of that round are in flight, and no answer (and so no
+        // new request) falls near it.
+        let server = try recordingServer(arrivals) { path, _, attempt in
+            path == "/r/5" && attempt == 1 ? (429, "Retry-After: 2\r\n", 0.3) : (204, "", 0.6)
+        }
+        defer { server.stop() }
+        let directory = try makeTemporaryDirectory("queue-window-throttle")
+        let queue = try judgedQueue(directory)
+        let recorder = DeliveryRecorder()
+        recorder.attach(to: queue)
+        let records = try (0..<12).map { index in
+            try queue.enqueue(try URLRequest(url: "\(server.base)/r/\(index)", method: .post))
+        }
+        queue.startDelivery()
+        #expect(recorder.wait(within: .seconds(60)) { self.delivered($0).count == 12 }, "\(recorder.events.withLock { $0 })")
+        queue.stopDelivery()
+        queue.close()
+        #expect(delivered(recorder.events.withLock { $0 }) == records.map(\.sequence), "removed out of order")
+
+        let seen = arrivals.withLock { $0 }.sorted { $0.at < $1.at }
+        let throttle = try #require(seen.first { $0.status == 429 }, "the server never throttled")
+        let start = seen[0].at
+        let timeline = seen.map { "\($0.path) \($0.status) at \($0.at - start)" }.joined(separator: "; ")
+        // Nothing starts while the server's throttle lasts: not the head, not the window.
+        let during = seen.filter { $0.at > throttle.answeredAt && $0.at - throttle.answeredAt < .seconds(2) }
+        #expect(during.isEmpty, "sent during the 2 s of Retry-After: \(during.map(\.path)) — \(timeline)")
+        // Then the head goes first: the throttled record, whose turn it is by then.
+        let after = seen.filter { $0.at > throttle.answeredAt }
+        #expect(after.first?.path == "/r/5", "\(timeline)")
+        let again = seen.filter { $0.path == "/r/5" }
+        #expect(again.count == 2 && again.last.map { $0.at - throttle.answeredAt >= .seconds(2) } == true, "\(timeline)")
+        // Every record arrived and was taken once.
+        let taken = Dictionary(grouping: seen.filter { $0.status == 204 }, by: \.path).mapValues(\.count)
+        #expect(taken == Dictionary(uniqueKeysWithValues: (0..<12).map { ("/r/\($0)", 1) }), "\(timeline)")
+    }
+
+    @Test("a 413 for a record in the window: it is replaced by its halves when it is the head, never sent whole again")
+    func splitInTheWindow() throws {
+        let arrivals = Arrivals()
+        // The big record is answered at once, while the head before it is still in flight.
+        let server = try recordingServer(arrivals) { _, body, _ in
+            body.split(separator: "\n").count > 2 ? (413, "", 0.05) : (204, "", 0.5)
+        }
+        defer { server.stop() }
+        let directory = try makeTemporaryDirectory("queue-window-split")
+        let queue = try judgedQueue(directory)
+        let recorder = DeliveryRecorder()
+        recorder.attach(to: queue)
+        func post(_ path: String, _ body: String) throws -> OfflineQueue.Record {
+            var request = URLRequest(url: URL(string: "\(server.base)\(path)")!, method: .post)
+            request.httpBody = Data(body.utf8)
+            return try queue.enqueue(request)
+        }
+        let whole = "a x=1\nb x=2\nc x=3\nd x=4\n"
+        let head = try post("/r/0", "h x=0\n")
+        let big = try post("/big", whole)
+        let rest = try (2..<6).map { try post("/r/\($0)", "r x=\($0)\n") }
+        queue.startDelivery()
+        // The four small records and the two halves.
+        #expect(recorder.wait(within: .seconds(60)) { self.delivered($0).count == 7 }, "\(recorder.events.withLock { $0 })")
+        queue.stopDelivery()
+        let events = recorder.events.withLock { $0 }
+        queue.close()
+        #expect(events.contains(.replaced(sequence: big.sequence, idempotencyKey: big.idempotencyKey, status: 413, count: 2)))
+        #expect(Array(delivered(events).prefix(5)) == [head.sequence] + rest.map(\.sequence), "removed out of order")
+
+        let seen = arrivals.withLock { $0 }.sorted { $0.at < $1.at }
+        let timeline = seen.map { "\($0.path) \($0.status) \($0.body.split(separator: "\n").count) lines" }.joined(separator: "; ")
+        let bigOnes = seen.filter { $0.path == "/big" }
+        #expect(bigOnes.filter { $0.body == whole }.count == 1, "the whole record was sent again: \(timeline)")
+        #expect(bigOnes.map(\.body).sorted() == [whole, "a x=1\nb x=2\n", "c x=3\nd x=4\n"].sorted(), "\(timeline)")
+        // Before its halves, nothing of it went again.
+        #expect(bigOnes.first?.body == whole && bigOnes.dropFirst().allSatisfy { $0.status == 204 }, "\(timeline)")
     }
 }

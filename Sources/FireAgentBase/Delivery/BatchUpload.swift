@@ -14,7 +14,8 @@ public enum BatchUpload {
         case retryAfter(Duration)
         /// Refused for good: remove it and keep it as a dead letter, with the reason.
         case deadLetter(reason: String)
-        /// Too large (413): replace it by these gzip'd halves, queued at the tail.
+        /// Too large (413), or lines of it refused (400): replace it by these gzip'd halves,
+        /// queued at the tail.
         case split([[UInt8]])
     }
 
@@ -45,7 +46,8 @@ public enum BatchUpload {
     ///   - retryAfter: its `Retry-After` value, if any.
     ///   - message: the start of the response body (InfluxDB puts its error there).
     ///   - requestBody: the gzip'd batch as sent, when the queue kept it inline (needed only to
-    ///     split it on a 413; decompressed to at most twice `batchBytes`).
+    ///     split it on a 413 or a 400; decompressed to at most twice `batchBytes`). Without it
+    ///     (or when it is not gzip) a 400 dead-letters the whole batch.
     ///   - maxAge: `queue.maxRecordAge`.
     ///   - age: the batch's age (`WallClock.age`); nil when it cannot be known, and then a
     ///     refused batch is kept, never dead-lettered for its age.
@@ -56,9 +58,9 @@ public enum BatchUpload {
         now: WallTime
     ) -> Fate {
         let text = String(decoding: message, as: UTF8.self).trimmed()
-        // The lines matter only to split a batch: decompressed for a 413 alone.
+        // The lines matter only to split a batch: decompressed for a 413 or a 400 alone.
         var lines: [String]?
-        if status == 413, let requestBody, let plain = try? Gzip.decompress(requestBody, limit: batchBytes * 2) {
+        if status == 413 || status == 400, let requestBody, let plain = try? Gzip.decompress(requestBody, limit: batchBytes * 2) {
             lines = String(decoding: plain, as: UTF8.self).split(separator: "\n").map { String($0) }
         }
         let verdict = UploadVerdict.decide(
@@ -68,7 +70,7 @@ public enum BatchUpload {
         case .delivered: return .delivered
         case .split:
             guard let lines, let halves = Batch(lines: lines).halves else {
-                return .deadLetter(reason: "HTTP 413 for a batch that cannot be split")
+                return .deadLetter(reason: "HTTP \(status) for a batch that cannot be split")
             }
             var bodies: [[UInt8]] = []
             for half in [halves.0, halves.1] {

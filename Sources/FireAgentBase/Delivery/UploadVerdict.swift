@@ -7,10 +7,13 @@ public enum UploadVerdict: Sendable, Equatable {
     /// Try again later: after `after` when the server said (Retry-After), else after the
     /// queue's backoff.
     case retry(after: Duration?, reason: String)
-    /// 413: the batch is too large for the server: replace it by its two halves.
+    /// Replace the batch by its two halves: 413, the batch is too large for the server; 400,
+    /// the server refused lines of it (a field type conflict, a line it cannot parse), so the
+    /// halves are sent again until the refused lines stand alone and the others arrive.
     case split
-    /// The server refuses this batch for good (400 and other 4xx that a retry cannot fix):
-    /// move it to the dead letters with the server's message.
+    /// The server refuses this batch for good (a one-line batch with 400 or 413, and the
+    /// other 4xx that a retry cannot fix): move it to the dead letters with the server's
+    /// message.
     case deadLetter(reason: String)
     /// 401/403: the credentials are wrong; keep the batch (a config reload may fix them),
     /// stop sending until then, and show the error in status.
@@ -37,6 +40,10 @@ public enum UploadVerdict: Sendable, Equatable {
             return .retry(after: nil, reason: "\(detail) (not InfluxDB's 204: a captive portal or a proxy answered?)")
         case 413:
             return lines > 1 ? .split : .deadLetter(reason: "\(detail) (a single line larger than the server accepts)")
+        case 400:
+            // InfluxDB refuses the batch for some of its lines (1.x writes the others, 2.x none);
+            // from a batch filled by several writers, only the refused lines are let go.
+            return lines > 1 ? .split : .deadLetter(reason: detail)
         case 429, 503:
             return .retry(after: retryAfter.flatMap { parseRetryAfter($0, secondsSince1970: now) }, reason: detail)
         case 401, 403:
@@ -44,7 +51,7 @@ public enum UploadVerdict: Sendable, Equatable {
         case 408, 425, 500, 502, 504:
             return .retry(after: nil, reason: detail)
         case 400..<500:
-            // Malformed, or no such database: the same batch will be refused again.
+            // No such database, a method or a size refused: the same batch will be refused again.
             return .deadLetter(reason: detail)
         default:
             return .retry(after: nil, reason: detail)

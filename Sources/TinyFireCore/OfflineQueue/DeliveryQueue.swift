@@ -15,7 +15,9 @@ import HTTPTypes
 ///
 /// Memory: the store's index (about 100 bytes per record, `maxRecords` bounds it), the records
 /// in flight (`maxConcurrentDeliveries`, inline bodies up to `inlineBodyLimit`, answers up to
-/// `judgedBodyBytes` each) and the records the window saw taken, waiting to be removed in order.
+/// `judgedBodyBytes` each) and the answers the window got for records after the head (at most
+/// `maxConcurrentDeliveries` of them; a split's replacement requests among them), kept until
+/// those records are the head.
 package final class DeliveryQueue: Sendable {
     /// Bytes of a response body kept for the judge and for the log: 4 KiB.
     package static let judgedBodyBytes = 4096
@@ -29,11 +31,15 @@ package final class DeliveryQueue: Sendable {
     private let loop: EventLoop
     private let onEvent: @Sendable (QueueDeliveryEvent) -> Void
     private let newKey: @Sendable () -> String
-    private let state = Locked(DeliveryState())
+    private let state: Locked<DeliveryState>
 
     private struct DeliveryState {
         var replay = OfflineQueueReplay()
+        /// What is in flight, what the window learned, the server's throttle.
+        var window: DeliveryWindow<Judgement>
         var retryTimer: TimerHandle?
+        /// Armed while the throttle holds the head: at its end.
+        var throttleTimer: TimerHandle?
         var flushing = false
         /// Between `start` and `stop`.
         var running = false
@@ -41,24 +47,25 @@ package final class DeliveryQueue: Sendable {
         var lastFailure: String?
         /// The delay a `.retryAfter` disposition asked for, used by the next retry timer.
         var retryAfter: Duration?
-        /// Attempts in flight in background delivery (the head's and the window's).
-        var attemptsInFlight = 0
-        /// Records after the head sent by the window: in flight, or taken by the server and
-        /// waiting to be removed in order.
-        var window: [UInt64: WindowEntry] = [:]
-        /// Records after the head the server did not simply take: sent again only as the head.
-        var deferredToHead: Set<UInt64> = []
-        /// The head is a record the window already sent: its attempt's outcome is the head's.
-        var headRidesWindow: UInt64?
+        /// The head's last failure was the server's throttle: the next retry's delay holds the
+        /// whole queue.
+        var headThrottled = false
         /// Called once the attempts in flight have finished (`stop(completion:)`).
         var idleWaiters: [@Sendable () -> Void] = []
+
+        /// The idle waiters, taken, when no attempt is in flight.
+        mutating func takeIdleWaiters() -> [@Sendable () -> Void] {
+            guard window.attemptsInFlight == 0 else { return [] }
+            defer { idleWaiters = [] }
+            return idleWaiters
+        }
     }
 
-    /// A record after the head, sent early (`maxConcurrentDeliveries` above 1).
-    private enum WindowEntry {
-        case inFlight
-        /// Taken by the server: removed once every record before it is.
-        case settled(OfflineQueueStore.Removal, status: Int, idempotencyKey: String)
+    /// A final answer the window got for a record after the head, kept until it is the head.
+    private struct Judgement: Sendable {
+        var status: Int
+        var disposition: QueueDisposition
+        var idempotencyKey: String
     }
 
     /// Delivers from `store`.
@@ -80,6 +87,7 @@ package final class DeliveryQueue: Sendable {
         self.logger = logger
         self.newKey = newKey
         self.onEvent = onEvent
+        state = Locked(DeliveryState(window: DeliveryWindow(limit: settings.maxConcurrentDeliveries)))
         do throws(SystemResourceError) {
             loop = try EventLoop(name: "tf-queue")
         } catch {
@@ -96,10 +104,11 @@ package final class DeliveryQueue: Sendable {
             return !state.closed
         }
         guard first else { return }
-        // Queued before the shutdown, so it runs in the loop's last pass: the timer (which
-        // holds this queue) goes with it.
+        // Queued before the shutdown, so it runs in the loop's last pass: the timers (which
+        // hold this queue) go with it.
         loop.execute { [self] in
-            if let timer = state.withLock({ $0.retryTimer }) { loop.cancel(timer) }
+            let timers = state.withLock { [$0.retryTimer.take(), $0.throttleTimer.take()] }
+            for timer in timers { if let timer { loop.cancel(timer) } }
         }
         loop.shutdown()
         store.syncCursor()
@@ -294,7 +303,7 @@ package final class DeliveryQueue: Sendable {
         stop()
         loop.execute { [self] in
             let idle = state.withLock { state -> Bool in
-                guard state.attemptsInFlight > 0 else { return true }
+                guard state.window.attemptsInFlight > 0 else { return true }
                 state.idleWaiters.append(completion)
                 return false
             }
@@ -304,7 +313,10 @@ package final class DeliveryQueue: Sendable {
 
     /// Runs on the delivery thread.
     private func handle(_ event: OfflineQueueReplay.Event) {
-        let actions = state.withLock { $0.replay.handle(event) }
+        let actions = state.withLock { state in
+            if event == .stop { state.window.stopped() }
+            return state.replay.handle(event)
+        }
         for action in actions {
             switch action {
             case .sendHead:
@@ -316,42 +328,58 @@ package final class DeliveryQueue: Sendable {
                 // A server's Retry-After, when it gave one, replaces the backoff for this wait;
                 // zero (or a date already past) counts as none, as curl counts it: a server that
                 // says "now" at every refusal must not turn the backoff into a busy loop.
-                let asked = state.withLock { state -> Duration? in
-                    defer { state.retryAfter = nil }
-                    guard let delay = state.retryAfter, delay > .zero else { return nil }
-                    return delay
+                let (asked, throttled) = state.withLock { state -> (Duration?, Bool) in
+                    defer {
+                        state.retryAfter = nil
+                        state.headThrottled = false
+                    }
+                    guard let delay = state.retryAfter, delay > .zero else { return (nil, state.headThrottled) }
+                    return (delay, state.headThrottled)
                 }
                 let delay = asked ?? settings.backoff.delay(afterFailure: failure, random: Double.random(in: 0...1))
+                let deadline = Instant.now() + delay
                 if let old = state.withLock({ $0.retryTimer.take() }) { loop.cancel(old) }
-                let timer = loop.schedule(at: Instant.now() + delay) { [self] in
+                let timer = loop.schedule(at: deadline) { [self] in
                     state.withLock { $0.retryTimer = nil }
                     handle(.timerFired)
                 }
-                state.withLock { $0.retryTimer = timer }
+                state.withLock { state in
+                    state.retryTimer = timer
+                    // The server's throttle holds the window too, and the head whatever else
+                    // makes it due (the network coming back, a restart of delivery).
+                    if throttled { state.window.serverThrottled(until: deadline) }
+                }
             }
         }
     }
 
-    /// Sends the head record; handles the outcome on the delivery thread.
+    /// Whether a status is the server asking to be left alone for a while (with its
+    /// `Retry-After`, or the backoff without one): the whole queue waits.
+    private static func throttles(_ status: Int) -> Bool { status == 429 || status == 503 }
+
+    /// The head is due (`OfflineQueueReplay` says so): sends it, acts on what the window got
+    /// for it, leaves it to the window's attempt in flight, or holds it while the server's
+    /// throttle lasts.
     private func sendHead() {
-        // A head the window saw taken already (the records before it went another way, an
-        // overflow say) is removed, not sent again.
-        let before = store.first?.sequence
-        removeSettled()
-        if before != nil, store.first?.sequence != before {
-            handle(.headRemoved(more: store.count > 0))
+        guard let head = store.first else {
+            handle(.headRemoved(more: false))
             return
         }
-        let riding = state.withLock { state -> Bool in
-            guard let head = store.first, case .inFlight? = state.window[head.sequence] else { return false }
-            state.headRidesWindow = head.sequence
-            return true
+        let step = state.withLock { $0.window.headDue(head.sequence, now: Instant.now()) }
+        let stored: Judgement?
+        switch step {
+        case .inFlight: return
+        case .hold(let until):
+            armThrottleTimer(until)
+            return
+        case .act(let judgement): stored = judgement
+        case .send: stored = nil
         }
-        if riding { return }  // sent already, by the window: not twice at once
-        state.withLock { $0.attemptsInFlight += 1 }
-        attemptHead { [self] outcome in
-            if outcome == .removed { removeSettled() }
-            let waiters = attemptEnded()
+        attemptHead(stored: stored) { [self] outcome in
+            let waiters = state.withLock { state in
+                if stored == nil { state.window.headEnded(head.sequence, removed: outcome != .failed, now: Instant.now()) }
+                return state.takeIdleWaiters()
+            }
             switch outcome {
             case .removed: handle(.headRemoved(more: store.count > 0))
             case .failed: handle(.attemptFailed)
@@ -361,83 +389,85 @@ package final class DeliveryQueue: Sendable {
         }
     }
 
-    /// Counts an attempt's end; the idle waiters once none is in flight.
-    private func attemptEnded() -> [@Sendable () -> Void] {
-        state.withLock { state in
-            state.attemptsInFlight -= 1
-            guard state.attemptsInFlight == 0 else { return [] }
-            defer { state.idleWaiters = [] }
-            return state.idleWaiters
-        }
-    }
-
-    /// While the head is in flight, sends the records after it, up to
-    /// `maxConcurrentDeliveries` at once. Runs on the delivery thread.
-    private func fillWindow() {
-        let limit = settings.maxConcurrentDeliveries
-        guard limit > 1 else { return }
-        for entry in store.entries(limit: limit).dropFirst() {
-            let send = state.withLock { state -> Bool in
-                guard state.replay.phase == .sending, state.attemptsInFlight < limit, state.window[entry.sequence] == nil,
-                    !state.deferredToHead.contains(entry.sequence)
-                else { return false }
-                state.window[entry.sequence] = .inFlight
-                state.attemptsInFlight += 1
-                return true
+    /// Asks for the head again at `until`, when the server's throttle runs out.
+    private func armThrottleTimer(_ until: Instant) {
+        if let old = state.withLock({ $0.throttleTimer.take() }) { loop.cancel(old) }
+        let timer = loop.schedule(at: until) { [self] in
+            let due = state.withLock { state -> Bool in
+                state.throttleTimer = nil
+                return state.window.holdingHead && state.replay.phase == .sending
             }
-            guard send else { continue }
-            attempt(entry) { [self] outcome in
-                state.withLock { state in
-                    switch outcome {
-                    case .settled(let removal, let status, let key):
-                        state.window[entry.sequence] = .settled(removal, status: status, idempotencyKey: key)
-                    case .waitForHead:
-                        state.window[entry.sequence] = nil
-                        state.deferredToHead.insert(entry.sequence)
-                    }
-                }
-                let wasHead = state.withLock { state -> Bool in
-                    guard state.headRidesWindow == entry.sequence else { return false }
-                    state.headRidesWindow = nil
-                    return true
-                }
-                // The head may have been removed meanwhile: this one may be next in order.
-                removeSettled()
-                let waiters = attemptEnded()
-                if wasHead {
-                    // It became the head while in flight: its outcome moves the queue on, or
-                    // it is sent again as the head and judged as one.
-                    if case .settled = outcome {
-                        handle(.headRemoved(more: store.count > 0))
-                    } else if state.withLock({ $0.replay.phase == .sending }) {
-                        sendHead()
-                    }
-                }
-                for waiter in waiters { waiter() }
+            if due {
+                sendHead()
                 fillWindow()
             }
         }
+        state.withLock { $0.throttleTimer = timer }
     }
 
-    /// Removes, in order, the records at the head that the window's attempts saw taken.
-    private func removeSettled() {
-        guard settings.maxConcurrentDeliveries > 1 else { return }  // no window: nothing settles early
-        while let head = store.first {
-            let settled = state.withLock { state -> (OfflineQueueStore.Removal, Int, String)? in
-                state.window = state.window.filter { $0.key >= head.sequence }
-                state.deferredToHead = state.deferredToHead.filter { $0 > head.sequence }
-                guard case .settled(let removal, let status, let key)? = state.window[head.sequence] else { return nil }
-                state.window[head.sequence] = nil
-                return (removal, status, key)
+    /// While the head is being sent, sends the records after it, up to
+    /// `maxConcurrentDeliveries` in flight at once, unless the server's throttle holds the
+    /// queue. Runs on the delivery thread.
+    private func fillWindow() {
+        let limit = settings.maxConcurrentDeliveries
+        guard limit > 1 else { return }
+        let candidates = store.entries(limit: limit).dropFirst()
+        let started = state.withLock { state in
+            state.window.fill(candidates.map { $0.sequence }, sending: state.replay.phase == .sending)
+        }
+        for entry in candidates where started.contains(entry.sequence) {
+            attemptInWindow(entry)
+        }
+    }
+
+    /// The window's attempt of `entry`, a record after the head: never removes it; what the
+    /// server answered is kept for when it is the head (or is the head's, when it became the
+    /// head meanwhile).
+    private func attemptInWindow(_ entry: OfflineQueueStore.Entry) {
+        attempt(entry) { [self] judged, key in
+            let outcome: DeliveryWindow<Judgement>.WindowOutcome
+            // Why, and how long the server asked to wait, should this attempt be the head's.
+            var reason = ""
+            var asked: Duration?
+            switch judged {
+            case .none: outcome = .unsent
+            case .noResponse(let why)?:
+                outcome = .failed
+                reason = why
+            case .answered(let status, let disposition, let refusal)?:
+                reason = refusal
+                switch disposition {
+                case .delivered, .discard, .deadLetter, .replace:
+                    outcome = .judged(Judgement(status: status, disposition: disposition, idempotencyKey: key))
+                case .retryAfter(let delay) where delay > .zero:
+                    outcome = .throttled(delay)
+                    reason += "; retry after \(Self.describe(delay))"
+                    asked = delay
+                case .retry, .retryAfter:
+                    if Self.throttles(status) {
+                        let failures = state.withLock { $0.replay.failures }
+                        outcome = .throttled(settings.backoff.delay(afterFailure: failures + 1, random: Double.random(in: 0...1)))
+                    } else {
+                        outcome = .failed
+                    }
+                }
             }
-            guard let (removal, status, key) = settled else { return }
-            store.removeHead(sequence: head.sequence, reason: removal)
-            state.withLock { $0.lastFailure = nil }
-            if removal == .delivered {
-                onEvent(.delivered(sequence: head.sequence, idempotencyKey: key, status: status))
-            } else {
-                onEvent(.discarded(sequence: head.sequence, idempotencyKey: key, status: status))
+            let (step, waiters) = state.withLock { state in
+                (state.window.windowEnded(entry.sequence, outcome, now: Instant.now()), state.takeIdleWaiters())
             }
+            switch step {
+            case .none: break
+            case .headJudged, .headDue:
+                // It became the head while in flight: acted on (or sent) as the head now.
+                if state.withLock({ $0.replay.phase == .sending }) { sendHead() }
+            case .headFailed:
+                var throttled = false
+                if case .throttled = outcome { throttled = true }
+                headFailed(entry, idempotencyKey: key, reason: reason, after: asked, throttled: throttled)
+                handle(.attemptFailed)
+            }
+            for waiter in waiters { waiter() }
+            fillWindow()
         }
     }
 
@@ -463,68 +493,97 @@ package final class DeliveryQueue: Sendable {
         return payload
     }
 
-    /// One attempt of the head record: read it, send it, remove it or count the failure.
-    private func attemptHead(completion: @escaping @Sendable (AttemptOutcome) -> Void) {
+    /// One attempt of the head record: read it, send it, remove it or count the failure. With
+    /// `stored` (what the window's attempt of it got), acts on that instead: nothing is sent.
+    private func attemptHead(stored: Judgement?, completion: @escaping @Sendable (AttemptOutcome) -> Void) {
         guard let entry = store.first else {
             completion(.empty)
             return
         }
-        guard let payload = readHead(entry) else {
-            completion(.removed)
-            return
-        }
-        let key = payload.idempotencyKey
-        send(entry, payload, failures: state.withLock { $0.replay.failures }) { [self] judged in
-            switch judged {
-            case .noResponse(let reason): fail(reason)
-            case .answered(let status, let disposition, let refusal):
-                switch disposition {
-                case .delivered:
-                    removed(.delivered, .delivered(sequence: entry.sequence, idempotencyKey: key, status: status))
-                case .discard:
-                    logger.warning("offline queue: record \(entry.sequence) discarded: \(payload.method) \(payload.url) answered \(status)")
-                    removed(.discarded, .discarded(sequence: entry.sequence, idempotencyKey: key, status: status))
-                case .retry:
-                    fail(refusal)
-                case .retryAfter(let delay):
-                    fail(refusal + "; retry after \(Self.describe(delay))", after: delay)
-                case .deadLetter(let reason):
-                    keepDeadLetter(entry: entry, payload: payload, status: status, reason: reason)
-                    logger.warning("offline queue: record \(entry.sequence) dead-lettered: \(payload.method) \(payload.url): \(reason)")
-                    removed(.discarded, .deadLettered(sequence: entry.sequence, idempotencyKey: key, status: status, reason: reason))
-                case .replace(let replacements):
-                    do throws(OfflineQueueError) {
-                        for replacement in replacements { _ = try enqueue(replacement) }
-                    } catch {
-                        fail(
-                            "\(payload.method) \(payload.url) answered \(status); its replacements could not be queued: \(error.description)"
-                        )
-                        return
-                    }
-                    logger.notice("offline queue: record \(entry.sequence) replaced by \(replacements.count) after \(status)")
-                    removed(
-                        .discarded, .replaced(sequence: entry.sequence, idempotencyKey: key, status: status, count: replacements.count))
-                }
-            }
-        }
-
         @Sendable func removed(_ reason: OfflineQueueStore.Removal, _ event: QueueDeliveryEvent) {
             store.removeHead(sequence: entry.sequence, reason: reason)
             state.withLock { $0.lastFailure = nil }
             onEvent(event)
             completion(.removed)
         }
-
-        @Sendable func fail(_ reason: String, after delay: Duration? = nil) {
-            let failures = state.withLock { state -> Int in
-                state.lastFailure = reason
-                state.retryAfter = delay
-                return state.replay.failures + 1
+        // Taken or discarded already (the window logged a discard): removed in order now.
+        if let stored {
+            switch stored.disposition {
+            case .delivered:
+                removed(.delivered, .delivered(sequence: entry.sequence, idempotencyKey: stored.idempotencyKey, status: stored.status))
+                return
+            case .discard:
+                removed(.discarded, .discarded(sequence: entry.sequence, idempotencyKey: stored.idempotencyKey, status: stored.status))
+                return
+            case .deadLetter, .replace, .retry, .retryAfter: break
             }
-            logger.notice("offline queue: record \(entry.sequence) not delivered (\(reason)); attempt \(failures)")
-            onEvent(.failed(sequence: entry.sequence, idempotencyKey: payload.idempotencyKey, reason: reason, failures: failures))
+        }
+        guard let payload = readHead(entry) else {
+            completion(.removed)
+            return
+        }
+        let key = payload.idempotencyKey
+
+        @Sendable func conclude(status: Int, disposition: QueueDisposition, refusal: String) {
+            switch disposition {
+            case .delivered:
+                removed(.delivered, .delivered(sequence: entry.sequence, idempotencyKey: key, status: status))
+            case .discard:
+                logger.warning("offline queue: record \(entry.sequence) discarded: \(payload.method) \(payload.url) answered \(status)")
+                removed(.discarded, .discarded(sequence: entry.sequence, idempotencyKey: key, status: status))
+            case .retry:
+                fail(refusal, throttled: Self.throttles(status))
+            case .retryAfter(let delay):
+                fail(refusal + "; retry after \(Self.describe(delay))", after: delay, throttled: delay > .zero || Self.throttles(status))
+            case .deadLetter(let reason):
+                keepDeadLetter(entry: entry, payload: payload, status: status, reason: reason)
+                logger.warning("offline queue: record \(entry.sequence) dead-lettered: \(payload.method) \(payload.url): \(reason)")
+                removed(.discarded, .deadLettered(sequence: entry.sequence, idempotencyKey: key, status: status, reason: reason))
+            case .replace(let replacements):
+                do throws(OfflineQueueError) {
+                    for replacement in replacements { _ = try enqueue(replacement) }
+                } catch {
+                    fail(
+                        "\(payload.method) \(payload.url) answered \(status); its replacements could not be queued: \(error.description)"
+                    )
+                    return
+                }
+                logger.notice("offline queue: record \(entry.sequence) replaced by \(replacements.count) after \(status)")
+                removed(.discarded, .replaced(sequence: entry.sequence, idempotencyKey: key, status: status, count: replacements.count))
+            }
+        }
+
+        @Sendable func fail(_ reason: String, after delay: Duration? = nil, throttled: Bool = false) {
+            headFailed(entry, idempotencyKey: key, reason: reason, after: delay, throttled: throttled)
             completion(.failed)
         }
+
+        if let stored {
+            conclude(status: stored.status, disposition: stored.disposition, refusal: "")
+            return
+        }
+        send(entry, payload, failures: state.withLock { $0.replay.failures }) { judged in
+            switch judged {
+            case .noResponse(let reason): fail(reason)
+            case .answered(let status, let disposition, let refusal): conclude(status: status, disposition: disposition, refusal: refusal)
+            }
+        }
+    }
+
+    /// Counts a failed attempt of the head `entry`: logs it, keeps the reason and the delay
+    /// the server asked for (`throttled`: its throttle, which the next retry's delay extends to
+    /// the whole queue), reports it.
+    private func headFailed(
+        _ entry: OfflineQueueStore.Entry, idempotencyKey: String, reason: String, after delay: Duration?, throttled: Bool
+    ) {
+        let failures = state.withLock { state -> Int in
+            state.lastFailure = reason
+            state.retryAfter = delay
+            state.headThrottled = throttled
+            return state.replay.failures + 1
+        }
+        logger.notice("offline queue: record \(entry.sequence) not delivered (\(reason)); attempt \(failures)")
+        onEvent(.failed(sequence: entry.sequence, idempotencyKey: idempotencyKey, reason: reason, failures: failures))
     }
 
     /// A duration in words as Swift prints one ("2.0 seconds").
@@ -534,16 +593,10 @@ package final class DeliveryQueue: Sendable {
         return "\(seconds).\(tenths) seconds"
     }
 
-    /// What the window's attempt of a record after the head came to.
-    private enum WindowOutcome {
-        /// Taken (or to be discarded): removed once the records before it are.
-        case settled(OfflineQueueStore.Removal, status: Int, idempotencyKey: String)
-        /// Anything else: judged again when it is the head.
-        case waitForHead
-    }
-
-    /// One attempt of a record after the head (the window): never removes it.
-    private func attempt(_ entry: OfflineQueueStore.Entry, completion: @escaping @Sendable (WindowOutcome) -> Void) {
+    /// One attempt of a record after the head (the window): never removes it. With the
+    /// record's idempotency key; nil when its record cannot be read back (the head's path
+    /// quarantines it).
+    private func attempt(_ entry: OfflineQueueStore.Entry, completion: @escaping @Sendable (Judged?, String) -> Void) {
         let read: OfflineQueueJournal.Payload?
         do throws(OfflineQueueError) {
             read = try store.read(entry)
@@ -551,21 +604,14 @@ package final class DeliveryQueue: Sendable {
             read = nil
         }
         guard let payload = read, AbsoluteURL(payload.url) != nil else {
-            completion(.waitForHead)  // the head's path quarantines it
+            completion(nil, "")
             return
         }
         send(entry, payload, failures: 0) { [logger] judged in
-            guard case .answered(let status, let disposition, _) = judged else {
-                completion(.waitForHead)
-                return
-            }
-            switch disposition {
-            case .delivered: completion(.settled(.delivered, status: status, idempotencyKey: payload.idempotencyKey))
-            case .discard:
+            if case .answered(let status, .discard, _) = judged {
                 logger.warning("offline queue: record \(entry.sequence) discarded: \(payload.method) \(payload.url) answered \(status)")
-                completion(.settled(.discarded, status: status, idempotencyKey: payload.idempotencyKey))
-            case .retry, .retryAfter, .deadLetter, .replace: completion(.waitForHead)
             }
+            completion(judged, payload.idempotencyKey)
         }
     }
 
@@ -652,8 +698,9 @@ package final class DeliveryQueue: Sendable {
         }
     }
 
-    /// Sends every queued record now, in order, regardless of reachability and backoff,
-    /// stopping at the first one that is not removed. Background delivery must be stopped; an
+    /// Sends every queued record now, in order, regardless of reachability, backoff and a
+    /// server's throttle (the caller asked for now), stopping at the first one that is not
+    /// removed; a record the window already got a final answer for is acted on, not sent. Background delivery must be stopped; an
     /// attempt it started before it stopped is waited for (never two sends of one record at
     /// once).
     /// - Parameter completion: called once, on the delivery thread, with what happened.
@@ -666,7 +713,7 @@ package final class DeliveryQueue: Sendable {
         loop.execute { [self] in
             let busy = state.withLock { state -> Bool? in
                 guard state.replay.phase == .stopped, !state.flushing else { return true }
-                if state.attemptsInFlight > 0 {
+                if state.window.attemptsInFlight > 0 {
                     state.idleWaiters.append { [self] in flush(completion: completion) }
                     return nil
                 }
@@ -690,7 +737,9 @@ package final class DeliveryQueue: Sendable {
         let completion: @Sendable (Result<QueueFlushOutcome, OfflineQueueError>) -> Void
 
         func run() {
-            queue.attemptHead { outcome in
+            // What the window got for the head is acted on, not sent again.
+            let stored = queue.store.first.flatMap { head in queue.state.withLock { $0.window.takeJudgement(for: head.sequence) } }
+            queue.attemptHead(stored: stored) { outcome in
                 switch outcome {
                 case .removed: run()
                 case .empty, .failed:
