@@ -649,18 +649,8 @@ public enum AgentCommandLine {
             printError("fire-agent: \(error.description)")
             return error.isBusy ? Exit.busy : Exit.writeError
         }
-        // The cycle's fire_agent_update points go into the telemetry queue (delivered by the
-        // next sync or the daemon); when it is held by a running daemon they are not kept.
-        var telemetry: TelemetryAgent?
-        do throws(AgentError) {
-            telemetry = try TelemetryAgent(config: config, logger: log, userAgent: userAgent)
-            points.attach(telemetry)
-        } catch {
-            log.warning("the cycle's fire_agent_update points are not kept: the telemetry queue cannot be opened", metadata: ["reason": "\(error)"])
-        }
         let outcome = updater.runOnce()
-        points.attach(nil)
-        telemetry?.close()
+        keepCyclePoints(points, config: config, logger: log, userAgent: userAgent)
         switch outcome {
         case .upToDate(let text):
             say("up to date: \(text)")
@@ -670,6 +660,25 @@ public enum AgentCommandLine {
             printError("fire-agent: \(text)")
         }
         return Exit.code(outcome)
+    }
+
+    /// Hands a one-shot cycle's `fire_agent_update` points to the telemetry queue, opened for
+    /// that moment only (a daemon started meanwhile is not kept from it for the whole cycle);
+    /// the next sync, or the daemon, delivers them. When the queue is held by a running daemon
+    /// they are not kept: the log says so (the status events went through the firmware's own
+    /// report queue all the same).
+    private static func keepCyclePoints(_ points: AgentPoints, config: AgentConfig, logger: Logger, userAgent: String) {
+        guard points.waiting > 0 else { return }
+        do throws(AgentError) {
+            let telemetry = try TelemetryAgent(config: config, logger: logger, userAgent: userAgent)
+            points.attach(telemetry)
+            points.attach(nil)
+            telemetry.close()
+        } catch {
+            logger.warning(
+                "the cycle's fire_agent_update points are not kept: the telemetry queue cannot be opened",
+                metadata: ["points": "\(points.waiting)", "reason": "\(error)"])
+        }
     }
 
     static func firmwareVerify(_ arguments: Parsed) -> Int32 {

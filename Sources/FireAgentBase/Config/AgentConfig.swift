@@ -267,8 +267,21 @@ public struct AgentConfig: Sendable {
         /// downloads go ahead outside them. Empty: any time.
         public var installWindow: [InstallWindow] = []
         /// While this file exists and another process holds a lock on it (flock), no install or
-        /// reboot starts (the application's critical work). nil: none.
+        /// reboot starts (the application's critical work). It fails closed: a file that exists
+        /// but that the agent cannot open (no `CAP_DAC_OVERRIDE` for an application's 0600 file),
+        /// lock-test or that is not a regular file holds them too (`inhibitFileProblem`). nil: none.
         public var inhibitFile: String?
+
+        /// Why this process cannot tell whether `inhibitFile` is locked (`… cannot be opened:
+        /// Permission denied`), or nil: `fire-agent config check` says it, since the agent then
+        /// waits with every install and reboot. A missing file is no problem (it holds nothing).
+        /// The answer is for the user and capabilities this runs with: run the check as the
+        /// agent runs.
+        package var inhibitFileProblem: String? {
+            guard let inhibitFile, case .unusable(let why) = InhibitLock.state(inhibitFile) else { return nil }
+            return "\(inhibitFile) \(why) (uid \(geteuid())): installs and reboots will wait as if it were locked; "
+                + "the agent must be able to open it read-only (a regular file, not a symbolic link; e.g. mode 0644 or the agent's group)"
+        }
     }
 
     /// `firmware.healthCheck`: is the new version healthy (the application runs, its service

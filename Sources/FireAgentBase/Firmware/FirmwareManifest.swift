@@ -63,6 +63,22 @@ public struct FirmwareRefusal: Error, Sendable, Equatable, CustomStringConvertib
 public struct FirmwareManifest: Sendable, Equatable {
     /// The largest manifest read; a longer document is refused.
     public static let maximumBytes = 64 * 1024
+    /// The largest image a manifest may sign: 2^48 bytes (256 TiB), far above any board's
+    /// storage and far below where the download's arithmetic (sizes, offsets, the staging
+    /// reserve added) could overflow. A larger `size` is refused when the manifest is read.
+    public static let maximumImageSize: Int64 = 1 << 48
+
+    /// Why `size` cannot be a signed image's size, or nil: one rule for a manifest read from the
+    /// network and for an update recorded in the state by an earlier agent.
+    /// - Parameter size: bytes.
+    /// - Returns: the problem, naming the field.
+    package static func sizeProblem(_ size: Int64) -> String? {
+        guard size >= 1 else { return "size \(size) is not a whole number of bytes above 0" }
+        guard size <= maximumImageSize else {
+            return "size \(size) is above \(maximumImageSize) bytes (2^48), the largest image accepted"
+        }
+        return nil
+    }
 
     /// The version offered.
     public let version: SemanticVersion
@@ -72,7 +88,7 @@ public struct FirmwareManifest: Sendable, Equatable {
     package let image: AbsoluteURL
     /// `image` as text.
     public var imageURL: String { image.absoluteString }
-    /// The image's length in bytes.
+    /// The image's length in bytes: 1 … `maximumImageSize`.
     public let size: Int64
     /// The image's SHA-256, 32 bytes.
     public let sha256: [UInt8]
@@ -125,7 +141,7 @@ public struct FirmwareManifest: Sendable, Equatable {
         let size: Int64
         switch fields["size"] {
         case .integer(let value)?:
-            guard value >= 1 else { throw refuse("size \(value) is not a whole number of bytes above 0") }
+            if let problem = Self.sizeProblem(value) { throw refuse(problem) }
             size = value
         case .number(let value)?:
             throw refuse("size \(value) is not a whole number of bytes above 0 (written without fraction or exponent)")

@@ -66,6 +66,12 @@ public final class FirmwareUpdater: @unchecked Sendable {
     private var gatePending: UpdateEffect?
     /// What the update waits for now (`status`), nil when nothing.
     private var waitReason: String?
+    /// Checks in a row that found too little space for the download: its backoff, as a failed
+    /// attempt's (`firmware.retry`), without counting toward `downloadAttempts`.
+    private var spaceWaits = 0
+    /// Why `firmware.inhibitFile` cannot be judged, as last logged (once per spell); nil while
+    /// it can.
+    private var inhibitProblem: String?
     /// The route to the image's host, judged when a download starts and while it runs.
     private var imageRoute: (host: String, judge: RouteJudge)?
     /// Where reachability judges routes (`/run/netns/NAME`), for tests; nil: this process's.
@@ -398,6 +404,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
             logger.warning("the installer started before this agent's restart still runs: waiting for it to end")
             _ = store.waitForInstaller(timeout: config.installTimeout)
         }
+        // Said at start, not only once an install waits for it (then not again in this spell).
+        _ = inhibitReason()
         let version = bootedVersion()
         perform(flow.resume(version: version, bootID: bootID(), now: .now()))
         publish()
@@ -431,7 +439,21 @@ public final class FirmwareUpdater: @unchecked Sendable {
             case .download(let fromZero):
                 if let reason = linkGateReason() {
                     outcome = startWait(reason, retry: .download(fromZero: fromZero), every: .seconds(5))
-                } else {
+                    break
+                }
+                let space = stagingSpace(fromZero: fromZero)
+                switch space.verdict {
+                case .waits(let reason):
+                    // Space can come back: asked again on the retry backoff; the note (and so
+                    // the state and the log) changes only when the reason does.
+                    spaceWaits += 1
+                    let delay = QueueBackoff(initial: config.retryInitial, maximum: config.retryMaximum)
+                        .delay(afterFailure: spaceWaits, random: Double.random(in: 0...1))
+                    outcome = startWait(reason, retry: .download(fromZero: fromZero), every: delay, detail: ["free": "\(space.free)"])
+                case .never(let reason):
+                    outcome = .downloadFailed(reason: reason, permanent: true, serverReached: false)
+                case .fits:
+                    spaceWaits = 0
                     work = endWait()[...] + work
                     outcome = download(fromZero: fromZero)
                 }
@@ -493,6 +515,8 @@ public final class FirmwareUpdater: @unchecked Sendable {
                 if stopping, case .downloadFailed = outcome { return }  // cancelled by stop: resumes at the next start
                 work = flow.handle(outcome, now: WallTime.now())[...] + work
             }
+            // Nothing waits for a step of an update that ended (failed, superseded, done).
+            if flow.phase.isTerminal { dropWait() }
         }
     }
 
@@ -675,46 +699,52 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     // MARK: - Download and verify
 
+    /// The partial image a download continues from: its resume record with a validator, for
+    /// this image, and a partial file no longer than the signed size; nil: from zero.
+    private func usableResume(fromZero: Bool, manifest: FirmwareManifest) -> ImageResumeRecord? {
+        guard !fromZero, var record = ImageResumeRecord.read(from: store.resumeRecordPath),
+            record.entityTag != nil || record.lastModified != nil, record.url == manifest.imageURL
+        else { return nil }
+        var info = stat()
+        guard stat(store.partialImagePath, &info) == 0, info.st_size > 0, Int64(info.st_size) <= manifest.size else { return nil }
+        record.partialFile = store.partialImagePath
+        record.bytesOnDisk = UInt64(info.st_size)
+        return record
+    }
+
+    /// What the staging directory's file system says about the download now (`StagingSpace`):
+    /// the image may not take the last `stagingReserveBytes` (the state, the manifests and the
+    /// reports need room too). A `statvfs` that fails decides nothing: the download's own
+    /// writes will.
+    /// - Returns: the verdict, and the bytes free (for the log).
+    private func stagingSpace(fromZero: Bool) -> (verdict: StagingSpace.Verdict, free: Int64) {
+        guard let manifest else { return (.fits, 0) }
+        let directory = store.directory + "/staging"
+        var space = statvfs()
+        guard statvfs(directory, &space) == 0 else { return (.fits, 0) }
+        let fileSystem = StagingSpace.FileSystem(
+            availableBlocks: UInt64(space.f_bavail), totalBlocks: UInt64(space.f_blocks), blockSize: UInt64(space.f_frsize))
+        let resume = usableResume(fromZero: fromZero, manifest: manifest)
+        // A partial file that cannot be continued goes first: its space counts as free.
+        if resume == nil { store.discardImage() }
+        let onDisk = Int64(clamping: resume?.bytesOnDisk ?? 0)
+        let verdict = StagingSpace.judge(
+            imageSize: manifest.size, onDisk: onDisk, reserve: config.stagingReserveBytes, fileSystem: fileSystem, directory: directory)
+        return (verdict, fileSystem.available)
+    }
+
     /// - Returns: what came of it; nil when it paused to wait (the link).
     private func download(fromZero: Bool) -> UpdateEvent? {
         guard let manifest else {
             return .downloadFailed(reason: "the manifest being acted on is missing or refused", permanent: true, serverReached: false)
         }
-        var resume: ImageResumeRecord?
-        if fromZero {
-            store.discardImage()
-        } else if var record = ImageResumeRecord.read(from: store.resumeRecordPath),
-            record.entityTag != nil || record.lastModified != nil, record.url == manifest.imageURL
-        {
-            var info = stat()
-            if stat(store.partialImagePath, &info) == 0, info.st_size > 0, Int64(info.st_size) <= manifest.size {
-                record.partialFile = store.partialImagePath
-                record.bytesOnDisk = UInt64(info.st_size)
-                resume = record
-            }
-        }
+        let resume = usableResume(fromZero: fromZero, manifest: manifest)
         if resume == nil { store.discardImage() }
         let onDisk = Int64(resume?.bytesOnDisk ?? 0)
         // The bytes already on disk go into the digest now, off the engine's thread.
         guard hasher.rebuild(from: store.partialImagePath, length: UInt64(onDisk)) else {
             store.discardImage()
             return .downloadFailed(reason: "the partial image cannot be read", permanent: false, serverReached: false)
-        }
-        // The image may not take the last `stagingReserveBytes` of its file system: the state,
-        // the queue and the reports need room too. Space can come back: this is tried again.
-        var space = statvfs()
-        if statvfs(store.directory + "/staging", &space) == 0 {
-            let available = Int64(space.f_bavail) * Int64(space.f_frsize)
-            let needed = manifest.size - onDisk + config.stagingReserveBytes
-            if available < needed {
-                logger.warning(
-                    "firmware download waits for space",
-                    metadata: ["needed": "\(needed)", "free": "\(available)", "reserve": "firmware.stagingReserveBytes"])
-                return .downloadFailed(
-                    reason: "not enough space in \(store.directory)/staging: \(manifest.size - onDisk) bytes to download "
-                        + "and firmware.stagingReserveBytes (\(config.stagingReserveBytes)) to keep, \(available) free",
-                    permanent: false, serverReached: false)
-            }
         }
         loggedTenth.withLock { $0 = manifest.size > 0 ? Int(onDisk * 10 / manifest.size) : 0 }
         logger.info(
@@ -893,12 +923,15 @@ public final class FirmwareUpdater: @unchecked Sendable {
     // MARK: - Waits
 
     /// Waits for `retry`'s step: asked again after `every` (at once when the route changes).
+    /// - Parameter detail: more for the log line (logged once per reason).
     /// - Returns: the note for the flow (`waiting: …`), reported once per reason.
-    private func startWait(_ reason: String, retry: UpdateEffect, every: Duration) -> UpdateEvent {
+    private func startWait(_ reason: String, retry: UpdateEffect, every: Duration, detail: Logger.Metadata = [:]) -> UpdateEvent {
         gatePending = retry
         gateRetryAt = .now() + every
         if waitReason != reason {
-            logger.notice("firmware update waits", metadata: ["for": "\(reason)", "step": "\(Self.describe(retry))"])
+            var metadata: Logger.Metadata = ["for": "\(reason)", "step": "\(Self.describe(retry))"]
+            for (key, value) in detail { metadata[key] = value }
+            logger.notice("firmware update waits", metadata: metadata)
         }
         waitReason = reason
         control.withLock { $0.snapshot.waiting = reason }
@@ -911,8 +944,21 @@ public final class FirmwareUpdater: @unchecked Sendable {
         guard let reason = waitReason else { return [] }
         logger.notice("firmware update goes on", metadata: ["waited for": "\(reason)"])
         waitReason = nil
+        // The step that waited runs now: no earlier retry of it is due.
+        gatePending = nil
+        gateRetryAt = nil
         control.withLock { $0.snapshot.waiting = nil }
         return flow.handle(.waiting(nil), now: WallTime.now())
+    }
+
+    /// Forgets a wait without a report: the update it held ended.
+    private func dropWait() {
+        guard waitReason != nil || gatePending != nil else { return }
+        waitReason = nil
+        gatePending = nil
+        gateRetryAt = nil
+        spaceWaits = 0
+        control.withLock { $0.snapshot.waiting = nil }
     }
 
     private static func describe(_ effect: UpdateEffect) -> String {
@@ -936,10 +982,26 @@ public final class FirmwareUpdater: @unchecked Sendable {
         return inhibitReason()
     }
 
-    /// Why no reboot may start now (the application's lock), or nil.
+    /// Why no reboot may start now (the application's lock, or a lock file the agent cannot
+    /// judge: it fails closed), or nil.
     private func inhibitReason() -> String? {
-        guard let file = config.inhibitFile, InhibitLock.isHeld(file) else { return nil }
-        return "\(file) is locked by the application (firmware.inhibitFile)"
+        guard let file = config.inhibitFile else { return nil }
+        switch InhibitLock.state(file) {
+        case .free:
+            inhibitProblem = nil
+            return nil
+        case .held:
+            inhibitProblem = nil
+            return "\(file) is locked by the application (firmware.inhibitFile)"
+        case .unusable(let why):
+            if inhibitProblem != why {
+                logger.warning(
+                    "firmware.inhibitFile cannot be judged: installs and reboots wait as if it were locked (logged once until it changes)",
+                    metadata: ["file": "\(file)", "reason": "\(why)"])
+            }
+            inhibitProblem = why
+            return "\(file) \(why): firmware.inhibitFile is taken as locked until the agent can tell"
+        }
     }
 
     /// Why the image may not be fetched now (the route runs over an avoided interface), or nil.

@@ -353,6 +353,9 @@ public struct UpdateFlow: Sendable {
     public mutating func resume(version: SemanticVersion?, bootID: String?, now: WallTime) -> [UpdateEffect] {
         raiseFloor(running: version)
         if let bootID { self.bootID = bootID }
+        // Judged again before anything acts on it: a state written by an older agent (or changed
+        // on disk) must not make this one trap at every start, before it ever polls.
+        if let problem = recordProblem { return fail(problem, now: now) }
         switch phase {
         case .downloading:
             // A release published while the agent was down supersedes before a byte of the old
@@ -509,6 +512,16 @@ public struct UpdateFlow: Sendable {
             remember(update, installerRan: false)
             return enter(.done, now: now) + [.discardImage]
         }
+    }
+
+    /// Why the recorded update may not be acted on, or nil. While it downloads or is verified,
+    /// its size is what the download and the disk-space check compute with: bounded as a
+    /// manifest's (`FirmwareManifest.sizeProblem`). From `installing` on the size is not used.
+    private var recordProblem: String? {
+        guard let update = state.update, update.phase == .downloading || update.phase == .verifying,
+            let problem = FirmwareManifest.sizeProblem(update.size)
+        else { return nil }
+        return "badManifest: the update recorded in the firmware state is not acted on: \(problem)"
     }
 
     /// The installer starts: remembered (at most once per manifest) in the same write.

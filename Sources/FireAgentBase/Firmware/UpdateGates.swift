@@ -113,20 +113,42 @@ public struct LocalTime: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// `firmware.inhibitFile`: the application holds a lock (flock) on this file while no install
-/// or reboot may start. Opened read-only without following links or blocking; a file that is
-/// missing, not a regular file, or not locked holds nothing.
+/// or reboot may start. Opened read-only without following links or blocking. It fails closed:
+/// only a file that does not exist (`ENOENT`) or a regular file nobody locks holds nothing; a
+/// file the agent cannot open (`EACCES`: an application's 0600 lock file and an agent without
+/// `CAP_DAC_OVERRIDE`), cannot lock-test, or that is not a regular file holds everything, with
+/// the reason.
 package enum InhibitLock {
-    /// Whether someone holds a lock on `path`.
-    package static func isHeld(_ path: String) -> Bool {
+    /// What the file says now.
+    package enum State: Sendable, Equatable {
+        /// Nobody holds it (or it does not exist): installs and reboots may start.
+        case free
+        /// Someone holds a lock on it.
+        case held
+        /// It cannot be judged (`cannot be opened: Permission denied`): as held, with the reason.
+        case unusable(String)
+    }
+
+    /// Looks at `path` now.
+    /// - Parameter path: `firmware.inhibitFile`.
+    /// - Returns: free, held, or why it cannot be judged (errno's text).
+    package static func state(_ path: String) -> State {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
+        guard fd >= 0 else {
+            let code = errno
+            if code == ENOENT { return .free }
+            if code == ELOOP { return .unusable("cannot be opened: it is a symbolic link (\(errnoMessage(code)))") }
+            return .unusable("cannot be opened: \(errnoMessage(code))")
+        }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) else { return false }
+        guard fstat(fd, &info) == 0 else { return .unusable("cannot be examined: \(errnoMessage(errno))") }
+        guard info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) else { return .unusable("is not a regular file") }
         if flock(fd, LOCK_EX | LOCK_NB) == 0 {
             flock(fd, LOCK_UN)
-            return false
+            return .free
         }
-        return errno == EWOULDBLOCK
+        let code = errno
+        return code == EWOULDBLOCK ? .held : .unusable("cannot be lock-tested: \(errnoMessage(code))")
     }
 }

@@ -79,6 +79,57 @@ struct FirmwareManifestTests {
         #expect(throws: FirmwareRefusal.self) { try FirmwareManifest.parse(Array("[1]".utf8), from: base) }
     }
 
+    @Test("size is bounded at 2^48 when the manifest is read: 2^62 and 2^63-1 (whose arithmetic overflowed) are refused by name")
+    func sizeBound() throws {
+        #expect(FirmwareManifest.maximumImageSize == 1 << 48)
+        let largest = try FirmwareManifest.parse(manifest(good.replacingOccurrences(of: "73400320", with: "\(1 << 48)")), from: base)
+        #expect(largest.size == 1 << 48)
+        for size in ["281474976710657", "4611686018427387904", "9223372036854775807"] {
+            do {
+                _ = try FirmwareManifest.parse(manifest(good.replacingOccurrences(of: "73400320", with: size)), from: base)
+                Issue.record("size \(size) accepted")
+            } catch {
+                #expect(error.kind == .badManifest, "\(error)")
+                #expect(error.message == "size \(size) is above 281474976710656 bytes (2^48), the largest image accepted", "\(error)")
+            }
+        }
+        #expect(FirmwareManifest.sizeProblem(0) == "size 0 is not a whole number of bytes above 0")
+        #expect(FirmwareManifest.sizeProblem(1) == nil && FirmwareManifest.sizeProblem(1 << 48) == nil)
+    }
+
+    @Test("the staging space check saturates: no signed size, reserve or block count overflows it; too large for the file system is final")
+    func stagingSpace() {
+        let directory = "/fw/staging"
+        let mib: Int64 = 1 << 20
+        let small = StagingSpace.FileSystem(available: 6 * mib, total: 8 * mib)
+        #expect(StagingSpace.judge(imageSize: 3 * mib, onDisk: 0, reserve: mib, fileSystem: small, directory: directory) == .fits)
+        // Short now (6 MiB free for 5 + 1): it waits; the reason names no free count, so it stays one reason.
+        let short = StagingSpace.judge(imageSize: 5 * mib, onDisk: 0, reserve: 2 * mib, fileSystem: small, directory: directory)
+        #expect(
+            short
+                == .waits(
+                    "not enough space in /fw/staging: 5242880 bytes to download and firmware.stagingReserveBytes (2097152) to keep free"))
+        // What is on disk already counts.
+        #expect(StagingSpace.judge(imageSize: 5 * mib, onDisk: 2 * mib, reserve: 2 * mib, fileSystem: small, directory: directory) == .fits)
+        // Larger than the file system less the reserve: never.
+        #expect(
+            StagingSpace.judge(imageSize: 12 * mib, onDisk: 0, reserve: mib, fileSystem: small, directory: directory)
+                == .never(
+                    "tooLarge: the image (12582912 bytes) cannot fit in /fw/staging: its file system holds 8388608 bytes in all, "
+                        + "less firmware.stagingReserveBytes (1048576) kept free"))
+        #expect(
+            StagingSpace.judge(imageSize: mib, onDisk: 0, reserve: 16 * mib, fileSystem: small, directory: directory) != .fits,
+            "a reserve above the file system leaves no room")
+        // The figures that overflowed: a signed size near 2^63 with the reserve added, a block
+        // count times the block size beyond Int64.
+        let huge = StagingSpace.FileSystem(availableBlocks: .max, totalBlocks: .max, blockSize: 4096)
+        #expect(huge.available == .max && huge.total == .max)
+        #expect(
+            StagingSpace.judge(imageSize: .max - 1, onDisk: 0, reserve: 1 << 30, fileSystem: huge, directory: directory) != .fits)
+        #expect(StagingSpace.judge(imageSize: .max, onDisk: .max, reserve: .max, fileSystem: small, directory: directory) != .fits)
+        #expect(StagingSpace.judge(imageSize: 4 * mib, onDisk: -5, reserve: -1, fileSystem: small, directory: directory) == .fits)
+    }
+
     /// Manifests each reader could read differently, or that are JSON5 rather than JSON.
     static let looseManifests: [(name: String, text: String, expected: String)] = [
         ("escaped duplicate", #"{ "version": "1.0.0", "versio\u006e": "99.0.0" }"#, #"the key "version" appears twice"#),

@@ -621,27 +621,98 @@ extension FirmwareUpdateTests {
 }
 
 extension FirmwareUpdateTests {
+    /// A tmpfs of `size` (`8m`) at `path` (the tests run as root); the caller unmounts it.
+    func mountSmall(_ path: String, size: String) throws {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let mount = try runCapturingOutput(try #require(which("mount")), ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", path])
+        try #require(mount.status == 0, "mount tmpfs (the tests run as root): \(mount.stderr)")
+    }
+
+    /// A file of `bytes` zeros (tmpfs keeps every page of it).
+    func writeBallast(_ path: String, bytes: Int) throws {
+        try Data(count: bytes).write(to: URL(filePath: path))
+    }
+
     @Test(
-        "free space is checked against the signed size and the reserve before a byte is fetched; short of it the update waits (staging on a 2 MiB tmpfs)"
+        "an image larger than the staging file system (an 8 MiB tmpfs, less the reserve) fails at once, naming both sizes; nothing is fetched, nothing waits"
     )
-    func notEnoughSpace() async throws {
-        let (server, board) = try setUp("space", running: "8.0.0")
+    func imageLargerThanFileSystem() async throws {
+        let (server, board) = try setUp("space-never", running: "8.0.0")
         defer { server.remove() }
         let small = board.directory + "/small"
-        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
-        let mount = try runCapturingOutput(try #require(which("mount")), ["-t", "tmpfs", "-o", "size=2m", "tmpfs", small])
-        try #require(mount.status == 0, "mount tmpfs (the tests run as root): \(mount.stderr)")
-        defer { _ = try? runCapturingOutput(which("umount") ?? "/bin/umount", [small]) }
-        try server.publish(version: "8.1.0", image: FirmwareServer.image(size: 4 << 20, seed: 71))
-        let config = try board.writeConfig(server: server, state: small + "/firmware")
+        try mountSmall(small, size: "8m")
+        defer { _ = try? runCapturingOutput(which("umount") ?? "/bin/umount", ["-l", small]) }
+        try server.publish(version: "8.1.0", image: FirmwareServer.image(size: 12 << 20, seed: 71))
+        let config = try board.writeConfig(server: server, extra: #"stagingReserveBytes: "1MiB","#, state: small + "/firmware")
         let agent = try startAgent(board, config: config)
         defer { agent.stop() }
-        // Not failed: space can come back (the full-disk test shows it going on).
-        #expect(await eventually { log(board).contains("firmware download waits for space") }, "\(log(board))")
-        #expect(await reach("downloading", version: "8.1.0", board, agent), "\(log(board))")
-        #expect(board.firmware?.phase != "failed")
-        #expect(server.accessLines(containing: "/image.bin").isEmpty, "nothing is fetched")
+        #expect(await reach("failed", version: "8.1.0", board, agent, within: .seconds(60)), "\(log(board))")
+        let reason = board.firmware?.reason ?? ""
+        #expect(
+            reason.hasPrefix("tooLarge: the image (12582912 bytes) cannot fit in \(small)/firmware/staging: ")
+                && reason.contains("holds 8388608 bytes in all, less firmware.stagingReserveBytes (1048576)"), "\(reason)")
+        #expect(board.firmware?.waiting == nil)
+        #expect(server.accessLines(containing: "/image.bin").isEmpty, "fetched")
+        #expect(!log(board).contains("firmware update waits"), "\(log(board))")
         #expect(board.installs.isEmpty)
+        #expect(stopAgent(agent) == 0)
+    }
+
+    @Test(
+        "short of space (a ballast on an 8 MiB tmpfs) the download waits quietly: state.json not rewritten across retries, one log line, the reason in the status; it completes once the ballast goes"
+    )
+    func waitsForSpaceQuietly() async throws {
+        let (server, board) = try setUp("space-wait", running: "8.0.0")
+        defer { server.remove() }
+        let small = board.directory + "/small"
+        try mountSmall(small, size: "8m")
+        defer { _ = try? runCapturingOutput(which("umount") ?? "/bin/umount", ["-l", small]) }
+        // 6 MiB of the 8 taken: a 3 MiB image and the 1 MiB reserve do not fit now, but could.
+        try writeBallast(small + "/ballast", bytes: 6 << 20)
+        let image = FirmwareServer.image(size: 3 << 20, seed: 72)
+        try server.publish(version: "8.2.0", image: image)
+        // retry: 200 ms, doubling to 1 s (the board's config): a retry every second at most.
+        let config = try board.writeConfig(server: server, extra: #"stagingReserveBytes: "1MiB","#, state: small + "/firmware")
+        let agent = try startAgent(board, config: config)
+        defer { agent.stop() }
+        let statePath = small + "/firmware/state.json"
+        #expect(
+            await eventually(within: .seconds(60)) {
+                board.status?.pid == agent.pid
+                    && board.firmware?.waiting?.hasPrefix("not enough space in \(small)/firmware/staging: ") == true
+            }, "\(String(describing: board.firmware)) \(log(board))")
+        let reason = board.firmware?.waiting ?? ""
+        #expect(reason.contains("3145728 bytes to download and firmware.stagingReserveBytes (1048576)"), "\(reason)")
+        #expect(board.firmware?.phase == "downloading" && board.firmware?.reason == "waiting: " + reason)
+        // Ten seconds of retries: state.json is not written again (a write is a new inode), the
+        // wait is logged once, and no retry is logged.
+        func stateFile() -> (inode: UInt64, mtime: Int, content: Data?) {
+            var info = stat()
+            guard stat(statePath, &info) == 0 else { return (0, 0, nil) }
+            return (
+                UInt64(info.st_ino), info.st_mtim.tv_sec * 1_000_000_000 + info.st_mtim.tv_nsec,
+                FileManager.default.contents(atPath: statePath)
+            )
+        }
+        let before = stateFile()
+        try await Task.sleep(for: .seconds(10))
+        let after = stateFile()
+        #expect(
+            before.inode == after.inode && before.mtime == after.mtime && before.content == after.content && before.content != nil,
+            "state.json rewritten while waiting: \(before.inode)/\(after.inode)")
+        let lines = log(board).components(separatedBy: "\n")
+        #expect(lines.filter { $0.contains("firmware update waits") }.count == 1, "\(log(board))")
+        #expect(!lines.contains { $0.contains("firmware download will be tried again") }, "\(log(board))")
+        #expect(server.accessLines(containing: "/image.bin").isEmpty, "fetched without room")
+        #expect(
+            server.statusEvents().filter { ($0["reason"] as? String)?.hasPrefix("waiting: not enough space") == true }.count == 1,
+            "reported once: \(server.statusEvents())")
+        // Room again: the next retry (within the 1 s maximum and its jitter) downloads.
+        unlink(small + "/ballast")
+        #expect(await reach("installed", version: "8.2.0", board, agent, within: .seconds(60)), "\(log(board))")
+        #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
+        #expect(log(board).components(separatedBy: "\n").filter { $0.contains("firmware update goes on") }.count == 1)
+        #expect(board.firmware?.waiting == nil)
         #expect(stopAgent(agent) == 0)
     }
 
@@ -763,7 +834,7 @@ extension FirmwareUpdateTests {
     }
 
     @Test(
-        "a full disk: a failed state write is retried, below the staging reserve the download waits, and the update goes on by itself once space returns"
+        "a full disk: below the staging reserve the download waits; the disk filling mid-download fails a state write, which is retried; the update goes on by itself once space returns"
     )
     func fullDisk() async throws {
         let (server, board) = try setUp("fulldisk", running: "1.0.0")
@@ -775,17 +846,27 @@ extension FirmwareUpdateTests {
         _ = try runCommand(mount, ["-t", "tmpfs", "-o", "size=20m,mode=0700", "tmpfs", state])
         defer { _ = try? runCommand(which("umount") ?? "/bin/umount", ["-l", state]) }
         try server.publish(version: "1.0.0", image: FirmwareServer.image(size: 1024, seed: 30))
-        let config = try board.writeConfig(server: server, state: state)
+        let config = try board.writeConfig(
+            server: server, extra: #"stagingReserveBytes: "4MiB", maxBytesPerSecond: "1MiB","#, state: state)
         let agent = try startAgent(board, config: config)
         defer { agent.stop() }
         #expect(await eventually { board.firmware?.lastCheckResult?.contains("up to date") == true }, "\(log(board))")
-        // 1. A release of 8 MiB on a 20 MiB file system: with the 16 MiB reserve it does not
-        //    fit, so the download waits (and is tried again on its backoff).
+        // 1. A release of 8 MiB with 10 MiB of the 20 taken: with the 4 MiB reserve it does not
+        //    fit now, so the download waits (asked again on its backoff).
+        let ballast = state + "/ballast"
+        try Data(count: 10 << 20).write(to: URL(filePath: ballast))
         let size = 8 << 20
         let image = FirmwareServer.image(size: size, seed: 31)
         try server.publish(version: "1.1.0", image: image)
-        #expect(await eventually { log(board).contains("firmware download waits for space") }, "\(log(board))")
-        // 2. The file system fills up: the next retry cannot write the state; it is retried.
+        #expect(
+            await eventually { board.firmware?.waiting?.hasPrefix("not enough space in ") == true },
+            "\(String(describing: board.firmware)) \(log(board))")
+        // 2. Room: the download starts (1 MiB/s); the file system fills up under it: the write
+        //    of the image fails, and so does the state's; it is retried.
+        unlink(ballast)
+        let partial = state + "/staging/image.part"
+        func partialBytes() -> Int { ((try? FileManager.default.attributesOfItem(atPath: partial))?[.size] as? Int) ?? 0 }
+        #expect(await eventually(within: .seconds(60)) { partialBytes() > 1 << 20 }, "\(log(board))")
         let filler = state + "/filler"
         let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
         let block = [UInt8](repeating: 0, count: 65536)
@@ -794,9 +875,8 @@ extension FirmwareUpdateTests {
         #expect(
             await eventually { log(board).contains("firmware state not written: the update waits and tries again") }, "\(log(board))")
         #expect(!FileManager.default.fileExists(atPath: board.directory + "/slot.img"))
-        // 3. Space returns: the update goes on by itself, no restart.
+        // 3. Space returns: the update goes on by itself, no restart, from the bytes on disk.
         unlink(filler)
-        _ = try runCommand(mount, ["-o", "remount,size=64m", state])
         #expect(await reach("installed", version: "1.1.0", board, agent, within: .seconds(300)), "\(log(board))")
         #expect(try Data(contentsOf: URL(filePath: board.directory + "/slot.img")) == image)
         #expect(board.installs.count == 1)

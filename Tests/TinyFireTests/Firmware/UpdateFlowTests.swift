@@ -275,6 +275,32 @@ struct UpdateFlowTests {
         #expect(restarted.phase == .failed && restarted.state.update?.reason?.contains("the manifest still names it") == true)
     }
 
+    @Test(
+        "a recorded update whose size is out of bounds (an older agent's state) is failed at resume with the reason, not acted on",
+        arguments: [1 << 62, Int64.max - (1 << 20) + 1, 0, -1] as [Int64])
+    func outOfBoundsRecordFails(size: Int64) throws {
+        var flow = flow()
+        _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        var state = flow.state
+        state.update?.size = size
+        for phase in [UpdatePhase.downloading, .verifying] {
+            state.update?.phase = phase
+            // Through the file, as an older agent left it.
+            let read = try FirmwareState(json: JSONValue.parse(Array(state.json.text.utf8), file: "state.json"))
+            var restarted = UpdateFlow(state: read, maximumFailedAttempts: 3)
+            #expect(restarted.resume(version: old, bootID: "b", now: now) == [.discardImage, .report, .persist], "\(phase) \(size)")
+            #expect(restarted.phase == .failed)
+            #expect(
+                restarted.state.update?.reason?.hasPrefix(
+                    "badManifest: the update recorded in the firmware state is not acted on: size \(size) ") == true,
+                "\(String(describing: restarted.state.update?.reason))")
+            #expect(restarted.state.remembers("d1"), "never acted on again")
+        }
+        // In bounds: resumed as before.
+        var fine = UpdateFlow(state: flow.state, maximumFailedAttempts: 3)
+        #expect(fine.resume(version: old, bootID: "b", now: now) == [.pollFirst])
+    }
+
     @Test("a state file of an agent before `history` is read with all it remembered; its legacy lists are still written")
     func legacyState() throws {
         let old = #"{"finished": ["a", "b"], "installerRuns": ["b"], "highestAccepted": "2.0.0"}"#

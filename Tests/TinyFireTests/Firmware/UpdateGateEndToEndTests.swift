@@ -85,6 +85,80 @@ extension FirmwareUpdateTests {
         #expect(status == 10 && board.calls.filter { $0 == "reboot" }.count == 2, "\(status) \(output) \(board.calls)")
     }
 
+    /// `setpriv` arguments that run a root process as the shipped unit does: no capabilities
+    /// (without `CAP_DAC_OVERRIDE`, root opens only what its mode bits give it).
+    func withoutCapabilities(_ arguments: [String]) -> [String] {
+        [which("setpriv") ?? "/usr/bin/setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--"] + arguments
+    }
+
+    @Test(
+        "inhibitFile the agent cannot open (the application's 0600 file, no CAP_DAC_OVERRIDE): the install waits, the reason in the status and logged once; config check names it"
+    )
+    func inhibitLockUnreadable() async throws {
+        let (server, board) = try setUp("inhibit-eacces", running: "9.0.0")
+        defer { server.remove() }
+        try server.publish(version: "9.4.0", image: FirmwareServer.image(size: 256 << 10, seed: 94))
+        // The application runs as a user of its own: its lock file is 0600, in a directory of its own.
+        let (uid, gid) = try SpoolAttacker.ids()
+        let appDirectory = "/tmp/tf-inhibit-\(getpid())"
+        try? FileManager.default.removeItem(atPath: appDirectory)
+        try FileManager.default.createDirectory(atPath: appDirectory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: appDirectory) }
+        #expect(chown(appDirectory, uid, gid) == 0 && chmod(appDirectory, 0o755) == 0)
+        let lockPath = appDirectory + "/update.lock"
+        try SpoolAttacker.run(["/bin/sh", "-c", "umask 077 && : > '\(lockPath)'"])
+        // It holds the lock (its critical work) as its own user.
+        let holding = try SpoolAttacker.command([which("flock") ?? "/usr/bin/flock", "--shared", lockPath, "sleep", "600"])
+        let holder = try ChildProcess(holding[0], Array(holding.dropFirst()))
+        defer { holder.stop() }
+        #expect(
+            await eventually(within: .seconds(30)) {
+                let fd = open(lockPath, O_RDONLY)
+                defer { close(fd) }
+                return fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0
+            }, "the application never took its lock")
+        let config = try board.writeConfig(
+            server: server, extra: #"inhibitFile: "\#(lockPath)", reboot: ["\#(board.directory)/reboot.sh"],"#)
+        // The agent as the shipped unit runs it: uid 0 without capabilities.
+        let command = withoutCapabilities([try fireAgentPath(), "run", "--config", config])
+        let agent = try ChildProcess(
+            command[0], Array(command.dropFirst()), environment: inherited(), stdout: .file(board.directory + "/log"),
+            stderr: .file(board.directory + "/log"))
+        defer { agent.stop() }
+        let reason = "\(lockPath) cannot be opened: Permission denied: firmware.inhibitFile is taken as locked until the agent can tell"
+        #expect(
+            await eventually(within: .seconds(60)) { board.status?.pid == agent.pid && board.firmware?.waiting == reason },
+            "\(String(describing: board.firmware)) \(log(board))")
+        // Past the gate's next check (every 15 s): still waiting, nothing installed, said once.
+        try await Task.sleep(for: .seconds(17))
+        #expect(board.installs.isEmpty && board.firmware?.phase == "verifying", "installed past the application's lock: \(board.calls)")
+        #expect(board.firmware?.reason == "waiting: " + reason, "\(String(describing: board.firmware))")
+        let warnings = log(board).components(separatedBy: "\n").filter { $0.contains("firmware.inhibitFile cannot be judged") }
+        #expect(warnings.count == 1 && warnings.first?.contains(lockPath) == true, "\(warnings)")
+        #expect(warnings.first?.contains("Permission denied") == true, "\(warnings)")
+
+        // `config check` says it, run as the agent runs; as root with its capabilities, not.
+        let checkCommand = withoutCapabilities([try fireAgentPath(), "config", "check", config])
+        let check = try runCapturingOutput(checkCommand[0], Array(checkCommand.dropFirst()))
+        #expect(check.status == 0, "\(check.stderr)")
+        #expect(
+            check.stderr.contains("warning: firmware.inhibitFile: \(lockPath) cannot be opened: Permission denied (uid 0)"),
+            "\(check.stderr)")
+        let privileged = try fireAgent(["config", "check", config])
+        #expect(privileged.status == 0 && !privileged.stderr.contains("inhibitFile"), "\(privileged.stderr)")
+
+        // The application makes its file readable: the agent sees its lock; once released, it installs.
+        #expect(chmod(lockPath, 0o644) == 0)
+        #expect(
+            await eventually(within: .seconds(40)) {
+                board.firmware?.waiting == "\(lockPath) is locked by the application (firmware.inhibitFile)"
+            }, "\(String(describing: board.firmware))")
+        holder.stop()
+        #expect(await reach("installed", version: "9.4.0", board, agent, within: .seconds(60)), "\(log(board))")
+        #expect(board.installs.count == 1, "\(board.calls)")
+        #expect(stopAgent(agent) == 0)
+    }
+
     @Test(
         "avoidInterfaces: over wwan0 the image waits while polls and telemetry go on; over eth1 it downloads; back on wwan0 it pauses; then resumes with a Range"
     )

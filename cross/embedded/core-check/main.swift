@@ -571,11 +571,11 @@ func gatesCheck() -> (ok: Bool, detail: String) {
         close(fd)
         unlink(path)
     }
-    let free = InhibitLock.isHeld(path)
+    let free = InhibitLock.state(path) != .free
     // A lock on another open file description holds it for the check's own open.
     let holder = open(path, O_RDONLY)
     let locked = holder >= 0 && flock(holder, LOCK_EX) == 0
-    let held = InhibitLock.isHeld(path)
+    let held = InhibitLock.state(path) == .held
     close(holder)
     let ok =
         order == "0.9 < 1.2.0-rc.1 < 1.2.0-rc.2 < 1.2.0-rc.10 < v1.2 < 1.10.0" && inside == [true, true, false] && !refusal.isEmpty
