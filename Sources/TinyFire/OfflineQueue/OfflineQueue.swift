@@ -134,9 +134,11 @@ public final class OfflineQueue: Sendable {
         /// between batches); records are still removed in order: one delivered early waits
         /// in memory until those before it are removed, so after a crash it is sent again,
         /// with its idempotency key, like any record whose removal was not yet written. Only
-        /// the head's failures count for the backoff; a later record the server does not
-        /// simply take (a retry, a dead letter, a split) waits until it is the head and is
-        /// judged then. Memory: up to this many requests and their responses (up to
+        /// the head's failures count for the backoff. A throttle (429/503 with `Retry-After`,
+        /// or the backoff without one) for any record in flight stops every send until it runs
+        /// out; then the head goes alone. A later record the server refused for good (a dead
+        /// letter, a split) is acted on when it is the head, without being sent again; one to
+        /// retry is sent again only as the head. Memory: up to this many requests and their responses (up to
         /// `judgedBodyBytes` each) in flight. `flush` sends one at a time.
         public var maxConcurrentDeliveries: Int = 1
 
