@@ -729,7 +729,8 @@ package final class SpoolDirectory: Sendable {
             // All of it is queued: the file goes, then its record (a record for a file that is
             // gone is dropped at the next pass).
             if name.withCString({ unlinkat(directory, $0, 0) }) != 0 {
-                log.note(owner.logger, .error, "spool file queued but not removed", ["file": "\(name)", "reason": "\(errnoMessage(errno))"])
+                log.note(
+                    owner.logger, .error, "spool file queued but not removed", ["file": "\(name)", "reason": "\(errnoMessage(errno))"])
             }
             if recorded { owner.clearProgress(state: &state) }
             logRefusals(refusals, log: &log, outcome: "the file is removed: its other lines are queued")
@@ -840,9 +841,14 @@ private struct RejectedDirectory {
 
     struct Problem: Error, CustomStringConvertible { let description: String }
 
-    private mutating func descriptor() -> Int32? {
+    /// `rejected/`'s descriptor; created first when `create` (nothing is made just to be trimmed).
+    private mutating func descriptor(create: Bool = true) -> Int32? {
         if fd >= 0 { return fd }
         if problem != nil { return nil }
+        if !create {
+            var info = stat()
+            guard fstatat(spool, SpoolDirectory.rejectedName, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+        }
         if mkdirat(spool, SpoolDirectory.rejectedName, 0o750) != 0 && errno != EEXIST {
             problem = "cannot create it: \(errnoMessage(errno))"
             return nil
@@ -895,7 +901,7 @@ private struct RejectedDirectory {
     /// and nobody can set back). A directory set aside is removed only when empty (nothing is removed inside it).
     /// - Returns: how many entries were removed and the bytes they held.
     mutating func trim(maxBytes: Int, maxEntries: Int) -> (dropped: Int, bytes: Int64) {
-        guard let fd = descriptor() else { return (0, 0) }
+        guard let fd = descriptor(create: false) else { return (0, 0) }
         let copy = dup(fd)
         guard copy >= 0, let stream = fdopendir(copy) else {
             if copy >= 0 { close(copy) }

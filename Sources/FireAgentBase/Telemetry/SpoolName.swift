@@ -74,7 +74,9 @@ public struct SpoolName: Sendable, Hashable, Comparable, CustomStringConvertible
     /// Byte order (the order the spool is taken in).
     public static func < (lhs: SpoolName, rhs: SpoolName) -> Bool { lhs.bytes.lexicographicallyPrecedes(rhs.bytes) }
 
+    /// The same bytes.
     public static func == (lhs: SpoolName, rhs: SpoolName) -> Bool { lhs.bytes == rhs.bytes }
 
+    /// Hashes the bytes.
     public func hash(into hasher: inout Hasher) { hasher.combine(bytes) }
 }

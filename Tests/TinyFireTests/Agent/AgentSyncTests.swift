@@ -350,7 +350,8 @@ struct AgentSyncTests {
         for _ in 0..<5 where report.remaining > 0 { report = agent.syncOnce() }
         #expect(report.remaining == 0 && report.failure == nil, "\(report)")
         // (Spool points carry the board's device tag.)
-        #expect(received.withLock { $0 }.sorted() == lines.map { $0.replacingOccurrences(of: "big,", with: "big,device=board-7,") }.sorted())
+        #expect(
+            received.withLock { $0 }.sorted() == lines.map { $0.replacingOccurrences(of: "big,", with: "big,device=board-7,") }.sorted())
         #expect(
             waitUntil(within: .seconds(5)) { agent.tracker.snapshot.lastDelivery?.result == "delivered" },
             "\(String(describing: agent.tracker.snapshot.lastDelivery))")

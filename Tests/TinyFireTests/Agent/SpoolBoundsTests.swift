@@ -10,7 +10,8 @@ extension SpoolAttackTests {
     func syncCommand(_ directory: String, capabilities: Bool = true) throws -> (result: CLIResult, seconds: Double) {
         var arguments = [try fireAgentPath(), "sync", "--once", "--config", directory + "/agent.json5"]
         if !capabilities {
-            arguments = [which("setpriv") ?? "/usr/bin/setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--"]
+            arguments =
+                [which("setpriv") ?? "/usr/bin/setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--"]
                 + arguments
         }
         let started = Date()
@@ -58,7 +59,8 @@ extension SpoolAttackTests {
         #expect(result.stderr.contains("spool rejected/ over its bounds"), "\(spoolLines)")
     }
 
-    @Test("a pass stopped at its deadline and an agent started anew (as after a kill) keep each refused line once and deliver every good one")
+    @Test(
+        "a pass stopped at its deadline and an agent started anew (as after a kill) keep each refused line once and deliver every good one")
     func refusalsRecordedAcrossRestarts() throws {
         let influx = try InfluxFixture()
         var (directory, agent, _) = try setUp("refusals", influx: influx)
@@ -102,7 +104,9 @@ extension SpoolAttackTests {
         #expect(numbers.sorted() == refusedAt, "kept \(numbers.count) of \(refusedAt.count), \(Set(numbers).count) distinct")
     }
 
-    @Test("a spool file the writer extends sparsely to 8 TiB once the agent opens it (inotify IN_OPEN) is read only to the size judged, then set aside")
+    @Test(
+        "a spool file the writer extends sparsely to 8 TiB once the agent opens it (inotify IN_OPEN) is read only to the size judged, then set aside"
+    )
     func fileGrowsWhileRead() throws {
         let influx = try InfluxFixture()
         let (directory, agent, _) = try setUp("grow", influx: influx)
