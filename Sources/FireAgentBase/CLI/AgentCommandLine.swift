@@ -311,6 +311,8 @@ public enum AgentCommandLine {
                 return usageError("\(name) takes a number of seconds (0 or more), not \(seconds)", command)
             }
         }
+        // Others can read a command line while it runs: proxy passwords are hidden from them.
+        TransferOptions.hideCredentials(in: result)
         return body(result)
     }
 
@@ -591,6 +593,7 @@ public enum AgentCommandLine {
             }
             // Not a config error (the agent runs, and the file may change): said, as a warning.
             if let problem = loaded.firmware?.inhibitFileProblem { printError("warning: firmware.inhibitFile: \(problem)") }
+            for entry in loaded.network.ignoredNoProxyEntries { printError("warning: \(entry)") }
             return Exit.success
         } catch {
             printError(error.description)

@@ -83,6 +83,28 @@ public struct TransferOptions: Sendable {
         proxyTunnel = parsed.flags.contains("--proxytunnel")
     }
 
+    /// Overwrites the proxy passwords of the command line (`-x USER:PASSWORD@HOST`, `-U
+    /// USER:PASSWORD`, and their `--proxy=` and `--proxy-user=` spellings) with `*` in the
+    /// process's argument memory, as curl blanks `-U`: any local user reads `/proc/PID/cmdline`
+    /// while the transfer runs. The parsed values keep the password; only what others see
+    /// changes. Nothing is done for a command without these options.
+    /// - Parameter parsed: the command line as parsed.
+    static func hideCredentials(in parsed: AgentCommandLine.Parsed) {
+        var secrets: [ProcessArguments.Secret] = []
+        func hide(_ name: String, _ secret: ([UInt8]) -> Range<Int>?) {
+            guard let value = parsed.options[name] else { return }
+            let bytes = Array(value.utf8)
+            guard let range = secret(bytes), !range.isEmpty else { return }
+            secrets.append(ProcessArguments.Secret(argument: bytes, bytes: range))
+            let spelled = Array((name + "=").utf8)
+            let shifted = (range.lowerBound + spelled.count)..<(range.upperBound + spelled.count)
+            secrets.append(ProcessArguments.Secret(argument: spelled + bytes, bytes: shifted))
+        }
+        hide("--proxy") { Proxy.secretRange(in: $0) }
+        hide("--proxy-user") { bytes in bytes.firstIndex(of: UInt8(ascii: ":")).map { ($0 + 1)..<bytes.count } }
+        ProcessArguments.overwrite(secrets)
+    }
+
     /// The servers' TLS: `--cacert` instead of the system bundle, the client certificate.
     var tls: TLSConfiguration {
         var tls = TLSConfiguration()
@@ -171,6 +193,13 @@ public struct TransferOptions: Sendable {
             }
         }
         if let noProxy { settings.noProxy = NoProxyList(parsing: noProxy) }
+        // curl ignores what it cannot read in the list; so does this, once said.
+        let listName = noProxy != nil ? "--noproxy" : (lookup("no_proxy").map { $0.isEmpty ? "NO_PROXY" : "no_proxy" } ?? "NO_PROXY")
+        for entry in settings.noProxy.invalidEntries {
+            AgentCommandLine.printError(
+                "fire-agent: warning: \(listName): \(quoted(entry)) is not a host name, an IP address, a CIDR range (10.0.0.0/8) or \"*\": ignored"
+            )
+        }
         var credentials: ProxyCredentials?
         if let proxyUser {
             let colon = proxyUser.firstIndex(of: ":")

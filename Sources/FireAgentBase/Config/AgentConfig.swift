@@ -68,6 +68,10 @@ public struct AgentConfig: Sendable {
         public var noProxy: [String]?
         /// `network.proxyCAFile`, resolved.
         public var proxyCAFile: String?
+        /// Entries of the environment's `no_proxy` that are no host, address, range or `*`:
+        /// ignored, as curl ignores them (the valid ones apply), each said once in these words
+        /// (`config check` prints them, the agent logs them when it starts).
+        public var ignoredNoProxyEntries: [String] = []
 
         /// The host a request to `url` connects to: its proxy's, or its own.
         package func routeHost(for url: AbsoluteURL) -> String? {
@@ -211,9 +215,14 @@ public struct AgentConfig: Sendable {
         public var jitter: Double
         /// Install versions at or below the highest ever accepted (never by default).
         public var allowDowngrade: Bool
-        /// Image download rate limit, bytes per second (metered links); nil: none.
+        /// The largest `maxBytesPerSecond` and `lowSpeedBytesPerSecond`: 1 GiB/s, which fits the
+        /// 32-bit `Int` of armv7 boards (a larger value is a config problem, not a trap).
+        public static let maximumBytesPerSecond: Int64 = 1 << 30
+        /// Image download rate limit, bytes per second (metered links), at most
+        /// `maximumBytesPerSecond`; nil: none.
         public var maxBytesPerSecond: Int?
-        /// An image download slower than this for `lowSpeedTime` is cut and retried.
+        /// An image download slower than this (bytes per second, at most
+        /// `maximumBytesPerSecond`) for `lowSpeedTime` is cut and retried.
         public var lowSpeedBytesPerSecond: Int
         /// The window of `lowSpeedBytesPerSecond`.
         public var lowSpeedTime: Duration
@@ -332,14 +341,23 @@ public struct AgentConfig: Sendable {
         }
         let config = try parse(data, file: path)
         // A config that holds a credential is a secret itself.
-        let secretKey: String? =
+        var secretKey: String? =
             switch config.telemetry.api {
             case .v1(_, _, _, let password?) where !password.isEmpty: "telemetry.influx.password"
             case .v2(_, _, let token) where !token.isEmpty: "telemetry.influx.token"
             default: nil
             }
+        // A proxy's credentials written in `network.proxy` (not the environment's).
+        let proxies = [config.network.proxy.http, config.network.proxy.https]
+        var holds = "is in this file, and "
+        if secretKey == nil, config.network.proxyFromConfig,
+            proxies.contains(where: { $0?.credentials.map { !$0.user.isEmpty || !$0.password.isEmpty } ?? false })
+        {
+            secretKey = "network.proxy"
+            holds = "holds the proxy's user and password in this file, and "
+        }
         if let secretKey, let problem = FileTrust.secretProblem(path) {
-            throw ConfigError(file: path, problems: [ConfigProblem(path: secretKey, reason: "is in this file, and " + problem)])
+            throw ConfigError(file: path, problems: [ConfigProblem(path: secretKey, reason: holds + problem)])
         }
         return config
     }
@@ -575,6 +593,14 @@ public struct AgentConfig: Sendable {
                 return nil
             }
         }
+        // The environment's no_proxy, when it applies: its unusable entries are said.
+        var ignored: [String] = []
+        if proxyURL == nil && noProxyList == nil {
+            let variable = environment("no_proxy").map { $0.isEmpty ? "NO_PROXY" : "no_proxy" } ?? "NO_PROXY"
+            ignored = settings.noProxy.invalidEntries.map { entry in
+                "\(variable): \(quoted(entry)) is not a host name, an IP address, a CIDR range (10.0.0.0/8) or \"*\": ignored"
+            }
+        }
         if let noProxyList {
             let list = NoProxyList(noProxyList)
             for (index, entry) in noProxyList.enumerated() where list.invalidEntries.contains(entry) {
@@ -592,7 +618,9 @@ public struct AgentConfig: Sendable {
             settings.http?.tls.caCertificateFiles = [caFile]
             settings.https?.tls.caCertificateFiles = [caFile]
         }
-        return Network(proxy: settings, proxyFromConfig: proxyURL != nil, proxyURL: proxyURL, noProxy: noProxyList, proxyCAFile: caFile)
+        return Network(
+            proxy: settings, proxyFromConfig: proxyURL != nil, proxyURL: proxyURL, noProxy: noProxyList, proxyCAFile: caFile,
+            ignoredNoProxyEntries: ignored)
     }
 
     private static func readFirmware(_ reader: ConfigReader, file: String, queueDirectory: String, problems: ProblemList) -> Firmware? {
@@ -637,8 +665,13 @@ public struct AgentConfig: Sendable {
         let pollInterval = reader.duration("pollInterval", default: .seconds(3600), minimum: .seconds(1))
         let jitter = reader.fraction("jitter", default: 0.2, in: 0...0.5)
         let allowDowngrade = reader.bool("allowDowngrade", default: false)
-        let rate = reader.has("maxBytesPerSecond") ? Int(reader.byteCount("maxBytesPerSecond", default: 0, minimum: 1024)) : nil
-        let lowSpeed = Int(reader.byteCount("lowSpeedBytesPerSecond", default: 100, minimum: 1))
+        // Rates are Int in the engine, 32 bits on armv7: bounded here, named, never converted
+        // into a trap.
+        let maximumRate = Firmware.maximumBytesPerSecond
+        let rate =
+            reader.has("maxBytesPerSecond")
+            ? Int(reader.byteCount("maxBytesPerSecond", default: 0, minimum: 1024, maximum: maximumRate)) : nil
+        let lowSpeed = Int(reader.byteCount("lowSpeedBytesPerSecond", default: 100, minimum: 1, maximum: maximumRate))
         let lowSpeedTime = reader.duration("lowSpeedTime", default: .seconds(60), minimum: .seconds(1))
         let manifestTimeout = reader.duration("manifestTimeout", default: .seconds(20), minimum: .seconds(1), maximum: .seconds(600))
         if let rate, lowSpeed >= rate {

@@ -81,6 +81,8 @@ public final class TelemetryAgent: Sendable {
     ) throws(AgentError) {
         self.config = config
         self.logger = logger
+        // Said once per start (and reload), not per request.
+        for entry in config.network.ignoredNoProxyEntries { logger.warning("proxy settings: \(entry)") }
         let clock = clock ?? WallClock(floorFile: config.queue.directory + "/clock-floor", requireSync: config.clock.requireSync)
         self.clock = clock
         // The agent's own state must be changeable by nobody else (docs/OPERATIONS.md).
@@ -109,11 +111,7 @@ public final class TelemetryAgent: Sendable {
                 idleConnectionTimeout: .seconds(60), maxRedirects: 3, allowsInsecureRedirects: false, automaticDecompression: true,
                 defaultFields: fields, expectContinueThreshold: nil, tls: tls, proxy: config.network.proxy),
             name: "fire-agent-io")
-        var trust: (@Sendable (TrustFacts) -> String?)?
-        if !pins.isEmpty {
-            let pinned = pins
-            trust = { facts in TelemetryAgent.pinRefusal(facts, pins: pinned) }
-        }
+        let trust = Self.pinnedTrust(pins: pins, host: config.server.url.host)
         do throws(OfflineQueueError) {
             store = try OfflineQueueStore(
                 directory: config.queue.directory,
@@ -137,7 +135,7 @@ public final class TelemetryAgent: Sendable {
             inlineBodyLimit: Self.inlineBodyLimit)
         do throws(OfflineQueueError) {
             queue = try DeliveryQueue(
-                store: store, settings: settings, sender: EngineQueueSender(engine: engine, trust: trust), logger: logger.output,
+                store: store, settings: settings, sender: EngineQueueSender(engine: engine, trustForHost: trust), logger: logger.output,
                 newKey: Self.newKey, onEvent: { tracker.record($0) })
         } catch {
             store.close()
@@ -386,6 +384,31 @@ public final class TelemetryAgent: Sendable {
             digests.append(digest)
         }
         return digests
+    }
+
+    /// How a TLS server is judged under `server.pins`, by the host the connection went to
+    /// (`transferJudgeTrust(host:)`, so a redirect is judged by where it leads, not by where the
+    /// request started): `server.url`'s host by its pins (`pinRefusal`), any other host by
+    /// mbedTLS's validation alone (nil), as docs/CONFIG.md says. Host names are compared
+    /// without case, brackets or a trailing dot.
+    /// - Parameters:
+    ///   - pins: the digests of `server.pins`; empty: every host by mbedTLS's validation.
+    ///   - host: `server.url`'s host.
+    /// - Returns: the judge for a connection's host.
+    static func pinnedTrust(pins: [[UInt8]], host: String?) -> @Sendable (String) -> (@Sendable (TrustFacts) -> String?)? {
+        guard !pins.isEmpty, let host else { return { _ in nil } }
+        let pinnedHost = comparableHost(host)
+        let judge: @Sendable (TrustFacts) -> String? = { facts in pinRefusal(facts, pins: pins) }
+        return { candidate in comparableHost(candidate) == pinnedHost ? judge : nil }
+    }
+
+    /// A host name as two spellings of one host compare: lowercased, without IPv6 brackets or a
+    /// trailing dot.
+    private static func comparableHost(_ host: String) -> String {
+        var text = Substring(host.lowercased())
+        if text.hasPrefix("[") && text.hasSuffix("]") { text = text.dropFirst().dropLast() }
+        if text.hasSuffix(".") { text = text.dropLast() }
+        return String(text)
     }
 
     /// Why a server is not trusted under `server.pins`, or nil when it is: default validation

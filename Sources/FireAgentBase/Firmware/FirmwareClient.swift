@@ -9,7 +9,8 @@ import TinyFireCore
 ///
 /// The fleet server's pins (`server.pins`) hold wherever it serves firmware too; another host (a
 /// CDN) is checked against the CA bundle, and the manifest's signature covers the image either
-/// way.
+/// way. Each connection is judged by its own host: a redirect to the fleet server meets its
+/// pins, a redirect from it to a CDN the CA bundle.
 ///
 /// Memory: the engine's connections (one 64 KiB read buffer each, at most two per host), a
 /// fetched body up to its limit (64 KiB for a manifest), and 4 KiB of each report's answer.
@@ -18,9 +19,9 @@ package final class FirmwareClient: Sendable {
     package static let readBufferSize = 64 << 10
 
     package let engine: Engine
-    /// The fleet server's host (lowercased), whose pins apply; nil when there are none.
-    private let pinnedHost: String?
-    private let pins: [[UInt8]]
+    /// The judge of a TLS server on a host: the fleet server's host by its pins, any other by
+    /// mbedTLS (nil).
+    private let trustForHost: @Sendable (String) -> (@Sendable (TrustFacts) -> String?)?
 
     /// The client for `config`.
     /// - Parameters:
@@ -29,8 +30,7 @@ package final class FirmwareClient: Sendable {
     /// - Throws: `AgentError` naming a pin that is not `sha256//BASE64`.
     package init(config: AgentConfig, userAgent: String) throws(AgentError) {
         let pins = try TelemetryAgent.pinDigests(config.server.pins)
-        self.pins = pins
-        pinnedHost = pins.isEmpty ? nil : config.server.url.host?.lowercased()
+        trustForHost = TelemetryAgent.pinnedTrust(pins: pins, host: config.server.url.host)
         var tls = TLSConfiguration()
         if let caFile = config.server.caFile { tls.caCertificateFiles = [caFile] }
         tls.clientCertificateFile = config.server.clientCertificate
@@ -53,16 +53,16 @@ package final class FirmwareClient: Sendable {
     package func shutdown() { engine.shutdown() }
 
     /// How a server on `host` is judged: the fleet server by its pins, any other by mbedTLS.
+    /// Transfers ask it with the host each connection went to (`transferJudgeTrust(host:)`).
     /// - Returns: nil for mbedTLS's validation alone, else a judge that gives the refusal.
     package func trust(forHost host: String) -> (@Sendable (TrustFacts) -> String?)? {
-        guard let pinnedHost, host.lowercased() == pinnedHost else { return nil }
-        let pins = pins
-        return { facts in TelemetryAgent.pinRefusal(facts, pins: pins) }
+        trustForHost(host)
     }
 
-    /// The sender of the report queue (the fleet server's pins when it is the status host).
+    /// The sender of the report queue to `url` (the fleet server's pins for the fleet
+    /// server's host, wherever it stands).
     package func queueSender(for url: AbsoluteURL) -> EngineQueueSender {
-        EngineQueueSender(engine: engine, trust: url.host.flatMap { trust(forHost: $0) })
+        EngineQueueSender(engine: engine, trustForHost: trustForHost)
     }
 
     /// What a GET came to.
@@ -82,7 +82,7 @@ package final class FirmwareClient: Sendable {
     ///   - timeout: the whole exchange's limit.
     /// - Returns: the answer or why there is none.
     package func fetch(_ url: AbsoluteURL, headers: HTTPHeaders, limit: Int, timeout: Duration) -> Fetched {
-        let owner = FetchOwner(limit: limit, trust: url.host.flatMap { trust(forHost: $0) })
+        let owner = FetchOwner(limit: limit, trust: trustForHost)
         var spec = RequestSpec(url: url, method: .get, headers: headers, body: nil, totalTimeout: timeout)
         spec.headers.update(name: "Accept-Encoding", value: "identity")
         engine.start(spec, owner: owner)
@@ -95,13 +95,13 @@ private final class FetchOwner: PlainTransferOwner, @unchecked Sendable {
     // @unchecked: `sink` is made and read on the engine's loop thread only.
     let result = ConditionLocked<FirmwareClient.Fetched?>(nil)
     private let limit: Int
-    private let trust: (@Sendable (TrustFacts) -> String?)?
+    private let trust: @Sendable (String) -> (@Sendable (TrustFacts) -> String?)?
     private let refusal = Locked<String?>(nil)
     /// The final response's status, once its head arrived.
     private let status = Locked<Int?>(nil)
     private var sink: ByteArraySink?
 
-    init(limit: Int, trust: (@Sendable (TrustFacts) -> String?)?) {
+    init(limit: Int, trust: @escaping @Sendable (String) -> (@Sendable (TrustFacts) -> String?)?) {
         self.limit = limit
         self.trust = trust
     }
@@ -115,7 +115,7 @@ private final class FetchOwner: PlainTransferOwner, @unchecked Sendable {
     }
 
     func transferJudgeTrust(host: String) -> TrustJudgement {
-        .judged(by: trust, keepingRefusalIn: refusal)
+        .judged(by: trust(host), keepingRefusalIn: refusal)
     }
 
     func transferDidFinish(

@@ -161,7 +161,7 @@ package final class ImageDownload: Sendable {
         self.client = client
         request = ImageAttempt.Request(
             url: url, partialFile: partialFile, recordPath: recordPath, maximumSize: maximumSize, hasher: hasher, progress: progress,
-            trust: url.host.flatMap { client.trust(forHost: $0) }, partial: resume)
+            trust: { client.trust(forHost: $0) }, partial: resume)
     }
 
     /// Runs the download to its end, blocking the calling thread.
@@ -221,7 +221,8 @@ private final class ImageAttempt: PlainTransferOwner, @unchecked Sendable {
         let maximumSize: UInt64
         let hasher: ImageHasher
         let progress: @Sendable (UInt64) -> Void
-        let trust: (@Sendable (TrustFacts) -> String?)?
+        /// The judge for the host each connection went to (a redirect's too).
+        let trust: @Sendable (String) -> (@Sendable (TrustFacts) -> String?)?
         var partial: ImageResumeRecord?
     }
 
@@ -326,7 +327,7 @@ private final class ImageAttempt: PlainTransferOwner, @unchecked Sendable {
     }
 
     func transferJudgeTrust(host: String) -> TrustJudgement {
-        .judged(by: request.trust, keepingRefusalIn: refusal)
+        .judged(by: request.trust(host), keepingRefusalIn: refusal)
     }
 
     func transferDidFinish(

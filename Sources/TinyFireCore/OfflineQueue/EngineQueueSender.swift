@@ -8,17 +8,26 @@ import HTTPTypes
 /// rest of the body is read and dropped.
 package final class EngineQueueSender: QueueSender {
     private let engine: Engine
-    private let trust: (@Sendable (TrustFacts) -> String?)?
+    private let trust: @Sendable (String) -> (@Sendable (TrustFacts) -> String?)?
 
     /// - Parameters:
     ///   - engine: sends the records (its settings: timeouts, TLS, proxy, default fields).
-    ///   - trust: judges a TLS server instead of mbedTLS's validation alone (the agent's key
-    ///     pins): nil trusts it, a reason refuses it, and the reason is the attempt's failure.
-    ///     Runs on a thread of its own (`TrustJudgement.evaluate`). nil: mbedTLS's validation
-    ///     against the engine's anchors and the host name.
-    package init(engine: Engine, trust: (@Sendable (TrustFacts) -> String?)? = nil) {
+    ///   - trust: judges every TLS server instead of mbedTLS's validation alone (`--pin`):
+    ///     nil trusts it, a reason refuses it, and the reason is the attempt's failure. Runs on
+    ///     a thread of its own (`TrustJudgement.evaluate`). nil: mbedTLS's validation against
+    ///     the engine's anchors and the host name.
+    package convenience init(engine: Engine, trust: (@Sendable (TrustFacts) -> String?)? = nil) {
+        self.init(engine: engine, trustForHost: { _ in trust })
+    }
+
+    /// - Parameters:
+    ///   - engine: sends the records.
+    ///   - trustForHost: the judge for a TLS server on a host, asked with the host each
+    ///     connection went to (the agent's pins hold for the fleet server's host only); nil
+    ///     for that host: mbedTLS's validation.
+    package init(engine: Engine, trustForHost: @escaping @Sendable (String) -> (@Sendable (TrustFacts) -> String?)?) {
         self.engine = engine
-        self.trust = trust
+        self.trust = trustForHost
     }
 
     package func sendQueued(_ request: QueuedSend, completion: @escaping @Sendable (QueueReply) -> Void) {
@@ -40,7 +49,7 @@ package final class EngineQueueSender: QueueSender {
 private final class QueueTransfer: PlainTransferOwner, @unchecked Sendable {
     private let request: QueuedSend
     private let url: AbsoluteURL
-    private let trust: (@Sendable (TrustFacts) -> String?)?
+    private let trust: @Sendable (String) -> (@Sendable (TrustFacts) -> String?)?
     private let completion: @Sendable (QueueReply) -> Void
     /// Made and read on the engine's loop thread only.
     private var sink: ByteArraySink?
@@ -48,7 +57,7 @@ private final class QueueTransfer: PlainTransferOwner, @unchecked Sendable {
     private let refusal = Locked<String?>(nil)
 
     init(
-        request: QueuedSend, url: AbsoluteURL, trust: (@Sendable (TrustFacts) -> String?)?,
+        request: QueuedSend, url: AbsoluteURL, trust: @escaping @Sendable (String) -> (@Sendable (TrustFacts) -> String?)?,
         completion: @escaping @Sendable (QueueReply) -> Void
     ) {
         self.request = request
@@ -77,7 +86,7 @@ private final class QueueTransfer: PlainTransferOwner, @unchecked Sendable {
     }
 
     func transferJudgeTrust(host: String) -> TrustJudgement {
-        .judged(by: trust, keepingRefusalIn: refusal)
+        .judged(by: trust(host), keepingRefusalIn: refusal)
     }
 
     func transferDidFinish(

@@ -52,7 +52,8 @@ package final class TLSHandshakeStep: ConnectionStep {
 /// reads the proxy's answer. A 2xx answer makes the stream a byte pipe to the origin; anything
 /// else ends the step with a reason that names the status. Nothing is read past the answer's
 /// head: bytes after a 2xx head, before the client has spoken through the tunnel, are refused
-/// (no origin speaks first in TLS or HTTP).
+/// (no origin speaks first in TLS or HTTP), whether they came in the answer's read or are
+/// waiting in a later one when the step ends.
 ///
 /// Memory: the CONNECT request (a few hundred bytes), a 4 KiB read buffer, and the parser's head
 /// buffer (bounded by `maxHeadBytes`). Loop-confined.
@@ -159,17 +160,32 @@ package final class ProxyTunnelStep: ConnectionStep {
     private func verdict(on head: ResponseHead, leftover: Int) -> ConnectionStepProgress {
         switch head.status {
         case 200..<300:
-            guard leftover == 0 else {
+            guard leftover == 0 else { return bytesAfterAnswer(leftover, head) }
+            // What came in a later segment (or TLS record) than the answer, before the client
+            // spoke through the tunnel: the socket is asked once more, right before the
+            // origin's TLS handshake (or request) starts. Bytes that arrive after the client
+            // spoke cannot be told from the origin's: TLS refuses them as not TLS.
+            let result = buffer.withUnsafeMutableBytes { stream.read(into: $0) }
+            switch result {
+            case .wouldBlock: return .done
+            case .bytes(let n): return bytesAfterAnswer(n, head)
+            case .endOfFile:
                 return .failed(
-                    .proxyTunnelFailed(
-                        message: "the proxy sent \(leftover) bytes after its \(head.status) answer to CONNECT, before the tunnel was used"))
+                    .proxyTunnelFailed(message: "the proxy closed the connection right after its \(head.status) answer to CONNECT"))
+            case .failed(let code):
+                return .failed(.proxyTunnelFailed(message: "the connection to the proxy failed: \(failureText(code))"))
             }
-            return .done
         case 407:
             return .failed(.proxyAuthenticationRequired(challenge: head.firstValue("Proxy-Authenticate") ?? ""))
         default:
             return .failed(.proxyTunnelRefused(status: head.status, reasonPhrase: head.reason))
         }
+    }
+
+    private func bytesAfterAnswer(_ count: Int, _ head: ResponseHead) -> ConnectionStepProgress {
+        .failed(
+            .proxyTunnelFailed(
+                message: "the proxy sent \(count) bytes after its \(head.status) answer to CONNECT, before the tunnel was used"))
     }
 
     private func failureText(_ code: Int32) -> String {

@@ -169,7 +169,10 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
         // The authority ends at the path; a path other than "/" is a mistake worth naming.
         if let slash = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) {
             guard rest[slash...] == "/" else {
-                throw ProxyURLError(reason: "\(Proxy.masked(text)): a proxy URL has no path, query or fragment")
+                // `user:pa/ss@host`: the password ends the authority where it holds the
+                // character; it must be percent-encoded.
+                let hint = rest[slash...].contains("@") ? " (a /, ? or # in the user or password is written %2F, %3F, %23)" : ""
+                throw ProxyURLError(reason: "\(Proxy.masked(text)): a proxy URL has no path, query or fragment\(hint)")
             }
             rest = rest[..<slash]
         }
@@ -209,14 +212,40 @@ public struct Proxy: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// A proxy URL as text with any password replaced by `***` (for errors about a URL that
-    /// did not parse).
+    /// did not parse). Everything between the scheme's `://` and the last `@` is taken as the
+    /// user information, wherever a `/`, `?` or `#` stands (a password holding one does not
+    /// parse as a proxy URL, and is still never shown): only the user name before its first
+    /// `:` is kept.
     public static func masked(_ url: String) -> String {
-        let start = url.firstRange(ofASCII: "://")?.upperBound ?? url.startIndex
-        let authorityEnd = url[start...].firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? url.endIndex
-        guard let at = url[start..<authorityEnd].lastIndex(of: "@") else { return url }
-        let userInfo = url[start..<at]
-        let user = userInfo.firstIndex(of: ":").map { userInfo[..<$0] } ?? userInfo
-        return String(url[..<start]) + user + ":***" + String(url[at...])
+        let bytes = Array(url.utf8)
+        guard let userInfo = userInfoBounds(in: bytes) else { return url }
+        let colon = bytes[userInfo.start..<userInfo.at].firstIndex(of: UInt8(ascii: ":")) ?? userInfo.at
+        return String(decoding: bytes[..<colon] + Array(":***".utf8) + bytes[userInfo.at...], as: UTF8.self)
+    }
+
+    /// Where the password of a proxy URL stands in its bytes, by the rule of `masked`: after
+    /// the first `:` of the user information, up to the last `@`. User information without a
+    /// `:` holds no password (nil), as curl reads `user@host`; an empty password is an empty
+    /// range.
+    /// - Parameter url: the URL's UTF-8 bytes, as given (not decoded).
+    /// - Returns: the byte range to hide, or nil when there is none.
+    package static func secretRange(in url: [UInt8]) -> Range<Int>? {
+        guard let userInfo = userInfoBounds(in: url), let colon = url[userInfo.start..<userInfo.at].firstIndex(of: UInt8(ascii: ":"))
+        else { return nil }
+        return (colon + 1)..<userInfo.at
+    }
+
+    /// The user information of a proxy URL: from after the first `://` (or the start) to the
+    /// last `@`, wherever a `/`, `?` or `#` stands; nil without an `@`.
+    private static func userInfoBounds(in url: [UInt8]) -> (start: Int, at: Int)? {
+        var start = 0
+        for index in 0..<max(0, url.count - 2)
+        where url[index] == UInt8(ascii: ":") && url[index + 1] == UInt8(ascii: "/") && url[index + 2] == UInt8(ascii: "/") {
+            start = index + 3
+            break
+        }
+        guard let at = url[start...].lastIndex(of: UInt8(ascii: "@")) else { return nil }
+        return (start, at)
     }
 
     private static func splitHostPort(_ authority: Substring, in text: String) throws(ProxyURLError) -> (String, Int?) {

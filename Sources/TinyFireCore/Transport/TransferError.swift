@@ -206,6 +206,9 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
             return "redirect response body exceeds \(limit) bytes while the redirect handler was deciding"
         case .tlsFailed(_, let message):
             if failedAtProxy, let proxy { return "TLS with the proxy \(proxy) failed: \(message)" }
+            // Through a tunnel, what the handshake read came through the proxy (which may have
+            // sent it itself: the client cannot tell after it spoke).
+            if let proxy { return "TLS with \(host) through the tunnel of the proxy \(proxy) failed: \(message)" }
             return "TLS with \(host) failed: \(message)"
         case .requestBodyReadFailed(let message):
             return "cannot send the request body: \(message)"

@@ -128,6 +128,8 @@ extension FirmwareUpdateTests {
         let influx = try InfluxFixture()
         let url = "http://\(ProxyFixture.encodedCredentials)@127.0.0.1:\(proxy.authPort)"
         let config = try board.writeConfig(server: server, telemetry: influx.base, topLevel: "network: { proxy: \"\(url)\" },")
+        // It holds the proxy's password: the agent's alone, or it is refused.
+        chmod(config, 0o600)
         // The environment says otherwise (a dead proxy): the config wins.
         let dead = ["http_proxy": "http://127.0.0.1:\(freePort())", "https_proxy": "http://127.0.0.1:1"]
         var agent = try startAgent(board, config: config, environment: dead)
