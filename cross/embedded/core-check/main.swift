@@ -239,7 +239,7 @@ func spoolCheck() -> (ok: Bool, detail: String) {
     let messages = logged.withLock { $0 }
     let ok =
         pass.queuedLines == 3 && pass.rejectedLines >= 2 && lines == ["cpu load=1i 1", "cpu load=2i 2", "cpu load=3i 3"] && !leftover
-        && messages.contains { $0.hasPrefix("warning spool line rejected") }
+        && messages.contains { $0.hasPrefix("warning spool file has refused lines") }
     return (
         ok,
         "queued \(pass.queuedLines), set aside \(pass.rejectedLines), file \(leftover ? "left" : "removed"); \(messages.count) log entries"
@@ -435,7 +435,7 @@ let (statusOK, statusDetail) = statusCheck()
 check("status file: tracker, write, read back, refusal, text", statusOK, statusDetail)
 
 // A batch's upload: gzip'd body, the judge on InfluxDB's answers (413 split into halves,
-// Retry-After, 400 dead letter, an old batch refused), Basic and Token authorization.
+// Retry-After, 400 halves, an old batch refused), Basic and Token authorization.
 func batchUploadCheck() -> (ok: Bool, detail: String) {
     let batch = Batch(lines: ["m x=0i 0", "m x=1i 1", "m x=2i 2", "m x=3i 3"])
     let body: [UInt8]
@@ -462,7 +462,7 @@ func batchUploadCheck() -> (ok: Bool, detail: String) {
     let ok =
         roundTrip == "m x=0i 0\nm x=1i 1\nm x=2i 2\nm x=3i 3\n" && judge(204) == .delivered
         && halves == ["m x=0i 0\nm x=1i 1\n", "m x=2i 2\nm x=3i 3\n"] && judge(429, retryAfter: "5") == .retryAfter(.seconds(5))
-        && judge(400, message: "{\"error\":\"unable to parse\"}") == .deadLetter(reason: "HTTP 400: {\"error\":\"unable to parse\"}")
+        && judge(400, message: "{\"error\":\"unable to parse\"}") == judge(413)
         && judge(401, message: "unauthorized") == .retry
         && judge(503, age: .seconds(7200)) == .deadLetter(reason: "HTTP 503; still refused after 7200 s (queue.maxRecordAge)")
         && basic == "Basic ZmxlZXQ6cMOkc3N3w7ZyZDp4"
@@ -505,10 +505,11 @@ func daemonPartsCheck() -> (ok: Bool, detail: String) {
         UploadVerdict.decide(
             status: 503, retryAfter: "Sun, 06 Nov 1994 08:50:07 GMT", message: "", secondsSince1970: 784_111_777, lines: 1),
         UploadVerdict.decide(status: 400, retryAfter: nil, message: "bad", secondsSince1970: 0, lines: 2),
+        UploadVerdict.decide(status: 400, retryAfter: nil, message: "bad", secondsSince1970: 0, lines: 1),
     ]
     let expected: [UploadVerdict] = [
         .delivered, .retry(after: nil, reason: "HTTP 200: <html> (not InfluxDB's 204: a captive portal or a proxy answered?)"), .split,
-        .retry(after: .seconds(30), reason: "HTTP 503"), .deadLetter(reason: "HTTP 400: bad"),
+        .retry(after: .seconds(30), reason: "HTTP 503"), .split, .deadLetter(reason: "HTTP 400: bad"),
     ]
     var schedule = DaemonSchedule(
         collectEvery: .seconds(10), syncEvery: .seconds(60), jitter: 0, watchdogInterval: .seconds(20), now: .zero, random: 0)
@@ -1289,7 +1290,7 @@ func telemetryAgentCheck() -> (ok: Bool, detail: String) {
     for name in measurements { names += (names.isEmpty ? "" : ",") + name }
     let ok =
         report.failure == nil && report.remaining == 0 && report.delivered >= 1 && report.spooledLines == 1 && report.rejectedLines == 1
-        && !seen.isEmpty && seen.allSatisfy { $0 == expectedRequest } && lines.contains("app,unit=a requests=5i 1700000000000")
+        && !seen.isEmpty && seen.allSatisfy { $0 == expectedRequest } && lines.contains("app,device=board-7,unit=a requests=5i 1700000000000")
         && measurements.contains("mem") && measurements.contains("fire_agent")
         && lines.allSatisfy { $0.firstRange(ofASCII: "device=board-7") != nil || $0.hasPrefix("app") }
         && readBack == status && snapshot.lastDelivery?.result == "delivered" && figures.delivered >= 1 && status.rejectedSpoolLines == 1
