@@ -89,7 +89,11 @@ struct CaptivePortalTests {
         portal.shared.mode.withLock { $0 = .server }
         let sync = try runCapturingOutput(try fireAgentPath(), ["sync", "--once", "--config", config])
         #expect(sync.status == 0, "\(sync.stderr)")
-        #expect(portal.shared.received.withLock { $0 } == ["wifi seq=1i 1700000000000000001", "wifi seq=2i 1700000000000000002"])
+        // (Spool points carry the board's device tag.)
+        #expect(
+            portal.shared.received.withLock { $0 } == [
+                "wifi,device=board-wifi seq=1i 1700000000000000001", "wifi,device=board-wifi seq=2i 1700000000000000002",
+            ])
     }
 
     @Test(

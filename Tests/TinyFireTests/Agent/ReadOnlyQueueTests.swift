@@ -52,7 +52,10 @@ struct ReadOnlyQueueTests {
         _ = try runCommand(mount, ["-o", "remount,rw", queue])
         let last = try runCapturingOutput(try fireAgentPath(), ["sync", "--once", "--config", config])
         #expect(last.status == 0, "\(last.stderr)")
-        #expect(try recorder.lines().map(String.init) == ["ro,file=a seq=1i 1700000000000000000", "ro,file=b seq=2i 1700000000000000001"])
+        #expect(
+            try recorder.lines().map(String.init) == [
+                "ro,device=board-ro,file=a seq=1i 1700000000000000000", "ro,device=board-ro,file=b seq=2i 1700000000000000001",
+            ])
         #expect(!FileManager.default.fileExists(atPath: directory + "/spool/b.lp"))
     }
 }
