@@ -1290,7 +1290,8 @@ func telemetryAgentCheck() -> (ok: Bool, detail: String) {
     for name in measurements { names += (names.isEmpty ? "" : ",") + name }
     let ok =
         report.failure == nil && report.remaining == 0 && report.delivered >= 1 && report.spooledLines == 1 && report.rejectedLines == 1
-        && !seen.isEmpty && seen.allSatisfy { $0 == expectedRequest } && lines.contains("app,device=board-7,unit=a requests=5i 1700000000000")
+        && !seen.isEmpty && seen.allSatisfy { $0 == expectedRequest }
+        && lines.contains("app,device=board-7,unit=a requests=5i 1700000000000")
         && measurements.contains("mem") && measurements.contains("fire_agent")
         && lines.allSatisfy { $0.firstRange(ofASCII: "device=board-7") != nil || $0.hasPrefix("app") }
         && readBack == status && snapshot.lastDelivery?.result == "delivered" && figures.delivered >= 1 && status.rejectedSpoolLines == 1
