@@ -577,11 +577,16 @@ package final class SpoolDirectory: Sendable {
             }
             /// Writes the refused lines waiting, then records that they are kept.
             func keepRefused() {
-                guard !refusals.text.isEmpty else { return }
+                guard writeRefused() else { return }
+                _ = record(batchStart.offset, batchStart.line)
+            }
+            /// Writes the refused lines waiting to `rejected/<name>`; false when none were.
+            func writeRefused() -> Bool {
+                guard !refusals.text.isEmpty else { return false }
                 rejected.append(refusals.text, to: name)
                 refusals.text = ""
                 refusals.through = max(refusals.through, refusals.textThrough)
-                _ = record(batchStart.offset, batchStart.line)
+                return true
             }
             /// A line refused: kept unless an earlier pass kept it; false at the one past the bound.
             func refuse(_ text: String, _ reason: String, number: Int, end: Int64) -> Bool {
@@ -606,11 +611,7 @@ package final class SpoolDirectory: Sendable {
                 queuedLines += batch.lines.count - filling.memoryLines
                 owner.removeCarried(&filling, directory: directory)
                 batchStart = (end, line)
-                if !refusals.text.isEmpty {
-                    rejected.append(refusals.text, to: name)
-                    refusals.text = ""
-                    refusals.through = max(refusals.through, refusals.textThrough)
-                }
+                _ = writeRefused()
                 if more || refusals.new > 0 { _ = record(end, line) }
                 return true
             }
