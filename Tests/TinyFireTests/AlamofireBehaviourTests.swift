@@ -203,7 +203,9 @@ struct AlamofireBehaviourTests {
         #expect(response.value == fromArgument)
     }
 
-    @Test("a GET an adapter gives a body is refused before it is sent (bodyDataInGETRequest)")
+    @Test(
+        "a GET with a body is refused before it is sent: bodyDataInGETRequest, wrapped as requestAdaptationFailed when an adapter added it"
+    )
     func getWithAdaptedBodyRefused() async throws {
         let server = try httpbin()
         let adapter = Adapter { request, _, completion in
@@ -213,13 +215,20 @@ struct AlamofireBehaviourTests {
         }
         let request = Session().request("\(server.base)/get", interceptor: adapter)
         let response = await request.serializingData().response
-        guard case .urlRequestValidationFailed(.bodyDataInGETRequest(let body)) = response.error else {
+        // Found after adapting: Alamofire wraps it as the adapter's failure.
+        guard case .requestAdaptationFailed(let underlying) = response.error,
+            case .urlRequestValidationFailed(.bodyDataInGETRequest(let body)) = underlying as? TinyFireError
+        else {
             Issue.record("unexpected \(String(describing: response.error))")
             return
         }
         #expect(body == Data("body".utf8))
         #expect(response.metrics == nil)
-        #expect(response.error?.isURLRequestValidationError == true)
+        // A GET built with a body is refused as it is, before any adapter.
+        var built = URLRequest(url: URL(string: "\(server.base)/get")!, method: .get)
+        built.httpBody = Data("built".utf8)
+        let direct = await Session().request(built, interceptor: adapter).serializingData().response
+        #expect(direct.error?.isURLRequestValidationError == true, "\(String(describing: direct.error))")
     }
 
     @Test("URLEncodedFormEncoder encodes superEncoder(forKey:) as the key's own container")

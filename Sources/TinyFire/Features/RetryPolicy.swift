@@ -6,6 +6,16 @@ import Dispatch
     import Foundation
 #endif
 
+/// Why a request that its retriers would retry again ended instead: it was retried
+/// `SessionConfiguration.maxRetries` times already. The `retryError` of the
+/// `.requestRetryFailed` it fails with; the `originalError` is the last attempt's.
+public struct RetryLimitReached: Error, CustomStringConvertible, Sendable {
+    /// The session's `maxRetries`.
+    public let limit: Int
+    /// Says the limit.
+    public var description: String { "the request was retried \(limit) times, the session's maxRetries: not retried again" }
+}
+
 /// Retries failed requests with exponential backoff, as Alamofire's `RetryPolicy`.
 ///
 /// A request is retried while `retryCount < retryLimit`, when its method is retryable and

@@ -459,11 +459,13 @@ public class Request: @unchecked Sendable {
 
     // MARK: - Pipeline
 
-    /// Builds the initial request, then runs the first attempt.
+    /// Builds the request afresh from the convertible (its request modifier runs again), checks
+    /// it, then runs an attempt: the first, and every retry, as Alamofire does.
     private func performSetup() {
         let initial: URLRequest
         do {
             initial = try convertible.asURLRequest()
+            try Self.validate(initial)
         } catch {
             let failure = (error as? TinyFireError) ?? .createURLRequestFailed(error: error)
             eventMonitor?.request(self, didFailToCreateURLRequestWithError: failure)
@@ -475,7 +477,16 @@ public class Request: @unchecked Sendable {
         performAttempt(initial)
     }
 
-    /// Checks and adapts `initial`, then starts its transfer.
+    /// A GET with a body is refused before it is sent (`bodyDataInGETRequest`), as Alamofire's
+    /// `URLRequest.validate()`.
+    private static func validate(_ urlRequest: URLRequest) throws(TinyFireError) {
+        if (urlRequest.method ?? .get) == .get, let body = urlRequest.httpBody, !body.isEmpty {
+            throw .urlRequestValidationFailed(reason: .bodyDataInGETRequest(body))
+        }
+    }
+
+    /// Adapts `created`, then starts its transfer. Whatever an adapter throws, and an adapted
+    /// request that fails the check, is `.requestAdaptationFailed(error:)`, as in Alamofire.
     private func performAttempt(_ created: URLRequest) {
         let initial = withAnsweredChallenge(created)
         protected.withLock { $0.requests.append(initial) }
@@ -485,13 +496,14 @@ public class Request: @unchecked Sendable {
         }
         let state = RequestAdapterState(requestID: id, session: session)
         adapter.adapt(initial, using: state) { [self] result in
-            switch result {
-            case .success(let adapted):
+            do {
+                let adapted = try result.get()
+                try Self.validate(adapted)
                 protected.withLock { $0.requests.append(adapted) }
                 eventMonitor?.request(self, didAdaptInitialRequest: initial, to: adapted)
                 didCreateURLRequest(adapted)
-            case .failure(let error):
-                let failure = (error as? TinyFireError) ?? .requestAdaptationFailed(error: error)
+            } catch {
+                let failure = TinyFireError.requestAdaptationFailed(error: error)
                 eventMonitor?.request(self, didFailToAdaptURLRequest: initial, withError: failure)
                 retryOrFinish(failure)
             }
@@ -499,11 +511,6 @@ public class Request: @unchecked Sendable {
     }
 
     private func didCreateURLRequest(_ urlRequest: URLRequest) {
-        // Checked on the request as adapted: an adapter may add a body to a GET too.
-        if (urlRequest.method ?? .get) == .get, let body = urlRequest.httpBody, !body.isEmpty {
-            retryOrFinish(.urlRequestValidationFailed(reason: .bodyDataInGETRequest(body)))
-            return
-        }
         let (cURLHandlers, urlRequestHandlers) = protected.withLock { state in
             state.performedRequests.append(urlRequest)
             return (state.cURLHandlers, state.urlRequestHandlers)
@@ -605,6 +612,12 @@ public class Request: @unchecked Sendable {
         retrier.retry(self, for: session, dueTo: error) { [self] decision in
             switch decision {
             case .retry, .retryWithDelay:
+                let limit = session.configuration.maxRetries
+                guard retryCount < limit else {
+                    // Whatever the retriers say, a request ends: a board does not hammer its server.
+                    finish(.requestRetryFailed(retryError: RetryLimitReached(limit: limit), originalError: error))
+                    return
+                }
                 retry(after: decision.delay)
             case .doNotRetry:
                 finish(error)
@@ -638,11 +651,9 @@ public class Request: @unchecked Sendable {
                 finish(.explicitlyCancelled)
                 return
             }
-            if let initial = protected.withLock({ $0.initialRequest }) {
-                performAttempt(initial)
-            } else {
-                performSetup()
-            }
+            // Every attempt is built anew from the convertible, as in Alamofire: a request
+            // modifier runs once per attempt, and what the last attempt changed is not replayed.
+            performSetup()
         }
         if let delay, delay > 0 {
             session.rootQueue.asyncAfter(deadline: .now() + delay, execute: attempt)

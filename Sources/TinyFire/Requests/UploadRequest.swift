@@ -20,7 +20,8 @@ import Synchronization
 public final class UploadRequest: DataRequest, @unchecked Sendable {
     /// What the body is made of.
     public enum Uploadable: Sendable {
-        /// Bytes in memory (sent from the `URLRequest`'s `httpBody`).
+        /// Bytes in memory: the `URLRequest`'s `httpBody` as adapted (a compressor may change
+        /// it), or these bytes when an adapter left the request without one.
         case data(Data)
         /// A file, read as it is sent; its size at the start of each attempt is the
         /// `Content-Length`, and a file that changes size mid-upload fails the request.
@@ -96,8 +97,12 @@ final class UploadBody: Sendable {
     /// Sets `spec`'s body for one attempt.
     func apply(to spec: inout RequestSpec) throws(TinyFireError) {
         switch uploadable {
-        case .data:
-            return
+        case .data(let data):
+            // The adapted request's body when it has one (a compressor's output); the upload's
+            // own bytes when it has none: an adapter that replaces the request does not drop
+            // the body (Alamofire sends the data beside the request, `uploadTask(with:from:)`).
+            if spec.body == nil || spec.body?.count == 0 { spec.body = DataBody(data) }
+            spec.bodySource = nil
         case .file(let url):
             spec.body = nil
             spec.bodySource = .segments([try RequestBodyFile.segment(regularFileAt: url.path(percentEncoded: false))])

@@ -33,6 +33,10 @@ public struct SessionConfiguration: Sendable {
     public var idleConnectionTimeout: Duration
     /// Most redirects followed per request; 0 disables following. Default 10.
     public var maxRedirects: Int
+    /// Most retries of one request, whatever its retriers answer: past it the request fails
+    /// with `.requestRetryFailed` whose `retryError` is `RetryLimitReached`. Alamofire has no
+    /// such bound (a retrier that always retries loops for ever there). Default 16; at least 0.
+    public var maxRetries: Int
     /// Whether an https URL may redirect to http. Default false.
     public var allowsInsecureRedirects: Bool
     /// Whether gzip and deflate responses are decoded (and `Accept-Encoding` sent by
@@ -66,6 +70,8 @@ public struct SessionConfiguration: Sendable {
     public static let defaultMaxConnectionsPerHost = 6
     /// 10 redirects.
     public static let defaultMaxRedirects = 10
+    /// 16 retries.
+    public static let defaultMaxRetries = 16
     /// 1 MiB.
     public static let defaultExpectContinueThreshold = 1024 * 1024
 
@@ -85,6 +91,7 @@ public struct SessionConfiguration: Sendable {
         maxConnectionsPerHost: Int = SessionConfiguration.defaultMaxConnectionsPerHost,
         idleConnectionTimeout: Duration = .seconds(60),
         maxRedirects: Int = SessionConfiguration.defaultMaxRedirects,
+        maxRetries: Int = SessionConfiguration.defaultMaxRetries,
         allowsInsecureRedirects: Bool = false,
         automaticDecompression: Bool = true,
         headers: HTTPHeaders = .default,
@@ -103,6 +110,7 @@ public struct SessionConfiguration: Sendable {
         self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
         self.idleConnectionTimeout = idleConnectionTimeout
         self.maxRedirects = max(0, maxRedirects)
+        self.maxRetries = max(0, maxRetries)
         self.allowsInsecureRedirects = allowsInsecureRedirects
         self.automaticDecompression = automaticDecompression
         self.headers = headers
