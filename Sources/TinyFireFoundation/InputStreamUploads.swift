@@ -152,3 +152,40 @@ private struct UncheckedFormatter: @unchecked Sendable {
     let value: DateFormatter
     init(_ value: DateFormatter) { self.value = value }
 }
+
+extension URLEncodedFormEncoder {
+    /// An encoder spelled as Alamofire's, with the characters left unescaped as a
+    /// `CharacterSet` (`.afURLQueryAllowed` is the default set). The encoder works on bytes: the
+    /// ASCII characters in the set are kept, every other byte of the UTF-8 text (all of a
+    /// non-ASCII character's) is percent-escaped, as Alamofire's output is for them.
+    /// - Parameters:
+    ///   - alphabetizeKeyValuePairs: sort pairs; default true.
+    ///   - arrayEncoding: default `.brackets`.
+    ///   - boolEncoding: default `.numeric`.
+    ///   - dataEncoding: default `.base64`.
+    ///   - dateEncoding: default `.deferredToDate`.
+    ///   - keyEncoding: default `.useDefaultKeys`.
+    ///   - keyPathEncoding: default `.brackets`.
+    ///   - nilEncoding: default `.dropKey`.
+    ///   - spaceEncoding: default `.percentEscaped`.
+    ///   - allowedCharacters: the characters written as themselves.
+    public convenience init(
+        alphabetizeKeyValuePairs: Bool = true,
+        arrayEncoding: ArrayEncoding = .brackets,
+        boolEncoding: BoolEncoding = .numeric,
+        dataEncoding: DataEncoding = .base64,
+        dateEncoding: DateEncoding = .deferredToDate,
+        keyEncoding: KeyEncoding = .useDefaultKeys,
+        keyPathEncoding: KeyPathEncoding = .brackets,
+        nilEncoding: NilEncoding = .dropKey,
+        spaceEncoding: SpaceEncoding = .percentEscaped,
+        allowedCharacters: CharacterSet
+    ) {
+        var bytes = Set<UInt8>()
+        for byte in UInt8(0)..<128 where allowedCharacters.contains(Unicode.Scalar(byte)) { bytes.insert(byte) }
+        self.init(
+            alphabetizeKeyValuePairs: alphabetizeKeyValuePairs, arrayEncoding: arrayEncoding, boolEncoding: boolEncoding,
+            dataEncoding: dataEncoding, dateEncoding: dateEncoding, keyEncoding: keyEncoding, keyPathEncoding: keyPathEncoding,
+            nilEncoding: nilEncoding, spaceEncoding: spaceEncoding, allowedBytes: bytes)
+    }
+}

@@ -118,7 +118,8 @@ public final class MultipartFormData: Sendable {
     ///   - name: the form field name.
     public func append(_ fileURL: URL, withName name: String) {
         let fileName = PathParts(path: fileURL.path(percentEncoded: false)).name
-        guard !fileName.isEmpty, fileURL.isFileURL else {
+        // A URL that is not a file's is the next call's to refuse, as `.bodyPartURLInvalid`.
+        guard !fileName.isEmpty else {
             record(.multipartEncodingFailed(reason: .bodyPartFilenameInvalid(in: fileURL)))
             return
         }

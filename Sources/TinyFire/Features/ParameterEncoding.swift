@@ -103,7 +103,8 @@ public struct URLEncoding: ParameterEncoding {
     /// - Returns: the pairs, escaped.
     public func queryComponents(fromKey key: String, value: Any) -> [(String, String)] {
         var components: [(String, String)] = []
-        switch JSONObject.unwrapped(value) {
+        let unwrapped = JSONObject.unwrapped(value)
+        switch unwrapped {
         case let dictionary as [String: Any]:
             for nestedKey in dictionary.keys.sorted() {
                 components += queryComponents(fromKey: "\(key)[\(nestedKey)]", value: dictionary[nestedKey] as Any)
@@ -112,7 +113,7 @@ public struct URLEncoding: ParameterEncoding {
             for (index, element) in array.enumerated() {
                 components += queryComponents(fromKey: arrayEncoding.encode(key, atIndex: index), value: element)
             }
-        case let bool as Bool:
+        case let bool as Bool where unwrapped.map(JSONObject.isBoolean) == true:
             components.append((escape(key), escape(boolEncoding.encode(bool))))
         case let number as Double where number.isFinite:
             components.append((escape(key), escape(JSONObject.text(of: number))))

@@ -471,6 +471,26 @@ struct FormValueEncoder: Encoder {
 
     func setString(_ value: String) { set(.string(value)) }
 
+    /// What already sits at this encoder's path, if anything (so a second container on the
+    /// same path merges instead of erasing); an empty root counts as nothing.
+    func existingComponent() -> FormComponent? {
+        var current = context.root
+        for element in path {
+            switch (element, current) {
+            case (.key(let key), .object(let object)):
+                guard let next = object.first(where: { $0.key == key })?.value else { return nil }
+                current = next
+            case (.index(let index), .array(let elements)):
+                guard index < elements.count else { return nil }
+                current = elements[index]
+            default:
+                return nil
+            }
+        }
+        if path.isEmpty, case .object(let object) = current, object.isEmpty { return nil }
+        return current
+    }
+
     func encodeNilValue() {
         if let text = options.nilEncoding.encodeNil() { setString(text) }
     }
@@ -507,27 +527,7 @@ struct FormKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     init(encoder: FormValueEncoder) {
         self.encoder = encoder
-        if case .none = existingComponent() { encoder.set(.object([])) }
-    }
-
-    /// Whether something already sits at this container's path (so a second container on the
-    /// same path merges instead of erasing).
-    private func existingComponent() -> FormComponent? {
-        var current = encoder.context.root
-        for element in encoder.path {
-            switch (element, current) {
-            case (.key(let key), .object(let object)):
-                guard let next = object.first(where: { $0.key == key })?.value else { return nil }
-                current = next
-            case (.index(let index), .array(let elements)):
-                guard index < elements.count else { return nil }
-                current = elements[index]
-            default:
-                return nil
-            }
-        }
-        if encoder.path.isEmpty, case .object(let object) = current, object.isEmpty { return nil }
-        return current
+        if case .none = encoder.existingComponent() { encoder.set(.object([])) }
     }
 
     private func child(_ key: Key) -> FormValueEncoder {
@@ -583,9 +583,9 @@ struct FormKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         child(key).unkeyedContainer()
     }
 
-    mutating func superEncoder() -> any Encoder {
-        encoder.child(key: FormCodingKey(stringValue: "super"), element: .key("super"))
-    }
+    /// The superclass encodes into this same container's place, as Alamofire's encoder does
+    /// (no `super` key).
+    mutating func superEncoder() -> any Encoder { encoder }
 
     mutating func superEncoder(forKey key: Key) -> any Encoder { child(key) }
 }
@@ -597,7 +597,7 @@ struct FormUnkeyedContainer: UnkeyedEncodingContainer {
 
     init(encoder: FormValueEncoder) {
         self.encoder = encoder
-        encoder.set(.array([]))
+        if case .none = encoder.existingComponent() { encoder.set(.array([])) }
     }
 
     private mutating func next() -> FormValueEncoder {
@@ -630,7 +630,12 @@ struct FormUnkeyedContainer: UnkeyedEncodingContainer {
         next().unkeyedContainer()
     }
 
-    mutating func superEncoder() -> any Encoder { next() }
+    /// The superclass encodes at this container's own path, taking a place in the count, as
+    /// Alamofire's encoder does.
+    mutating func superEncoder() -> any Encoder {
+        count += 1
+        return encoder
+    }
 }
 
 struct FormSingleValueContainer: SingleValueEncodingContainer {

@@ -155,13 +155,13 @@ enum ResponseValidation {
         guard hasBody else { return nil }
         guard let contentType = response.headerFields[values: .contentType].first, let responseType = MediaType(contentType) else {
             if acceptable.contains(where: { MediaType($0)?.isWildcard == true }) { return nil }
-            return .responseValidationFailed(reason: .missingContentType(acceptableContentTypes: acceptable))
+            return .responseValidationFailed(reason: .missingContentType(acceptableContentTypes: acceptable.sorted()))
         }
         for candidate in acceptable {
             if let type = MediaType(candidate), type.matches(responseType) { return nil }
         }
         return .responseValidationFailed(
-            reason: .unacceptableContentType(acceptableContentTypes: acceptable, responseContentType: responseType.description))
+            reason: .unacceptableContentType(acceptableContentTypes: acceptable.sorted(), responseContentType: responseType.description))
     }
 
     /// The media ranges of an `Accept` value, without parameters.

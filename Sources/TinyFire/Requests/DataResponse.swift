@@ -213,6 +213,9 @@ public struct DataTask<Value: Sendable>: Sendable {
         self.request = request
         self.box = box
         self.shouldAutomaticallyCancel = automaticallyCancelling
+        // Made inside a Swift task that is already cancelled: the request is cancelled now,
+        // awaited or not (Alamofire 5.12).
+        if automaticallyCancelling && Task.isCancelled { request.cancel() }
     }
 
     /// The whole response. When the task was made with `automaticallyCancelling: true`,

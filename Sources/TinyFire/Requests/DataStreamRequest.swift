@@ -399,6 +399,26 @@ public final class DataStreamRequest: Request, @unchecked Sendable {
             complete: { stream in queue.async { try? handler(stream) } })
     }
 
+    /// Cancels the request. Called from a stream handler after the body ended (the transfer
+    /// is over, the completion not out yet), the request still completes as
+    /// `.explicitlyCancelled` (or with the error it already had), as Alamofire's does.
+    /// - Returns: the request.
+    @discardableResult
+    public override func cancel() -> Self {
+        let completionPending = streamState.withLock { $0.completion == nil }
+        let late =
+            completionPending
+            && protected.withLock { state -> Bool in
+                guard state.pipelineFinished, state.state != .cancelled else { return false }
+                state.state = .cancelled
+                if state.error == nil { state.error = .explicitlyCancelled }
+                return true
+            }
+        guard late else { return super.cancel() }
+        eventMonitor?.requestDidCancel(self)
+        return self
+    }
+
     /// A serializer failed and `automaticallyCancelOnStreamError` is set: the request is
     /// cancelled; one whose transfer already ended finishes as cancelled all the same (its
     /// completion has not gone out: the results are parsed before it), as Alamofire's does.

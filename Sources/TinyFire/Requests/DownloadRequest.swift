@@ -703,6 +703,9 @@ public struct DownloadTask<Value: Sendable>: Sendable {
         self.request = request
         self.box = box
         self.shouldAutomaticallyCancel = automaticallyCancelling
+        // Made inside a Swift task that is already cancelled: the request is cancelled now,
+        // awaited or not (Alamofire 5.12).
+        if automaticallyCancelling && Task.isCancelled { request.cancel() }
     }
 
     /// The whole response. When the task was made with `automaticallyCancelling: true` (the

@@ -759,7 +759,8 @@ public class Request: @unchecked Sendable {
             case .doNotRetry:
                 completion(error)
             case .doNotRetryWithError(let retryError):
-                completion((retryError as? TinyFireError) ?? .requestRetryFailed(retryError: retryError, originalError: error))
+                // Wrapped even when it is a TinyFireError, as Alamofire's `retryResult(for:dueTo:)`.
+                completion(.requestRetryFailed(retryError: retryError, originalError: error))
             }
         }
     }

@@ -25,17 +25,23 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
         case data(Data)
         /// A file, read as it is sent; its size at the start of each attempt is the
         /// `Content-Length`, and a file that changes size mid-upload fails the request.
-        case file(URL)
+        /// `shouldRemove` is true for a multipart form's spill file, which the request removes
+        /// when it finishes (as Alamofire's).
+        case file(URL, shouldRemove: Bool)
         /// A stream of unknown length, sent with `Transfer-Encoding: chunked`. A stream is read
         /// once: a retry or a 307/308 redirect fails with `.requestBodyReadFailed`.
         case stream(any UploadByteStream)
-        /// A multipart form, encoded when the request starts (see `MultipartFormData`).
+        /// A multipart form, not encoded yet (see `MultipartFormData`).
         case multipart(MultipartFormData)
     }
 
-    /// The body's source; nil when it could not be made (a multipart form with a part that
-    /// cannot be read: the request fails with `.createUploadableFailed`), as Alamofire's.
-    public var uploadable: Uploadable? { body.creationFailed ? nil : body.uploadable }
+    /// The body's source. A multipart form is `.multipart` until the request encodes it, then,
+    /// as in Alamofire, `.data` (encoded in memory, below the threshold) or
+    /// `.file(_, shouldRemove: true)` (spilled to a temporary file, removed when the request
+    /// finishes; file parts are not copied into it but sent from their own files). nil when it
+    /// could not be made (a part that cannot be read: the request fails with
+    /// `.createUploadableFailed`), as Alamofire's.
+    public var uploadable: Uploadable? { body.creationFailed ? nil : body.encodedUploadable ?? body.uploadable }
     let body: UploadBody
 
     init(
@@ -76,6 +82,7 @@ final class UploadBody: Sendable {
     private let multipartThreshold: UInt64
     private let streamSource: StreamBodySource?
     private let encodedMultipart = Mutex<MultipartFormData.EncodedBody?>(nil)
+    private let encodedForm = Mutex<UploadRequest.Uploadable?>(nil)
     private let failed = Atomic<Bool>(false)
 
     /// Whether making the body failed (`UploadRequest.uploadable` is nil then).
@@ -103,7 +110,7 @@ final class UploadBody: Sendable {
             // the body (Alamofire sends the data beside the request, `uploadTask(with:from:)`).
             if spec.body == nil || spec.body?.count == 0 { spec.body = DataBody(data) }
             spec.bodySource = nil
-        case .file(let url):
+        case .file(let url, _):
             spec.body = nil
             spec.bodySource = .segments([try RequestBodyFile.segment(regularFileAt: url.path(percentEncoded: false))])
         case .stream:
@@ -121,20 +128,33 @@ final class UploadBody: Sendable {
     /// The form's encoding, made on first use and kept until `release()`.
     private func encoded(_ form: MultipartFormData) throws(TinyFireError) -> MultipartFormData.EncodedBody {
         let threshold = multipartThreshold
-        return try encodedMultipart.withLock { existing throws(TinyFireError) -> MultipartFormData.EncodedBody in
+        let body = try encodedMultipart.withLock { existing throws(TinyFireError) -> MultipartFormData.EncodedBody in
             if let existing { return existing }
             let body = try form.encodeForUpload(threshold: threshold)
             existing = body
             return body
         }
+        encodedForm.withLock { reported in
+            if case .some = reported { return }
+            if let file = body.temporaryFile {
+                reported = .file(file, shouldRemove: true)
+            } else if case .memory(let bytes)? = body.segments.first {
+                reported = .data(Data(bodyBytes: bytes))
+            }
+        }
+        return body
     }
+
+    /// What a multipart form became once encoded (`.data` or `.file`); kept after the request
+    /// finishes, as Alamofire's `uploadable`.
+    var encodedUploadable: UploadRequest.Uploadable? { encodedForm.withLock { $0 } }
 
     /// The body as pieces to copy into an offline queue, with the Content-Type a form needs;
     /// nil for a stream (read once, it cannot be kept).
     func piecesForQueue() throws(TinyFireError) -> (segments: [BodySegment], contentType: String?)? {
         switch uploadable {
         case .data(let data): return ([.bytes(data)], nil)
-        case .file(let url): return ([try RequestBodyFile.segment(regularFileAt: url.path(percentEncoded: false))], nil)
+        case .file(let url, _): return ([try RequestBodyFile.segment(regularFileAt: url.path(percentEncoded: false))], nil)
         case .stream: return nil
         case .multipart(let form): return (try encoded(form).segments, form.contentType)
         }

@@ -107,6 +107,65 @@ extension TinyFireError {
         }
     }
 
+    /// The multipart failure's reason, if this is one.
+    private var multipartReason: MultipartEncodingFailureReason? {
+        if case .multipartEncodingFailed(let reason) = self { return reason }
+        if case .createUploadableFailed(let error) = self { return (error as? TinyFireError)?.multipartReason }
+        return nil
+    }
+
+    /// Whether a file part's URL is not a file URL (Alamofire's `isBodyPartURLInvalid`).
+    public var isBodyPartURLInvalid: Bool {
+        if case .bodyPartURLInvalid? = multipartReason { return true }
+        return false
+    }
+
+    /// Whether a file part's URL has no file name.
+    public var isBodyPartFilenameInvalid: Bool {
+        if case .bodyPartFilenameInvalid? = multipartReason { return true }
+        return false
+    }
+
+    /// Whether a file part's file could not be reached.
+    public var isBodyPartFileNotReachable: Bool {
+        if case .bodyPartFileNotReachableWithError? = multipartReason { return true }
+        return false
+    }
+
+    /// Whether a file part's URL names a directory.
+    public var isBodyPartFileIsDirectory: Bool {
+        if case .bodyPartFileIsDirectory? = multipartReason { return true }
+        return false
+    }
+
+    /// Whether a file part's size could not be read.
+    public var isBodyPartFileSizeNotAvailable: Bool {
+        if case .bodyPartFileSizeNotAvailable? = multipartReason { return true }
+        return false
+    }
+
+    /// Whether reading a part failed, or a stream part ended before its announced length
+    /// (Alamofire's `isInputStreamReadFailed`; the latter's `underlyingError` is
+    /// `UnexpectedInputStreamLength`).
+    public var isInputStreamReadFailed: Bool {
+        switch multipartReason {
+        case .inputStreamReadFailed?, .bodyPartLengthMismatch?: return true
+        default: return false
+        }
+    }
+
+    /// Whether `writeEncodedData(to:)` would overwrite a file.
+    public var isOutputStreamFileAlreadyExists: Bool {
+        if case .outputStreamFileAlreadyExists? = multipartReason { return true }
+        return false
+    }
+
+    /// Whether `writeEncodedData(to:)` was given a URL that is not a file URL.
+    public var isOutputStreamURLInvalid: Bool {
+        if case .outputStreamURLInvalid? = multipartReason { return true }
+        return false
+    }
+
     /// The content types validation accepted, when a content-type validation failed.
     public var acceptableContentTypes: [String]? {
         switch self {
@@ -140,4 +199,49 @@ extension TinyFireError {
         if case .downloadedFileMoveFailed(_, _, let destination) = self { return destination }
         return nil
     }
+}
+
+extension TransferFailureKind {
+    /// Alamofire's `URLError.Code.networkConnectionLost`: `.connectionLost`.
+    public static let networkConnectionLost = TransferFailureKind.connectionLost
+    /// Alamofire's `URLError.Code.cannotConnectToHost`: `.connectFailed`.
+    public static let cannotConnectToHost = TransferFailureKind.connectFailed
+    /// Alamofire's `URLError.Code.cannotFindHost` and `.dnsLookupFailed`: `.nameResolutionFailed`.
+    public static let cannotFindHost = TransferFailureKind.nameResolutionFailed
+    /// Alamofire's `URLError.Code.badServerResponse`: `.invalidResponse`.
+    public static let badServerResponse = TransferFailureKind.invalidResponse
+    /// Alamofire's `URLError.Code.secureConnectionFailed`: `.tlsFailed`.
+    public static let secureConnectionFailed = TransferFailureKind.tlsFailed
+}
+
+extension RetryPolicy {
+    /// Alamofire's name for `retryableTransferFailures`: the transfer failures retried (the
+    /// `URLError.Code`s there, `TransferFailureKind`s here, with Alamofire's names as aliases:
+    /// `.networkConnectionLost`, `.timedOut`, …).
+    public var retryableURLErrorCodes: Set<TransferFailureKind> { retryableTransferFailures }
+
+    /// A policy spelled as Alamofire's initializer is (`retryableURLErrorCodes:`).
+    /// - Parameters:
+    ///   - retryLimit: most retries.
+    ///   - exponentialBackoffBase: base, at least 2.
+    ///   - exponentialBackoffScale: scale in seconds.
+    ///   - retryableHTTPMethods: methods.
+    ///   - retryableHTTPStatusCodes: statuses.
+    ///   - retryableURLErrorCodes: transfer failures.
+    public convenience init(
+        retryLimit: UInt = RetryPolicy.defaultRetryLimit,
+        exponentialBackoffBase: UInt = RetryPolicy.defaultExponentialBackoffBase,
+        exponentialBackoffScale: Double = RetryPolicy.defaultExponentialBackoffScale,
+        retryableHTTPMethods: Set<HTTPMethod> = RetryPolicy.defaultRetryableHTTPMethods,
+        retryableHTTPStatusCodes: Set<Int> = RetryPolicy.defaultRetryableHTTPStatusCodes,
+        retryableURLErrorCodes: Set<TransferFailureKind>
+    ) {
+        self.init(
+            retryLimit: retryLimit, exponentialBackoffBase: exponentialBackoffBase, exponentialBackoffScale: exponentialBackoffScale,
+            retryableHTTPMethods: retryableHTTPMethods, retryableHTTPStatusCodes: retryableHTTPStatusCodes,
+            retryableTransferFailures: retryableURLErrorCodes)
+    }
+
+    /// Alamofire's name for `defaultRetryableTransferFailures`.
+    public static var defaultRetryableURLErrorCodes: Set<TransferFailureKind> { defaultRetryableTransferFailures }
 }

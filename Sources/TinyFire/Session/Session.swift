@@ -276,7 +276,8 @@ public final class Session: Sendable {
     ) -> UploadRequest {
         let convertible = ParameterlessRequestConvertible(
             url: convertible, method: method, headers: headers, body: nil, requestModifier: requestModifier)
-        return UploadRequest(session: self, convertible: convertible, interceptor: interceptor, uploadable: .file(fileURL))
+        return UploadRequest(
+            session: self, convertible: convertible, interceptor: interceptor, uploadable: .file(fileURL, shouldRemove: false))
     }
 
     /// Creates a request that sends a stream of unknown length as its body, with
@@ -429,7 +430,7 @@ public final class Session: Sendable {
     )
         -> UploadRequest
     {
-        UploadRequest(session: self, convertible: convertible, interceptor: interceptor, uploadable: .file(fileURL))
+        UploadRequest(session: self, convertible: convertible, interceptor: interceptor, uploadable: .file(fileURL, shouldRemove: false))
     }
 
     /// Creates a request that sends `data` as the body of `convertible`'s request.

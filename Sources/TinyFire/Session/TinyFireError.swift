@@ -313,6 +313,8 @@ public enum TinyFireError: Error, Sendable, CustomStringConvertible {
         case .sessionTaskFailed(let error): return error
         case .createUploadableFailed(let error), .downloadedFileMoveFailed(let error, _, _): return error
         case .multipartEncodingFailed(.bodyPartFileNotReachableWithError(_, let error)): return error
+        case .multipartEncodingFailed(.bodyPartLengthMismatch(_, let expected, let actual)):
+            return UnexpectedInputStreamLength(bytesExpected: expected, bytesRead: actual)
         default: return nil
         }
     }
@@ -374,4 +376,19 @@ func describeFileSystemError(_ error: any Error) -> String {
         return "\(errnoMessage(posix.code.rawValue)) (CocoaError \(cocoa.code.rawValue))"
     }
     return "\(error)"
+}
+
+extension TinyFireError {
+    /// A stream part that gave fewer bytes than announced (Alamofire's
+    /// `AFError.UnexpectedInputStreamLength`): the `underlyingError` of
+    /// `.multipartEncodingFailed(.bodyPartLengthMismatch)`.
+    public struct UnexpectedInputStreamLength: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The length the part was appended with.
+        public var bytesExpected: UInt64
+        /// What the stream gave before it ended.
+        public var bytesRead: UInt64
+
+        /// Says both.
+        public var description: String { "a stream part announced \(bytesExpected) bytes and gave \(bytesRead)" }
+    }
 }

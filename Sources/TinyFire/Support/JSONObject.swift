@@ -37,6 +37,16 @@ enum JSONObject {
     }
 
     /// The value inside an `Optional` (any depth), or the value itself.
+    /// Whether `value` is a boolean: a Swift `Bool`, or Foundation's boolean `NSNumber`
+    /// (`__NSCFBoolean`). A numeric `NSNumber` 0 or 1 also casts to `Bool` on Linux and is a
+    /// number all the same.
+    static func isBoolean(_ value: Any) -> Bool {
+        let type = type(of: value)
+        if type == Bool.self { return true }
+        guard value is Bool else { return false }
+        return "\(type)".hasSuffix("CFBoolean")
+    }
+
     static func unwrapped(_ value: Any) -> Any? {
         guard let optional = value as? any OptionalValue else { return value }
         return optional.wrappedAny.flatMap { unwrapped($0) }
@@ -55,7 +65,7 @@ enum JSONObject {
             switch value {
             case let text as String: string(text)
             case let text as Substring: string(String(text))
-            case let flag as Bool: bytes += Array((flag ? "true" : "false").utf8)
+            case let flag as Bool where JSONObject.isBoolean(value): bytes += Array((flag ? "true" : "false").utf8)
             case let integer as any BinaryInteger: bytes += Array("\(integer)".utf8)
             case let number as Double:
                 guard number.isFinite else { throw .nonFiniteNumber(path: path) }
