@@ -40,7 +40,7 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
     /// `.file(_, shouldRemove: true)` (spilled to a temporary file, removed when the request
     /// finishes; file parts are not copied into it but sent from their own files). nil when it
     /// could not be made (a part that cannot be read: the request fails with
-    /// `.createUploadableFailed`), as Alamofire's.
+    /// `.multipartEncodingFailed`), as Alamofire's.
     public var uploadable: Uploadable? { body.creationFailed ? nil : body.encodedUploadable ?? body.uploadable }
     let body: UploadBody
 
@@ -57,7 +57,9 @@ public final class UploadRequest: DataRequest, @unchecked Sendable {
             try body.apply(to: &spec)
         } catch .multipartEncodingFailed(let reason) {
             body.markCreationFailed()
-            throw .createUploadableFailed(error: TinyFireError.multipartEncodingFailed(reason: reason))
+            // As Alamofire's: an encoding failure is reported as it is (a TinyFireError is not
+            // wrapped in `.createUploadableFailed`).
+            throw .multipartEncodingFailed(reason: reason)
         }
         if isFinished { body.release() }  // cancelled while a multipart body was encoded
     }
