@@ -77,6 +77,21 @@ struct AlamofireRetryTests {
         #expect(Self.timedOut(completion.withLock { $0 }?.error))
     }
 
+    @Test("with a request queue, every attempt is built there, retries included")
+    func retriesBuiltOnRequestQueue() async throws {
+        let server = try httpbin()
+        let key = DispatchSpecificKey<String>()
+        let builder = DispatchQueue(label: "builder")
+        builder.setSpecific(key: key, value: "builder")
+        let seen = Mutex<[String]>([])
+        let session = Session(requestQueue: builder, interceptor: RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0))
+        let request = session.request("\(server.base)/status/503") { _ in
+            seen.withLock { $0.append(DispatchQueue.getSpecific(key: key) ?? "elsewhere") }
+        }.validate()
+        _ = await request.serializingData().response
+        #expect(seen.withLock { $0 } == ["builder", "builder", "builder"])
+    }
+
     /// Answers 500 until its own state says the next attempt may succeed: only a rebuilt
     /// request reaches the good URL.
     struct SecondTimeLucky: URLRequestConvertible {

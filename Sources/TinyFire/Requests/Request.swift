@@ -653,7 +653,12 @@ public class Request: @unchecked Sendable {
             }
             // Every attempt is built anew from the convertible, as in Alamofire: a request
             // modifier runs once per attempt, and what the last attempt changed is not replayed.
-            performSetup()
+            // Built where the first attempt was: on the request queue, if the session has one.
+            if let queue = session.requestQueue {
+                queue.async { [self] in performSetup() }
+            } else {
+                performSetup()
+            }
         }
         if let delay, delay > 0 {
             session.rootQueue.asyncAfter(deadline: .now() + delay, execute: attempt)
