@@ -244,7 +244,7 @@ struct SystemdUnitTests {
         let unit = try String(contentsOf: root.appending(path: "etc/fire-agent.service"), encoding: .utf8)
         for line in [
             "Type=notify", "WatchdogSec=60", "ExecReload=/bin/kill -HUP $MAINPID", "NoNewPrivileges=yes", "ProtectSystem=strict",
-            "CapabilityBoundingSet=", "RestartPreventExitStatus=78",
+            "CapabilityBoundingSet=", "RestartPreventExitStatus=78", "User=fire-agent", "SupplementaryGroups=fire-spool",
         ] {
             #expect(unit.split(separator: "\n").contains(Substring(line)), "missing \(line)")
         }

@@ -108,8 +108,9 @@ enum SpoolAttacker {
         guard result.status == 0 else { throw FixtureError(description: "\(arguments) as \(name): \(result.stderr)") }
     }
 
-    /// A spool as OPERATIONS.md sets it up: owned by root, group-writable by the writers' group
-    /// (here the attacker's), sticky.
+    /// A spool as OPERATIONS.md sets it up: owned by the agent's user (root here, as the tests
+    /// run the agent; `fire-agent` on a board), group-writable by the writers' group (here the
+    /// attacker's), sticky.
     static func makeSpool(_ path: String) throws {
         let (_, gid) = try ids()
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

@@ -1,0 +1,216 @@
+"""The emulated board, driven as a person at its serial console would: qemu-system with Debian's
+U-Boot, the disk board/build-image.sh made (through a copy-on-write overlay, so the cached
+image stays as built), one network link (a tap device) into a network namespace of the test's
+own where its servers run, and root's shell on the serial console.
+
+    with Network() as net, Board("armv7", cache, work, net) as board:
+        board.boot()                     # U-Boot, the kernel, systemd, root's prompt
+        print(board.run("rauc status"))  # a command's output; raises when it exits non-zero
+        board.power_cut()                # SIGKILL to qemu: the guest's page cache is lost
+        board.boot()
+
+Nothing here reaches the host's network: the board's only link ends in the namespace.
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+ARCHES = {
+    "armv7": ("qemu-system-arm", "cortex-a15", "/usr/lib/u-boot/qemu_arm/u-boot.bin"),
+    "aarch64": ("qemu-system-aarch64", "cortex-a53", "/usr/lib/u-boot/qemu_arm64/u-boot.bin"),
+}
+HOST_ADDRESS = "10.204.0.1"
+BOARD_ADDRESS = "10.204.0.2"
+PROMPT = re.compile(rb"root@board:[^\n#]*# $")
+
+
+class BoardError(Exception):
+    """The board did not do what was asked; the message says what, with the console's tail."""
+
+
+class Network:
+    """A network namespace with a tap device, 10.204.0.1/24, for one board's link."""
+
+    def __init__(self):
+        self.name = f"tfboard{os.getpid()}"
+        self.tap = "tap0"
+
+    def __enter__(self):
+        subprocess.run(["ip", "netns", "add", self.name], check=True)
+        self.exec(["ip", "link", "set", "lo", "up"])
+        self.exec(["ip", "tuntap", "add", "dev", self.tap, "mode", "tap"])
+        self.exec(["ip", "addr", "add", f"{HOST_ADDRESS}/24", "dev", self.tap])
+        self.exec(["ip", "link", "set", self.tap, "up"])
+        return self
+
+    def __exit__(self, *_):
+        subprocess.run(["ip", "netns", "pids", self.name], capture_output=True)
+        for pid in subprocess.run(["ip", "netns", "pids", self.name], capture_output=True, text=True).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        subprocess.run(["ip", "netns", "delete", self.name], capture_output=True)
+
+    def command(self, argv):
+        return ["ip", "netns", "exec", self.name] + list(argv)
+
+    def exec(self, argv, **kwargs):
+        return subprocess.run(self.command(argv), check=True, **kwargs)
+
+    def popen(self, argv, **kwargs):
+        return subprocess.Popen(self.command(argv), **kwargs)
+
+
+class Board:
+    """One emulated board: its disk overlay, its console, its qemu process."""
+
+    def __init__(self, arch, cache, work, network, share=None, memory_mib=512):
+        self.arch = arch
+        self.share = share
+        self.cache = os.path.join(cache, arch)
+        self.work = work
+        self.network = network
+        self.memory_mib = memory_mib
+        self.process = None
+        self.console = None
+        self.buffer = b""
+        self.marker = 0
+        self.log_path = os.path.join(work, f"console-{arch}.log")
+        self.disk = os.path.join(work, f"disk-{arch}.qcow2")
+        os.makedirs(work, exist_ok=True)
+        if not os.path.exists(self.disk):
+            base = os.path.join(self.cache, "disk.img")
+            if not os.path.exists(base):
+                raise BoardError(f"no board image at {base}: run board/build-image.sh {arch}")
+            subprocess.run(
+                ["qemu-img", "create", "-q", "-f", "qcow2", "-b", base, "-F", "raw", self.disk], check=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.power_cut()
+
+    # -- power --------------------------------------------------------------------------
+
+    def start(self):
+        """Powers the board on: qemu starts, U-Boot runs from its flash."""
+        if self.process is not None:
+            raise BoardError("the board is already on")
+        binary, cpu, bios = ARCHES[self.arch]
+        socket_path = os.path.join(self.work, f"console-{self.arch}.sock")
+        if os.path.exists(socket_path):
+            os.unlink(socket_path)
+        argv = [
+            binary, "-M", "virt", "-cpu", cpu, "-m", str(self.memory_mib), "-smp", "2",
+            "-display", "none", "-monitor", "none",
+            "-chardev", f"socket,id=console,path={socket_path},server=on,wait=on",
+            "-serial", "chardev:console",
+            "-bios", bios,
+            "-drive", f"if=none,id=disk,file={self.disk},format=qcow2",
+            "-device", "virtio-blk-device,drive=disk",
+            "-netdev", f"tap,id=link,ifname={self.network.tap},script=no,downscript=no",
+            "-device", "virtio-net-device,netdev=link",
+        ]
+        if self.share:
+            # A host directory the board mounts with 9p (mount_tag "host"): the package, the config.
+            argv += ["-fsdev", f"local,id=host,path={self.share},security_model=none",
+                     "-device", "virtio-9p-device,fsdev=host,mount_tag=host"]
+        self.log = open(self.log_path, "ab", buffering=0)
+        self.log.write(f"\n==== power on {time.strftime('%H:%M:%S')} ====\n".encode())
+        self.process = self.network.popen(argv, stdout=self.log, stderr=self.log)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(socket_path):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise BoardError(f"qemu did not start: {self.tail()}")
+            time.sleep(0.05)
+        self.console = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.console.connect(socket_path)
+        self.buffer = b""
+
+    def power_cut(self):
+        """SIGKILL to qemu: what the guest had not written back to its disk is gone."""
+        if self.process is None:
+            return
+        self.process.kill()
+        self.process.wait()
+        self.process = None
+        if self.console:
+            self.console.close()
+            self.console = None
+        self.log.write(f"\n==== power cut {time.strftime('%H:%M:%S')} ====\n".encode())
+        self.log.close()
+
+    # -- console -------------------------------------------------------------------------
+
+    def read_until(self, pattern, timeout):
+        """Reads the console until `pattern` (bytes regex) matches; returns the match."""
+        regex = re.compile(pattern) if isinstance(pattern, bytes) else pattern
+        deadline = time.monotonic() + timeout
+        while True:
+            found = regex.search(self.buffer)
+            if found:
+                self.buffer = self.buffer[found.end():]
+                return found
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BoardError(f"no {regex.pattern!r} on the console within {timeout} s: {self.tail()}")
+            self.console.settimeout(min(left, 1.0))
+            try:
+                chunk = self.console.recv(65536)
+            except socket.timeout:
+                if self.process.poll() is not None:
+                    raise BoardError(f"qemu exited ({self.process.returncode}): {self.tail()}")
+                continue
+            if not chunk:
+                raise BoardError(f"the console closed: {self.tail()}")
+            self.log.write(chunk)
+            self.buffer += chunk
+            if len(self.buffer) > 1 << 20:
+                self.buffer = self.buffer[-(1 << 19):]
+
+    def boot(self, timeout=600):
+        """Powers on if needed and waits for root's shell on the console; returns the slot U-Boot
+        chose (A or B)."""
+        if self.process is None:
+            self.start()
+        slot = self.read_until(rb"RAUC: booting slot ([AB])", timeout).group(1).decode()
+        self.read_until(PROMPT, timeout)
+        self.console.sendall(b"stty -echo cols 250; export PAGER=cat SYSTEMD_PAGER= SYSTEMD_COLORS=0 TERM=dumb\n")
+        self.read_until(PROMPT, 30)
+        return slot
+
+    def run(self, command, timeout=120, check=True):
+        """Runs `command` in root's shell on the console; returns its output (text). Raises
+        BoardError when it exits non-zero (unless check is false: then (status, output))."""
+        self.marker += 1
+        tag = f"__done_{self.marker}_"
+        self.console.sendall(f"{command}\necho {tag}$?\n".encode())
+        found = self.read_until(re.compile(rb"(?s)(.*?)" + tag.encode() + rb"(\d+)\r?\n"), timeout)
+        output = found.group(1).decode(errors="replace").replace("\r\n", "\n")
+        status = int(found.group(2))
+        self.read_until(PROMPT, 30)
+        if not check:
+            return status, output
+        if status != 0:
+            raise BoardError(f"`{command}` exited {status}: {output[-2000:]}")
+        return output
+
+    def reboot_seen(self, timeout=600):
+        """Waits for the board to go down and come back by itself (a reboot it started);
+        returns the slot U-Boot chose."""
+        return self.boot(timeout)
+
+    def tail(self, size=3000):
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(max(0, os.path.getsize(self.log_path) - size))
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""

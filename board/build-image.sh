@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Builds the emulated board's disk from Debian bookworm's own packages, offline:
+#   - a root file system (debootstrap, armhf or arm64): systemd, udev, D-Bus, RAUC, libubootenv's
+#     fw_printenv/fw_setenv, Debian's kernel, iproute2;
+#   - a disk with U-Boot's boot script (p1), root file systems A (p2) and B (p3), and a data
+#     partition for the agent's state, queue and spool (p4);
+#   - U-Boot's flash (Debian's u-boot-qemu) and the environment it starts with.
+# Everything lives under the cache directory, each step leaves a stamp: a second run does
+# nothing. Needs root (debootstrap, chroot). Usage:
+#   board/build-image.sh ARCH [CACHE_DIR]     ARCH: armv7 or aarch64
+#                                              (default CACHE_DIR: $TINYFIRE_BOARD_CACHE or
+#                                              /var/cache/tinyfire-board)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"
+board_init "${1:?usage: board/build-image.sh armv7|aarch64 [CACHE_DIR]}" "${2:-}"
+[ "$(id -u)" = 0 ] || die "run as root (debootstrap and chroot need it)"
+
+step() { # NAME: true when the step still has to run
+    [ -f "$cache/stamps/$1" ] && return 1
+    log "$arch: step $1"
+    return 0
+}
+done_step() { touch "$cache/stamps/$1"; }
+mkdir -p "$cache/stamps"
+
+if step host-tools; then
+    need=()
+    command -v debootstrap >/dev/null || need+=(debootstrap)
+    command -v "$qemu" >/dev/null || need+=(qemu-system-arm)
+    [ -e /usr/bin/qemu-arm-static ] || need+=(qemu-user-static)
+    [ -d /usr/lib/u-boot/qemu_arm ] || need+=(u-boot-qemu)
+    command -v mkimage >/dev/null || need+=(u-boot-tools)
+    command -v mkfs.vfat >/dev/null || need+=(dosfstools)
+    command -v sfdisk >/dev/null || need+=(fdisk)
+    command -v rauc >/dev/null || need+=(rauc)
+    command -v mksquashfs >/dev/null || need+=(squashfs-tools)
+    if [ ${#need[@]} -gt 0 ]; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    fi
+    done_step host-tools
+fi
+
+# The root file system. Recommends are left out (the board carries what it runs), the kernel's
+# initramfs is made by initramfs-tools inside the chroot.
+packages=systemd,systemd-sysv,udev,dbus,rauc,libubootenv-tool,iproute2,kmod,e2fsprogs,procps,"$kernel_package",initramfs-tools
+if step rootfs; then
+    rm -rf "$rootfs"
+    env -u TMPDIR debootstrap --arch="$debian_arch" --variant=minbase --foreign --include="$packages" \
+        bookworm "$rootfs" "$mirror" > "$cache/debootstrap.log" 2>&1 || die "debootstrap failed; see $cache/debootstrap.log"
+    # The second stage runs the packages' scripts under qemu-user (binfmt).
+    env -u TMPDIR chroot "$rootfs" /debootstrap/debootstrap --second-stage >> "$cache/debootstrap.log" 2>&1 \
+        || die "debootstrap's second stage failed; see $cache/debootstrap.log"
+    done_step rootfs
+fi
+
+# What the board needs beyond debootstrap's list, through the chroot's own apt (qemu-user).
+if step extra-packages; then
+    mount -t proc proc "$rootfs/proc" 2>/dev/null || true
+    trap 'umount "$rootfs/proc" 2>/dev/null || true' EXIT
+    echo "deb $mirror bookworm main" > "$rootfs/etc/apt/sources.list"
+    env -u TMPDIR chroot "$rootfs" apt-get update -qq > "$cache/extra-packages.log" 2>&1 || die "apt-get update in the board's root failed; see $cache/extra-packages.log"
+    env -u TMPDIR DEBIAN_FRONTEND=noninteractive chroot "$rootfs" apt-get install -y -qq --no-install-recommends \
+        rauc-service polkitd >> "$cache/extra-packages.log" 2>&1 || die "installing the board's packages failed; see $cache/extra-packages.log"
+    env -u TMPDIR chroot "$rootfs" apt-get clean
+    umount "$rootfs/proc"
+    trap - EXIT
+    done_step extra-packages
+fi
+
+# RAUC's keys: a CA (its certificate is the board's keyring) and a signer without extended key
+# usage (OpenSSL's CMS check then accepts it with digitalSignature alone). Bundles are signed on
+# the host with these (board/bundle.sh).
+if step keys; then
+    rm -rf "$keys" && mkdir -p "$keys"
+    (
+        cd "$keys"
+        openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -subj "/O=TinyFire/CN=fire-agent board CA" \
+            -keyout ca.key.pem -out ca.cert.pem -addext basicConstraints=critical,CA:TRUE \
+            -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -sha256 -subj "/O=TinyFire/CN=fire-agent board signer" \
+            -keyout signer.key.pem -out signer.csr 2>/dev/null
+        printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n' > signer.ext
+        openssl x509 -req -in signer.csr -CA ca.cert.pem -CAkey ca.key.pem -CAcreateserial -days 3650 -sha256 \
+            -extfile signer.ext -out signer.cert.pem 2>/dev/null
+    )
+    done_step keys
+fi
+
+# The board's own configuration: console, network, mounts, RAUC, the boot loader's environment.
+if step configure; then
+    echo board > "$rootfs/etc/hostname"
+    printf '127.0.0.1 localhost\n127.0.1.1 board\n10.204.0.1 servers\n' > "$rootfs/etc/hosts"
+    : > "$rootfs/etc/machine-id"
+    # The data partition holds what must survive an update: the agent's state, queue and spool.
+    cat > "$rootfs/etc/fstab" <<FSTAB
+/dev/vda5 /data ext4 defaults,noatime 0 2
+/data/lib/fire-agent /var/lib/fire-agent none bind,x-systemd.requires-mounts-for=/data 0 0
+/data/spool/fire-agent /var/spool/fire-agent none bind,x-systemd.requires-mounts-for=/data 0 0
+FSTAB
+    mkdir -p "$rootfs/data" "$rootfs/var/lib/fire-agent" "$rootfs/var/spool/fire-agent"
+    # The test drives the board through its serial console: root logs in there by itself.
+    mkdir -p "$rootfs/etc/systemd/system/serial-getty@ttyAMA0.service.d"
+    cat > "$rootfs/etc/systemd/system/serial-getty@ttyAMA0.service.d/autologin.conf" <<UNIT
+[Service]
+ExecStart=
+ExecStart=-/sbin/agetty --autologin root --noclear --keep-baud 115200,57600,38400,9600 %I \$TERM
+UNIT
+    # The servers are on the other end of the board's one link (a tap device in the test's
+    # network namespace), 10.204.0.1; the board is 10.204.0.2.
+    cat > "$rootfs/etc/systemd/network/10-board.network" <<NET
+[Match]
+Type=ether
+[Network]
+Address=10.204.0.2/24
+Gateway=10.204.0.1
+NET
+    ln -sf /lib/systemd/system/systemd-networkd.service "$rootfs/etc/systemd/system/multi-user.target.wants/systemd-networkd.service"
+    mkdir -p "$rootfs/etc/rauc"
+    cp "$keys/ca.cert.pem" "$rootfs/etc/rauc/ca.cert.pem"
+    cat > "$rootfs/etc/rauc/system.conf" <<RAUC
+[system]
+compatible=$compatible
+bootloader=uboot
+bundle-formats=-plain
+
+[keyring]
+path=/etc/rauc/ca.cert.pem
+
+[slot.rootfs.0]
+device=/dev/vda2
+type=ext4
+bootname=A
+
+[slot.rootfs.1]
+device=/dev/vda3
+type=ext4
+bootname=B
+RAUC
+    # U-Boot's boot counters live in a raw 16 KiB area (partition 4) that the boot script reads
+    # and writes, and fw_printenv/fw_setenv (libubootenv) reach from Linux.
+    echo '/dev/vda4 0x0 0x4000' > "$rootfs/etc/fw_env.config"
+    printf 'BOOT_ORDER=A B\nBOOT_A_LEFT=3\nBOOT_B_LEFT=3\n' > "$rootfs/etc/u-boot-initial-env"
+    # The initramfs debootstrap made (initramfs-tools' MODULES=most) has virtio_mmio, virtio_blk
+    # and ext4; a kernel an update brings gets them by name too.
+    printf 'virtio_mmio\nvirtio_blk\next4\n' >> "$rootfs/etc/initramfs-tools/modules"
+    done_step configure
+fi
+
+# The disk: GPT, 1 boot script (ext4), 2 rootfs A, 3 rootfs B, 4 the boot counters (raw, 1 MiB),
+# 5 data. Slot A holds release 1.0.0; slot B is empty until the first update.
+slot_mib=768
+disk="$cache/disk.img"
+if step disk; then
+    work="$cache/disk-work"
+    rm -rf "$work" && mkdir -p "$work/boot" "$work/data/lib/fire-agent" "$work/data/spool/fire-agent"
+    mkimage -A arm -T script -C none -n "RAUC A/B" -d "$here/boot.cmd" "$work/boot/boot.scr" > /dev/null
+    mkfs.ext4 -q -F -L boot -d "$work/boot" "$work/boot.ext4" 15M
+    mkfs.ext4 -q -F -L data -d "$work/data" "$work/data.ext4" 256M
+    slot_image 1.0.0 "$work/slotA.ext4"
+    printf 'BOOT_ORDER=A B\nBOOT_A_LEFT=3\nBOOT_B_LEFT=3\n' > "$work/env.txt"
+    mkenvimage -s 0x4000 -o "$work/env.bin" "$work/env.txt"
+    rm -f "$disk"
+    truncate -s "$((1 + 16 + 2 * slot_mib + 1 + 256 + 1))M" "$disk"
+    sfdisk -q "$disk" <<LAYOUT
+label: gpt
+unit: sectors
+start=2048, size=$((16 * 2048)), name=boot
+size=$((slot_mib * 2048)), name=rootfs-a
+size=$((slot_mib * 2048)), name=rootfs-b
+size=2048, name=uboot-env
+size=$((256 * 2048)), name=data
+LAYOUT
+    start_of() { sfdisk -J "$disk" | python3 -c "import json,sys; print(json.load(sys.stdin)['partitiontable']['partitions'][$1 - 1]['start'])"; }
+    dd if="$work/boot.ext4" of="$disk" bs=512 seek="$(start_of 1)" conv=notrunc,sparse status=none
+    dd if="$work/slotA.ext4" of="$disk" bs=512 seek="$(start_of 2)" conv=notrunc,sparse status=none
+    dd if="$work/env.bin" of="$disk" bs=512 seek="$(start_of 4)" conv=notrunc status=none
+    dd if="$work/data.ext4" of="$disk" bs=512 seek="$(start_of 5)" conv=notrunc,sparse status=none
+    rm -rf "$work"
+    done_step disk
+fi
+log "$arch: $disk ($(du -h "$disk" | cut -f1) used of $(du -h --apparent-size "$disk" | cut -f1)); keys in $keys"

@@ -1,0 +1,303 @@
+"""fire-agent on the emulated board, end to end: installed from its package, run by systemd as its
+own user, delivering an application's points to influxd, updating A -> B through RAUC with a
+real reboot, and surviving power cuts.
+
+    python3 board/test.py ARCH [--cache DIR] [--work DIR] [--power-cuts N] [--deb FILE]
+
+The servers (influxd, nginx for manifests and bundles, a status recorder) run in the test's
+network namespace, the board's only link. Each check prints "ok: ..." or raises; the last line
+is "N passed, 0 failed" (or the failure). Needs the board image (board/build-image.sh ARCH) and
+the Embedded fire-agent for ARCH (cross/embedded/build.sh ARCH)."""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from board import BOARD_ADDRESS, HOST_ADDRESS, Board, BoardError, Network  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROJECT = os.path.dirname(HERE)
+DEBIAN_ARCH = {"armv7": "armhf", "aarch64": "arm64"}
+INFLUX_PORT, WWW_PORT, STATUS_PORT = 8086, 8080, 8081
+
+
+class Servers:
+    """influxd, nginx and the status recorder, inside the namespace, on 10.204.0.1."""
+
+    def __init__(self, network, work):
+        self.network = network
+        self.work = work
+        self.www = os.path.join(work, "www")
+        self.status_file = os.path.join(work, "status.jsonl")
+        self.processes = []
+
+    def __enter__(self):
+        os.makedirs(self.www, exist_ok=True)
+        influx = os.path.join(self.work, "influx")
+        os.makedirs(influx, exist_ok=True)
+        with open(os.path.join(self.work, "influxdb.conf"), "w") as conf:
+            conf.write(f"""reporting-disabled = true
+bind-address = "{HOST_ADDRESS}:8088"
+[meta]
+  dir = "{influx}/meta"
+[data]
+  dir = "{influx}/data"
+  wal-dir = "{influx}/wal"
+  query-log-enabled = false
+[http]
+  bind-address = "{HOST_ADDRESS}:{INFLUX_PORT}"
+  log-enabled = false
+[monitor]
+  store-enabled = false
+""")
+        log = open(os.path.join(self.work, "servers.log"), "ab")
+        self.processes.append(self.network.popen(
+            ["influxd", "-config", os.path.join(self.work, "influxdb.conf")], stdout=log, stderr=log))
+        nginx_dir = os.path.join(self.work, "nginx")
+        os.makedirs(nginx_dir, exist_ok=True)
+        os.chmod(self.work, 0o755)
+        with open(os.path.join(nginx_dir, "nginx.conf"), "w") as conf:
+            conf.write(f"""worker_processes 1;
+pid {nginx_dir}/nginx.pid;
+error_log {nginx_dir}/error.log;
+daemon off;
+events {{ worker_connections 64; }}
+http {{
+  access_log {nginx_dir}/access.log;
+  default_type application/octet-stream;
+  client_body_temp_path {nginx_dir}/body; proxy_temp_path {nginx_dir}/proxy;
+  fastcgi_temp_path {nginx_dir}/fastcgi; uwsgi_temp_path {nginx_dir}/uwsgi; scgi_temp_path {nginx_dir}/scgi;
+  server {{ listen {HOST_ADDRESS}:{WWW_PORT}; root {self.www}; }}
+}}
+""")
+        self.processes.append(self.network.popen(
+            ["nginx", "-c", os.path.join(nginx_dir, "nginx.conf"), "-e", os.path.join(nginx_dir, "error.log")],
+            stdout=log, stderr=log))
+        self.processes.append(self.network.popen(
+            [sys.executable, os.path.join(HERE, "status-server.py"), HOST_ADDRESS, str(STATUS_PORT), self.status_file],
+            stdout=log, stderr=log))
+        deadline = time.monotonic() + 60
+        while self.query_raw("SHOW DATABASES") is None:
+            if time.monotonic() > deadline:
+                raise BoardError("influxd did not start in the namespace")
+            time.sleep(0.2)
+        self.query_raw("CREATE DATABASE board")
+        return self
+
+    def __exit__(self, *_):
+        for process in self.processes:
+            process.kill()
+            process.wait()
+
+    def query_raw(self, statement):
+        url = f"http://{HOST_ADDRESS}:{INFLUX_PORT}/query?" + urllib.parse.urlencode({"q": statement, "db": "board"})
+        result = subprocess.run(self.network.command(["curl", "-s", "-XPOST", url]), capture_output=True, text=True)
+        if result.returncode != 0 or not result.stdout:
+            return None
+        return json.loads(result.stdout)
+
+    def values(self, statement):
+        answer = self.query_raw(statement) or {}
+        series = (answer.get("results") or [{}])[0].get("series") or []
+        return [row for s in series for row in s.get("values", [])]
+
+    def statuses(self):
+        if not os.path.exists(self.status_file):
+            return []
+        with open(self.status_file) as lines:
+            return [json.loads(line) for line in lines if line.strip()]
+
+
+def wait_for(what, check, timeout, interval=2.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise BoardError(f"{what}: not within {timeout} s")
+        time.sleep(interval)
+
+
+def board_config(compatible):
+    return f"""{{
+  device: {{ id: "board-1" }},
+  server: {{ url: "http://{HOST_ADDRESS}:{INFLUX_PORT}" }},
+  telemetry: {{
+    interval: "10s", syncInterval: "5s", jitter: 0,
+    collectors: {{ cpu: true, memory: true, agent: true }},
+    spoolDirectory: "/var/spool/fire-agent",
+    influx: {{ version: 1, database: "board", precision: "ns" }},
+  }},
+  queue: {{ directory: "/var/lib/fire-agent/queue", retry: {{ initial: "1s", maximum: "5s" }} }},
+  clock: {{ requireSync: false }},
+  firmware: {{
+    manifestURL: "http://{HOST_ADDRESS}:{WWW_PORT}/manifest.json",
+    keys: ["/etc/fire-agent/vendor.pub"],
+    deviceType: "{compatible}",
+    versionFile: "/etc/fire-version",
+    pollInterval: "10s", jitter: 0,
+    retry: {{ initial: "2s", maximum: "10s" }},
+    install: ["rauc", "install", "{{file}}"],
+    reboot: ["systemctl", "reboot"],
+    healthCheck: {{ command: ["/bin/sh", "-c", "! test -e /etc/board-app-broken"], attempts: 2, interval: "5s" }},
+    commit: ["rauc", "status", "mark-good"],
+    rollback: ["rauc", "status", "mark-bad", "booted"],
+    statusURL: "http://{HOST_ADDRESS}:{STATUS_PORT}/status",
+  }},
+}}
+"""
+
+
+# The application on the board: hands a file of points over as OPERATIONS.md says (a hidden name,
+# fsync, rename, fsync of the directory), then notes the file's number in a log it fsyncs too.
+WRITER = r"""#!/bin/sh
+# writer FIRST COUNT: files FIRST..FIRST+COUNT-1, 20 points each; /data/app/handed lists those handed over.
+set -e
+mkdir -p /data/app
+i=$1; end=$(($1 + $2))
+while [ $i -lt $end ]; do
+  tmp=/var/spool/fire-agent/.app-$i.lp
+  : > $tmp
+  j=0
+  while [ $j -lt 20 ]; do echo "app,file=$i seq=$((i * 20 + j))i $((1700000000000000000 + i * 20 + j))" >> $tmp; j=$((j + 1)); done
+  sync $tmp
+  mv $tmp /var/spool/fire-agent/app-$i.lp
+  sync /var/spool/fire-agent
+  echo $i >> /data/app/handed
+  sync /data/app/handed
+  i=$((i + 1))
+done
+"""
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.arch = args.arch
+        self.cache = args.cache
+        self.work = args.work
+        self.passed = 0
+        with open(os.path.join(self.cache, self.arch, "rootfs/etc/rauc/system.conf")) as conf:
+            self.compatible = next(line.split("=", 1)[1].strip() for line in conf if line.startswith("compatible="))
+
+    def ok(self, what):
+        self.passed += 1
+        print(f"ok: {what}", flush=True)
+
+    def share(self):
+        """The files the board needs from the host, on a 9p share the board mounts at /mnt/host."""
+        share = os.path.join(self.work, "share")
+        os.makedirs(share, exist_ok=True)
+        shutil.copy(self.args.deb, os.path.join(share, "fire-agent.deb"))
+        shutil.copy(os.path.join(self.cache, self.arch, "vendor/vendor.pub"), os.path.join(share, "vendor.pub"))
+        with open(os.path.join(share, "fire-agent.json5"), "w") as config:
+            config.write(board_config(self.compatible))
+        with open(os.path.join(share, "writer"), "w") as writer:
+            writer.write(WRITER)
+        return share
+
+    def release(self, servers, version, kind):
+        subprocess.run(
+            [os.path.join(HERE, "release.sh"), self.arch, version, kind, servers.www, self.cache],
+            check=True, capture_output=True)
+
+    def handed(self, board):
+        out = board.run("cat /data/app/handed 2>/dev/null || true")
+        return sorted({int(x) for x in out.split()})
+
+    def check_points(self, servers, board, what):
+        handed = self.handed(board)
+        expected = {f * 20 + j for f in handed for j in range(20)}
+        def delivered():
+            rows = servers.values("SELECT seq FROM app")
+            seqs = [row[1] for row in rows]
+            return seqs if expected <= set(seqs) else None
+        seqs = wait_for(f"{what}: every handed-over point in influxd", delivered, 180)
+        if len(seqs) != len(set(seqs)):
+            raise BoardError(f"{what}: a point is stored twice")
+        self.ok(f"{what}: the {len(expected)} points of {len(handed)} handed-over files are in influxd once each")
+
+    def main(self):
+        # Release 1.0.0 is what slot A holds; the vendor key exists once a release was made.
+        with Network() as network, Servers(network, self.work) as servers:
+            self.release(servers, "1.0.0", "good")
+            share = self.share()
+            with Board(self.arch, self.cache, self.work, network, share=share) as board:
+                slot = board.boot()
+                if slot != "A":
+                    raise BoardError(f"the first boot chose slot {slot}")
+                self.ok("U-Boot booted slot A, systemd gave root a shell on the console")
+                board.run("mkdir -p /mnt/host && mount -t 9p -o trans=virtio,version=9p2000.L host /mnt/host")
+                board.run("dpkg -i /mnt/host/fire-agent.deb", timeout=300)
+                board.run("install -m 0600 -o fire-agent -g fire-agent /mnt/host/fire-agent.json5 /etc/fire-agent/fire-agent.json5 "
+                          "&& install -m 0644 /mnt/host/vendor.pub /etc/fire-agent/vendor.pub "
+                          "&& install -m 0755 /mnt/host/writer /usr/local/bin/writer")
+                board.run("systemctl restart fire-agent && systemctl is-active fire-agent", timeout=120)
+                user = board.run("ps -o user= -C fire-agent").split()
+                if not user or any(u != "fire-agent" for u in user):
+                    raise BoardError(f"fire-agent runs as {user}")
+                self.ok("the package installed; systemd runs fire-agent as the fire-agent user")
+                board.run("id app >/dev/null 2>&1 || useradd --system --groups fire-spool app")
+                board.run("setpriv --reuid=app --regid=app --init-groups writer 0 5", timeout=120)
+                self.check_points(servers, board, "telemetry")
+                print(board.run("fire-agent status --config /etc/fire-agent/fire-agent.json5"), flush=True)
+                self.ok("fire-agent status answers on the board")
+
+                # Update A -> B: the agent downloads, RAUC installs, the board reboots into B,
+                # the check passes, RAUC marks B good.
+                self.release(servers, "2.0.0", "good")
+                slot = board.reboot_seen(timeout=900)
+                if slot != "B":
+                    raise BoardError(f"after the update the board booted slot {slot}")
+                wait_for("the update committed", lambda: any(
+                    s.get("state") == "committed" or s.get("event") == "committed" for s in servers.statuses()), 300)
+                version = board.run("cat /etc/fire-version").strip()
+                status = json.loads(board.run("rauc status --output-format=json"))
+                if version != "2.0.0" or status.get("booted") != "B":
+                    raise BoardError(f"running {version} on {status.get('booted')}")
+                self.ok("update A -> B: RAUC installed, a real reboot, the check, the commit, reported")
+
+                # A power cut while the application hands files over and the agent delivers them.
+                board.console.sendall(b"setpriv --reuid=app --regid=app --init-groups writer 100 200 &\n")
+                time.sleep(random.uniform(3, 15))
+                board.power_cut()
+                slot = board.boot()
+                self.ok(f"after a power cut the board booted slot {slot}")
+                board.run("systemctl is-active fire-agent", timeout=120)
+                self.check_points(servers, board, "after the power cut")
+        print(f"{self.passed} passed, 0 failed", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("arch", choices=["armv7", "aarch64"])
+    parser.add_argument("--cache", default=os.environ.get("TINYFIRE_BOARD_CACHE", "/var/cache/tinyfire-board"))
+    parser.add_argument("--work")
+    parser.add_argument("--deb")
+    args = parser.parse_args()
+    args.work = args.work or os.path.join(os.environ.get("TMPDIR", "/tmp"), f"tinyfire-board-{args.arch}-{os.getpid()}")
+    os.makedirs(args.work, exist_ok=True)
+    if not args.deb:
+        binary = os.path.join(PROJECT, ".build-embedded", args.arch, "fire-agent")
+        args.deb = subprocess.run(
+            [os.path.join(PROJECT, "packaging/build-deb.sh"), DEBIAN_ARCH[args.arch], binary, args.work],
+            check=True, capture_output=True, text=True).stdout.strip()
+    try:
+        Run(args).main()
+    except BoardError as error:
+        print(f"board test failed: {error}", flush=True)
+        print("0 passed, 1 failed", flush=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
