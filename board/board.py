@@ -26,7 +26,7 @@ ARCHES = {
 }
 HOST_ADDRESS = "10.204.0.1"
 BOARD_ADDRESS = "10.204.0.2"
-PROMPT = re.compile(rb"root@board:[^\n#]*# $")
+PROMPT = re.compile(rb"root@board:[^\n#]*# ")
 
 
 class BoardError(Exception):
@@ -182,7 +182,8 @@ class Board:
             self.start()
         slot = self.read_until(rb"RAUC: booting slot ([AB])", timeout).group(1).decode()
         self.read_until(PROMPT, timeout)
-        self.console.sendall(b"stty -echo cols 250; export PAGER=cat SYSTEMD_PAGER= SYSTEMD_COLORS=0 TERM=dumb\n")
+        # No echo, no pagers, no colours, and the kernel's messages off the console.
+        self.console.sendall(b"stty -echo cols 250; export PAGER=cat SYSTEMD_PAGER= SYSTEMD_COLORS=0 TERM=dumb; dmesg -n 1\n")
         self.read_until(PROMPT, 30)
         return slot
 

@@ -43,17 +43,64 @@ if step host-tools; then
     done_step host-tools
 fi
 
-# The root file system. Recommends are left out (the board carries what it runs), the kernel's
-# initramfs is made by initramfs-tools inside the chroot.
-packages=systemd,systemd-sysv,udev,dbus,rauc,libubootenv-tool,iproute2,kmod,e2fsprogs,procps,"$kernel_package",initramfs-tools
+# The root file system, without a kernel: debootstrap's second stage runs the packages' scripts
+# under qemu-user, and a kernel's would build an initramfs there (twenty minutes of emulated
+# mkinitramfs). Recommends are left out: the board carries what it runs.
+packages=systemd,systemd-sysv,udev,dbus,rauc,libubootenv-tool,iproute2,kmod,e2fsprogs,procps,busybox-static
 if step rootfs; then
     rm -rf "$rootfs"
     env -u TMPDIR debootstrap --arch="$debian_arch" --variant=minbase --foreign --include="$packages" \
         bookworm "$rootfs" "$mirror" > "$cache/debootstrap.log" 2>&1 || die "debootstrap failed; see $cache/debootstrap.log"
-    # The second stage runs the packages' scripts under qemu-user (binfmt).
     env -u TMPDIR chroot "$rootfs" /debootstrap/debootstrap --second-stage >> "$cache/debootstrap.log" 2>&1 \
         || die "debootstrap's second stage failed; see $cache/debootstrap.log"
     done_step rootfs
+fi
+
+# Debian's kernel, unpacked on the host (its modules indexed by the host's depmod), and an
+# initramfs made here too: busybox (static, from the board's own packages) loads virtio_mmio,
+# virtio_blk and ext4, mounts root= and hands over to its /sbin/init.
+if step kernel; then
+    apt_dir="$cache/apt"
+    write_private_apt "$apt_dir" bookworm "$mirror" "$debian_arch"
+    APT_CONFIG="$apt_dir/apt.conf" apt-get update -qq
+    rm -f "$apt_dir/cache/archives/"*.deb
+    APT_CONFIG="$apt_dir/apt.conf" apt-get install -qq -y --download-only --no-install-recommends \
+        -o Debug::NoLocking=1 "$kernel_package:$debian_arch" > "$cache/kernel.log" 2>&1 || die "cannot fetch $kernel_package; see $cache/kernel.log"
+    image_deb="$(ls "$apt_dir/cache/archives/"linux-image-[0-9]*_"$debian_arch".deb | head -1)"
+    [ -n "$image_deb" ] || die "no kernel package among $(ls "$apt_dir/cache/archives")"
+    dpkg-deb -x "$image_deb" "$rootfs"
+    kernel_version="$(ls "$rootfs/lib/modules" | head -1)"
+    depmod -b "$rootfs" "$kernel_version"
+    ln -sf "boot/vmlinuz-$kernel_version" "$rootfs/vmlinuz"
+    ln -sf "boot/initrd.img-$kernel_version" "$rootfs/initrd.img"
+    echo "$kernel_version" > "$cache/kernel-version"
+    done_step kernel
+fi
+if step initramfs; then
+    kernel_version="$(cat "$cache/kernel-version")"
+    modules="$rootfs/lib/modules/$kernel_version"
+    work="$cache/initramfs-work"
+    rm -rf "$work" && mkdir -p "$work/bin" "$work/dev" "$work/proc" "$work/sys" "$work/newroot" "$work/modules"
+    cp "$rootfs/bin/busybox" "$work/bin/busybox"
+    # The modules and what they need, in the order to load them (modules.dep lists a module's
+    # dependencies after it, the deepest last).
+    : > "$work/modules/order"
+    add_module() {
+        local name="$1" line path dep
+        line="$(grep -E "(^|/)$name\.ko:" "$modules/modules.dep" || true)"
+        [ -n "$line" ] || return 0 # built in
+        path="${line%%:*}"
+        grep -qx "$(basename "$path")" "$work/modules/order" && return 0
+        for dep in $(echo "${line#*:}" | tr ' ' '\n' | tac); do add_module "$(basename "$dep" .ko)"; done
+        cp "$modules/$path" "$work/modules/"
+        basename "$path" >> "$work/modules/order"
+    }
+    for module in crc32c_generic virtio_mmio virtio_blk ext4; do add_module "$module"; done
+    cp "$here/initramfs-init" "$work/init"
+    chmod 0755 "$work/init"
+    (cd "$work" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -9) > "$rootfs/boot/initrd.img-$kernel_version"
+    rm -rf "$work"
+    done_step initramfs
 fi
 
 # What the board needs beyond debootstrap's list, through the chroot's own apt (qemu-user).
@@ -143,9 +190,6 @@ RAUC
     # and writes, and fw_printenv/fw_setenv (libubootenv) reach from Linux.
     echo '/dev/vda4 0x0 0x4000' > "$rootfs/etc/fw_env.config"
     printf 'BOOT_ORDER=A B\nBOOT_A_LEFT=3\nBOOT_B_LEFT=3\n' > "$rootfs/etc/u-boot-initial-env"
-    # The initramfs debootstrap made (initramfs-tools' MODULES=most) has virtio_mmio, virtio_blk
-    # and ext4; a kernel an update brings gets them by name too.
-    printf 'virtio_mmio\nvirtio_blk\next4\n' >> "$rootfs/etc/initramfs-tools/modules"
     done_step configure
 fi
 

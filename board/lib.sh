@@ -1,6 +1,10 @@
 # shellcheck shell=bash
 # Sourced by the board/ scripts: where the emulated boards' images live, and shared helpers.
 
+# write_private_apt (an apt configuration of one's own for another architecture) comes from the
+# cross toolchain's helpers.
+. "$(dirname "${BASH_SOURCE[0]}")/../cross/lib.sh"
+
 log() { echo "board: $*" >&2; }
 die() { echo "board: error: $*" >&2; exit 1; }
 

@@ -142,6 +142,23 @@ struct AlamofireRetryTests {
         #expect(SessionConfiguration(maxRetries: -1).maxRetries == 0)
     }
 
+    @Test("a retrier that always retries a body that never decodes stops at maxRetries too: requestRetryFailed(RetryLimitReached)")
+    func serializerRetryIsBounded() async throws {
+        let server = try httpbin()
+        let retrier = Retrier { _, _, _, completion in completion(.retry) }
+        let session = Session(configuration: SessionConfiguration(maxRetries: 2), interceptor: retrier)
+        let request = session.request("\(server.base)/html")
+        let response = await request.serializingDecodable([String: String].self).response
+        #expect(request.retryCount == 2)
+        #expect(request.performedRequests.count == 3)
+        guard case .requestRetryFailed(let retryError, let original) = response.error else {
+            Issue.record("unexpected \(String(describing: response.error))")
+            return
+        }
+        #expect((retryError as? RetryLimitReached)?.limit == 2)
+        #expect((original as? TinyFireError)?.isResponseSerializationError == true)
+    }
+
     @Test("a retried upload(Data) whose adapter replaces the request still sends its body")
     func uploadBodySurvivesReplacedRequest() async throws {
         let server = try httpbin()

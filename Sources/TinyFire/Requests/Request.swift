@@ -760,6 +760,12 @@ public class Request: @unchecked Sendable {
         retrier.retry(self, for: session, dueTo: error) { [self] decision in
             switch decision {
             case .retry, .retryWithDelay:
+                let limit = session.configuration.maxRetries
+                guard retryCount < limit else {
+                    // The same bound as a transfer's retries: a body that never decodes ends too.
+                    completion(.requestRetryFailed(retryError: RetryLimitReached(limit: limit), originalError: error))
+                    return
+                }
                 retryFromSerializer(after: decision.delay)
             case .doNotRetry:
                 completion(error)
