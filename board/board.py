@@ -182,9 +182,12 @@ class Board:
             self.start()
         slot = self.read_until(rb"RAUC: booting slot ([AB])", timeout).group(1).decode()
         self.read_until(PROMPT, timeout)
-        # No echo, no pagers, no colours, and the kernel's messages off the console.
-        self.console.sendall(b"stty -echo cols 250; export PAGER=cat SYSTEMD_PAGER= SYSTEMD_COLORS=0 TERM=dumb; dmesg -n 1\n")
-        self.read_until(PROMPT, 30)
+        # No echo, no prompt, no pagers, no colours, and the kernel's messages off the console:
+        # what a command prints is all that comes back.
+        self.console.sendall(
+            b"stty -echo cols 250; bind 'set enable-bracketed-paste off'; export PS1= PS2= PAGER=cat SYSTEMD_PAGER= "
+            b"SYSTEMD_COLORS=0 TERM=dumb; dmesg -n 1; echo __ready__\n")
+        self.read_until(rb"__ready__\r?\n", 30)
         return slot
 
     def run(self, command, timeout=120, check=True):
@@ -196,7 +199,6 @@ class Board:
         found = self.read_until(re.compile(rb"(?s)(.*?)" + tag.encode() + rb"(\d+)\r?\n"), timeout)
         output = found.group(1).decode(errors="replace").replace("\r\n", "\n")
         status = int(found.group(2))
-        self.read_until(PROMPT, 30)
         if not check:
             return status, output
         if status != 0:

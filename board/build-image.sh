@@ -35,6 +35,9 @@ if step host-tools; then
     command -v sfdisk >/dev/null || need+=(fdisk)
     command -v rauc >/dev/null || need+=(rauc)
     command -v mksquashfs >/dev/null || need+=(squashfs-tools)
+    command -v depmod >/dev/null || need+=(kmod)
+    command -v cpio >/dev/null || need+=(cpio)
+    command -v qemu-img >/dev/null || need+=(qemu-utils)
     if [ ${#need[@]} -gt 0 ]; then
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
@@ -68,8 +71,13 @@ if step kernel; then
         -o Debug::NoLocking=1 "$kernel_package:$debian_arch" > "$cache/kernel.log" 2>&1 || die "cannot fetch $kernel_package; see $cache/kernel.log"
     image_deb="$(ls "$apt_dir/cache/archives/"linux-image-[0-9]*_"$debian_arch".deb | head -1)"
     [ -n "$image_deb" ] || die "no kernel package among $(ls "$apt_dir/cache/archives")"
-    dpkg-deb -x "$image_deb" "$rootfs"
-    kernel_version="$(ls "$rootfs/lib/modules" | head -1)"
+    # Unpacked beside the root, then copied in: tar would replace the merged /lib symlink.
+    rm -rf "$cache/kernel-unpacked" && dpkg-deb -x "$image_deb" "$cache/kernel-unpacked"
+    mkdir -p "$rootfs/usr/lib/modules"
+    cp -a "$cache/kernel-unpacked/boot/." "$rootfs/boot/"
+    cp -a "$cache/kernel-unpacked/lib/modules/." "$rootfs/usr/lib/modules/"
+    rm -rf "$cache/kernel-unpacked"
+    kernel_version="$(ls "$rootfs/usr/lib/modules" | head -1)"
     depmod -b "$rootfs" "$kernel_version"
     ln -sf "boot/vmlinuz-$kernel_version" "$rootfs/vmlinuz"
     ln -sf "boot/initrd.img-$kernel_version" "$rootfs/initrd.img"
@@ -132,6 +140,9 @@ if step keys; then
         printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n' > signer.ext
         openssl x509 -req -in signer.csr -CA ca.cert.pem -CAkey ca.key.pem -CAcreateserial -days 3650 -sha256 \
             -extfile signer.ext -out signer.cert.pem 2>/dev/null
+        # The vendor's manifest key (ECDSA P-256): vendor.pub is the board's firmware.keys.
+        openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out vendor.key 2>/dev/null
+        openssl pkey -in vendor.key -pubout -out vendor.pub
     )
     done_step keys
 fi
@@ -141,13 +152,16 @@ if step configure; then
     echo board > "$rootfs/etc/hostname"
     printf '127.0.0.1 localhost\n127.0.1.1 board\n10.204.0.1 servers\n' > "$rootfs/etc/hosts"
     : > "$rootfs/etc/machine-id"
-    # The data partition holds what must survive an update: the agent's state, queue and spool.
+    # The data partition holds what must survive an update: the board's own agent config, the
+    # agent's state and queue, and the spool. A release's root file system brings the agent;
+    # these stay.
     cat > "$rootfs/etc/fstab" <<FSTAB
 /dev/vda5 /data ext4 defaults,noatime 0 2
+/data/etc/fire-agent /etc/fire-agent none bind,x-systemd.requires-mounts-for=/data 0 0
 /data/lib/fire-agent /var/lib/fire-agent none bind,x-systemd.requires-mounts-for=/data 0 0
 /data/spool/fire-agent /var/spool/fire-agent none bind,x-systemd.requires-mounts-for=/data 0 0
 FSTAB
-    mkdir -p "$rootfs/data" "$rootfs/var/lib/fire-agent" "$rootfs/var/spool/fire-agent"
+    mkdir -p "$rootfs/data" "$rootfs/etc/fire-agent" "$rootfs/var/lib/fire-agent" "$rootfs/var/spool/fire-agent"
     # The test drives the board through its serial console: root logs in there by itself.
     mkdir -p "$rootfs/etc/systemd/system/serial-getty@ttyAMA0.service.d"
     cat > "$rootfs/etc/systemd/system/serial-getty@ttyAMA0.service.d/autologin.conf" <<UNIT
@@ -199,7 +213,7 @@ slot_mib=768
 disk="$cache/disk.img"
 if step disk; then
     work="$cache/disk-work"
-    rm -rf "$work" && mkdir -p "$work/boot" "$work/data/lib/fire-agent" "$work/data/spool/fire-agent"
+    rm -rf "$work" && mkdir -p "$work/boot" "$work/data/etc/fire-agent" "$work/data/lib/fire-agent" "$work/data/spool/fire-agent"
     mkimage -A arm -T script -C none -n "RAUC A/B" -d "$here/boot.cmd" "$work/boot/boot.scr" > /dev/null
     mkfs.ext4 -q -F -L boot -d "$work/boot" "$work/boot.ext4" 15M
     mkfs.ext4 -q -F -L data -d "$work/data" "$work/data.ext4" 256M

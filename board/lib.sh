@@ -29,14 +29,25 @@ board_init() {
     mirror="${found:-http://deb.debian.org/debian}"
 }
 
-# slot_image VERSION OUT [EXTRA_DIR]: the root file system as an ext4 image with the release's
-# version in /etc/fire-version (and EXTRA_DIR's files laid over it), sized to its contents plus
-# a margin: what goes into a slot and into a bundle.
+# slot_image VERSION OUT [EXTRA_DIR [DEB]]: the root file system as an ext4 image with the
+# release's version in /etc/fire-version (the package DEB installed in it, and EXTRA_DIR's files
+# laid over it), sized to its contents plus a margin: what goes into a slot and into a bundle.
 slot_image() {
-    local version="$1" out="$2" extra="${3:-}" tree="$cache/slot-tree" used
+    local version="$1" out="$2" extra="${3:-}" deb="${4:-}" tree="$cache/slot-tree" used
     rm -rf "$tree"
     cp -a "$rootfs" "$tree"
     echo "$version" > "$tree/etc/fire-version"
+    if [ -n "$deb" ]; then
+        # The release brings the agent: its package installed as on a board (under qemu-user).
+        cp "$deb" "$tree/tmp/fire-agent.deb"
+        mount -t proc proc "$tree/proc"
+        if ! env -u TMPDIR chroot "$tree" dpkg -i /tmp/fire-agent.deb > "$cache/release-dpkg.log" 2>&1; then
+            umount "$tree/proc"
+            die "dpkg -i in the release's root failed; see $cache/release-dpkg.log"
+        fi
+        umount "$tree/proc"
+        rm -f "$tree/tmp/fire-agent.deb"
+    fi
     [ -z "$extra" ] || cp -a --remove-destination "$extra/." "$tree/"
     used="$(du -sm "$tree" | cut -f1)"
     rm -f "$out"

@@ -1,26 +1,24 @@
 #!/usr/bin/env bash
 # Publishes a release for the emulated board, as a vendor would: the root file system of the
-# given version as a RAUC bundle (verity format, signed with the board's RAUC signer), and a
-# fire-agent manifest for it signed with the vendor's key (ECDSA P-256, made once in the cache).
-#   board/release.sh ARCH VERSION KIND WWW_DIR [CACHE_DIR]
+# given version with fire-agent's package installed in it, as a RAUC bundle (verity format,
+# signed with the board's RAUC signer), and a fire-agent manifest for it signed with the
+# vendor's key (board/build-image.sh makes both keys).
+#   board/release.sh ARCH VERSION KIND WWW_DIR DEB [CACHE_DIR]
 # KIND: good       the release as built
 #       unhealthy  its application fails the health check (/etc/board-app-broken exists)
 #       panic      its kernel panics at boot (init exits): U-Boot's attempts run out
 # Writes WWW_DIR/VERSION.raucb, WWW_DIR/manifest.json and manifest.json.sig; prints the bundle's
-# path. The vendor's public key is $CACHE/vendor/vendor.pub (the board's firmware.keys).
+# path. The vendor's public key is $CACHE/ARCH/keys/vendor.pub (the board's firmware.keys).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
-board_init "${1:?usage: board/release.sh ARCH VERSION KIND WWW_DIR [CACHE_DIR]}" "${5:-}"
+board_init "${1:?usage: board/release.sh ARCH VERSION KIND WWW_DIR DEB [CACHE_DIR]}" "${6:-}"
 version="${2:?version}"
 kind="${3:?kind: good, unhealthy or panic}"
 www="${4:?www directory}"
+deb="${5:?the fire-agent package}"
 [ -f "$cache/stamps/disk" ] || die "no board image: run board/build-image.sh $arch first"
-mkdir -p "$www" "$cache/vendor"
-if [ ! -f "$cache/vendor/vendor.key" ]; then
-    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$cache/vendor/vendor.key" 2>/dev/null
-    openssl pkey -in "$cache/vendor/vendor.key" -pubout -out "$cache/vendor/vendor.pub"
-fi
+mkdir -p "$www"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/board-release.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -31,7 +29,7 @@ case "$kind" in
     panic) mkdir -p "$work/extra/sbin" && ln -s /bin/false "$work/extra/sbin/init" ;;
     *) die "unknown release kind '$kind' (good, unhealthy, panic)" ;;
 esac
-slot_image "$version" "$work/bundle/rootfs.ext4" "$work/extra"
+slot_image "$version" "$work/bundle/rootfs.ext4" "$work/extra" "$deb"
 cat > "$work/bundle/manifest.raucm" <<MANIFEST
 [update]
 compatible=$compatible
@@ -53,6 +51,6 @@ size="$(stat -c %s "$bundle")"
 sha="$(sha256sum "$bundle" | cut -d' ' -f1)"
 printf '{"version": "%s", "compatible": ["%s"], "image": "%s", "size": %s, "sha256": "%s"}\n' \
     "$version" "$compatible" "$(basename "$bundle")" "$size" "$sha" > "$work/manifest.json"
-openssl dgst -sha256 -sign "$cache/vendor/vendor.key" -out "$www/manifest.json.sig" "$work/manifest.json"
+openssl dgst -sha256 -sign "$keys/vendor.key" -out "$www/manifest.json.sig" "$work/manifest.json"
 mv "$work/manifest.json" "$www/manifest.json.new" && mv "$www/manifest.json.new" "$www/manifest.json"
 echo "$bundle"

@@ -162,7 +162,6 @@ def board_config(compatible):
 WRITER = r"""#!/bin/sh
 # writer FIRST COUNT: files FIRST..FIRST+COUNT-1, 20 points each; /data/app/handed lists those handed over.
 set -e
-mkdir -p /data/app
 i=$1; end=$(($1 + $2))
 while [ $i -lt $end ]; do
   tmp=/var/spool/fire-agent/.app-$i.lp
@@ -198,7 +197,7 @@ class Run:
         share = os.path.join(self.work, "share")
         os.makedirs(share, exist_ok=True)
         shutil.copy(self.args.deb, os.path.join(share, "fire-agent.deb"))
-        shutil.copy(os.path.join(self.cache, self.arch, "vendor/vendor.pub"), os.path.join(share, "vendor.pub"))
+        shutil.copy(os.path.join(self.cache, self.arch, "keys/vendor.pub"), os.path.join(share, "vendor.pub"))
         with open(os.path.join(share, "fire-agent.json5"), "w") as config:
             config.write(board_config(self.compatible))
         with open(os.path.join(share, "writer"), "w") as writer:
@@ -206,9 +205,15 @@ class Run:
         return share
 
     def release(self, servers, version, kind):
-        subprocess.run(
-            [os.path.join(HERE, "release.sh"), self.arch, version, kind, servers.www, self.cache],
-            check=True, capture_output=True)
+        result = subprocess.run(
+            [os.path.join(HERE, "release.sh"), self.arch, version, kind, servers.www, self.args.deb, self.cache],
+            capture_output=True, text=True)
+        if result.returncode != 0:
+            raise BoardError(f"release {version} ({kind}): {result.stderr[-1500:]}")
+
+    def add_app(self, board):
+        """The application's user, in the spool writers' group (each slot's /etc has its own)."""
+        board.run("id app >/dev/null 2>&1 || useradd --system --groups fire-spool app; install -d -o app -g app /data/app")
 
     def handed(self, board):
         out = board.run("cat /data/app/handed 2>/dev/null || true")
@@ -227,9 +232,9 @@ class Run:
         self.ok(f"{what}: the {len(expected)} points of {len(handed)} handed-over files are in influxd once each")
 
     def main(self):
-        # Release 1.0.0 is what slot A holds; the vendor key exists once a release was made.
+        # Slot A holds release 1.0.0, without the agent: the package goes on as an integrator
+        # puts it on a board, with dpkg -i; every release after it carries the agent.
         with Network() as network, Servers(network, self.work) as servers:
-            self.release(servers, "1.0.0", "good")
             share = self.share()
             with Board(self.arch, self.cache, self.work, network, share=share) as board:
                 slot = board.boot()
@@ -246,7 +251,7 @@ class Run:
                 if not user or any(u != "fire-agent" for u in user):
                     raise BoardError(f"fire-agent runs as {user}")
                 self.ok("the package installed; systemd runs fire-agent as the fire-agent user")
-                board.run("id app >/dev/null 2>&1 || useradd --system --groups fire-spool app")
+                self.add_app(board)
                 board.run("setpriv --reuid=app --regid=app --init-groups writer 0 5", timeout=120)
                 self.check_points(servers, board, "telemetry")
                 print(board.run("fire-agent status --config /etc/fire-agent/fire-agent.json5"), flush=True)
@@ -259,7 +264,7 @@ class Run:
                 if slot != "B":
                     raise BoardError(f"after the update the board booted slot {slot}")
                 wait_for("the update committed", lambda: any(
-                    s.get("state") == "committed" or s.get("event") == "committed" for s in servers.statuses()), 300)
+                    s.get("state") == "done" and s.get("version") == "2.0.0" for s in servers.statuses()), 300)
                 version = board.run("cat /etc/fire-version").strip()
                 status = json.loads(board.run("rauc status --output-format=json"))
                 if version != "2.0.0" or status.get("booted") != "B":
@@ -267,6 +272,7 @@ class Run:
                 self.ok("update A -> B: RAUC installed, a real reboot, the check, the commit, reported")
 
                 # A power cut while the application hands files over and the agent delivers them.
+                self.add_app(board)
                 board.console.sendall(b"setpriv --reuid=app --regid=app --init-groups writer 100 200 &\n")
                 time.sleep(random.uniform(3, 15))
                 board.power_cut()

@@ -25,6 +25,7 @@ version="$(sed -n 's/.*tinyFireVersion = "\(.*\)".*/\1/p' "$project/Sources/Tiny
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 root="$(mktemp -d "${TMPDIR:-/tmp}/fire-agent-deb.XXXXXX")"
+chmod 0755 "$root"
 trap 'rm -rf "$root"' EXIT
 
 install -D -m 0755 "$binary" "$root/usr/bin/fire-agent"
@@ -66,10 +67,11 @@ if [ "$1" = configure ]; then
     # The config may hold a token: readable by the agent alone.
     chown fire-agent:fire-agent /etc/fire-agent/fire-agent.json5
     chmod 0600 /etc/fire-agent/fire-agent.json5
+    # Enabled also where systemd does not run (an image being built): it starts at boot.
+    systemctl enable fire-agent.service >/dev/null 2>&1 || true
     if [ -d /run/systemd/system ]; then
         systemctl daemon-reload
         systemctl reload dbus.service 2>/dev/null || true
-        systemctl enable fire-agent.service >/dev/null
         if setpriv --reuid=fire-agent --regid=fire-agent --init-groups \
             /usr/bin/fire-agent config check --config /etc/fire-agent/fire-agent.json5 >/dev/null 2>&1; then
             systemctl restart fire-agent.service
