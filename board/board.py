@@ -29,6 +29,16 @@ BOARD_ADDRESS = "10.204.0.2"
 PROMPT = re.compile(rb"root@board:[^\n#]*# ")
 
 
+KERNEL_LINE = re.compile(r"^\[\s*\d+\.\d+\] .*$\n?", re.M)
+ESCAPE = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
+
+
+def clean(text):
+    """A command's output without the console's noise: terminal escapes, carriage returns, and
+    kernel messages that reached the console before `dmesg -n 1`."""
+    return KERNEL_LINE.sub("", ESCAPE.sub("", text.replace("\r\n", "\n")))
+
+
 class BoardError(Exception):
     """The board did not do what was asked; the message says what, with the console's tail."""
 
@@ -197,7 +207,7 @@ class Board:
         tag = f"__done_{self.marker}_"
         self.console.sendall(f"{command}\necho {tag}$?\n".encode())
         found = self.read_until(re.compile(rb"(?s)(.*?)" + tag.encode() + rb"(\d+)\r?\n"), timeout)
-        output = found.group(1).decode(errors="replace").replace("\r\n", "\n")
+        output = clean(found.group(1).decode(errors="replace"))
         status = int(found.group(2))
         if not check:
             return status, output

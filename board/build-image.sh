@@ -49,7 +49,7 @@ fi
 # The root file system, without a kernel: debootstrap's second stage runs the packages' scripts
 # under qemu-user, and a kernel's would build an initramfs there (twenty minutes of emulated
 # mkinitramfs). Recommends are left out: the board carries what it runs.
-packages=systemd,systemd-sysv,udev,dbus,rauc,libubootenv-tool,iproute2,kmod,e2fsprogs,procps,busybox-static
+packages=systemd,systemd-sysv,udev,dbus,rauc,rauc-service,polkitd,libubootenv-tool,iproute2,kmod,e2fsprogs,procps,busybox-static
 if step rootfs; then
     rm -rf "$rootfs"
     env -u TMPDIR debootstrap --arch="$debian_arch" --variant=minbase --foreign --include="$packages" \
@@ -109,20 +109,6 @@ if step initramfs; then
     (cd "$work" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -9) > "$rootfs/boot/initrd.img-$kernel_version"
     rm -rf "$work"
     done_step initramfs
-fi
-
-# What the board needs beyond debootstrap's list, through the chroot's own apt (qemu-user).
-if step extra-packages; then
-    mount -t proc proc "$rootfs/proc" 2>/dev/null || true
-    trap 'umount "$rootfs/proc" 2>/dev/null || true' EXIT
-    echo "deb $mirror bookworm main" > "$rootfs/etc/apt/sources.list"
-    env -u TMPDIR chroot "$rootfs" apt-get update -qq > "$cache/extra-packages.log" 2>&1 || die "apt-get update in the board's root failed; see $cache/extra-packages.log"
-    env -u TMPDIR DEBIAN_FRONTEND=noninteractive chroot "$rootfs" apt-get install -y -qq --no-install-recommends \
-        rauc-service polkitd >> "$cache/extra-packages.log" 2>&1 || die "installing the board's packages failed; see $cache/extra-packages.log"
-    env -u TMPDIR chroot "$rootfs" apt-get clean
-    umount "$rootfs/proc"
-    trap - EXIT
-    done_step extra-packages
 fi
 
 # RAUC's keys: a CA (its certificate is the board's keyring) and a signer without extended key

@@ -289,6 +289,7 @@ def main():
     parser.add_argument("--cache", default=os.environ.get("TINYFIRE_BOARD_CACHE", "/var/cache/tinyfire-board"))
     parser.add_argument("--work")
     parser.add_argument("--deb")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (console log, disk) after a pass")
     args = parser.parse_args()
     args.work = args.work or os.path.join(os.environ.get("TMPDIR", "/tmp"), f"tinyfire-board-{args.arch}-{os.getpid()}")
     os.makedirs(args.work, exist_ok=True)
@@ -300,9 +301,11 @@ def main():
     try:
         Run(args).main()
     except BoardError as error:
-        print(f"board test failed: {error}", flush=True)
+        print(f"board test failed: {error} (console and servers' logs in {args.work})", flush=True)
         print("0 passed, 1 failed", flush=True)
         sys.exit(1)
+    if not args.keep:
+        shutil.rmtree(args.work, ignore_errors=True)
 
 
 if __name__ == "__main__":
