@@ -29,14 +29,14 @@ BOARD_ADDRESS = "10.204.0.2"
 PROMPT = re.compile(rb"root@board:[^\n#]*# ")
 
 
-KERNEL_LINE = re.compile(r"^\[\s*\d+\.\d+\] .*$\n?", re.M)
+KERNEL_LINE = re.compile(r"\[\s*\d+\.\d+\] [^\n]*\n?")
 ESCAPE = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 
 
 def clean(text):
     """A command's output without the console's noise: terminal escapes, carriage returns, and
     kernel messages that reached the console before `dmesg -n 1`."""
-    return KERNEL_LINE.sub("", ESCAPE.sub("", text.replace("\r\n", "\n")))
+    return KERNEL_LINE.sub("", ESCAPE.sub("", text.replace("\r", "")))
 
 
 class BoardError(Exception):
