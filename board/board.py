@@ -193,10 +193,11 @@ class Board:
         slot = self.read_until(rb"RAUC: booting slot ([AB])", timeout).group(1).decode()
         self.read_until(PROMPT, timeout)
         # No echo, no prompt, no pagers, no colours, and the kernel's messages off the console:
-        # what a command prints is all that comes back.
+        # what a command prints is all that comes back. (The marker is quoted apart so that the
+        # line's own echo, before stty takes effect, does not match it.)
         self.console.sendall(
             b"stty -echo cols 250; bind 'set enable-bracketed-paste off'; export PS1= PS2= PAGER=cat SYSTEMD_PAGER= "
-            b"SYSTEMD_COLORS=0 TERM=dumb; dmesg -n 1; echo __ready__\n")
+            b"SYSTEMD_COLORS=0 TERM=dumb; dmesg -n 1; echo __rea''dy__\n")
         self.read_until(rb"__ready__\r?\n", 30)
         return slot
 
