@@ -185,6 +185,7 @@ class Run:
         self.cache = args.cache
         self.work = args.work
         self.passed = 0
+        self.handed_so_far = []
         with open(os.path.join(self.cache, self.arch, "rootfs/etc/rauc/system.conf")) as conf:
             self.compatible = next(line.split("=", 1)[1].strip() for line in conf if line.startswith("compatible="))
 
@@ -229,7 +230,9 @@ class Run:
         seqs = wait_for(f"{what}: every handed-over point in influxd", delivered, 180)
         if len(seqs) != len(set(seqs)):
             raise BoardError(f"{what}: a point is stored twice")
+        self.handed_so_far = handed
         self.ok(f"{what}: the {len(expected)} points of {len(handed)} handed-over files are in influxd once each")
+        return handed
 
     def main(self):
         # Slot A holds release 1.0.0, without the agent: the package goes on as an integrator
@@ -245,14 +248,14 @@ class Run:
                 board.run("dpkg -i /mnt/host/fire-agent.deb", timeout=300)
                 board.run("install -m 0600 -o fire-agent -g fire-agent /mnt/host/fire-agent.json5 /etc/fire-agent/fire-agent.json5 "
                           "&& install -m 0644 /mnt/host/vendor.pub /etc/fire-agent/vendor.pub "
-                          "&& install -m 0755 /mnt/host/writer /usr/local/bin/writer")
+                          "&& install -D -m 0755 /mnt/host/writer /data/bin/writer")
                 board.run("systemctl restart fire-agent && systemctl is-active fire-agent", timeout=120)
                 user = board.run("ps -o user= -C fire-agent").split()
                 if not user or any(u != "fire-agent" for u in user):
                     raise BoardError(f"fire-agent runs as {user}")
                 self.ok("the package installed; systemd runs fire-agent as the fire-agent user")
                 self.add_app(board)
-                board.run("setpriv --reuid=app --regid=app --init-groups writer 0 5", timeout=120)
+                board.run("setpriv --reuid=app --regid=app --init-groups /data/bin/writer 0 5", timeout=120)
                 self.check_points(servers, board, "telemetry")
                 print(board.run("fire-agent status --config /etc/fire-agent/fire-agent.json5"), flush=True)
                 self.ok("fire-agent status answers on the board")
@@ -273,13 +276,17 @@ class Run:
 
                 # A power cut while the application hands files over and the agent delivers them.
                 self.add_app(board)
-                board.console.sendall(b"setpriv --reuid=app --regid=app --init-groups writer 100 200 &\n")
-                time.sleep(random.uniform(3, 15))
+                # (The application lives on the data partition: slot B's root has no /usr/local.)
+                board.console.sendall(b"setpriv --reuid=app --regid=app --init-groups /data/bin/writer 100 200 &\n")
+                before = len(self.handed_so_far)
+                time.sleep(random.uniform(5, 20))
                 board.power_cut()
                 slot = board.boot()
                 self.ok(f"after a power cut the board booted slot {slot}")
                 board.run("systemctl is-active fire-agent", timeout=120)
-                self.check_points(servers, board, "after the power cut")
+                handed = self.check_points(servers, board, "after the power cut")
+                if len(handed) <= before:
+                    raise BoardError("the application handed no file over before the power cut: the cut tried nothing")
         print(f"{self.passed} passed, 0 failed", flush=True)
 
 
