@@ -72,7 +72,11 @@ if [ "$1" = configure ]; then
     if [ -d /run/systemd/system ]; then
         systemctl daemon-reload
         systemctl reload dbus.service 2>/dev/null || true
-        if setpriv --reuid=fire-agent --regid=fire-agent --init-groups \
+        # Not with the shipped example config: what it queued would stay addressed to the
+        # example's server. Started once the config is the board's own and passes its check.
+        shipped="$(dpkg-query -W -f='${Conffiles}' fire-agent 2>/dev/null | awk '$1 == "/etc/fire-agent/fire-agent.json5" {print $2}')"
+        current="$(md5sum /etc/fire-agent/fire-agent.json5 | cut -d' ' -f1)"
+        if [ "$shipped" != "$current" ] && setpriv --reuid=fire-agent --regid=fire-agent --init-groups \
             /usr/bin/fire-agent config check --config /etc/fire-agent/fire-agent.json5 >/dev/null 2>&1; then
             systemctl restart fire-agent.service
         else
