@@ -612,10 +612,9 @@ public class Request: @unchecked Sendable {
         retrier.retry(self, for: session, dueTo: error) { [self] decision in
             switch decision {
             case .retry, .retryWithDelay:
-                let limit = session.configuration.maxRetries
-                guard retryCount < limit else {
+                if let ended = retryLimitError(after: error) {
                     // Whatever the retriers say, a request ends: a board does not hammer its server.
-                    finish(.requestRetryFailed(retryError: RetryLimitReached(limit: limit), originalError: error))
+                    finish(ended)
                     return
                 }
                 retry(after: decision.delay)
@@ -625,6 +624,14 @@ public class Request: @unchecked Sendable {
                 finish(.requestRetryFailed(retryError: retryError, originalError: error))
             }
         }
+    }
+
+    /// The error that ends the request instead of another retry, once it was retried
+    /// `SessionConfiguration.maxRetries` times; nil while it may be retried.
+    private func retryLimitError(after error: TinyFireError) -> TinyFireError? {
+        let limit = session.configuration.maxRetries
+        guard retryCount >= limit else { return nil }
+        return .requestRetryFailed(retryError: RetryLimitReached(limit: limit), originalError: error)
     }
 
     /// Starts another attempt, after `delay` seconds. An uncounted one (a download restarting
@@ -760,10 +767,9 @@ public class Request: @unchecked Sendable {
         retrier.retry(self, for: session, dueTo: error) { [self] decision in
             switch decision {
             case .retry, .retryWithDelay:
-                let limit = session.configuration.maxRetries
-                guard retryCount < limit else {
+                if let ended = retryLimitError(after: error) {
                     // The same bound as a transfer's retries: a body that never decodes ends too.
-                    completion(.requestRetryFailed(retryError: RetryLimitReached(limit: limit), originalError: error))
+                    completion(ended)
                     return
                 }
                 retryFromSerializer(after: decision.delay)
