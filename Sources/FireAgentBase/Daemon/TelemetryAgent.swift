@@ -112,6 +112,9 @@ public final class TelemetryAgent: Sendable {
                 defaultFields: fields, expectContinueThreshold: nil, tls: tls, proxy: config.network.proxy),
             name: "fire-agent-io")
         let trust = Self.pinnedTrust(pins: pins, host: config.server.url.host)
+        let writeURLs = TimestampPrecision.allCases.compactMap { precision in
+            Self.writeURL(for: config, precision: precision).map { (precision.rawValue, $0.absoluteString) }
+        }
         do throws(OfflineQueueError) {
             store = try OfflineQueueStore(
                 directory: config.queue.directory,
@@ -135,7 +138,10 @@ public final class TelemetryAgent: Sendable {
             inlineBodyLimit: Self.inlineBodyLimit)
         do throws(OfflineQueueError) {
             queue = try DeliveryQueue(
-                store: store, settings: settings, sender: EngineQueueSender(engine: engine, trustForHost: trust), logger: logger.output,
+                store: store, settings: settings,
+                sender: EngineQueueSender(
+                    engine: engine, trustForHost: trust, address: { Self.deliveryURL(for: $0, writeURLs: writeURLs) }),
+                logger: logger.output,
                 newKey: Self.newKey, onEvent: { tracker.record($0) })
         } catch {
             store.close()
@@ -432,10 +438,30 @@ public final class TelemetryAgent: Sendable {
         return text + ")"
     }
 
+    /// Where one of the agent's queued batches goes now: the write URL of the config the agent
+    /// runs with, at the precision the batch's lines were stamped in (the queued URL's
+    /// `precision`). So a batch queued for a server the board no longer uses (a changed
+    /// `server.url`, database or API: a reload, a new config) goes to the one it uses and does
+    /// not hold the queue's head until `queue.maxRecordAge`. A URL without a known `precision`
+    /// (not one of the agent's batches) goes where it says.
+    /// - Parameters:
+    ///   - queued: the URL the record was queued with.
+    ///   - writeURLs: the current write URL for each precision's name.
+    static func deliveryURL(for queued: String, writeURLs: [(String, String)]) -> String {
+        guard let question = queued.firstIndex(of: "?") else { return queued }
+        for parameter in queued[queued.index(after: question)...].split(separator: "&") {
+            guard parameter.hasPrefix("precision=") else { continue }
+            let name = parameter.dropFirst("precision=".count)
+            return writeURLs.first { $0.0 == name }?.1 ?? queued
+        }
+        return queued
+    }
+
     /// `config.server.url` with the API's write path and query: `<base>/write?db=…&rp=…`
-    /// (v1) or `<base>/api/v2/write?org=…&bucket=…` (v2), then `precision`. Names and values
-    /// are percent-encoded except for RFC 3986's unreserved characters.
-    package static func writeURL(for config: AgentConfig) -> AbsoluteURL? {
+    /// (v1) or `<base>/api/v2/write?org=…&bucket=…` (v2), then `precision` (the config's
+    /// unless another is given). Names and values are percent-encoded except for RFC 3986's
+    /// unreserved characters.
+    package static func writeURL(for config: AgentConfig, precision: TimestampPrecision? = nil) -> AbsoluteURL? {
         let base = config.server.url
         var path = base.path
         if path.hasSuffix("/") { path.removeLast() }
@@ -450,7 +476,7 @@ public final class TelemetryAgent: Sendable {
             query.append(("org", organization))
             query.append(("bucket", bucket))
         }
-        query.append(("precision", config.telemetry.precision.rawValue))
+        query.append(("precision", (precision ?? config.telemetry.precision).rawValue))
         var text = base.scheme + "://" + (base.authority ?? "") + path + "?"
         for (index, (name, value)) in query.enumerated() {
             text += (index == 0 ? "" : "&") + percentEncoded(name) + "=" + percentEncoded(value)

@@ -9,6 +9,7 @@ import HTTPTypes
 package final class EngineQueueSender: QueueSender {
     private let engine: Engine
     private let trust: @Sendable (String) -> (@Sendable (TrustFacts) -> String?)?
+    private let address: (@Sendable (String) -> String)?
 
     /// - Parameters:
     ///   - engine: sends the records (its settings: timeouts, TLS, proxy, default fields).
@@ -25,14 +26,22 @@ package final class EngineQueueSender: QueueSender {
     ///   - trustForHost: the judge for a TLS server on a host, asked with the host each
     ///     connection went to (the agent's pins hold for the fleet server's host only); nil
     ///     for that host: mbedTLS's validation.
-    package init(engine: Engine, trustForHost: @escaping @Sendable (String) -> (@Sendable (TrustFacts) -> String?)?) {
+    ///   - address: where a record goes, asked with the URL it was queued with, at each
+    ///     attempt (the agent's own batches go to the server configured now, not the one they
+    ///     were queued for); nil: the queued URL.
+    package init(
+        engine: Engine, trustForHost: @escaping @Sendable (String) -> (@Sendable (TrustFacts) -> String?)?,
+        address: (@Sendable (String) -> String)? = nil
+    ) {
         self.engine = engine
         self.trust = trustForHost
+        self.address = address
     }
 
     package func sendQueued(_ request: QueuedSend, completion: @escaping @Sendable (QueueReply) -> Void) {
-        guard let url = AbsoluteURL(request.url) else {
-            completion(.noResponse("invalid URL \(request.url)"))
+        let target = address?(request.url) ?? request.url
+        guard let url = AbsoluteURL(target) else {
+            completion(.noResponse("invalid URL \(target)"))
             return
         }
         var spec = RequestSpec(url: url, method: HTTPMethod(rawValue: request.method), headers: request.headers, body: nil)
@@ -95,18 +104,18 @@ private final class QueueTransfer: PlainTransferOwner, @unchecked Sendable {
         switch result {
         case .success:
             guard let response else {
-                completion(.noResponse("\(request.method) \(request.url): no response"))
+                completion(.noResponse("\(request.method) \(url.absoluteString): no response"))
                 return
             }
             completion(.answered(response, body: sink?.bytes ?? []))
         case .failure(let failure):
             if let reason = refusal.withLock({ $0 }) {
-                completion(.noResponse("\(request.method) \(request.url) failed: \(reason)"))
+                completion(.noResponse("\(request.method) \(url.absoluteString) failed: \(reason)"))
             } else if case .failed(let error) = failure {
                 // Already "POST <url> failed while connecting: …", as the library says it.
                 completion(.noResponse(error.description))
             } else {
-                completion(.noResponse("\(request.method) \(request.url) failed: \(failure.description)"))
+                completion(.noResponse("\(request.method) \(url.absoluteString) failed: \(failure.description)"))
             }
         }
     }

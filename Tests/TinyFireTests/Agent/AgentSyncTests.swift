@@ -112,6 +112,47 @@ struct AgentSyncTests {
     }
 
     @Test(
+        "a new server.url carries what was queued for the old one: the queued batch goes to the server configured now, at the precision its lines were stamped in"
+    )
+    func queuedBatchesFollowTheServer() throws {
+        let influx = try InfluxFixture()
+        let directory = try agentScratch("moved")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // The board first points at a server that is gone (nothing listens there), in seconds.
+        let gone = "http://127.0.0.1:\(freePort())"
+        var text = """
+            {
+              device: { id: "board-7" },
+              server: { url: "\(gone)", connectTimeout: "2s", requestTimeout: "10s" },
+              telemetry: { influx: { database: "old", precision: "s" }, spoolDirectory: "spool",
+                           collectors: { cpu: false, memory: false, load: false, uptime: false, disk: false, network: false,
+                                         thermal: false, pressure: false, agent: false } },
+              queue: { directory: "queue" },
+            }
+            """
+        try FileManager.default.createDirectory(atPath: directory + "/spool", withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: URL(filePath: directory + "/agent.json5"))
+        do {
+            let old = try TelemetryAgent.testing(try AgentConfig.load(path: directory + "/agent.json5"))
+            defer { old.close() }
+            try dropInSpool("moved n=1i 1700000000\n", as: "a.lp", in: directory)
+            let report = old.syncOnce()
+            #expect(report.queuedBatches == 1 && report.remaining == 1 && report.failure?.contains(gone) == true, "\(report)")
+        }
+        // Then the operator gives it the real server, another database and nanoseconds.
+        text = text.replacingOccurrences(of: gone, with: influx.base).replacingOccurrences(of: "\"old\"", with: "\"fleet\"")
+            .replacingOccurrences(of: "\"s\"", with: "\"ns\"")
+        try Data(text.utf8).write(to: URL(filePath: directory + "/agent.json5"))
+        let agent = try TelemetryAgent.testing(try AgentConfig.load(path: directory + "/agent.json5"))
+        defer { agent.close() }
+        let report = agent.syncOnce()
+        #expect(report.failure == nil && report.remaining == 0, "\(report)")
+        // Stored once, at 2023-11-14T22:13:20Z: read in seconds as it was stamped, not as nanoseconds.
+        let rows = try influx.rows(#"SELECT "n" FROM "moved""#)
+        #expect(rows.count == 1 && (rows.first?.first as? String) == "2023-11-14T22:13:20Z", "\(rows)")
+    }
+
+    @Test(
         "an outage: batches wait in the queue while influxd is down, and every point arrives exactly once after it returns")
     func outage() throws {
         let influx = try InfluxFixture()
