@@ -91,6 +91,7 @@ class Board:
         self.console = None
         self.buffer = b""
         self.marker = 0
+        self.attempts = []
         self.log_path = os.path.join(work, f"console-{arch}.log")
         self.disk = os.path.join(work, f"disk-{arch}.qcow2")
         os.makedirs(work, exist_ok=True)
@@ -185,13 +186,23 @@ class Board:
             if len(self.buffer) > 1 << 20:
                 self.buffer = self.buffer[-(1 << 19):]
 
-    def boot(self, timeout=600):
-        """Powers on if needed and waits for root's shell on the console; returns the slot U-Boot
-        chose (A or B)."""
+    def boot(self, timeout=600, boots=1):
+        """Powers on if needed and waits for root's shell on the console after at least `boots`
+        boots (a shell before that, of a system that reboots by itself, is passed over); returns
+        the slot U-Boot booted last (A or B). Every slot U-Boot tried on the way (a kernel that
+        panics is tried again until its attempts run out) is in `self.attempts`, in order."""
         if self.process is None:
             self.start()
-        slot = self.read_until(rb"RAUC: booting slot ([AB])", timeout).group(1).decode()
-        self.read_until(PROMPT, timeout)
+        self.attempts = []
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.read_until(rb"RAUC: booting slot ([AB])|" + PROMPT.pattern, max(1, deadline - time.monotonic()))
+            if found.group(1) is None:
+                if len(self.attempts) < boots:
+                    continue  # a shell of an earlier boot
+                break
+            self.attempts.append(found.group(1).decode())
+        slot = self.attempts[-1]
         # No echo, no prompt, no pagers, no colours, and the kernel's messages off the console:
         # what a command prints is all that comes back. (The marker is quoted apart so that the
         # line's own echo, before stty takes effect, does not match it.)
@@ -216,10 +227,10 @@ class Board:
             raise BoardError(f"`{command}` exited {status}: {output[-2000:]}")
         return output
 
-    def reboot_seen(self, timeout=600):
-        """Waits for the board to go down and come back by itself (a reboot it started);
-        returns the slot U-Boot chose."""
-        return self.boot(timeout)
+    def reboot_seen(self, timeout=600, boots=1):
+        """Waits for the board to go down and come back by itself (a reboot it started), `boots`
+        times; returns the slot U-Boot chose last."""
+        return self.boot(timeout, boots)
 
     def tail(self, size=3000):
         try:

@@ -48,14 +48,20 @@ fi
 
 # The root file system, without a kernel: debootstrap's second stage runs the packages' scripts
 # under qemu-user, and a kernel's would build an initramfs there (twenty minutes of emulated
-# mkinitramfs). Recommends are left out: the board carries what it runs.
-packages=systemd,systemd-sysv,udev,dbus,rauc,rauc-service,polkitd,libubootenv-tool,iproute2,kmod,e2fsprogs,procps,busybox-static
+# mkinitramfs). Recommends are left out: the board carries what it runs. (libpam-systemd is
+# logind for polkitd, which depends on "default-logind | logind": debootstrap does not pick
+# between alternatives itself.)
+packages=systemd,systemd-sysv,libpam-systemd,udev,dbus,rauc,rauc-service,polkitd,libubootenv-tool,iproute2,kmod,e2fsprogs,procps,busybox-static
 if step rootfs; then
+    ensure_binfmt "$qemu_user"
     rm -rf "$rootfs"
     env -u TMPDIR debootstrap --arch="$debian_arch" --variant=minbase --foreign --include="$packages" \
         bookworm "$rootfs" "$mirror" > "$cache/debootstrap.log" 2>&1 || die "debootstrap failed; see $cache/debootstrap.log"
     env -u TMPDIR chroot "$rootfs" /debootstrap/debootstrap --second-stage >> "$cache/debootstrap.log" 2>&1 \
         || die "debootstrap's second stage failed; see $cache/debootstrap.log"
+    # What a board does not carry: documentation, manual pages, translations, apt's lists.
+    rm -rf "$rootfs/usr/share/doc/"* "$rootfs/usr/share/man/"* "$rootfs/usr/share/info/"* "$rootfs/usr/share/locale/"* \
+        "$rootfs/var/cache/apt/"*.bin "$rootfs/var/lib/apt/lists/"*_* "$rootfs/var/cache/debconf/"*-old
     done_step rootfs
 fi
 
@@ -73,9 +79,25 @@ if step kernel; then
     [ -n "$image_deb" ] || die "no kernel package among $(ls "$apt_dir/cache/archives")"
     # Unpacked beside the root, then copied in: tar would replace the merged /lib symlink.
     rm -rf "$cache/kernel-unpacked" && dpkg-deb -x "$image_deb" "$cache/kernel-unpacked"
-    mkdir -p "$rootfs/usr/lib/modules"
+    rm -rf "$rootfs/usr/lib/modules" && mkdir -p "$rootfs/usr/lib/modules"
     cp -a "$cache/kernel-unpacked/boot/." "$rootfs/boot/"
-    cp -a "$cache/kernel-unpacked/lib/modules/." "$rootfs/usr/lib/modules/"
+    # Only the modules a virt board can load: its buses and devices are virtio's, its file
+    # systems ext4, 9p and squashfs, RAUC's verity bundles dm-verity on a loop device. The
+    # drivers for real hardware (two thirds of the 160 MB) would be copied into every release,
+    # downloaded and written to a slot at each update.
+    unpacked_modules="$(echo "$cache/kernel-unpacked/lib/modules/"*)"
+    version_dir="$rootfs/usr/lib/modules/$(basename "$unpacked_modules")"
+    mkdir -p "$version_dir/kernel/drivers/net"
+    cp -a "$unpacked_modules/"modules.order "$unpacked_modules/"modules.builtin* "$version_dir/"
+    for part in arch block crypto fs lib mm net; do
+        [ ! -d "$unpacked_modules/kernel/$part" ] || cp -a "$unpacked_modules/kernel/$part" "$version_dir/kernel/"
+    done
+    for part in virtio block md char rtc; do
+        [ ! -d "$unpacked_modules/kernel/drivers/$part" ] || cp -a "$unpacked_modules/kernel/drivers/$part" "$version_dir/kernel/drivers/"
+    done
+    for driver in virtio_net net_failover tun veth dummy; do
+        cp -a "$unpacked_modules/kernel/drivers/net/$driver.ko" "$version_dir/kernel/drivers/net/" 2>/dev/null || true
+    done
     rm -rf "$cache/kernel-unpacked"
     kernel_version="$(ls "$rootfs/usr/lib/modules" | head -1)"
     depmod -b "$rootfs" "$kernel_version"
@@ -180,11 +202,13 @@ path=/etc/rauc/ca.cert.pem
 device=/dev/vda2
 type=ext4
 bootname=A
+resize=true
 
 [slot.rootfs.1]
 device=/dev/vda3
 type=ext4
 bootname=B
+resize=true
 RAUC
     # U-Boot's boot counters live in a raw 16 KiB area (partition 4) that the boot script reads
     # and writes, and fw_printenv/fw_setenv (libubootenv) reach from Linux.
@@ -204,6 +228,7 @@ if step disk; then
     mkfs.ext4 -q -F -L boot -d "$work/boot" "$work/boot.ext4" 15M
     mkfs.ext4 -q -F -L data -d "$work/data" "$work/data.ext4" 256M
     slot_image 1.0.0 "$work/slotA.ext4"
+    resize2fs "$work/slotA.ext4" "${slot_mib}M" > /dev/null 2>&1 || die "resize2fs of slot A failed"
     printf 'BOOT_ORDER=A B\nBOOT_A_LEFT=3\nBOOT_B_LEFT=3\n' > "$work/env.txt"
     mkenvimage -s 0x4000 -o "$work/env.bin" "$work/env.txt"
     rm -f "$disk"

@@ -19,6 +19,7 @@ www="${4:?www directory}"
 deb="${5:?the fire-agent package}"
 [ -f "$cache/stamps/disk" ] || die "no board image: run board/build-image.sh $arch first"
 mkdir -p "$www"
+ensure_binfmt "$qemu_user"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/board-release.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

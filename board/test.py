@@ -186,6 +186,7 @@ class Run:
         self.work = args.work
         self.passed = 0
         self.handed_so_far = []
+        self.cuts = []
         with open(os.path.join(self.cache, self.arch, "rootfs/etc/rauc/system.conf")) as conf:
             self.compatible = next(line.split("=", 1)[1].strip() for line in conf if line.startswith("compatible="))
 
@@ -234,59 +235,212 @@ class Run:
         self.ok(f"{what}: the {len(expected)} points of {len(handed)} handed-over files are in influxd once each")
         return handed
 
+    def statuses_for(self, servers, version):
+        return [s for s in servers.statuses() if s.get("version") == version]
+
+    def wait_state(self, servers, version, state, timeout):
+        return wait_for(f"release {version} reported {state}", lambda: next(
+            (s for s in self.statuses_for(servers, version) if s.get("state") == state), None), timeout)
+
+    def booted(self, board):
+        version = board.run("cat /etc/fire-version").strip()
+        status = json.loads(board.run("rauc status --output-format=json"))
+        return version, status
+
+    def first_boot(self, board, servers):
+        """Test 1: slot A holds release 1.0.0, without the agent: the package goes on as an
+        integrator puts it on a board, with dpkg -i; every release after it carries the agent."""
+        slot = board.boot()
+        if slot != "A":
+            raise BoardError(f"the first boot chose slot {slot}")
+        self.ok("U-Boot booted slot A, systemd gave root a shell on the console")
+        board.run("mkdir -p /mnt/host && mount -t 9p -o trans=virtio,version=9p2000.L host /mnt/host")
+        board.run("dpkg -i /mnt/host/fire-agent.deb", timeout=300)
+        board.run("install -m 0600 -o fire-agent -g fire-agent /mnt/host/fire-agent.json5 /etc/fire-agent/fire-agent.json5 "
+                  "&& install -m 0644 /mnt/host/vendor.pub /etc/fire-agent/vendor.pub "
+                  "&& install -D -m 0755 /mnt/host/writer /data/bin/writer")
+        board.run("systemctl restart fire-agent && systemctl is-active fire-agent", timeout=120)
+        user = board.run("ps -o user= -C fire-agent").split()
+        if not user or any(u != "fire-agent" for u in user):
+            raise BoardError(f"fire-agent runs as {user}")
+        self.ok("the package installed; systemd runs fire-agent as the fire-agent user")
+        self.add_app(board)
+        board.run("setpriv --reuid=app --regid=app --init-groups /data/bin/writer 0 5", timeout=120)
+        self.check_points(servers, board, "telemetry")
+        print(board.run("fire-agent status --config /etc/fire-agent/fire-agent.json5"), flush=True)
+        self.ok("fire-agent status answers on the board")
+
+    def good_update(self, board, servers, version, slot_expected):
+        """Test 2: the agent downloads, RAUC installs, the board reboots into the other slot,
+        the check passes, RAUC marks it good, reported done."""
+        self.release(servers, version, "good")
+        slot = board.reboot_seen(timeout=900)
+        if slot != slot_expected:
+            raise BoardError(f"after the update to {version} the board booted slot {slot}")
+        self.wait_state(servers, version, "done", 300)
+        running, status = self.booted(board)
+        if running != version or status.get("booted") != slot_expected:
+            raise BoardError(f"running {running} on {status.get('booted')}")
+        self.ok(f"update to {version} in slot {slot}: RAUC installed, a real reboot, the check, the commit, reported")
+        self.add_app(board)  # each slot's /etc has its own users
+
+    def unhealthy_update(self, board, servers, version, running_slot):
+        """Test 3: the new release's application fails its health check: the agent rolls back
+        (RAUC marks the slot bad), reboots, U-Boot boots the old slot, the failure is reported."""
+        old_version, _ = self.booted(board)
+        other = "A" if running_slot == "B" else "B"
+        self.release(servers, version, "unhealthy")
+        # Booted, checked, rolled back, rebooted: the shell of the first boot may not even come.
+        slot = board.reboot_seen(timeout=1500, boots=2)
+        if board.attempts != [other, running_slot]:
+            raise BoardError(f"U-Boot booted {board.attempts}, expected {other} (the release) then {running_slot}")
+        failed = self.wait_state(servers, version, "failed", 300)
+        running, status = self.booted(board)
+        if running != old_version or status.get("booted") != running_slot:
+            raise BoardError(f"after the rollback: running {running} on {status.get('booted')}")
+        if "health check" not in failed.get("reason", ""):
+            raise BoardError(f"the failure's reason: {failed.get('reason')}")
+        self.ok(f"unhealthy {version}: health check failed, rolled back, a real reboot into {slot}, reported: "
+                f"{failed.get('reason')}")
+
+    def panicking_update(self, board, servers, version, running_slot):
+        """Test 4: the new release's kernel does not boot (its init exits: a panic, and panic=10
+        resets the board): U-Boot tries it until its attempts run out, then boots the old slot,
+        and the agent there reports the update failed."""
+        old_version, _ = self.booted(board)
+        other = "A" if running_slot == "B" else "B"
+        self.release(servers, version, "panic")
+        slot = board.reboot_seen(timeout=1500)
+        if slot != running_slot or board.attempts != [other] * 3 + [running_slot]:
+            raise BoardError(f"U-Boot tried {board.attempts}, expected {other} three times then {running_slot}")
+        failed = self.wait_state(servers, version, "failed", 300)
+        running, status = self.booted(board)
+        if running != old_version or status.get("booted") != running_slot:
+            raise BoardError(f"after the fallback: running {running} on {status.get('booted')}")
+        self.ok(f"panicking {version}: U-Boot tried {''.join(board.attempts)}, fell back to {slot}, reported: "
+                f"{failed.get('reason')}")
+
+    def power_cut_telemetry(self, board, servers, first):
+        """A power cut while the application hands files over and the agent delivers them; every
+        handed-over point is in influxd once after the board is back."""
+        board.console.sendall(f"setpriv --reuid=app --regid=app --init-groups /data/bin/writer {first} 200 &\n".encode())
+        before = len(self.handed_so_far)
+        time.sleep(random.uniform(5, 20))
+        board.power_cut()
+        slot = board.boot()
+        self.ok(f"after a power cut the board booted slot {slot}")
+        board.run("systemctl is-active fire-agent", timeout=120)
+        handed = self.check_points(servers, board, "after the power cut")
+        if len(handed) <= before:
+            raise BoardError("the application handed no file over before the power cut: the cut tried nothing")
+
+    # -- the full run's power cuts (test 5) ---------------------------------------------------
+
+    STATE = "/var/lib/fire-agent/firmware/state.json"
+    PART = "/var/lib/fire-agent/firmware/staging/image.part"
+
+    def phase(self, board):
+        out = board.run(f"grep -o '\"phase\" *: *\"[a-zA-Z]*\"' {self.STATE} 2>/dev/null || true", timeout=60)
+        return out.split('"')[-2] if '"' in out else None
+
+    def nothing_set_aside(self, board, what):
+        """No state file or queue the agent keeps was found damaged and set aside."""
+        found = board.run(
+            "ls /var/lib/fire-agent/firmware/state.json.damaged /var/lib/fire-agent/queue/quarantine "
+            "/var/lib/fire-agent/firmware/reports/quarantine 2>/dev/null; "
+            "journalctl -b -u fire-agent --no-pager -o cat | grep -E 'damaged|quarantined|no intact slot' || true", timeout=120)
+        if found.strip():
+            raise BoardError(f"{what}: the agent set something aside: {found.strip()[-1500:]}")
+
+    def cut(self, board, what):
+        board.power_cut()
+        self.cuts.append(what)
+        slot = board.boot()
+        board.run("systemctl is-active fire-agent", timeout=120)
+        self.nothing_set_aside(board, f"cut {len(self.cuts)} ({what})")
+        return slot
+
+    def cuts_during_telemetry(self, board, servers, count):
+        for _ in range(count):
+            first = max(self.handed_so_far, default=0) + 1000
+            board.console.sendall(f"setpriv --reuid=app --regid=app --init-groups /data/bin/writer {first} 200 &\n".encode())
+            time.sleep(random.uniform(2, 25))
+            slot = self.cut(board, "telemetry")
+            self.check_points(servers, board, f"cut {len(self.cuts)} (telemetry, slot {slot})")
+
+    def cuts_during_update(self, board, servers, version, download_cuts, install_cut, commit_cuts):
+        """One release, cut during its download (each time the download goes on from where it
+        was), then optionally during its install (which then either finished or did not: the
+        board boots a whole slot and the agent reports what runs), then after its reboot while
+        it is confirmed and committed. Returns the slot it ends in."""
+        running_version, status = self.booted(board)
+        running_slot = status.get("booted")
+        other = "A" if running_slot == "B" else "B"
+        self.release(servers, version, "good")
+        cut_at = 0
+        for n in range(download_cuts):
+            def grown():
+                return int(board.run(f"stat -c %s {self.PART} 2>/dev/null || echo 0")) > cut_at
+            wait_for("the download under way", grown, 600, interval=1)
+            time.sleep(random.uniform(0.5, 6))
+            if self.phase(board) != "downloading":
+                break
+            cut_at = int(board.run(f"stat -c %s {self.PART} 2>/dev/null || echo 0"))
+            self.cut(board, "download")
+            print(f"   cut {len(self.cuts)} during the download of {version} at {cut_at} bytes", flush=True)
+        if install_cut:
+            wait_for("the install under way", lambda: self.phase(board) == "installing", 900, interval=1)
+            time.sleep(random.uniform(0, 60))
+            slot = self.cut(board, "install")
+            running, status = self.booted(board)
+            print(f"   cut {len(self.cuts)} during the install of {version}: booted {slot} ({running})", flush=True)
+            if slot == running_slot and running == running_version:
+                report = self.wait_state(servers, version, "failed", 300)
+                self.ok(f"cut during the install of {version}: the old slot {slot} runs {running}, reported: {report.get('reason')}")
+                return slot
+            if slot != other or running != version:
+                raise BoardError(f"after a cut during the install: slot {slot} runs {running}")
+        else:
+            board.reboot_seen(timeout=1500)
+        for n in range(commit_cuts):
+            time.sleep(random.uniform(0, 15))
+            slot = self.cut(board, "commit")
+            running, _ = self.booted(board)
+            print(f"   cut {len(self.cuts)} while {version} was confirmed: booted {slot} ({running})", flush=True)
+        final = wait_for(f"release {version} ends", lambda: next(
+            (s for s in self.statuses_for(servers, version) if s.get("state") in ("done", "failed")), None), 600)
+        running, status = self.booted(board)
+        if final["state"] == "done":
+            if running != version or status.get("booted") != other:
+                raise BoardError(f"{version} reported done but slot {status.get('booted')} runs {running}")
+        elif running != running_version or status.get("booted") != running_slot:
+            raise BoardError(f"{version} reported failed but slot {status.get('booted')} runs {running}")
+        self.ok(f"release {version} through {len(self.cuts)} cuts so far: {final['state']} "
+                f"({final.get('reason', '')}), slot {status.get('booted')} runs {running}")
+        self.add_app(board)
+        return status.get("booted")
+
     def main(self):
-        # Slot A holds release 1.0.0, without the agent: the package goes on as an integrator
-        # puts it on a board, with dpkg -i; every release after it carries the agent.
         with Network() as network, Servers(network, self.work) as servers:
             share = self.share()
             with Board(self.arch, self.cache, self.work, network, share=share) as board:
-                slot = board.boot()
-                if slot != "A":
-                    raise BoardError(f"the first boot chose slot {slot}")
-                self.ok("U-Boot booted slot A, systemd gave root a shell on the console")
-                board.run("mkdir -p /mnt/host && mount -t 9p -o trans=virtio,version=9p2000.L host /mnt/host")
-                board.run("dpkg -i /mnt/host/fire-agent.deb", timeout=300)
-                board.run("install -m 0600 -o fire-agent -g fire-agent /mnt/host/fire-agent.json5 /etc/fire-agent/fire-agent.json5 "
-                          "&& install -m 0644 /mnt/host/vendor.pub /etc/fire-agent/vendor.pub "
-                          "&& install -D -m 0755 /mnt/host/writer /data/bin/writer")
-                board.run("systemctl restart fire-agent && systemctl is-active fire-agent", timeout=120)
-                user = board.run("ps -o user= -C fire-agent").split()
-                if not user or any(u != "fire-agent" for u in user):
-                    raise BoardError(f"fire-agent runs as {user}")
-                self.ok("the package installed; systemd runs fire-agent as the fire-agent user")
-                self.add_app(board)
-                board.run("setpriv --reuid=app --regid=app --init-groups /data/bin/writer 0 5", timeout=120)
-                self.check_points(servers, board, "telemetry")
-                print(board.run("fire-agent status --config /etc/fire-agent/fire-agent.json5"), flush=True)
-                self.ok("fire-agent status answers on the board")
-
-                # Update A -> B: the agent downloads, RAUC installs, the board reboots into B,
-                # the check passes, RAUC marks B good.
-                self.release(servers, "2.0.0", "good")
-                slot = board.reboot_seen(timeout=900)
-                if slot != "B":
-                    raise BoardError(f"after the update the board booted slot {slot}")
-                wait_for("the update committed", lambda: any(
-                    s.get("state") == "done" and s.get("version") == "2.0.0" for s in servers.statuses()), 300)
-                version = board.run("cat /etc/fire-version").strip()
-                status = json.loads(board.run("rauc status --output-format=json"))
-                if version != "2.0.0" or status.get("booted") != "B":
-                    raise BoardError(f"running {version} on {status.get('booted')}")
-                self.ok("update A -> B: RAUC installed, a real reboot, the check, the commit, reported")
-
-                # A power cut while the application hands files over and the agent delivers them.
-                self.add_app(board)
-                # (The application lives on the data partition: slot B's root has no /usr/local.)
-                board.console.sendall(b"setpriv --reuid=app --regid=app --init-groups /data/bin/writer 100 200 &\n")
-                before = len(self.handed_so_far)
-                time.sleep(random.uniform(5, 20))
-                board.power_cut()
-                slot = board.boot()
-                self.ok(f"after a power cut the board booted slot {slot}")
-                board.run("systemctl is-active fire-agent", timeout=120)
-                handed = self.check_points(servers, board, "after the power cut")
-                if len(handed) <= before:
-                    raise BoardError("the application handed no file over before the power cut: the cut tried nothing")
+                self.first_boot(board, servers)
+                self.good_update(board, servers, "2.0.0", "B")
+                self.power_cut_telemetry(board, servers, 100)
+                if self.args.full:
+                    self.unhealthy_update(board, servers, "3.0.0", "B")
+                    self.panicking_update(board, servers, "4.0.0", "B")
+                    self.cuts = []
+                    self.cuts_during_telemetry(board, servers, self.args.telemetry_cuts)
+                    version = 5
+                    for plan in [(3, False, 2), (2, True, 0), (0, True, 0), (1, False, 2), (0, True, 0), (2, False, 2),
+                                 (0, True, 0)]:
+                        self.cuts_during_update(board, servers, f"{version}.0.0", *plan)
+                        version += 1
+                    self.cuts_during_telemetry(board, servers, self.args.telemetry_cuts)
+                    kinds = {k: self.cuts.count(k) for k in sorted(set(self.cuts))}
+                    self.ok(f"{len(self.cuts)} power cuts ({kinds}): nothing lost, nothing stored twice, "
+                            "no update half-installed, nothing set aside")
         print(f"{self.passed} passed, 0 failed", flush=True)
 
 
@@ -296,6 +450,9 @@ def main():
     parser.add_argument("--cache", default=os.environ.get("TINYFIRE_BOARD_CACHE", "/var/cache/tinyfire-board"))
     parser.add_argument("--work")
     parser.add_argument("--deb")
+    parser.add_argument("--full", action="store_true",
+                        help="also a release that fails its health check and one whose kernel panics")
+    parser.add_argument("--telemetry-cuts", type=int, default=3, help="power cuts in each telemetry round of --full")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (console log, disk) after a pass")
     args = parser.parse_args()
     args.work = args.work or os.path.join(os.environ.get("TMPDIR", "/tmp"), f"tinyfire-board-{args.arch}-{os.getpid()}")

@@ -32,6 +32,21 @@ command -v dbus-daemon >/dev/null 2>&1 || need_apt+=(dbus-daemon)
 command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need_apt+=(iptables)
 # ip(8) builds the network namespaces of the reachability and offline-queue tests.
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_apt+=(iproute2)
+# The emulated board (board/README.md), unless TINYFIRE_BOARD=0: debootstrap and qemu-user make
+# its image, qemu-system-arm and Debian's U-Boot run it, the rest lays out its disk. (Installed
+# here, before anything runs beside the image's build.)
+if [ "${TINYFIRE_BOARD:-1}" != 0 ]; then
+    command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need_apt+=(debootstrap)
+    command -v qemu-system-arm >/dev/null 2>&1 || need_apt+=(qemu-system-arm)
+    [ -e /usr/bin/qemu-arm-static ] || need_apt+=(qemu-user-static)
+    [ -d /usr/lib/u-boot/qemu_arm ] || need_apt+=(u-boot-qemu)
+    command -v mkimage >/dev/null 2>&1 || need_apt+=(u-boot-tools)
+    command -v mkfs.vfat >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.vfat ] || need_apt+=(dosfstools)
+    command -v sfdisk >/dev/null 2>&1 || [ -x /usr/sbin/sfdisk ] || need_apt+=(fdisk)
+    command -v depmod >/dev/null 2>&1 || [ -x /usr/sbin/depmod ] || need_apt+=(kmod)
+    command -v cpio >/dev/null 2>&1 || need_apt+=(cpio)
+    command -v qemu-img >/dev/null 2>&1 || need_apt+=(qemu-utils)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "install-deps: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

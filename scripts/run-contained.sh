@@ -10,6 +10,16 @@ run_tmp="$(mktemp -d "${TMPDIR:-/tmp}/tinyfire-run.XXXXXX")" || exit 1
 # Open like /tmp itself: servers the tests start drop privileges (nginx's workers run as nobody)
 # and must reach the files a test puts there.
 chmod 1777 "$run_tmp"
+# And the directories above it that this user owns get search permission (o+x) when they lack
+# it (a TMPDIR made by `mktemp -d` is 0700): else nginx's first answer depends on whether a test
+# that opens them (the proxy fixture) happened to run before it.
+parent="$(dirname "$run_tmp")"
+while [ "$parent" != / ] && [ -n "$parent" ]; do
+    if [ -O "$parent" ] && [ -z "$(find "$parent" -maxdepth 0 -perm -o+x)" ]; then
+        chmod o+x "$parent"
+    fi
+    parent="$(dirname "$parent")"
+done
 sid_file="$(mktemp)" || exit 1
 cleanup() {
     rm -f "$sid_file"

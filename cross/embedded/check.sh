@@ -14,7 +14,9 @@ if ! command -v qemu-arm-static >/dev/null || ! command -v qemu-aarch64-static >
     apt-get install -y -qq --no-install-recommends qemu-user-static >/dev/null
 fi
 [ $# -gt 0 ] || set -- x86_64 armv7 aarch64
-for arch in "$@"; do
+
+check_one() { # ARCH: build and check one architecture
+    local arch="$1" start out version run
     start=$(date +%s)
     out="$("$here/build.sh" "$arch")"
     case "$arch" in
@@ -31,4 +33,26 @@ for arch in "$@"; do
     # Crash points are for test builds only (CrashPoints.swift); a board's binary has none.
     ! grep -q FIRE_AGENT_FIRMWARE_EXIT_AT "$out/fire-agent" || die "$arch: fire-agent carries the tests' crash points"
     log "$arch: built and checked in $(($(date +%s) - start)) s"
+}
+
+# The sysroots first, one after the other (they share one apt configuration); then the
+# architectures side by side: each build is one compiler process for the whole module, so two
+# or three of them use the cores one leaves idle. Each one's output is printed whole when it
+# ends.
+for arch in "$@"; do
+    case "$arch" in armv7 | aarch64) "$here/sysroot.sh" "$arch" > /dev/null ;; esac
 done
+logs="$(mktemp -d "${TMPDIR:-/tmp}/embedded-check.XXXXXX")"
+trap 'rm -rf "$logs"' EXIT
+pids=()
+for arch in "$@"; do
+    (check_one "$arch") > "$logs/$arch.log" 2>&1 &
+    pids+=("$!")
+done
+failed=()
+for index in "${!pids[@]}"; do
+    arch="${@:index+1:1}"
+    wait "${pids[$index]}" || failed+=("$arch")
+    cat "$logs/$arch.log" >&2
+done
+[ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]}"
