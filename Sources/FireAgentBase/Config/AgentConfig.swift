@@ -252,6 +252,12 @@ public struct AgentConfig: Sendable {
         /// The commit command (argv, e.g. `rauc status mark-good`), run once the new version
         /// has synced with the server; nil: nothing to commit.
         public var commit: [String]?
+        /// Whether the daemon runs the commit command when it starts and no update awaits its
+        /// confirmation: the running version is then the good one. Boot loaders that count
+        /// every boot (RAUC's U-Boot and GRUB integrations) need the running slot marked good
+        /// after each boot, or its attempts run out and a slot that failed comes first again.
+        /// Default false.
+        public var commitEveryStart = false
         /// Commands other than the installer are killed after this long.
         public var commandTimeout: Duration
         /// Where status events are POSTed (through the firmware report queue); nil: none.
@@ -697,6 +703,10 @@ public struct AgentConfig: Sendable {
         let rebootExitCode = reader.has("rebootExitCode") ? reader.integer("rebootExitCode", default: 0, in: 1...255) : nil
         let reboot = reader.has("reboot") ? reader.stringArray("reboot") : nil
         let commit = reader.has("commit") ? reader.stringArray("commit") : nil
+        let commitEveryStart = reader.bool("commitEveryStart", default: false)
+        if commitEveryStart && commit == nil {
+            reader.problem("commitEveryStart", "needs a commit command (firmware.commit) to run")
+        }
         for (key, argv) in [("reboot", reboot), ("commit", commit)] where argv?.isEmpty == true {
             reader.problem(key, "must name a program (or leave the key out)")
         }
@@ -770,6 +780,7 @@ public struct AgentConfig: Sendable {
         firmware.avoidInterfaces = avoidInterfaces
         firmware.installWindow = installWindow
         firmware.inhibitFile = inhibitFile
+        firmware.commitEveryStart = commitEveryStart
         return firmware
     }
 

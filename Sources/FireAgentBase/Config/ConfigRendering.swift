@@ -130,6 +130,7 @@ extension AgentConfig {
             ("rebootExitCode", firmware.rebootExitCode.map { .number(Double($0)) }),
             ("reboot", firmware.reboot.map(argv)),
             ("commit", firmware.commit.map(argv)),
+            ("commitEveryStart", .bool(firmware.commitEveryStart)),
             ("commandTimeout", duration(firmware.commandTimeout)),
             ("statusURL", firmware.statusURL.map { .string($0.absoluteString) }),
             (

@@ -408,7 +408,21 @@ public final class FirmwareUpdater: @unchecked Sendable {
         _ = inhibitReason()
         let version = bootedVersion()
         perform(flow.resume(version: version, bootID: bootID(), now: .now()))
+        if config.commitEveryStart, flow.phase.isTerminal { markRunningGood() }
         publish()
+    }
+
+    /// `firmware.commitEveryStart`: no update awaits its confirmation, so the version that runs
+    /// is the good one; the commit command says so to the boot loader (RAUC's `mark-good`
+    /// gives the booted slot its attempts back). Its failure is logged; nothing else depends on it.
+    private func markRunningGood() {
+        guard let argv = config.commit else { return }
+        do {
+            let result = try CommandRunner.run(argv, timeout: config.commandTimeout)
+            log(result, of: "commit command (the running version, at start)")
+        } catch {
+            logger.error("firmware commit command (the running version, at start) failed", metadata: ["reason": "\(error)"])
+        }
     }
 
     /// Polls now; the next poll comes a poll interval (with jitter) later.

@@ -62,6 +62,43 @@ extension FirmwareUpdateTests {
                 == ["downloading", "verifying", "installing", "installed", "done"], "\(server.statusEvents())")
     }
 
+    @Test(
+        "firmware.commitEveryStart: the running version is committed at each start while no update awaits confirmation, never while one does"
+    )
+    func commitEveryStart() throws {
+        let (server, board) = try setUp("bless", running: "8.0.0")
+        defer { server.remove() }
+        try server.publish(version: "8.0.0", image: FirmwareServer.image(size: 64 << 10, seed: 80))
+        let config = try board.writeConfig(
+            server: server, extra: board.confirmationSection(attempts: 2) + "commitEveryStart: true,")
+        // Nothing to do: the running 8.0.0 is marked good (RAUC would give its slot its attempts back).
+        var (status, output) = try once(config)
+        #expect(status == 0 && board.calls == ["commit"], "\(status) \(output) \(board.calls)")
+        try server.publish(version: "8.1.0", image: FirmwareServer.image(size: 512 << 10, seed: 81))
+        (status, output) = try once(config)
+        let install = "install \(board.directory)/firmware/staging/image.bin 8.1.0"
+        #expect(status == 10 && board.calls.suffix(3) == ["commit", install, "reboot"], "\(status) \(output) \(board.calls)")
+        // Installed, not yet rebooted; then booted and not yet confirmed: no commit at start.
+        (status, output) = try once(config)
+        #expect(status == 10 && board.calls.last == "reboot", "\(status) \(output) \(board.calls)")
+        try board.handleReboot(fallback: "8.0.0")
+        try board.setHealth("fail")
+        (status, output) = try once(config)
+        #expect(
+            board.calls.filter { $0 == "commit" }.count == 2 && board.calls.suffix(2) == ["rollback", "reboot"],
+            "\(status) \(output) \(board.calls)")
+        // Rolled back into 8.0.0: that one is the good one again.
+        try board.handleReboot(fallback: "8.0.0")
+        (status, output) = try once(config)
+        #expect(status == 14 && board.calls.last == "commit", "\(status) \(output) \(board.calls)")
+        #expect(board.calls.filter { $0 == "commit" }.count == 3, "\(board.calls)")
+        // Without a commit command the key is a config problem.
+        let uncommitted = try board.writeConfig(
+            server: server, extra: "commitEveryStart: true,", commands: "install: [\"\(board.directory)/install.sh\", \"{file}\"],")
+        let refused = try fireAgent(["config", "check", "--config", uncommitted])
+        #expect(refused.status != 0 && refused.stderr.contains("commitEveryStart: needs a commit command"), "\(refused.stderr)")
+    }
+
     @Test("one-shot cycles against the adversarial releases: each refused (12) or failed (13) with its reason, the installer never runs")
     func oneShotAdversarial() throws {
         let (server, board) = try setUp("once-bad", running: "2.0.0")
