@@ -80,7 +80,11 @@ class Network:
 class Board:
     """One emulated board: its disk overlay, its console, its qemu process."""
 
-    def __init__(self, arch, cache, work, network, share=None, memory_mib=512):
+    def __init__(self, arch, cache, work, network, share=None, memory_mib=512, base=None, log_writes=None, name=None):
+        """`base`: a raw disk to start from instead of the built image (through an overlay of
+        this board's own, so it stays as it is); `log_writes`: a file where qemu's blklogwrites
+        driver records every write and flush the guest makes, in dm-log-writes' format
+        (`replay_writes` rebuilds the disk at any flush); `name`: the overlay's name."""
         self.arch = arch
         self.share = share
         self.cache = os.path.join(cache, arch)
@@ -93,10 +97,11 @@ class Board:
         self.marker = 0
         self.attempts = []
         self.log_path = os.path.join(work, f"console-{arch}.log")
-        self.disk = os.path.join(work, f"disk-{arch}.qcow2")
+        self.disk = os.path.join(work, name or f"disk-{arch}.qcow2")
+        self.log_writes = log_writes
         os.makedirs(work, exist_ok=True)
         if not os.path.exists(self.disk):
-            base = os.path.join(self.cache, "disk.img")
+            base = base or os.path.join(self.cache, "disk.img")
             if not os.path.exists(base):
                 raise BoardError(f"no board image at {base}: run board/build-image.sh {arch}")
             subprocess.run(
@@ -124,7 +129,18 @@ class Board:
             "-chardev", f"socket,id=console,path={socket_path},server=on,wait=on",
             "-serial", "chardev:console",
             "-bios", bios,
-            "-drive", f"if=none,id=disk,file={self.disk},format=qcow2",
+        ]
+        if self.log_writes:
+            # Every write and flush also goes to the log (qemu's blklogwrites filter).
+            argv += [
+                "-blockdev", f"driver=file,node-name=disk-file,filename={self.disk}",
+                "-blockdev", "driver=qcow2,node-name=disk-qcow2,file=disk-file",
+                "-blockdev", f"driver=file,node-name=log-file,filename={self.log_writes}",
+                "-blockdev", "driver=blklogwrites,node-name=disk,file=disk-qcow2,log=log-file,log-sector-size=512",
+            ]
+        else:
+            argv += ["-drive", f"if=none,id=disk,file={self.disk},format=qcow2"]
+        argv += [
             "-device", "virtio-blk-device,drive=disk",
             "-netdev", f"tap,id=link,ifname={self.network.tap},script=no,downscript=no",
             "-device", "virtio-net-device,netdev=link",
@@ -239,3 +255,57 @@ class Board:
                 return log.read().decode(errors="replace")
         except OSError:
             return ""
+
+
+# -- the strict form of a power cut: only what the guest had flushed -----------------------
+
+LOG_FLUSH, LOG_DISCARD = 1, 4
+WRITE_LOG_MAGIC = 0x6A736677736872
+
+
+def read_write_log(path):
+    """The entries of a blklogwrites log (dm-log-writes' format: a superblock in sector 0, then
+    per entry a header sector `sector, nr_sectors, flags, data_len` followed by the data
+    written, except for flushes and discards). Returns (sector size, [(index, sector,
+    nr_sectors, flags, data offset in the log)])."""
+    import struct
+    with open(path, "rb") as log:
+        magic, version, count, sector_size = struct.unpack("<QQQI", log.read(28))
+        if magic != WRITE_LOG_MAGIC or version != 1:
+            raise BoardError(f"{path}: not a blklogwrites log (magic {magic:#x}, version {version})")
+        size = os.path.getsize(path)
+        entries = []
+        offset = sector_size
+        while len(entries) < count and offset + sector_size <= size:
+            log.seek(offset)
+            sector, nr_sectors, flags, _ = struct.unpack("<QQQQ", log.read(32))
+            data = offset + sector_size
+            entries.append((len(entries), sector, nr_sectors, flags, data))
+            offset = data + (0 if flags & (LOG_FLUSH | LOG_DISCARD) else nr_sectors * sector_size)
+        if len(entries) < count:
+            raise BoardError(f"{path}: {count} entries announced, {len(entries)} found")
+        return sector_size, entries
+
+
+def replay_writes(log_path, base, out, upto):
+    """`out`: the raw disk `base` with the log's entries before index `upto` applied (a flush's
+    index: everything the guest had written when it asked for that flush). Discarded ranges read
+    as zeros."""
+    sector_size, entries = read_write_log(log_path)
+    subprocess.run(["cp", "--sparse=always", base, out], check=True)
+    with open(log_path, "rb") as log, open(out, "r+b") as disk:
+        for index, sector, nr_sectors, flags, data in entries[:upto]:
+            if flags & LOG_FLUSH:
+                continue
+            disk.seek(sector * sector_size)
+            length = nr_sectors * sector_size
+            if flags & LOG_DISCARD:
+                disk.write(bytes(length))
+                continue
+            log.seek(data)
+            while length:
+                chunk = log.read(min(length, 1 << 20))
+                if not chunk:
+                    raise BoardError(f"{log_path}: entry {index} is cut short")
+                disk.write(chunk)
+                length -= len(chunk)

@@ -59,9 +59,11 @@ if step rootfs; then
         bookworm "$rootfs" "$mirror" > "$cache/debootstrap.log" 2>&1 || die "debootstrap failed; see $cache/debootstrap.log"
     env -u TMPDIR chroot "$rootfs" /debootstrap/debootstrap --second-stage >> "$cache/debootstrap.log" 2>&1 \
         || die "debootstrap's second stage failed; see $cache/debootstrap.log"
-    # What a board does not carry: documentation, manual pages, translations, apt's lists.
+    # What a board does not carry: documentation, manual pages, translations, apt's lists and
+    # the packages debootstrap fetched (45 MB).
     rm -rf "$rootfs/usr/share/doc/"* "$rootfs/usr/share/man/"* "$rootfs/usr/share/info/"* "$rootfs/usr/share/locale/"* \
-        "$rootfs/var/cache/apt/"*.bin "$rootfs/var/lib/apt/lists/"*_* "$rootfs/var/cache/debconf/"*-old
+        "$rootfs/var/cache/apt/"*.bin "$rootfs/var/cache/apt/archives/"*.deb "$rootfs/var/lib/apt/lists/"*_* \
+        "$rootfs/var/cache/debconf/"*-old
     done_step rootfs
 fi
 

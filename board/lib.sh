@@ -49,19 +49,24 @@ ensure_binfmt() {
 # release's version in /etc/fire-version (the package DEB installed in it, and EXTRA_DIR's files
 # laid over it), shrunk to its contents: what goes into a slot and into a bundle.
 slot_image() {
-    local version="$1" out="$2" extra="${3:-}" deb="${4:-}" tree="$cache/slot-tree" used
-    rm -rf "$tree"
-    cp -a "$rootfs" "$tree"
+    local version="$1" out="$2" extra="${3:-}" deb="${4:-}" tree used dpkg_log
+    # A tree of this call's own: releases may be made side by side (two boards' tests).
+    tree="$(mktemp -d "$cache/slot-tree.XXXXXX")"
+    dpkg_log="$tree.dpkg.log"
+    cp -a "$rootfs/." "$tree/"
+    chmod --reference="$rootfs" "$tree"
     echo "$version" > "$tree/etc/fire-version"
     if [ -n "$deb" ]; then
         # The release brings the agent: its package installed as on a board (under qemu-user).
         cp "$deb" "$tree/tmp/fire-agent.deb"
         mount -t proc proc "$tree/proc"
-        if ! env -u TMPDIR chroot "$tree" dpkg -i /tmp/fire-agent.deb > "$cache/release-dpkg.log" 2>&1; then
+        if ! env -u TMPDIR chroot "$tree" dpkg -i /tmp/fire-agent.deb > "$dpkg_log" 2>&1; then
             umount "$tree/proc"
-            die "dpkg -i in the release's root failed; see $cache/release-dpkg.log"
+            rm -rf "$tree"
+            die "dpkg -i in the release's root failed; see $dpkg_log"
         fi
         umount "$tree/proc"
+        rm -f "$dpkg_log"
         rm -f "$tree/tmp/fire-agent.deb"
     fi
     [ -z "$extra" ] || cp -a --remove-destination "$extra/." "$tree/"

@@ -27,7 +27,8 @@ mkdir -p "$work/extra/etc" "$work/bundle"
 case "$kind" in
     good) ;;
     unhealthy) echo "this release's application does not start" > "$work/extra/etc/board-app-broken" ;;
-    panic) mkdir -p "$work/extra/sbin" && ln -s /bin/false "$work/extra/sbin/init" ;;
+    # (/sbin is a link to usr/sbin in bookworm's merged /usr: the init is replaced there.)
+    panic) mkdir -p "$work/extra/usr/sbin" && ln -s /bin/false "$work/extra/usr/sbin/init" ;;
     *) die "unknown release kind '$kind' (good, unhealthy, panic)" ;;
 esac
 slot_image "$version" "$work/bundle/rootfs.ext4" "$work/extra" "$deb"

@@ -69,9 +69,10 @@ fi
 
 # The emulated board (board/README.md): fire-agent's package on Debian bookworm's armhf with
 # U-Boot, RAUC and systemd under qemu-system-arm, driven through its serial console: telemetry
-# from an application, an update A -> B through a real reboot, a power cut. The image is built
-# once into /var/cache/tinyfire-board (about 10 minutes and 1 GB on a fresh machine);
-# TINYFIRE_BOARD=0 leaves it out (say so when you do).
+# from an application, an update A -> B through a real reboot, a power cut (about 4 minutes; the
+# image was built above, into /var/cache/tinyfire-board). TINYFIRE_BOARD=0 leaves it out (say so
+# when you do). The full run (a rollback, a kernel that panics, 24 power cuts) is by hand:
+# python3 board/test.py armv7 --full.
 if [ -n "$board_pid" ]; then
     echo "== board: fire-agent on an emulated armv7 board (U-Boot, RAUC, systemd): a real reboot into B, a power cut"
     timeout 1500 python3 board/test.py armv7
