@@ -83,6 +83,13 @@ if step kernel; then
     rm -rf "$cache/kernel-unpacked" && dpkg-deb -x "$image_deb" "$cache/kernel-unpacked"
     rm -rf "$rootfs/usr/lib/modules" && mkdir -p "$rootfs/usr/lib/modules"
     cp -a "$cache/kernel-unpacked/boot/." "$rootfs/boot/"
+    # arm64 kernels have no decompressor of their own and Debian ships them gzip'd; U-Boot's
+    # booti takes the plain Image.
+    for kernel in "$rootfs/boot/"vmlinuz-*; do
+        if gzip -t "$kernel" 2>/dev/null; then
+            zcat "$kernel" > "$kernel.plain" && mv "$kernel.plain" "$kernel"
+        fi
+    done
     # Only the modules a virt board can load: its buses and devices are virtio's, its file
     # systems ext4, 9p and squashfs, RAUC's verity bundles dm-verity on a loop device. The
     # drivers for real hardware (two thirds of the 160 MB) would be copied into every release,
