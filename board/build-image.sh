@@ -107,6 +107,24 @@ if step kernel; then
     for driver in virtio_net net_failover tun veth dummy; do
         cp -a "$unpacked_modules/kernel/drivers/net/$driver.ko" "$version_dir/kernel/drivers/net/" 2>/dev/null || true
     done
+    # And whatever those need from elsewhere (arm64's dm-mod needs drivers/dax): a module kept
+    # without its dependencies does not load, silently.
+    while true; do
+        missing=()
+        while read -r module; do
+            for dep in $(modinfo -F depends "$module" | tr ',' ' '); do
+                [ -n "$(find "$version_dir/kernel" -name "$dep.ko" -o -name "${dep//_/-}.ko" | head -1)" ] || missing+=("$dep")
+            done
+        done < <(find "$version_dir/kernel" -name '*.ko')
+        [ ${#missing[@]} -gt 0 ] || break
+        for dep in $(printf '%s\n' "${missing[@]}" | sort -u); do
+            source_path="$(find "$unpacked_modules/kernel" \( -name "$dep.ko" -o -name "${dep//_/-}.ko" \) | head -1)"
+            [ -n "$source_path" ] || die "kernel module $dep (a dependency) is not in $image_deb"
+            relative="${source_path#"$unpacked_modules/"}"
+            mkdir -p "$version_dir/$(dirname "$relative")"
+            cp -a "$source_path" "$version_dir/$relative"
+        done
+    done
     rm -rf "$cache/kernel-unpacked"
     kernel_version="$(ls "$rootfs/usr/lib/modules" | head -1)"
     depmod -b "$rootfs" "$kernel_version"
@@ -219,6 +237,10 @@ type=ext4
 bootname=B
 resize=true
 RAUC
+    # RAUC mounts verity bundles through device-mapper on a loop device: loaded at boot, since
+    # nothing loads dm_mod when /dev/mapper/control is missing (arm64's kernel has it as a
+    # module: "Failed to open /dev/mapper/control" without this; armhf's has it built in).
+    printf 'dm_mod\ndm_verity\nloop\nsquashfs\n' > "$rootfs/etc/modules-load.d/rauc.conf"
     # U-Boot's boot counters live in a raw 16 KiB area (partition 4) that the boot script reads
     # and writes, and fw_printenv/fw_setenv (libubootenv) reach from Linux.
     echo '/dev/vda4 0x0 0x4000' > "$rootfs/etc/fw_env.config"
