@@ -413,15 +413,12 @@ public final class FirmwareUpdater: @unchecked Sendable {
     }
 
     /// `firmware.commitEveryStart`: no update awaits its confirmation, so the version that runs
-    /// is the good one; the commit command says so to the boot loader (RAUC's `mark-good`
-    /// gives the booted slot its attempts back). Its failure is logged; nothing else depends on it.
+    /// is the good one; the commit command (`commit()`, which logs its run) says so to the boot
+    /// loader (RAUC's `mark-good` gives the booted slot its attempts back). Nothing else
+    /// depends on it.
     private func markRunningGood() {
-        guard let argv = config.commit else { return }
-        do {
-            let result = try CommandRunner.run(argv, timeout: config.commandTimeout)
-            log(result, of: "commit command (the running version, at start)")
-        } catch {
-            logger.error("firmware commit command (the running version, at start) failed", metadata: ["reason": "\(error)"])
+        if case .commitExited(false, let detail) = commit() {
+            logger.error("firmware: the running version was not marked good at start", metadata: ["reason": "\(detail)"])
         }
     }
 
