@@ -38,7 +38,7 @@ public struct SyncReport: Sendable, Equatable {
 /// collectors and the spool directory's files become line protocol, cut into batches, gzip'd
 /// and queued durably in the core's `DeliveryQueue`; the queue sends them through the core's
 /// `Engine` (TLS, pins, proxy from the config) and the server's answer decides each batch's fate
-/// (`BatchUpload.judge`). Credentials are added when a batch is sent (the engine's default
+/// (`InfluxWrite.judge`). Credentials are added when a batch is sent (the engine's default
 /// fields), never stored in the queue, so a new token applies to queued batches.
 ///
 /// Memory: the queue's (`queue.maxRecords` bounds its index; `queue.inFlight` batches in
@@ -102,7 +102,7 @@ public final class TelemetryAgent: Sendable {
         tls.clientKeyFile = config.server.clientKey
         var fields = HTTPFields()
         fields[.userAgent] = userAgent
-        if let authorization = BatchUpload.authorization(for: config.telemetry.api) { fields[.authorization] = authorization }
+        if let authorization = InfluxWrite.authorization(for: config.telemetry.api) { fields[.authorization] = authorization }
         engine = Engine(
             settings: EngineSettings(
                 connectTimeout: config.server.connectTimeout, idleTimeout: config.server.idleTimeout,
@@ -335,7 +335,7 @@ public final class TelemetryAgent: Sendable {
     /// Queues one batch durably; false (logged) when the queue refused it.
     private func enqueue(_ batch: Batch) -> Bool {
         do throws(AgentError) {
-            let body = try BatchUpload.body(for: batch)
+            let body = try InfluxWrite.body(for: batch)
             var headers = HTTPHeaders()
             headers.update(name: "Content-Type", value: "text/plain; charset=utf-8")
             headers.update(name: "Content-Encoding", value: "gzip")
@@ -352,31 +352,15 @@ public final class TelemetryAgent: Sendable {
         }
     }
 
-    /// The judge on the core's answer: `BatchUpload.judge` with the batch's age by the wall
+    /// The judge on the core's answer: `InfluxWrite.judge` with the batch's age by the wall
     /// clock (or the boot clock within this boot).
     static func judge(_ answer: QueueAnswer, clock: WallClock, maxAge: Duration, batchBytes: Int) -> QueueDisposition {
-        var requestBody: [UInt8]?
-        if case .inline(let bytes) = answer.payload.body { requestBody = bytes }
         let sinceEnqueue = answer.payload.enqueuedOnBootClock.flatMap { enqueued in BootInstant.now()?.since(enqueued) }
         let enqueuedAt = WallTime(millisecondsSince1970: Int64(clamping: answer.entry.enqueuedAtMilliseconds))
-        let fate = BatchUpload.judge(
+        return InfluxWrite.judge(
             status: answer.response.status.code, retryAfter: answer.response.headerFields[.retryAfter], message: answer.body,
-            requestBody: requestBody, maxAge: maxAge, age: clock.age(enqueuedAt: enqueuedAt, sinceEnqueue: sinceEnqueue),
+            record: answer.payload, maxAge: maxAge, age: clock.age(enqueuedAt: enqueuedAt, sinceEnqueue: sinceEnqueue),
             batchBytes: batchBytes, now: .now())
-        switch fate {
-        case .delivered: return .delivered
-        case .retry: return .retry
-        case .retryAfter(let delay): return .retryAfter(delay)
-        case .deadLetter(let reason): return .deadLetter(reason: reason)
-        case .split(let bodies):
-            var headers = HTTPHeaders()
-            for (name, value) in answer.payload.headers { headers.update(name: name, value: value) }
-            return .replace(
-                with: bodies.map {
-                    QueueSubmission(
-                        method: answer.payload.method, url: answer.payload.url, headers: headers, body: [.memory(ByteArrayBody($0))])
-                })
-        }
     }
 
     /// The SHA-256 digests `server.pins` names (`sha256//BASE64` each).

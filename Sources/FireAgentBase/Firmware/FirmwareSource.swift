@@ -131,10 +131,10 @@ package final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
         let settings = QueueDeliverySettings(
             backoff: QueueBackoff(initial: config.retryInitial, maximum: config.retryMaximum),
             disposition: { status in
-                if (200..<300).contains(status) { return .delivered }
+                let answer = StatusClass(status: status)
+                if answer == .success { return .delivered }
                 // The status server refuses the event for good: kept no longer.
-                if (400..<500).contains(status) && status != 408 && status != 429 { return .discard }
-                return .retry
+                return answer.isPermanent ? .discard : .retry
             }, judge: nil, deadLetterDirectory: nil, maxConcurrentDeliveries: 1, inlineBodyLimit: 64 << 10)
         do throws(OfflineQueueError) {
             reports = try DeliveryQueue(
@@ -192,7 +192,7 @@ package final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
         }
         if status == 304 { return .unchanged }
         guard (200..<300).contains(status) else {
-            if status == 404 || status == 410 { return .nothing("no manifest at \(config.manifestURL) (HTTP \(status))") }
+            if StatusClass(status: status) == .gone { return .nothing("no manifest at \(config.manifestURL) (HTTP \(status))") }
             return .unreachable("HTTP \(status) for the manifest")
         }
         let digest = hex(SHA256Hasher.digest(of: bytes))
@@ -240,8 +240,8 @@ package final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
     /// least 60 s before its `Date`; without both headers it is taken as given.
     static func reliableEntityTag(_ fields: HTTPFields) -> String? {
         guard let tag = fields[.eTag] else { return nil }
-        guard let modified = fields[.lastModified].flatMap(UploadVerdict.httpDateSeconds),
-            let date = fields[.date].flatMap(UploadVerdict.httpDateSeconds)
+        guard let modified = fields[.lastModified].flatMap(HTTPDate.secondsSince1970),
+            let date = fields[.date].flatMap(HTTPDate.secondsSince1970)
         else { return tag }
         return date - modified >= 60 ? tag : nil
     }

@@ -784,12 +784,15 @@ public final class FirmwareUpdater: @unchecked Sendable {
         case _ where paused != nil && !stopping:
             // The bytes stay with their resume record: it goes on from there on a good link.
             return startWait(paused ?? "", retry: .download(fromZero: false), every: .seconds(5))
-        case .answered(let status) where status == 404 || status == 410:
-            return .downloadFailed(reason: "the image \(image) is gone (HTTP \(status))", permanent: true, serverReached: true)
-        case .answered(let status) where (400..<500).contains(status) && status != 408 && status != 429:
-            return .downloadFailed(reason: "the image \(image) is refused (HTTP \(status))", permanent: true, serverReached: true)
         case .answered(let status):
-            return .downloadFailed(reason: "the image \(image) answered HTTP \(status)", permanent: false, serverReached: true)
+            switch StatusClass(status: status) {
+            case .gone:
+                return .downloadFailed(reason: "the image \(image) is gone (HTTP \(status))", permanent: true, serverReached: true)
+            case let answer where answer.isPermanent:
+                return .downloadFailed(reason: "the image \(image) is refused (HTTP \(status))", permanent: true, serverReached: true)
+            default:
+                return .downloadFailed(reason: "the image \(image) answered HTTP \(status)", permanent: false, serverReached: true)
+            }
         case .failed(.failed(let transfer), let reason):
             if case .resourceChanged(let message) = transfer.reason {
                 logger.notice("firmware image changed on the server: the manifest is polled first", metadata: ["reason": "\(message)"])

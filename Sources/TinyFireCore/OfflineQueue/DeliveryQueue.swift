@@ -355,7 +355,10 @@ package final class DeliveryQueue: Sendable {
 
     /// Whether a status is the server asking to be left alone for a while (with its
     /// `Retry-After`, or the backoff without one): the whole queue waits.
-    private static func throttles(_ status: Int) -> Bool { status == 429 || status == 503 }
+    private static func throttles(_ status: Int) -> Bool {
+        if case .throttled = StatusClass(status: status) { return true }
+        return false
+    }
 
     /// The head is due (`OfflineQueueReplay` says so): sends it, acts on what the window got
     /// for it, leaves it to the window's attempt in flight, or holds it while the server's

@@ -271,36 +271,28 @@ struct AgentSyncTests {
 
     @Test("the server's answer through the agent's judge: 400 and 413 halves, Retry-After, 401 kept, an old batch let go")
     func judge() throws {
-        let lines = (0..<4).map { "m x=\($0)i \($0)" }.joined(separator: "\n") + "\n"
-        let body = try Gzip.compress(Array(lines.utf8))
+        let lines = (0..<4).map { "m x=\($0)i \($0)" }
         func answer(_ status: Int, retryAfter: String? = nil, message: String = "", age: Duration? = .zero, requestBody: [UInt8]? = nil)
-            -> BatchUpload.Fate
+            throws -> JudgedBatch
         {
-            BatchUpload.judge(
-                status: status, retryAfter: retryAfter, message: Array(message.utf8), requestBody: requestBody ?? body,
-                maxAge: .seconds(3600), age: age, batchBytes: 1 << 20, now: .now())
+            try InfluxWrite.judge(status, retryAfter: retryAfter, message: message, lines: lines, requestBody: requestBody, age: age)
         }
-        #expect(answer(204) == .delivered)
+        #expect(try answer(204) == .delivered)
         // A 400 refuses lines of the batch: halves, down to the refused lines (DeliveryDecisionTests).
-        #expect(answer(400, message: #"{"error":"unable to parse"}"#) == answer(413))
-        if case .split(let bodies) = answer(413) {
-            let halves = try bodies.map { String(decoding: try Gzip.decompress($0, limit: 1 << 20), as: UTF8.self) }
-            #expect(halves == ["m x=0i 0\nm x=1i 1\n", "m x=2i 2\nm x=3i 3\n"])
-        } else {
-            Issue.record("413")
-        }
-        #expect(answer(429, retryAfter: "5") == .retryAfter(.seconds(5)))
-        #expect(answer(401, message: "authorization failed") == .retry, "401 keeps the batch")
-        #expect(answer(200, message: "<html>portal</html>") == .retry, "a 200 is not InfluxDB's 204")
-        if case .deadLetter(let reason) = answer(503, age: .seconds(7200)) {
+        #expect(try answer(400, message: #"{"error":"unable to parse"}"#) == answer(413))
+        #expect(try answer(413) == .split([["m x=0i 0", "m x=1i 1"], ["m x=2i 2", "m x=3i 3"]]))
+        #expect(try answer(429, retryAfter: "5") == .retryAfter(.seconds(5)))
+        #expect(try answer(401, message: "authorization failed") == .retry, "401 keeps the batch")
+        #expect(try answer(200, message: "<html>portal</html>") == .retry, "a 200 is not InfluxDB's 204")
+        if case .deadLetter(let reason) = try answer(503, age: .seconds(7200)) {
             #expect(reason.contains("queue.maxRecordAge"))
         } else {
             Issue.record("a batch refused for longer than maxRecordAge must not block the queue")
         }
         // An age the clock cannot vouch for (queued in an earlier boot, clock untrusted): kept.
-        #expect(answer(503, age: nil) == .retry, "an unknown age must not dead-letter")
+        #expect(try answer(503, age: nil) == .retry, "an unknown age must not dead-letter")
         // A 413 for a body that is not gzip cannot be split.
-        #expect(answer(413, requestBody: [1, 2, 3]) == .deadLetter(reason: "HTTP 413 (a single line larger than the server accepts)"))
+        #expect(try answer(413, requestBody: [1, 2, 3]) == .deadLetter(reason: "HTTP 413 (a single line larger than the server accepts)"))
     }
 
     @Test(
@@ -336,14 +328,14 @@ struct AgentSyncTests {
             try? Data(contentsOf: URL(filePath: directory + "/queue/" + $0))
         }
         #expect(!journal.contains { $0.range(of: Data("s3cret".utf8)) != nil })
-        #expect(BatchUpload.authorization(for: .v1(database: "d", retentionPolicy: nil, username: "u", password: "p")) == "Basic dTpw")
+        #expect(InfluxWrite.authorization(for: .v1(database: "d", retentionPolicy: nil, username: "u", password: "p")) == "Basic dTpw")
         // The core's base64 of the UTF-8 text, as TinyFire's (Foundation's) header has it.
         for (user, password) in [("fleet", "pässwörd:x"), ("", ""), ("a", "bc"), ("über", "🔥🔥🔥")] {
             #expect(
-                BatchUpload.authorization(for: .v1(database: "d", retentionPolicy: nil, username: user, password: password))
+                InfluxWrite.authorization(for: .v1(database: "d", retentionPolicy: nil, username: user, password: password))
                     == HTTPHeader.authorization(username: user, password: password).value)
         }
-        #expect(BatchUpload.authorization(for: .v1(database: "d", retentionPolicy: nil, username: "u", password: nil)) == nil)
+        #expect(InfluxWrite.authorization(for: .v1(database: "d", retentionPolicy: nil, username: "u", password: nil)) == nil)
     }
 
     /// A config of `text`'s server part with every collector off and a spool directory.

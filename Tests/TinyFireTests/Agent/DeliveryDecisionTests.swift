@@ -44,58 +44,48 @@ struct DeliveryDecisionTests {
     @Test(
         "the server's answer decides: 204 done (other 2xx and 3xx kept), 429/503 honour Retry-After, 413 and 400 split, one line dead-letters, 401/403 hold"
     )
-    func verdicts() {
+    func verdicts() throws {
         let now = Date(timeIntervalSince1970: 784_111_777)  // Sun, 06 Nov 1994 08:49:37 GMT
-        #expect(UploadVerdict.decide(status: 204, retryAfter: nil, message: "", lines: 10) == .delivered)
+        let ten = (0..<10).map { "m n=\($0)i \($0)" }
+        #expect(try InfluxWrite.judge(204, lines: ten) == .delivered)
         // Only InfluxDB's 204 is a delivery: a captive portal's 200 page or its 302 is not.
+        #expect(try InfluxWrite.judge(200, message: "<html>Welcome</html>", lines: ten) == .retry)
         #expect(
-            UploadVerdict.decide(status: 200, retryAfter: nil, message: "<html>Welcome</html>", lines: 10)
-                == .retry(after: nil, reason: "HTTP 200: <html>Welcome</html> (not InfluxDB's 204: a captive portal or a proxy answered?)"))
-        #expect(UploadVerdict.decide(status: 302, retryAfter: nil, message: "", lines: 10) == .retry(after: nil, reason: "HTTP 302"))
+            try InfluxWrite.judge(200, message: "<html>Welcome</html>", lines: ten, age: .seconds(7200))
+                == .deadLetter(
+                    reason:
+                        "HTTP 200: <html>Welcome</html> (not InfluxDB's 204: a captive portal or a proxy answered?); still refused after 7200 s (queue.maxRecordAge)"
+                ))
+        #expect(try InfluxWrite.judge(302, lines: ten) == .retry)
+        #expect(try InfluxWrite.judge(429, retryAfter: "7", message: "slow down", lines: ten) == .retryAfter(.seconds(7)))
+        let date = "Sun, 06 Nov 1994 08:50:07 GMT"
+        #expect(try InfluxWrite.judge(503, retryAfter: date, lines: ["m x=1i"], now: now) == .retryAfter(.seconds(30)))
+        #expect(try InfluxWrite.judge(503, retryAfter: "999999", lines: ["m x=1i"]) == .retryAfter(.seconds(3600)))
+        #expect(try InfluxWrite.judge(503, retryAfter: "soon", lines: ["m x=1i"]) == .retry)
+        #expect(try InfluxWrite.judge(413, message: "too big", lines: ten) == .split([Array(ten[..<5]), Array(ten[5...])]))
         #expect(
-            UploadVerdict.decide(status: 429, retryAfter: "7", message: "slow down", lines: 10)
-                == .retry(after: .seconds(7), reason: "HTTP 429: slow down"))
-        #expect(
-            UploadVerdict.decide(status: 503, retryAfter: "Sun, 06 Nov 1994 08:50:07 GMT", message: "", now: now, lines: 1)
-                == .retry(after: .seconds(30), reason: "HTTP 503"))
-        #expect(
-            UploadVerdict.decide(status: 503, retryAfter: "999999", message: "", lines: 1)
-                == .retry(after: .seconds(3600), reason: "HTTP 503"))
-        #expect(UploadVerdict.decide(status: 503, retryAfter: "soon", message: "", lines: 1) == .retry(after: nil, reason: "HTTP 503"))
-        #expect(UploadVerdict.decide(status: 413, retryAfter: nil, message: "too big", lines: 8) == .split)
-        #expect(
-            UploadVerdict.decide(status: 413, retryAfter: nil, message: "", lines: 1)
-                == .deadLetter(reason: "HTTP 413 (a single line larger than the server accepts)"))
+            try InfluxWrite.judge(413, lines: ["m x=1i"]) == .deadLetter(reason: "HTTP 413 (a single line larger than the server accepts)"))
         // A 400 refuses lines of the batch: halves until the refused lines stand alone.
-        #expect(UploadVerdict.decide(status: 400, retryAfter: nil, message: #"{"error":"unable to parse 'x'"}"#, lines: 3) == .split)
+        let refusal = #"{"error":"unable to parse 'x'"}"#
+        #expect(try InfluxWrite.judge(400, message: refusal, lines: Array(ten[..<3])) == .split([[ten[0]], [ten[1], ten[2]]]))
+        #expect(try InfluxWrite.judge(400, message: refusal, lines: ["x"]) == .deadLetter(reason: "HTTP 400: " + refusal))
+        #expect(try InfluxWrite.judge(401, message: "bad token", lines: ten) == .retry, "401 keeps the batch")
+        #expect(try InfluxWrite.judge(403, lines: ten) == .retry)
+        #expect(try InfluxWrite.judge(500, lines: ten) == .retry)
         #expect(
-            UploadVerdict.decide(status: 400, retryAfter: nil, message: #"{"error":"unable to parse 'x'"}"#, lines: 1)
-                == .deadLetter(reason: #"HTTP 400: {"error":"unable to parse 'x'"}"#))
-        #expect(
-            UploadVerdict.decide(status: 401, retryAfter: nil, message: "bad token", lines: 3)
-                == .holdForCredentials(reason: "HTTP 401: bad token"))
-        #expect(UploadVerdict.decide(status: 403, retryAfter: nil, message: "", lines: 3) == .holdForCredentials(reason: "HTTP 403"))
-        #expect(UploadVerdict.decide(status: 500, retryAfter: nil, message: "", lines: 3) == .retry(after: nil, reason: "HTTP 500"))
-        #expect(
-            UploadVerdict.decide(status: 404, retryAfter: nil, message: "database not found", lines: 3)
-                == .deadLetter(reason: "HTTP 404: database not found"))
-        #expect(UploadVerdict.parseHTTPDate("Sun, 06 Nov 1994 08:49:37 GMT") == now)
+            try InfluxWrite.judge(404, message: "database not found", lines: ten) == .deadLetter(reason: "HTTP 404: database not found"))
+        #expect(HTTPDate.secondsSince1970("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
     }
 
     /// The agent's judge on a batch of `lines`, gzip'd as it is queued.
-    func fate(_ status: Int, lines: [String], message: String = "", requestBody: [UInt8]? = nil) throws -> BatchUpload.Fate {
-        let body = try Gzip.compress(Array(lines.map { $0 + "\n" }.joined().utf8))
-        return BatchUpload.judge(
-            status: status, retryAfter: nil, message: Array(message.utf8), requestBody: requestBody ?? body, maxAge: .seconds(3600),
-            age: .zero, batchBytes: 1 << 20, now: .now())
+    func fate(_ status: Int, lines: [String], message: String = "", requestBody: [UInt8]? = nil) throws -> JudgedBatch {
+        try InfluxWrite.judge(status, message: message, lines: lines, requestBody: requestBody)
     }
 
-    /// The lines of each gzip'd half of a split.
-    func halves(_ fate: BatchUpload.Fate) throws -> [[String]] {
-        guard case .split(let bodies) = fate else { return [] }
-        return try bodies.map { body in
-            String(decoding: try Gzip.decompress(body, limit: 1 << 20), as: UTF8.self).split(separator: "\n").map(String.init)
-        }
+    /// The lines of each half of a split.
+    func halves(_ fate: JudgedBatch) -> [[String]] {
+        guard case .split(let halves) = fate else { return [] }
+        return halves
     }
 
     @Test("a 400 costs only the refused lines: a batch is split in halves down to the refused line, which alone is dead-lettered")
@@ -105,12 +95,12 @@ struct DeliveryDecisionTests {
         let bad = #"m,writer=a v="text" 1700000000000000000"#
         // 21 lines: the halves as for a 413, 10 and 11.
         let first = try fate(400, lines: Array(good[..<10]) + [bad] + Array(good[10...]), message: conflict)
-        #expect(try halves(first) == [Array(good[..<10]), [bad] + Array(good[10...])])
+        #expect(halves(first) == [Array(good[..<10]), [bad] + Array(good[10...])])
         // Halved again and again, the refused line ends alone and only it is a dead letter.
         var batch = [bad] + Array(good[10...])
         var requests = 1
         while batch.count > 1 {
-            let parts = try halves(try fate(400, lines: batch, message: conflict))
+            let parts = halves(try fate(400, lines: batch, message: conflict))
             #expect(parts.count == 2 && parts.joined().count == batch.count)
             batch = try #require(parts.first { $0.contains(bad) })
             requests += 1
@@ -123,28 +113,20 @@ struct DeliveryDecisionTests {
             "a batch whose lines are unknown cannot be split")
         // A body beyond twice batchBytes is not decompressed (the bound of a 413's split).
         let huge = try Gzip.compress(Array(String(repeating: "m v=1i 1\n", count: 300_000).utf8))
-        let bounded = BatchUpload.judge(
-            status: 400, retryAfter: nil, message: [], requestBody: huge, maxAge: .seconds(3600), age: .zero, batchBytes: 1 << 20,
-            now: .now())
-        #expect(bounded == .deadLetter(reason: "HTTP 400"))
+        #expect(try InfluxWrite.judge(400, lines: [], requestBody: huge) == .deadLetter(reason: "HTTP 400"))
     }
 
     @Test("the other permanent 4xx keep what they did: 401/403 hold the batch, 404/405/422 dead-letter it whole, even of many lines")
     func otherClientErrorsUnchanged() throws {
         let lines = (0..<8).map { "m n=\($0)i \($0)" }
-        for status in [401, 403] {
-            #expect(
-                UploadVerdict.decide(status: status, retryAfter: nil, message: "no", lines: 8)
-                    == .holdForCredentials(reason: "HTTP \(status): no"))
+        for status in [401, 403, 407] {
             #expect(try fate(status, lines: lines, message: "no") == .retry, "\(status) keeps the batch")
         }
-        for status in [404, 405, 422] {
-            #expect(
-                UploadVerdict.decide(status: status, retryAfter: nil, message: "no", lines: 8) == .deadLetter(reason: "HTTP \(status): no"))
+        for status in [404, 405, 410, 422] {
             #expect(try fate(status, lines: lines, message: "no") == .deadLetter(reason: "HTTP \(status): no"))
         }
         // 408 and 425 are retried, as before.
-        #expect(UploadVerdict.decide(status: 425, retryAfter: nil, message: "", lines: 8) == .retry(after: nil, reason: "HTTP 425"))
-        #expect(UploadVerdict.decide(status: 408, retryAfter: nil, message: "", lines: 8) == .retry(after: nil, reason: "HTTP 408"))
+        #expect(try fate(425, lines: lines) == .retry)
+        #expect(try fate(408, lines: lines) == .retry)
     }
 }

@@ -1,8 +1,10 @@
 import Foundation
 import Synchronization
+import Testing
 import TinyFire
 
 @testable import FireAgentBase
+@testable import TinyFireCore
 
 // The agent's types in Foundation's terms, for the tests: `Date`s for the core's `WallTime`,
 // `Data` for byte arrays. fire-agent itself (both builds) uses none of this.
@@ -30,20 +32,45 @@ extension WallClock {
     }
 }
 
-extension UploadVerdict {
-    /// `decide` at `now`.
-    static func decide(status: Int, retryAfter: String?, message: String, now: Date = Date(), lines: Int) -> UploadVerdict {
-        decide(status: status, retryAfter: retryAfter, message: message, secondsSince1970: now.timeIntervalSince1970, lines: lines)
-    }
+/// What the queue does with a record, in a form tests compare: a split as its halves' lines.
+enum JudgedBatch: Equatable {
+    case delivered
+    case retry
+    case retryAfter(Duration)
+    case discard
+    case deadLetter(reason: String)
+    case split([[String]])
+}
 
-    /// `parseRetryAfter` at `now`.
-    static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
-        parseRetryAfter(value, secondsSince1970: now.timeIntervalSince1970)
-    }
-
-    /// An IMF-fixdate as a `Date`.
-    static func parseHTTPDate(_ text: String) -> Date? {
-        httpDateSeconds(text).map { Date(timeIntervalSince1970: TimeInterval($0)) }
+extension InfluxWrite {
+    /// `judge` on a batch of `lines` queued gzip'd and inline, as the agent queues it (or with
+    /// `requestBody` as its inline body), at `now`.
+    static func judge(
+        _ status: Int, retryAfter: String? = nil, message: String = "", lines: [String], requestBody: [UInt8]? = nil,
+        age: Duration? = .zero, maxAge: Duration = .seconds(3600), batchBytes: Int = 1 << 20, now: Date = Date()
+    ) throws -> JudgedBatch {
+        let body = try requestBody ?? Gzip.compress(Array(lines.map { $0 + "\n" }.joined().utf8))
+        let record = OfflineQueueJournal.Payload(
+            method: "POST", url: "http://influx.test/write?db=fleet", idempotencyKey: "k",
+            headers: [(name: "Content-Encoding", value: "gzip")], body: .inline(body))
+        let disposition = judge(
+            status: status, retryAfter: retryAfter, message: Array(message.utf8), record: record, maxAge: maxAge, age: age,
+            batchBytes: batchBytes, now: WallTime(now))
+        switch disposition {
+        case .delivered: return .delivered
+        case .retry: return .retry
+        case .retryAfter(let delay): return .retryAfter(delay)
+        case .discard: return .discard
+        case .deadLetter(let reason): return .deadLetter(reason: reason)
+        case .replace(let halves):
+            return .split(
+                try halves.map { half in
+                    #expect(half.method == "POST" && half.url == record.url && half.headers["Content-Encoding"] == "gzip")
+                    guard case .memory(let held) = half.body.first, let bytes = held as? ByteArrayBody else { return [] }
+                    let plain = try Gzip.decompress(bytes.bytes, limit: 1 << 24)
+                    return String(decoding: plain, as: UTF8.self).split(separator: "\n").map(String.init)
+                })
+        }
     }
 }
 
