@@ -413,19 +413,47 @@ class Run:
         running_slot = status.get("booted")
         other = "A" if running_slot == "B" else "B"
         self.release(servers, version, "good")
+        # The agent goes on by itself between the cuts: the download may end, the install run
+        # and the board reboot while a command is asked on the console. A command the reboot
+        # cut short means the board went down by itself: it is waited for, and the cuts
+        # planned before that moment are passed over.
+        rebooted = False
+
+        def ask(command):
+            nonlocal rebooted
+            if rebooted:
+                return None
+            try:
+                return board.run(command, timeout=60)
+            except BoardError:
+                board.boot(1500)
+                rebooted = True
+                return None
+
+        def phase():
+            out = ask(f"grep -o '\"phase\" *: *\"[a-zA-Z]*\"' {self.STATE} 2>/dev/null || true")
+            return out.split('"')[-2] if out and '"' in out else None
+
+        def part_size():
+            out = ask(f"stat -c %s {self.PART} 2>/dev/null || echo 0")
+            return int(out) if out is not None else 0
+
+        past_download = ("verifying", "installing", "installed", "confirming")
         cut_at = 0
         for n in range(download_cuts):
-            def grown():
-                return int(board.run(f"stat -c %s {self.PART} 2>/dev/null || echo 0")) > cut_at
-            wait_for("the download under way", grown, 600, interval=1)
+            wait_for("the download under way",
+                     lambda: rebooted or phase() in past_download or part_size() > cut_at, 600, interval=1)
             time.sleep(random.uniform(0.5, 6))
-            if self.phase(board) != "downloading":
+            if rebooted or phase() != "downloading":
+                print(f"   the download of {version} ended before cut {n + 1} of {download_cuts}", flush=True)
                 break
-            cut_at = int(board.run(f"stat -c %s {self.PART} 2>/dev/null || echo 0"))
+            cut_at = part_size()
             self.cut(board, "download")
             print(f"   cut {len(self.cuts)} during the download of {version} at {cut_at} bytes", flush=True)
         if install_cut:
-            wait_for("the install under way", lambda: self.phase(board) == "installing", 900, interval=1)
+            wait_for("the install under way",
+                     lambda: rebooted or phase() in ("installing", "installed", "confirming"), 900, interval=1)
+        if install_cut and not rebooted and phase() == "installing":
             time.sleep(random.uniform(0, 60))
             slot = self.cut(board, "install")
             running, status = self.booted(board)
@@ -437,7 +465,10 @@ class Run:
             if slot != other or running != version:
                 raise BoardError(f"after a cut during the install: slot {slot} runs {running}")
         else:
-            board.reboot_seen(timeout=1500)
+            if install_cut:
+                print(f"   the install of {version} ended before it could be cut", flush=True)
+            if not rebooted:
+                board.reboot_seen(timeout=1500)
         for n in range(commit_cuts):
             time.sleep(random.uniform(0, 15))
             slot = self.cut(board, "commit")
@@ -564,8 +595,12 @@ class Run:
                                  (0, True, 0)]:
                         self.cuts_during_update(board, servers, f"{version}.0.0", *plan)
                         version += 1
-                    self.cuts_during_telemetry(board, servers, self.args.telemetry_cuts)
+                    # At least 20 in all (a download that ended before its planned cut is made up for).
+                    self.cuts_during_telemetry(board, servers, max(self.args.telemetry_cuts, 20 - len(self.cuts)))
                     kinds = {k: self.cuts.count(k) for k in sorted(set(self.cuts))}
+                    missing = {"telemetry", "download", "install", "commit"} - set(kinds)
+                    if missing:
+                        raise BoardError(f"no power cut during {', '.join(sorted(missing))} ({kinds})")
                     self.ok(f"{len(self.cuts)} power cuts ({kinds}): nothing lost, nothing stored twice, "
                             "no update half-installed, nothing set aside")
         for name, value in self.figures.items():
