@@ -211,7 +211,7 @@ extension AgentCommandLine {
             inlineBodyLimit: queueInlineBodyLimit)
         do throws(OfflineQueueError) {
             let queue = try DeliveryQueue(
-                store: store, settings: settings, sender: sender, logger: LogOutput.standardError, newKey: TelemetryAgent.newKey,
+                store: store, settings: settings, sender: sender, logger: LogOutput.standardError, newKey: newIdempotencyKey,
                 onEvent: { _ in })
             _ = store.enforceBoundsAfterOpen()
             return queue
@@ -231,7 +231,7 @@ extension AgentCommandLine {
         maxRedirects: Int = 10
     ) -> EngineSettings {
         var fields = HTTPFields()
-        fields[.userAgent] = "fire-agent/\(HTTPHeaders.tinyFireVersion) TinyFire/\(HTTPHeaders.tinyFireVersion)"
+        fields[.userAgent] = FleetServer.defaultUserAgent
         fields[.acceptEncoding] = "gzip;q=1.0, deflate;q=0.9"
         return EngineSettings(
             connectTimeout: connectTimeout, idleTimeout: idleTimeout, totalTimeout: totalTimeout, lowSpeedLimit: lowSpeedLimit,

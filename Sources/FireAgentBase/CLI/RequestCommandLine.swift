@@ -303,7 +303,7 @@ private struct RequestRun {
         var request = built
         if queue != nil && request.headers.value(for: DeliveryQueue.idempotencyKeyHeader) == nil {
             // Every attempt and the queued copy carry the same key.
-            request.headers.add(name: DeliveryQueue.idempotencyKeyHeader, value: "\"\(TelemetryAgent.newKey())\"")
+            request.headers.add(name: DeliveryQueue.idempotencyKeyHeader, value: "\"\(newIdempotencyKey())\"")
         }
 
         let engine = Engine(settings: settings, name: "fire-agent-io")

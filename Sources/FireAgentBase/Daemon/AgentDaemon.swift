@@ -11,7 +11,9 @@ import TinyFireCore
 /// normally for the host and in Embedded Swift for boards). One thread runs a loop that sleeps
 /// in `poll(2)` until the `DaemonSchedule` says something is due, a command or signal arrives or
 /// the kernel's routing changes, so an idle agent costs one wake-up per due job and nothing in
-/// between.
+/// between. Every network client runs on one event loop (thread `fire-agent-io`): the
+/// telemetry engine and queue, the firmware client and its report queue. The firmware updater
+/// has a thread of its own (`fire-agent-fw`). Three threads in all.
 ///
 /// - Collection and sync follow the schedule (jittered sync); the offline queue delivers in
 ///   the background, driven by reachability (it waits while the route to the server is down
@@ -76,6 +78,10 @@ public final class AgentDaemon: @unchecked Sendable {
 
     private var config: AgentConfig
     private var logger: Logger
+    /// The one event loop (thread `fire-agent-io`) that every network client of the daemon runs
+    /// on: the telemetry engine and queue, the firmware client and its report queue. Kept
+    /// across reloads; stopped once the clients ended.
+    private let loop: EventLoop
     private var agent: TelemetryAgent
     /// Where the updater's points go: the telemetry queue of `agent` (attached anew at reload).
     private let points: AgentPoints
@@ -131,8 +137,23 @@ public final class AgentDaemon: @unchecked Sendable {
                 records: 0, bytes: 0, delivered: 0, dropped: 0, rejected: 0, discarded: 0, quarantined: 0, headFailures: 0),
             deadLetters: 0, rejectedSpoolLines: 0, stoppedCollectors: [:])
         routes = options.watchReachability ? Self.watch(config, namespace: options.reachabilityNamespace, logger: logger) : nil
-        agent = try Self.openAgent(config, logger: logger, options: options)
+        do throws(SystemResourceError) {
+            loop = try EventLoop(name: "fire-agent-io")
+        } catch {
+            throw AgentError(description: "cannot start the network thread: \(error.description)")
+        }
+        do throws(AgentError) {
+            agent = try Self.openAgent(config, logger: logger, options: options, loop: loop)
+        } catch {
+            loop.shutdown()
+            throw error
+        }
         startUpdater(config, logger: logger)
+    }
+
+    deinit {
+        // A daemon that never ran (or whose run ended) leaves no thread behind.
+        loop.shutdown()
     }
 
     /// Creates the firmware updater when the config has a firmware section. When its directory
@@ -167,7 +188,7 @@ public final class AgentDaemon: @unchecked Sendable {
         let mailbox = mailbox
         return try FirmwareUpdater(
             config: firmware, agentConfig: config, logger: logger, environment: options.environment, wallClock: agent.clock,
-            userAgent: options.userAgent ?? TelemetryAgent.defaultUserAgent, points: points
+            points: points, server: agent.server, loop: loop
         ) { mailbox.post(.changed) }
     }
 
@@ -332,11 +353,11 @@ public final class AgentDaemon: @unchecked Sendable {
         let freshLogger = makeLogger(fresh.logging)
         let sameRoute = Self.routeHost(fresh) == Self.routeHost(config)
         do throws(AgentError) {
-            agent = try Self.openAgent(fresh, logger: freshLogger, options: options)
+            agent = try Self.openAgent(fresh, logger: freshLogger, options: options, loop: loop)
         } catch {
             // The new file is valid but cannot run (e.g. its queue directory is unusable).
             do throws(AgentError) {
-                agent = try Self.openAgent(config, logger: logger, options: options)
+                agent = try Self.openAgent(config, logger: logger, options: options, loop: loop)
             } catch {
                 throw AgentError(description: "reload failed and the running config could not be restored: \(error.description)")
             }
@@ -394,10 +415,13 @@ public final class AgentDaemon: @unchecked Sendable {
         notified(notifier?.ready(status: "running (reload refused)"), "READY=1")
     }
 
-    /// Opens the telemetry agent (queue, engine) for `config`.
-    private static func openAgent(_ config: AgentConfig, logger: Logger, options: Options) throws(AgentError) -> TelemetryAgent {
-        guard let userAgent = options.userAgent else { return try TelemetryAgent(config: config, logger: logger, files: options.files) }
-        return try TelemetryAgent(config: config, logger: logger, files: options.files, userAgent: userAgent)
+    /// Opens the telemetry agent (queue, engine) for `config`, on `loop`, with the fleet server
+    /// set up once for the config: the firmware updater takes the agent's (`makeUpdater`).
+    private static func openAgent(_ config: AgentConfig, logger: Logger, options: Options, loop: EventLoop) throws(AgentError)
+        -> TelemetryAgent
+    {
+        let server = try FleetServer(config: config, userAgent: options.userAgent ?? FleetServer.defaultUserAgent)
+        return try TelemetryAgent(config: config, logger: logger, files: options.files, server: server, loop: loop)
     }
 
     /// Starts the agent's background delivery with what reachability knows now (nothing is

@@ -58,6 +58,9 @@ public final class TelemetryAgent: Sendable {
     let logger: Logger
     let store: OfflineQueueStore
     let queue: DeliveryQueue
+    /// The fleet server this agent writes to, as set up from its config (the daemon's firmware
+    /// client takes the same).
+    package let server: FleetServer
     private let engine: Engine
     private let spool: SpoolDirectory?
     private let collector: Locked<TelemetryCollector>
@@ -72,12 +75,17 @@ public final class TelemetryAgent: Sendable {
     ///   - logger: where the agent logs (the queue's own lines go to its output too).
     ///   - files: where /proc and /sys are (tests give a fake board).
     ///   - clock: the wall clock's trust; default one with its floor in `<queue.directory>/clock-floor`.
-    ///   - userAgent: the `User-Agent` of every upload.
+    ///   - userAgent: the `User-Agent` of every upload (when `server` is not given).
+    ///   - server: the fleet server as the daemon set it up once for all its clients; nil: set
+    ///     up from `config` here.
+    ///   - loop: the event loop the engine and the queue run on, shared with the daemon's other
+    ///     clients (its owner stops it after `close`); nil: the agent starts one of its own
+    ///   (`fire-agent-io`), for both.
     /// - Throws: `AgentError` naming the key when the agent's directories are not its own, the
     ///   queue cannot be opened, a pin is not base64, or the server URL has no write URL.
-    public init(
+    package init(
         config: AgentConfig, logger: Logger, files: SystemFiles = SystemFiles(), clock: WallClock? = nil,
-        userAgent: String = TelemetryAgent.defaultUserAgent
+        userAgent: String = FleetServer.defaultUserAgent, server: FleetServer? = nil, loop: EventLoop? = nil
     ) throws(AgentError) {
         self.config = config
         self.logger = logger
@@ -95,23 +103,16 @@ public final class TelemetryAgent: Sendable {
             throw AgentError(description: "server.url: \(config.server.url) has no write URL")
         }
         self.writeURL = writeURL
-        let pins = try Self.pinDigests(config.server.pins)
-        var tls = TLSConfiguration()
-        if let caFile = config.server.caFile { tls.caCertificateFiles = [caFile] }
-        tls.clientCertificateFile = config.server.clientCertificate
-        tls.clientKeyFile = config.server.clientKey
-        var fields = HTTPFields()
-        fields[.userAgent] = userAgent
-        if let authorization = InfluxWrite.authorization(for: config.telemetry.api) { fields[.authorization] = authorization }
-        engine = Engine(
-            settings: EngineSettings(
-                connectTimeout: config.server.connectTimeout, idleTimeout: config.server.idleTimeout,
-                totalTimeout: config.server.requestTimeout, lowSpeedLimit: nil, maxReceiveBytesPerSecond: nil,
-                maxHeaderBlockBytes: 64 * 1024, readBufferSize: 16 * 1024, maxConnectionsPerHost: max(2, config.queue.inFlight),
-                idleConnectionTimeout: .seconds(60), maxRedirects: 3, allowsInsecureRedirects: false, automaticDecompression: true,
-                defaultFields: fields, expectContinueThreshold: nil, tls: tls, proxy: config.network.proxy),
-            name: "fire-agent-io")
-        let trust = Self.pinnedTrust(pins: pins, host: config.server.url.host)
+        let fleet: FleetServer
+        if let server {
+            fleet = server
+        } else {
+            fleet = try FleetServer(config: config, userAgent: userAgent)
+        }
+        self.server = fleet
+        let engineSettings = fleet.telemetrySettings(api: config.telemetry.api, inFlight: config.queue.inFlight)
+        engine = loop.map { Engine(settings: engineSettings, loop: $0) } ?? Engine(settings: engineSettings, name: "fire-agent-io")
+        let trust = fleet.trustForHost
         let writeURLs = TimestampPrecision.allCases.compactMap { precision in
             Self.writeURL(for: config, precision: precision).map { (precision.rawValue, $0.absoluteString) }
         }
@@ -142,7 +143,7 @@ public final class TelemetryAgent: Sendable {
                 sender: EngineQueueSender(
                     engine: engine, trustForHost: trust, address: { Self.deliveryURL(for: $0, writeURLs: writeURLs) }),
                 logger: logger.output,
-                newKey: Self.newKey, onEvent: { tracker.record($0) })
+                newKey: newIdempotencyKey, onEvent: { tracker.record($0) }, loop: engine.loop)
         } catch {
             store.close()
             engine.shutdown()
@@ -167,7 +168,7 @@ public final class TelemetryAgent: Sendable {
     }
 
     /// The `User-Agent` of the agent's requests unless its host says otherwise.
-    public static let defaultUserAgent = "fire-agent/\(HTTPHeaders.tinyFireVersion) TinyFire/\(HTTPHeaders.tinyFireVersion)"
+    public static let defaultUserAgent = FleetServer.defaultUserAgent
 
     /// Batches up to this size (gzip'd) are kept inline in the queue's journal, so the judge
     /// can split one the server found too large (413); larger ones go to body files.
@@ -363,65 +364,6 @@ public final class TelemetryAgent: Sendable {
             batchBytes: batchBytes, now: .now())
     }
 
-    /// The SHA-256 digests `server.pins` names (`sha256//BASE64` each).
-    /// - Throws: `AgentError` naming the first pin that is not one.
-    static func pinDigests(_ pins: [String]) throws(AgentError) -> [[UInt8]] {
-        var digests: [[UInt8]] = []
-        for (index, pin) in pins.enumerated() {
-            guard pin.hasPrefix("sha256//"), let digest = Base64.decode(String(pin.dropFirst(8))), digest.count == 32 else {
-                throw AgentError(description: "server.pins[\(index)]: \(pin) is not sha256//BASE64")
-            }
-            digests.append(digest)
-        }
-        return digests
-    }
-
-    /// How a TLS server is judged under `server.pins`, by the host the connection went to
-    /// (`transferJudgeTrust(host:)`, so a redirect is judged by where it leads, not by where the
-    /// request started): `server.url`'s host by its pins (`pinRefusal`), any other host by
-    /// mbedTLS's validation alone (nil), as docs/CONFIG.md says. Host names are compared
-    /// without case, brackets or a trailing dot.
-    /// - Parameters:
-    ///   - pins: the digests of `server.pins`; empty: every host by mbedTLS's validation.
-    ///   - host: `server.url`'s host.
-    /// - Returns: the judge for a connection's host.
-    static func pinnedTrust(pins: [[UInt8]], host: String?) -> @Sendable (String) -> (@Sendable (TrustFacts) -> String?)? {
-        guard !pins.isEmpty, let host else { return { _ in nil } }
-        let pinnedHost = comparableHost(host)
-        let judge: @Sendable (TrustFacts) -> String? = { facts in pinRefusal(facts, pins: pins) }
-        return { candidate in comparableHost(candidate) == pinnedHost ? judge : nil }
-    }
-
-    /// A host name as two spellings of one host compare: lowercased, without IPv6 brackets or a
-    /// trailing dot.
-    private static func comparableHost(_ host: String) -> String {
-        var text = Substring(host.lowercased())
-        if text.hasPrefix("[") && text.hasSuffix("]") { text = text.dropFirst().dropLast() }
-        if text.hasSuffix(".") { text = text.dropLast() }
-        return String(text)
-    }
-
-    /// Why a server is not trusted under `server.pins`, or nil when it is: default validation
-    /// must pass and a certificate of the verified path must have one of `pins` as its
-    /// SubjectPublicKeyInfo's SHA-256.
-    static func pinRefusal(_ facts: TrustFacts, pins: [[UInt8]]) -> String? {
-        let failures = facts.defaultValidationFailures(validateHost: true)
-        guard failures.isEmpty else {
-            var text = "\(facts.host) is not trusted:"
-            for failure in failures { text += " " + failure }
-            return text
-        }
-        var seen: [String] = []
-        for certificate in facts.verifiedPath {
-            guard let digest = certificate.withUnsafeBytes({ X509.spkiSHA256(certificate: $0) }) else { continue }
-            if pins.contains(digest) { return nil }
-            seen.append("sha256//" + Base64.encode(digest))
-        }
-        var text = "server.pins: no public key of \(facts.host)'s verified path is pinned (path:"
-        for (index, pin) in seen.enumerated() { text += (index == 0 ? " " : ", ") + pin }
-        return text + ")"
-    }
-
     /// Where one of the agent's queued batches goes now: the write URL of the config the agent
     /// runs with, at the precision the batch's lines were stamped in (the queued URL's
     /// `precision`). So a batch queued for a server the board no longer uses (a changed
@@ -480,26 +422,6 @@ public final class TelemetryAgent: Sendable {
             default:
                 out.append(contentsOf: [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
             }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// A new idempotency key: a random (version 4) UUID's text, lower case.
-    @Sendable static func newKey() -> String {
-        var generator = SystemRandomNumberGenerator()
-        var bytes: [UInt8] = []
-        for _ in 0..<2 {
-            let word = generator.next()
-            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-        }
-        bytes[6] = bytes[6] & 0x0F | 0x40
-        bytes[8] = bytes[8] & 0x3F | 0x80
-        let hex = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(hex[Int(byte >> 4)])
-            out.append(hex[Int(byte & 0xF)])
         }
         return String(decoding: out, as: UTF8.self)
     }

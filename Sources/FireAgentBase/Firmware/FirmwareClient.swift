@@ -27,29 +27,26 @@ package final class FirmwareClient: Sendable {
     /// - Parameters:
     ///   - config: the whole config (server TLS, pins, proxy; the firmware section's limits).
     ///   - userAgent: the `User-Agent` of every request.
+    ///   - loop: the event loop to run on, shared with the daemon's other clients (its owner
+    ///     stops it after `shutdown`); nil: a loop of its own (`fire-agent-fwio`).
     /// - Throws: `AgentError` naming a pin that is not `sha256//BASE64`.
-    package init(config: AgentConfig, userAgent: String) throws(AgentError) {
-        let pins = try TelemetryAgent.pinDigests(config.server.pins)
-        trustForHost = TelemetryAgent.pinnedTrust(pins: pins, host: config.server.url.host)
-        var tls = TLSConfiguration()
-        if let caFile = config.server.caFile { tls.caCertificateFiles = [caFile] }
-        tls.clientCertificateFile = config.server.clientCertificate
-        tls.clientKeyFile = config.server.clientKey
-        var fields = HTTPFields()
-        fields[.userAgent] = userAgent
-        let firmware = config.firmware
-        let lowSpeed = firmware.map { LowSpeedLimit(bytesPerSecond: $0.lowSpeedBytesPerSecond, window: $0.lowSpeedTime) }
-        engine = Engine(
-            settings: EngineSettings(
-                connectTimeout: config.server.connectTimeout, idleTimeout: config.server.idleTimeout, totalTimeout: nil,
-                lowSpeedLimit: lowSpeed, maxReceiveBytesPerSecond: firmware?.maxBytesPerSecond, maxHeaderBlockBytes: 64 * 1024,
-                readBufferSize: Self.readBufferSize, maxConnectionsPerHost: 2, idleConnectionTimeout: .seconds(60), maxRedirects: 10,
-                allowsInsecureRedirects: false, automaticDecompression: true, defaultFields: fields, expectContinueThreshold: nil,
-                tls: tls, proxy: config.network.proxy),
-            name: "fire-agent-fwio")
+    package convenience init(config: AgentConfig, userAgent: String, loop: EventLoop? = nil) throws(AgentError) {
+        self.init(server: try FleetServer(config: config, userAgent: userAgent), firmware: config.firmware, loop: loop)
     }
 
-    /// Closes every connection and stops the engine's thread.
+    /// The client of `server` (set up once by the daemon for all its clients).
+    /// - Parameters:
+    ///   - server: the fleet server: TLS, pins, proxy, timeouts, User-Agent.
+    ///   - firmware: the firmware section (its rate and low-speed limits), if any.
+    ///   - loop: the event loop to run on, shared; nil: a loop of its own (`fire-agent-fwio`).
+    package init(server: FleetServer, firmware: AgentConfig.Firmware?, loop: EventLoop? = nil) {
+        trustForHost = server.trustForHost
+        let settings = server.firmwareSettings(firmware)
+        engine = loop.map { Engine(settings: settings, loop: $0) } ?? Engine(settings: settings, name: "fire-agent-fwio")
+    }
+
+    /// Closes every connection and stops the engine's thread (on a shared loop: ends the
+    /// engine's part of it).
     package func shutdown() { engine.shutdown() }
 
     /// How a server on `host` is judged: the fleet server by its pins, any other by mbedTLS.

@@ -139,7 +139,7 @@ package final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
         do throws(OfflineQueueError) {
             reports = try DeliveryQueue(
                 store: store, settings: settings, sender: client.queueSender(for: statusURL), logger: logger.output,
-                newKey: TelemetryAgent.newKey, onEvent: { _ in })
+                newKey: newIdempotencyKey, onEvent: { _ in }, loop: client.engine.loop)
         } catch {
             store.close()
             throw AgentError(description: "firmware report queue \(directory): \(error.description)")

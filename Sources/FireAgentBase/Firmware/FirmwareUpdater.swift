@@ -108,12 +108,16 @@ public final class FirmwareUpdater: @unchecked Sendable {
     ///     floor in `queue.directory`).
     ///   - userAgent: the `User-Agent` of every request.
     ///   - points: where the `fire_agent_update` points go (the telemetry queue); nil: none are made.
+    ///   - server: the fleet server as the daemon set it up for all its clients; nil: set up
+    ///     from `agentConfig` and `userAgent` here.
+    ///   - loop: the event loop its client and report queue run on, shared with the daemon's
+    ///     telemetry (its owner stops it after the updater stopped); nil: one of their own.
     ///   - onChange: called (from the updater's thread) when the snapshot changed.
     /// - Throws: `AgentError` when the directory or the report queue cannot be used.
     package init(
         config: AgentConfig.Firmware, agentConfig: AgentConfig, logger: Logger, environment: [String: String],
-        wallClock: WallClock? = nil, userAgent: String = TelemetryAgent.defaultUserAgent, points: AgentPoints?,
-        onChange: @escaping @Sendable () -> Void
+        wallClock: WallClock? = nil, userAgent: String = FleetServer.defaultUserAgent, points: AgentPoints?,
+        server: FleetServer? = nil, loop: EventLoop? = nil, onChange: @escaping @Sendable () -> Void
     ) throws(AgentError) {
         self.config = config
         #if FIRE_AGENT_CRASH_POINTS
@@ -145,7 +149,13 @@ public final class FirmwareUpdater: @unchecked Sendable {
         flowLock = Locked(lock)
         flow = Self.makeFlow(state: Self.loadState(store, logger: logger), config: config)
         do throws(AgentError) {
-            client = try FirmwareClient(config: agentConfig, userAgent: userAgent)
+            let fleet: FleetServer
+            if let server {
+                fleet = server
+            } else {
+                fleet = try FleetServer(config: agentConfig, userAgent: userAgent)
+            }
+            client = FirmwareClient(server: fleet, firmware: config, loop: loop)
         } catch {
             close(lock)
             throw error

@@ -1,12 +1,15 @@
 import HTTPTypes
 
-/// Owns one loop thread, its connection pool and the live transfers on it: what a TinyFire
-/// `Session` runs on, and what the agent sends through. Memory: the pool's connections (each a
-/// `readBufferSize` buffer, at most `maxConnectionsPerHost` per host) and one `Transfer` per
-/// live request.
+/// A connection pool and the live transfers on one loop thread: what a TinyFire `Session` runs
+/// on, and what the agent sends through. The engine starts its own loop, or runs on a loop it
+/// is given and shares (the agent's telemetry and firmware engines and their queues run on one).
+/// Memory: the pool's connections (each a `readBufferSize` buffer, at most
+/// `maxConnectionsPerHost` per host) and one `Transfer` per live request.
 package final class Engine: @unchecked Sendable {
     package let settings: EngineSettings
     private let loopResult: Result<EventLoop, SystemResourceError>
+    /// Whether `shutdown` stops the loop (the engine started it) or only ends its own part.
+    private let ownsLoop: Bool
     /// The I/O loop, nil when it could not start.
     package var loop: EventLoop? { try? loopResult.get() }
     private var pool: ConnectionPool?
@@ -22,19 +25,34 @@ package final class Engine: @unchecked Sendable {
     package init(settings: EngineSettings, name: String = "tinyfire-io") {
         self.settings = settings
         defaultHeaderLines = DefaultHeaderLines(settings.defaultFields, dropsAcceptEncoding: !settings.automaticDecompression)
+        ownsLoop = true
         do throws(SystemResourceError) {
             let loop = try EventLoop(name: name)
             loopResult = .success(loop)
-            factory = ConnectionFactory(
-                loop: loop,
-                settings: ConnectionSettings(
-                    readBufferSize: settings.readBufferSize, tls: settings.tls, maxHeaderBlockBytes: settings.maxHeaderBlockBytes,
-                    userAgent: settings.defaultFields[.userAgent]))
-            pool = ConnectionPool(
-                loop: loop, maxConnectionsPerHost: settings.maxConnectionsPerHost, idleTimeout: settings.idleConnectionTimeout)
+            attach(to: loop)
         } catch {
             loopResult = .failure(error)
         }
+    }
+
+    /// Runs on `loop`, shared with whatever else runs there; `shutdown` ends this engine's
+    /// transfers and connections and leaves the loop running (its owner stops it).
+    package init(settings: EngineSettings, loop: EventLoop) {
+        self.settings = settings
+        defaultHeaderLines = DefaultHeaderLines(settings.defaultFields, dropsAcceptEncoding: !settings.automaticDecompression)
+        ownsLoop = false
+        loopResult = .success(loop)
+        attach(to: loop)
+    }
+
+    private func attach(to loop: EventLoop) {
+        factory = ConnectionFactory(
+            loop: loop,
+            settings: ConnectionSettings(
+                readBufferSize: settings.readBufferSize, tls: settings.tls, maxHeaderBlockBytes: settings.maxHeaderBlockBytes,
+                userAgent: settings.defaultFields[.userAgent]))
+        pool = ConnectionPool(
+            loop: loop, maxConnectionsPerHost: settings.maxConnectionsPerHost, idleTimeout: settings.idleConnectionTimeout)
     }
 
     /// Starts a transfer for `owner` (from any thread; the owner hears back on the loop thread).
@@ -44,7 +62,11 @@ package final class Engine: @unchecked Sendable {
             owner.transferDidFinish(.failure(.resourceExhausted(error.description)), request: nil, response: nil, report: TransferReport())
         case .success(let loop):
             let begin: @Sendable () -> Void = { [self] in
-                guard let pool, let factory else { return }
+                guard let pool, let factory else {
+                    // Shut down (on a shared loop, which runs on): the owner hears it.
+                    owner.transferDidFinish(.failure(.engineShutDown), request: nil, response: nil, report: TransferReport())
+                    return
+                }
                 let transfer = Transfer(spec: spec, owner: owner, engine: self, loop: loop, pool: pool, factory: factory)
                 active[owner.transferOwnerID] = transfer
                 transfer.start()
@@ -94,15 +116,22 @@ package final class Engine: @unchecked Sendable {
     }
 
     /// Fails every live transfer (`.engineShutDown`), closes every connection and stops the
-    /// loop. The owner drops the engine after this: its loop work holds it until then.
+    /// loop the engine started (on a shared loop: returns once that ran there; a transfer
+    /// started later fails with `.engineShutDown`). The owner drops the engine after this: its
+    /// loop work holds it until then.
     package func shutdown() {
         guard case .success(let loop) = loopResult else { return }
-        loop.execute { [self] in
+        let end: @Sendable () -> Void = { [self] in
             for transfer in Array(active.values) { transfer.cancel(with: .engineShutDown) }
             pool?.closeAll()
             pool = nil
             factory = nil
         }
+        guard ownsLoop else {
+            loop.runAndWait(end)
+            return
+        }
+        loop.execute(end)
         // The stop flag is checked after tasks run, so the task above runs first.
         loop.shutdown()
     }

@@ -8,8 +8,9 @@ import HTTPTypes
 #endif
 
 /// The offline queue without Foundation: records written durably (`OfflineQueueStore`) and
-/// delivered in order, at least once, from a thread of its own (an `EventLoop`: its tasks and
-/// retry timers). The library's `OfflineQueue` is its edge (`URLRequest`, `Date`, handlers on
+/// delivered in order, at least once, from an `EventLoop` (its tasks and retry timers): a
+/// thread of its own, or a loop it shares (the agent's queues share the loop of the engine
+/// they send through). The library's `OfflineQueue` is its edge (`URLRequest`, `Date`, handlers on
 /// dispatch queues, reachability); the agent uses it directly. docs/OFFLINE.md describes the
 /// guarantees.
 ///
@@ -29,6 +30,8 @@ package final class DeliveryQueue: Sendable {
     private let sender: any QueueSender
     private let logger: any LogSink
     private let loop: EventLoop
+    /// Whether `close` stops the loop (the queue started it) or only ends its own part.
+    private let ownsLoop: Bool
     private let onEvent: @Sendable (QueueDeliveryEvent) -> Void
     private let newKey: @Sendable () -> String
     private let state: Locked<DeliveryState>
@@ -76,10 +79,12 @@ package final class DeliveryQueue: Sendable {
     ///   - logger: quarantines, drops, failures.
     ///   - newKey: a new idempotency key (a UUID's text) for a request without one.
     ///   - onEvent: every delivery event, on the delivery thread (drops: on the enqueuing one).
+    ///   - loop: the loop to deliver from, shared (its owner stops it after `close`); nil: the
+    ///     queue starts a thread of its own.
     /// - Throws: `.directoryUnusable` when the delivery thread cannot be started.
     package init(
         store: OfflineQueueStore, settings: QueueDeliverySettings, sender: any QueueSender, logger: any LogSink,
-        newKey: @escaping @Sendable () -> String, onEvent: @escaping @Sendable (QueueDeliveryEvent) -> Void
+        newKey: @escaping @Sendable () -> String, onEvent: @escaping @Sendable (QueueDeliveryEvent) -> Void, loop: EventLoop? = nil
     ) throws(OfflineQueueError) {
         self.store = store
         self.settings = settings
@@ -88,8 +93,13 @@ package final class DeliveryQueue: Sendable {
         self.newKey = newKey
         self.onEvent = onEvent
         state = Locked(DeliveryState(window: DeliveryWindow(limit: settings.maxConcurrentDeliveries)))
+        ownsLoop = loop == nil
         do throws(SystemResourceError) {
-            loop = try EventLoop(name: "tf-queue")
+            if let loop {
+                self.loop = loop
+            } else {
+                self.loop = try EventLoop(name: "tf-queue")
+            }
         } catch {
             throw .directoryUnusable(path: store.directory, message: "cannot start the delivery thread: \(error.description)")
         }
@@ -104,15 +114,30 @@ package final class DeliveryQueue: Sendable {
             return !state.closed
         }
         guard first else { return }
-        // Queued before the shutdown, so it runs in the loop's last pass: the timers (which
-        // hold this queue) go with it.
-        loop.execute { [self] in
+        let end: @Sendable () -> Void = { [self] in
             let timers = state.withLock { [$0.retryTimer.take(), $0.throttleTimer.take()] }
             for timer in timers { if let timer { loop.cancel(timer) } }
         }
-        loop.shutdown()
+        if ownsLoop {
+            // Queued before the shutdown, so it runs in the loop's last pass: the timers (which
+            // hold this queue) go with it.
+            loop.execute(end)
+            loop.shutdown()
+        } else {
+            // On a shared loop: once this ran there, no task of this queue runs any more (each
+            // checks `closed` first).
+            loop.runAndWait(end)
+        }
         store.syncCursor()
         store.close()
+    }
+
+    /// Runs `task` on the delivery loop unless the queue is closed by then.
+    private func onLoop(_ task: @escaping @Sendable () -> Void) {
+        loop.execute { [self] in
+            guard !state.withLock({ $0.closed }) else { return }
+            task()
+        }
     }
 
     // MARK: - Enqueue
@@ -172,7 +197,7 @@ package final class DeliveryQueue: Sendable {
         // flag, so a start racing with this enqueue still sees the record.
         if state.withLock({ $0.running }) {
             let removed = dropped.count
-            loop.execute { [self] in
+            onLoop { [self] in
                 for _ in 0..<removed { handle(.headRemoved(more: store.count > 0)) }
                 handle(.recordsAvailable)
                 fillWindow()  // a record behind a head in flight goes at once, within the window
@@ -279,7 +304,7 @@ package final class DeliveryQueue: Sendable {
             return state.closed
         }
         guard !closed else { return }
-        loop.execute { [self] in
+        onLoop { [self] in
             handle(.network(network))
             handle(.start(hasRecords: store.count > 0))
         }
@@ -287,13 +312,13 @@ package final class DeliveryQueue: Sendable {
 
     /// Tells delivery what reachability now says.
     package func network(_ network: OfflineQueueReplay.Network) {
-        loop.execute { [self] in handle(.network(network)) }
+        onLoop { [self] in handle(.network(network)) }
     }
 
     /// Stops delivering (an attempt in flight finishes; its record is removed if it succeeded).
     package func stop() {
         state.withLock { $0.running = false }
-        loop.execute { [self] in handle(.stop) }
+        onLoop { [self] in handle(.stop) }
     }
 
     /// Stops delivering and calls `completion` once no attempt is in flight: at once when none
@@ -301,7 +326,7 @@ package final class DeliveryQueue: Sendable {
     /// never when the queue is closed first.
     package func stop(completion: @escaping @Sendable () -> Void) {
         stop()
-        loop.execute { [self] in
+        onLoop { [self] in
             let idle = state.withLock { state -> Bool in
                 guard state.window.attemptsInFlight > 0 else { return true }
                 state.idleWaiters.append(completion)
@@ -340,8 +365,11 @@ package final class DeliveryQueue: Sendable {
                 let deadline = Instant.now() + delay
                 if let old = state.withLock({ $0.retryTimer.take() }) { loop.cancel(old) }
                 let timer = loop.schedule(at: deadline) { [self] in
-                    state.withLock { $0.retryTimer = nil }
-                    handle(.timerFired)
+                    let closed = state.withLock { state -> Bool in
+                        state.retryTimer = nil
+                        return state.closed
+                    }
+                    if !closed { handle(.timerFired) }
                 }
                 state.withLock { state in
                     state.retryTimer = timer
@@ -398,7 +426,7 @@ package final class DeliveryQueue: Sendable {
         let timer = loop.schedule(at: until) { [self] in
             let due = state.withLock { state -> Bool in
                 state.throttleTimer = nil
-                return state.window.holdingHead && state.replay.phase == .sending
+                return !state.closed && state.window.holdingHead && state.replay.phase == .sending
             }
             if due {
                 sendHead()
@@ -648,7 +676,7 @@ package final class DeliveryQueue: Sendable {
         let request = QueuedSend(method: payload.method, url: payload.url, headers: headers, body: body, bodyLimit: Self.judgedBodyBytes)
         let sentHeaders = headers
         sender.sendQueued(request) { [self] reply in
-            loop.execute { [self] in
+            onLoop { [self] in
                 switch reply {
                 case .noResponse(let reason): completion(.noResponse(reason))
                 case .answered(let response, let start):
@@ -713,7 +741,7 @@ package final class DeliveryQueue: Sendable {
             completion(.failure(.closed))
             return
         }
-        loop.execute { [self] in
+        onLoop { [self] in
             let busy = state.withLock { state -> Bool? in
                 guard state.replay.phase == .stopped, !state.flushing else { return true }
                 if state.window.attemptsInFlight > 0 {

@@ -133,6 +133,33 @@ package final class EventLoop: @unchecked Sendable {
         if wasEmpty == true { wake() }
     }
 
+    /// Runs `task` as loop work and returns once it ran: at once when the caller is doing loop
+    /// work, else on the loop thread, the caller waiting. On a loop asked to stop the task runs
+    /// on the caller's thread (nothing else runs on that loop any more). For what ends an
+    /// owner's part of a shared loop (`Engine.shutdown`, `DeliveryQueue.close`): after it
+    /// returns, no earlier task of that owner is still running.
+    package func runAndWait(_ task: @escaping @Sendable () -> Void) {
+        if inEventLoop {
+            task()
+            return
+        }
+        let done = ConditionLocked(false)
+        let queued = inbox.withLock { queue -> Bool in
+            guard !stopRequested.load(ordering: .acquiring) else { return false }
+            queue.append {
+                task()
+                done.withLock { $0 = true }
+            }
+            return true
+        }
+        guard queued else {
+            task()
+            return
+        }
+        wake()
+        done.wait { $0 ? () : nil }
+    }
+
     /// Runs `task` as loop work on the calling thread, now, if the loop thread is waiting for
     /// events, and returns true; returns false without running it when the loop is busy (its
     /// wait returned, or another caller runs work) or stopped (then hand it over with
@@ -158,15 +185,19 @@ package final class EventLoop: @unchecked Sendable {
     }
 
     /// Asks the loop to stop after the current iteration, and waits for its thread to end
-    /// unless called from loop work. Pending tasks are dropped.
+    /// unless called from loop work. Pending tasks are dropped. A second call waits for nothing.
     package func shutdown() {
         // Set under the inbox lock: a task is either queued before it (and runs in the loop's
         // last pass) or refused by `execute`.
         inbox.withLock { _ in stopRequested.store(true, ordering: .releasing) }
         wake()
-        if !inEventLoop && threadStarted.withLock({ $0 }) {
-            pthread_join(thread, nil)
+        guard !inEventLoop else { return }
+        // Joined once: the first caller from outside the loop takes the thread.
+        let join = threadStarted.withLock { started -> Bool in
+            defer { started = false }
+            return started
         }
+        if join { pthread_join(thread, nil) }
     }
 
     deinit {

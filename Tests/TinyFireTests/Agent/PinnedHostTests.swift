@@ -67,8 +67,8 @@ struct PinnedHostTests {
         let config = try config(tls)
         let client = try FirmwareClient(config: config, userAgent: "pins-test")
         defer { client.shutdown() }
-        let pins = try TelemetryAgent.pinDigests(config.server.pins)
-        let sender = EngineQueueSender(engine: client.engine, trustForHost: TelemetryAgent.pinnedTrust(pins: pins, host: "localhost"))
+        let pins = try FleetServer.pinDigests(config.server.pins)
+        let sender = EngineQueueSender(engine: client.engine, trustForHost: FleetServer.pinnedTrust(pins: pins, host: "localhost"))
         func send(_ url: String) async -> QueueReply {
             await withCheckedContinuation { continuation in
                 sender.sendQueued(QueuedSend(method: "GET", url: url, headers: HTTPHeaders(), body: .none, bodyLimit: 1024)) {
@@ -94,11 +94,11 @@ struct PinnedHostTests {
 
     @Test("host spellings compare without case, brackets or a trailing dot; no pins: no judge")
     func hostSpellings() {
-        let judge = TelemetryAgent.pinnedTrust(pins: [[UInt8](repeating: 1, count: 32)], host: "Fleet.Example")
+        let judge = FleetServer.pinnedTrust(pins: [[UInt8](repeating: 1, count: 32)], host: "Fleet.Example")
         for host in ["fleet.example", "FLEET.EXAMPLE.", "fleet.example."] { #expect(judge(host) != nil, "\(host)") }
         for host in ["cdn.example", "fleet.example.cdn", "example"] { #expect(judge(host) == nil, "\(host)") }
-        let v6 = TelemetryAgent.pinnedTrust(pins: [[UInt8](repeating: 1, count: 32)], host: "[fd00::1]")
+        let v6 = FleetServer.pinnedTrust(pins: [[UInt8](repeating: 1, count: 32)], host: "[fd00::1]")
         #expect(v6("fd00::1") != nil && v6("[FD00::1]") != nil)
-        #expect(TelemetryAgent.pinnedTrust(pins: [], host: "fleet.example")("fleet.example") == nil)
+        #expect(FleetServer.pinnedTrust(pins: [], host: "fleet.example")("fleet.example") == nil)
     }
 }
