@@ -27,22 +27,6 @@ extension Duration {
     }
 }
 
-/// Writes all of `bytes` to `fd`, again after a short write or EINTR.
-/// - Returns: whether every byte was written.
-package func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-    var offset = 0
-    while offset < bytes.count {
-        let written = bytes.withUnsafeBytes { buffer -> Int in
-            guard let base = buffer.baseAddress else { return 0 }
-            return write(fd, base + offset, buffer.count - offset)
-        }
-        if written < 0 && errno == EINTR { continue }
-        guard written > 0 else { return false }
-        offset += written
-    }
-    return true
-}
-
 /// A new idempotency key: a random (version 4) UUID's text, lower case. The key of every
 /// record the agent queues (telemetry batches, firmware reports, `queue add`, `request --queue`).
 @Sendable package func newIdempotencyKey() -> String {

@@ -115,7 +115,7 @@ public final class AgentDaemon: @unchecked Sendable {
         if options.handleSignals {
             let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
             signalFD = signals.withUnsafeBufferPointer { tinyfire_signal_pipe($0.baseAddress, Int32($0.count)) }
-            if signalFD < 0 { throw AgentError(description: "cannot install signal handlers: \(String(cString: strerror(-signalFD)))") }
+            if signalFD < 0 { throw AgentError(description: "cannot install signal handlers: \(errnoMessage(-signalFD))") }
         }
         self.signalFD = signalFD
         self.configPath = configPath

@@ -375,21 +375,10 @@ public struct AgentStatus: Sendable, Equatable {
     public func write(to path: String) throws(AgentError) {
         var bytes = encoded()
         bytes.append(UInt8(ascii: "\n"))
-        makeDirectories(Self.directory(of: path), mode: 0o755)
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw AgentError(description: "status file \(temporary): \(errnoMessage(errno))") }
-        let written = writeAll(fd, bytes)
-        let writeError = errno
-        close(fd)
-        guard written else {
-            unlink(temporary)
-            throw AgentError(description: "status file \(path): \(errnoMessage(writeError))")
-        }
-        guard rename(temporary, path) == 0 else {
-            let renameError = errno
-            unlink(temporary)
-            throw AgentError(description: "status file \(path): \(errnoMessage(renameError))")
+        makeDirectories(directoryPart(of: path), mode: 0o755)
+        // Rewritten at every change and rebuilt at start: atomic is enough, no fsync on flash.
+        if let failure = replaceFile(path, with: bytes, mode: 0o644, durability: .atomic) {
+            throw AgentError(description: "status file \(failure.description)")
         }
     }
 
@@ -411,7 +400,7 @@ public struct AgentStatus: Sendable, Equatable {
     /// What keeps a file in `path`'s directory from being written, if anything visible:
     /// a read-only or full file system.
     public static func fileSystemProblem(of path: String) -> String? {
-        let directory = directory(of: path)
+        let directory = directoryPart(of: path)
         var info = statvfs()
         guard statvfs(directory, &info) == 0 else { return nil }
         if info.f_flag & UInt(ST_RDONLY) != 0 { return "its file system (\(directory)) is read-only" }
@@ -497,11 +486,6 @@ public struct AgentStatus: Sendable, Equatable {
         return seconds
     }
 
-    /// The directory `path` is in ("." for a bare name, "/" for a file in the root).
-    static func directory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
 }
 
 /// One object of a status document, read key by key with the key's path in every problem.

@@ -120,16 +120,10 @@ public final class WallClock: Sendable {
         let due = saved.withLock { state in state.at.map { Instant.now().since($0) >= Self.saveInterval } ?? true }
         guard due else { return nil }
         let seconds = now.secondsSince1970
-        let temporary = floorFile + ".new"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { return "\(temporary): \(errnoMessage(errno))" }
-        let text = Array("\(seconds)\n".utf8)
-        let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        closeDescriptor(fd)
-        guard written == text.count, rename(temporary, floorFile) == 0 else {
-            let problem = "\(floorFile): \(written < 0 ? errnoMessage(errno) : "short write")"
-            unlink(temporary)
-            return problem
+        // Durable: once an hour at most, and a floor a power cut took back would let a clock
+        // that went back stamp points again.
+        if let failure = replaceFile(floorFile, with: Array("\(seconds)\n".utf8), durability: .durable, temporarySuffix: ".new") {
+            return failure.description
         }
         saved.withLock { $0 = (WallTime(secondsSince1970: seconds), Instant.now()) }
         return nil

@@ -75,11 +75,11 @@ public enum CommandRunner {
         // Looked up here rather than left to posix_spawnp, whose exec failure some kernels'
         // and emulators' vfork paths report only as the child's exit 127.
         guard let path = executablePath(program) else {
-            throw CommandError(program: program, message: String(cString: strerror(errno == 0 ? ENOENT : errno)))
+            throw CommandError(program: program, message: errnoMessage(errno == 0 ? ENOENT : errno))
         }
         var ends: [Int32] = [-1, -1]
         guard tinyfire_pipe_cloexec(&ends) == 0 else {
-            throw CommandError(program: program, message: "pipe: \(String(cString: strerror(errno)))")
+            throw CommandError(program: program, message: "pipe: \(errnoMessage(errno))")
         }
         let (readEnd, writeEnd) = (ends[0], ends[1])
         var actions = posix_spawn_file_actions_t()
@@ -113,7 +113,7 @@ public enum CommandRunner {
         close(writeEnd)
         guard spawned == 0 else {
             close(readEnd)
-            throw CommandError(program: program, message: String(cString: strerror(spawned)))
+            throw CommandError(program: program, message: errnoMessage(spawned))
         }
         defer { close(readEnd) }
         _ = fcntl(readEnd, F_SETFL, O_NONBLOCK)

@@ -28,6 +28,9 @@ public struct FirmwareRefusal: Error, Sendable, Equatable, CustomStringConvertib
         case sizeMismatch
         /// The downloaded image's SHA-256 differs from the manifest's.
         case hashMismatch
+        /// The staging directory failed the image, not the server: it cannot be read back or
+        /// moved into place (a file system gone read-only, an I/O error). Not downloaded again.
+        case stagingFailed
     }
 
     /// The kind.

@@ -52,7 +52,7 @@ public struct FirmwareStore: Sendable {
     public func loadState() throws(AgentError) -> FirmwareState {
         guard let bytes = SystemFiles().readBytes(statePath, limit: 1 << 20, whole: true) else {
             if access(statePath, F_OK) != 0 { return FirmwareState() }
-            throw AgentError(description: "firmware state \(statePath) cannot be read: \(String(cString: strerror(errno)))")
+            throw AgentError(description: "firmware state \(statePath) cannot be read: \(errnoMessage(errno))")
         }
         let json: JSONValue
         do throws(ConfigError) {
@@ -125,7 +125,7 @@ public struct FirmwareStore: Sendable {
     package func lockFlow() throws(AgentError) -> Int32 {
         let path = directory + "/agent.lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw AgentError(description: "\(path): cannot be opened: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw AgentError(description: "\(path): cannot be opened: \(errnoMessage(errno))") }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let holder = SystemFiles().read(path, limit: 32)?.trimmed() ?? ""
             close(fd)
@@ -160,24 +160,11 @@ public struct FirmwareStore: Sendable {
         for path in [partialImagePath, imagePath, resumeRecordPath] { unlink(path) }
     }
 
-    /// Writes `bytes` to `path` through a temporary file, fsync'd, renamed, with the
-    /// directory fsync'd.
+    /// Writes `bytes` to `path` durably (`replaceFile`: a power cut leaves the old file or the
+    /// whole new one).
     private func writeDurably(_ bytes: [UInt8], to path: String) throws(AgentError) {
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw AgentError(description: "\(temporary): \(String(cString: strerror(errno)))") }
-        let written = writeAll(fd, bytes) && fsync(fd) == 0
-        let code = errno
-        close(fd)
-        guard written, rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(written ? errno : code))
-            unlink(temporary)
-            throw AgentError(description: "\(path) not written: \(reason)")
-        }
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryFD >= 0 {
-            fsync(directoryFD)
-            close(directoryFD)
+        if let failure = replaceFile(path, with: bytes, durability: .durable) {
+            throw AgentError(description: "\(path) not written: \(failure.description)")
         }
     }
 }

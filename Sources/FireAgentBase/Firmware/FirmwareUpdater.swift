@@ -864,7 +864,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
             digest = hasher.finish()  // hashed while it was written
         } else {
             guard hasher.rebuild(from: path, length: UInt64(info.st_size)) else {
-                return .verified(FirmwareRefusal(kind: .hashMismatch, message: "the image cannot be read"), bootID: id)
+                return .verified(FirmwareRefusal(kind: .stagingFailed, message: "the image \(path) cannot be read back"), bootID: id)
             }
             digest = hasher.finish()
         }
@@ -878,12 +878,15 @@ public final class FirmwareUpdater: @unchecked Sendable {
             // Verified: the move to the final name is a rename on the same file system.
             guard rename(store.partialImagePath, store.imagePath) == 0 else {
                 return .verified(
-                    FirmwareRefusal(
-                        kind: .hashMismatch, message: "the image cannot be moved into place: \(String(cString: strerror(errno)))"),
+                    FirmwareRefusal(kind: .stagingFailed, message: "the image cannot be moved into place: \(errnoMessage(errno))"),
                     bootID: id)
             }
             unlink(store.resumeRecordPath)
-            syncDirectory(containing: store.imagePath)
+            if let failure = syncDirectory(directoryPart(of: store.imagePath)) {
+                // The rename is done; a power cut may yet take it back (then the download goes on).
+                logger.warning(
+                    "firmware staging directory not synced", metadata: ["reason": "\(failure.operation): \(errnoMessage(failure.code))"])
+            }
         }
         logger.info(
             "firmware image verified",

@@ -87,32 +87,8 @@ package struct ImageResumeRecord: Sendable, Equatable {
     /// file, fsync, rename, fsync of the directory). On failure `path` is removed: no record
     /// means start over, never continue against a stale validator.
     package func writeDurably(to path: String) {
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        var written = fd >= 0
-        if fd >= 0 {
-            written = writeAll(fd, Array(json.utf8)) && fsync(fd) == 0
-            close(fd)
-        }
-        guard written, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            unlink(path)
-            return
-        }
-        syncDirectory(containing: path)
+        if replaceFile(path, with: Array(json.utf8), durability: .durable) != nil { unlink(path) }
     }
-}
-
-/// fsyncs the directory that holds `path` (a rename in it is then durable).
-package func syncDirectory(containing path: String) {
-    var directory = "."
-    if let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) {
-        directory = slash == path.utf8.startIndex ? "/" : String(path[..<slash])
-    }
-    let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    guard fd >= 0 else { return }
-    fsync(fd)
-    close(fd)
 }
 
 /// Downloads the firmware image into its partial file (`staging/image.part`) on the core's

@@ -35,7 +35,7 @@ public final class ManifestKey: @unchecked Sendable, CustomStringConvertible {
         guard let bytes = SystemFiles().readBytes(path, limit: Self.maximumFileBytes, whole: true) else {
             var info = stat()
             let problem =
-                stat(path, &info) != 0 ? String(cString: strerror(errno)) : "unreadable or larger than \(Self.maximumFileBytes) bytes"
+                stat(path, &info) != 0 ? errnoMessage(errno) : "unreadable or larger than \(Self.maximumFileBytes) bytes"
             throw ManifestKeyError(path: path, message: "cannot be read: \(problem)")
         }
         let key: PublicKey

@@ -420,6 +420,8 @@ public struct UpdateFlow: Sendable {
         case .verified(let refusal, let bootID):
             guard phase == .verifying, var update = state.update else { return [] }
             if let refusal {
+                // The staging file system failed, not the image: fetching it again cannot help.
+                if refusal.kind == .stagingFailed { return fail(refusal.description, now: now) }
                 // Once more from zero: a partial file damaged on disk, or continued across
                 // a change the validators missed, must not fail an update the server got right.
                 guard update.freshDownloads < 1 else { return fail(refusal.description, now: now) }

@@ -894,7 +894,7 @@ private struct RejectedDirectory {
         guard fstat(file, &info) == 0, info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG), info.st_nlink == 1, info.st_uid == geteuid() else {
             return
         }
-        if writeAll(file, Array(text.utf8)) { appended = true }
+        if writeAll(file, Array(text.utf8)) == nil { appended = true }
     }
 
     /// Keeps the directory within `maxBytes` on disk and `maxEntries` entries: an entry larger

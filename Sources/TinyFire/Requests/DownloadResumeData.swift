@@ -91,20 +91,7 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
     /// new one (a temporary file, fsync, rename, directory fsync). On failure `path` is
     /// removed: no record means start over, never resume against a stale validator.
     package func writeDurably(to path: String) {
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        var written = fd >= 0
-        if fd >= 0 {
-            written = writeAll(fd, Array(data), at: 0, path: temporary) == nil && fsync(fd) == 0
-            close(fd)
-        }
-        guard written, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            unlink(path)
-            return
-        }
-        let directory = PathParts(path: path).directory
-        _ = syncDirectory(directory.isEmpty ? "." : directory)
+        if replaceFile(path, with: Array(data), durability: .durable) != nil { unlink(path) }
     }
 
     /// Reads a document written by `writeDurably(to:)`; nil when there is none or it is not

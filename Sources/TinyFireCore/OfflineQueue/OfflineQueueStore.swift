@@ -643,20 +643,11 @@ package final class OfflineQueueStore: @unchecked Sendable {
     }
 
     private func rewrite(_ path: String, keeping ranges: [Range<Int>], of bytes: [UInt8]) throws(OfflineQueueError) {
-        let temporary = path + ".rewrite"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .io(errno, path: temporary, operation: "create") }
         var kept: [UInt8] = []
         for range in ranges { kept.append(contentsOf: bytes[range]) }
-        var failure = writeAll(fd, kept, at: 0, path: temporary)
-        if failure == nil, fsync(fd) != 0 { failure = .io(errno, path: temporary, operation: "sync") }
-        Glibc.close(fd)
-        if failure == nil, rename(temporary, path) != 0 { failure = .io(errno, path: path, operation: "replace") }
-        if let failure {
-            unlink(temporary)
-            throw failure
+        if let failure = replaceFile(path, with: kept, durability: .durable, temporarySuffix: ".rewrite") {
+            throw .io(failure.code, path: failure.path, operation: failure.operation)
         }
-        if let error = syncQueueDirectory(journalDirectory) { throw error }
     }
 }
 

@@ -45,6 +45,13 @@ package func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
     return nil
 }
 
+/// `writeAll` of an array.
+/// - Returns: nil, or the errno that stopped it.
+@discardableResult
+package func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32? {
+    bytes.withUnsafeBytes { writeAll(fd, $0) }
+}
+
 /// `fsync` on a directory, so that names created or removed in it survive a power cut.
 /// - Returns: nil, or the errno and the step that failed ("open directory", "sync directory").
 package func syncDirectory(_ path: String) -> (code: Int32, operation: String)? {
@@ -93,4 +100,68 @@ package func preadFully(_ fd: Int32, count: Int, at offset: Int64) -> Result<[UI
         done += n
     }
     return .success(bytes)
+}
+
+/// How long a file `replaceFile` wrote is sure to last.
+package enum Durability: Sendable {
+    /// Readers see the old file or the whole new one, never a part (a temporary file renamed
+    /// over it); after a power cut either may be there, or the new name with nothing in it on a
+    /// file system that writes data late. For what is rewritten often and rebuilt at start (the
+    /// status file under /run).
+    case atomic
+    /// As `.atomic`, and on disk when `replaceFile` returns: the temporary file fsync'd before
+    /// the rename and the directory after it, so a power cut leaves the old file or the whole
+    /// new one. For state the agent resumes from.
+    case durable
+}
+
+/// Why `replaceFile` failed: the errno, the step (`create`, `write`, `sync`, `replace`, `open
+/// directory`, `sync directory`) and the file.
+package struct FileReplaceError: Error, Sendable {
+    package var code: Int32
+    package var operation: String
+    package var path: String
+
+    /// `PATH: cannot OPERATION: strerror`.
+    package var description: String { "\(path): cannot \(operation): \(errnoMessage(code))" }
+}
+
+/// Replaces the file at `path` by one holding `bytes`: written to `path + temporarySuffix`
+/// (created anew with `mode`, never through a symlink), then renamed over `path`, made as
+/// lasting as `durability` says. On failure the temporary file is removed and `path` is left as
+/// it was (unless the rename or the directory sync failed: then it may already be the new file).
+/// - Parameters:
+///   - path: the file.
+///   - bytes: its new contents.
+///   - mode: the new file's permissions (0600 unless it holds nothing private).
+///   - durability: `.atomic` or `.durable`.
+///   - temporarySuffix: the temporary name's suffix beside `path`.
+/// - Returns: nil, or what failed.
+package func replaceFile(
+    _ path: String, with bytes: [UInt8], mode: mode_t = 0o600, durability: Durability, temporarySuffix: String = ".tmp"
+) -> FileReplaceError? {
+    let temporary = path + temporarySuffix
+    unlink(temporary)  // a leftover of a crash, or a symlink someone put there: O_EXCL refuses both
+    let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+    guard fd >= 0 else { return FileReplaceError(code: errno, operation: "create", path: temporary) }
+    var failure: FileReplaceError?
+    if let code = bytes.withUnsafeBytes({ writeAll(fd, $0) }) {
+        failure = FileReplaceError(code: code, operation: "write", path: temporary)
+    } else if durability == .durable, fsync(fd) != 0 {
+        failure = FileReplaceError(code: errno, operation: "sync", path: temporary)
+    }
+    close(fd)
+    if failure == nil, rename(temporary, path) != 0 { failure = FileReplaceError(code: errno, operation: "replace", path: path) }
+    if let failure {
+        unlink(temporary)
+        return failure
+    }
+    guard durability == .durable else { return nil }
+    return syncDirectory(directoryPart(of: path)).map { FileReplaceError(code: $0.code, operation: $0.operation, path: path) }
+}
+
+/// The directory part of `path`: `.` for a bare name, `/` for a file in the root.
+package func directoryPart(of path: String) -> String {
+    guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+    return slash == path.utf8.startIndex ? "/" : String(path[..<slash])
 }

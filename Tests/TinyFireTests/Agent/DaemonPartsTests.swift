@@ -511,6 +511,6 @@ struct StatusDocumentTests {
         #expect(text.contains("collector off: pressure: no PSI\ncollector off: thermal: no zones"))
         #expect(text.hasSuffix("written:       2026-11-18T11:06:45Z (85 s ago)"))
         #expect(status.describe(alive: false, now: at).contains("not running (gone without stopping)"))
-        #expect(AgentStatus.directory(of: "/status.json") == "/" && AgentStatus.directory(of: "status.json") == ".")
+        #expect(directoryPart(of: "/status.json") == "/" && directoryPart(of: "status.json") == ".")
     }
 }

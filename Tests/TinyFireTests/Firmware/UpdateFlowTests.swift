@@ -113,6 +113,19 @@ struct UpdateFlowTests {
         #expect(flow.phase == .failed && !flow.state.installerRan("d1") && flow.state.remembers("d1"))
     }
 
+    @Test(
+        "a staging file system that fails the verified image (cannot be moved into place, read back) ends the update at once: nothing is fetched again"
+    )
+    func stagingFailed() throws {
+        var flow = flow()
+        _ = flow.handle(.offered(digest: "d1", manifest: try manifest("2.1.0"), refusal: nil, running: old), now: now)
+        _ = flow.handle(.downloadFinished, now: now)
+        let failed = FirmwareRefusal(kind: .stagingFailed, message: "the image cannot be moved into place: Read-only file system")
+        #expect(flow.handle(.verified(failed, bootID: nil), now: now) == [.discardImage, .report, .persist])
+        #expect(flow.phase == .failed && !flow.state.installerRan("d1"))
+        #expect(flow.state.update?.reason?.hasPrefix("stagingFailed: the image cannot be moved into place") == true)
+    }
+
     @Test("failed attempts count only when the server was reached; permanent failures (404, 410) end at once")
     func downloadFailures() throws {
         var flow = flow(attempts: 2)

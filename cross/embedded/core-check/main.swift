@@ -303,7 +303,7 @@ func writeFile(_ path: String, _ text: String, mode: mode_t = 0o600) -> Bool {
     let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode)
     guard fd >= 0 else { return false }
     defer { close(fd) }
-    return writeAll(fd, Array(text.utf8))
+    return writeAll(fd, Array(text.utf8)) == nil
 }
 
 func agentConfigCheck() -> (ok: Bool, detail: String) {
@@ -440,34 +440,49 @@ func batchUploadCheck() -> (ok: Bool, detail: String) {
     let batch = Batch(lines: ["m x=0i 0", "m x=1i 1", "m x=2i 2", "m x=3i 3"])
     let body: [UInt8]
     do throws(AgentError) {
-        body = try BatchUpload.body(for: batch)
+        body = try InfluxWrite.body(for: batch)
     } catch {
         return (false, error.description)
     }
     let now = WallTime.now()
-    func judge(_ status: Int, retryAfter: String? = nil, message: String = "", age: Duration = .zero) -> BatchUpload.Fate {
-        BatchUpload.judge(
-            status: status, retryAfter: retryAfter, message: Array(message.utf8), requestBody: body, maxAge: .seconds(3600), age: age,
+    let record = OfflineQueueJournal.Payload(
+        method: "POST", url: "http://influx/write?db=d", idempotencyKey: "k", headers: [(name: "Content-Encoding", value: "gzip")],
+        body: .inline(body))
+    /// The disposition in words: `delivered`, `retry`, `retryAfter 5000 ms`, `deadLetter REASON`, `halves A|B`.
+    func judge(_ status: Int, retryAfter: String? = nil, message: String = "", age: Duration = .zero) -> String {
+        switch InfluxWrite.judge(
+            status: status, retryAfter: retryAfter, message: Array(message.utf8), record: record, maxAge: .seconds(3600), age: age,
             batchBytes: 1 << 20, now: now)
-    }
-    var halves: [String] = []
-    if case .split(let bodies) = judge(413) {
-        for half in bodies {
-            guard let plain = try? Gzip.decompress(half, limit: 1 << 20) else { return (false, "a half is not gzip") }
-            halves.append(String(decoding: plain, as: UTF8.self))
+        {
+        case .delivered: return "delivered"
+        case .retry: return "retry"
+        case .discard: return "discard"
+        case .retryAfter(let delay): return "retryAfter \(delay.components.seconds * 1000) ms"
+        case .deadLetter(let reason): return "deadLetter " + reason
+        case .replace(let halves):
+            var texts: [String] = []
+            for half in halves {
+                guard case .memory(let held) = half.body.first else { return "a half without its body" }
+                var bytes: [UInt8] = []
+                held.withBodyBytes { bytes = Array($0) }
+                guard let plain = try? Gzip.decompress(bytes, limit: 1 << 20) else { return "a half is not gzip" }
+                texts.append(String(decoding: plain, as: UTF8.self))
+            }
+            return "halves " + texts.joined(separator: "|")
         }
     }
     let roundTrip = (try? Gzip.decompress(body, limit: 1 << 20)).map { String(decoding: $0, as: UTF8.self) } ?? ""
-    let basic = BatchUpload.authorization(for: .v1(database: "d", retentionPolicy: nil, username: "fleet", password: "pässwörd:x"))
+    let basic = InfluxWrite.authorization(for: .v1(database: "d", retentionPolicy: nil, username: "fleet", password: "pässwörd:x"))
+    let split = judge(413)
     let ok =
-        roundTrip == "m x=0i 0\nm x=1i 1\nm x=2i 2\nm x=3i 3\n" && judge(204) == .delivered
-        && halves == ["m x=0i 0\nm x=1i 1\n", "m x=2i 2\nm x=3i 3\n"] && judge(429, retryAfter: "5") == .retryAfter(.seconds(5))
-        && judge(400, message: "{\"error\":\"unable to parse\"}") == judge(413)
-        && judge(401, message: "unauthorized") == .retry
-        && judge(503, age: .seconds(7200)) == .deadLetter(reason: "HTTP 503; still refused after 7200 s (queue.maxRecordAge)")
+        roundTrip == "m x=0i 0\nm x=1i 1\nm x=2i 2\nm x=3i 3\n" && judge(204) == "delivered"
+        && split == "halves m x=0i 0\nm x=1i 1\n|m x=2i 2\nm x=3i 3\n" && judge(429, retryAfter: "5") == "retryAfter 5000 ms"
+        && judge(400, message: "{\"error\":\"unable to parse\"}") == split
+        && judge(401, message: "unauthorized") == "retry"
+        && judge(503, age: .seconds(7200)) == "deadLetter HTTP 503; still refused after 7200 s (queue.maxRecordAge)"
         && basic == "Basic ZmxlZXQ6cMOkc3N3w7ZyZDp4"
-        && BatchUpload.authorization(for: .v2(organization: "o", bucket: "b", token: "t")) == "Token t"
-    return (ok, "\(body.count) bytes gzip'd; \(halves.count) halves; \(basic ?? "no authorization")")
+        && InfluxWrite.authorization(for: .v2(organization: "o", bucket: "b", token: "t")) == "Token t"
+    return (ok, "\(body.count) bytes gzip'd; \(split); \(basic ?? "no authorization")")
 }
 let (uploadOK, uploadDetail) = batchUploadCheck()
 check("batch upload: gzip body, the judge (413 halves, Retry-After, dead letters), authorization", uploadOK, uploadDetail)
@@ -498,18 +513,14 @@ check("collectors (/proc, /sys) and line protocol", collectorOK, collectorDetail
 // The daemon's parts: what a server's answer means for a batch, the schedule of collection,
 // sync and watchdog, and sd_notify's datagrams to a socket bound here as systemd's would be.
 func daemonPartsCheck() -> (ok: Bool, detail: String) {
+    let now = WallTime(millisecondsSince1970: 784_111_777_000)
     let verdicts = [
-        UploadVerdict.decide(status: 204, retryAfter: nil, message: "", secondsSince1970: 0, lines: 2),
-        UploadVerdict.decide(status: 200, retryAfter: nil, message: "<html>", secondsSince1970: 0, lines: 2),
-        UploadVerdict.decide(status: 413, retryAfter: nil, message: "", secondsSince1970: 0, lines: 2),
-        UploadVerdict.decide(
-            status: 503, retryAfter: "Sun, 06 Nov 1994 08:50:07 GMT", message: "", secondsSince1970: 784_111_777, lines: 1),
-        UploadVerdict.decide(status: 400, retryAfter: nil, message: "bad", secondsSince1970: 0, lines: 2),
-        UploadVerdict.decide(status: 400, retryAfter: nil, message: "bad", secondsSince1970: 0, lines: 1),
+        StatusClass(status: 204, now: now), StatusClass(status: 302, now: now), StatusClass(status: 413, now: now),
+        StatusClass(status: 503, retryAfter: "Sun, 06 Nov 1994 08:50:07 GMT", now: now), StatusClass(status: 400, now: now),
+        StatusClass(status: 401, now: now), StatusClass(status: 410, now: now), StatusClass(status: 425, now: now),
     ]
-    let expected: [UploadVerdict] = [
-        .delivered, .retry(after: nil, reason: "HTTP 200: <html> (not InfluxDB's 204: a captive portal or a proxy answered?)"), .split,
-        .retry(after: .seconds(30), reason: "HTTP 503"), .split, .deadLetter(reason: "HTTP 400: bad"),
+    let expected: [StatusClass] = [
+        .success, .transient, .tooLarge, .throttled(retryAfter: .seconds(30)), .refused, .credentials, .gone, .transient,
     ]
     var schedule = DaemonSchedule(
         collectEvery: .seconds(10), syncEvery: .seconds(60), jitter: 0, watchdogInterval: .seconds(20), now: .zero, random: 0)
@@ -547,7 +558,7 @@ func daemonPartsCheck() -> (ok: Bool, detail: String) {
     return (ok, "jobs \(first.count)+\(later.count); notify \(received.split(separator: "\n").joined(separator: " | "))")
 }
 let (daemonOK, daemonDetail) = daemonPartsCheck()
-check("daemon parts: upload verdicts, schedule, sd_notify", daemonOK, daemonDetail)
+check("daemon parts: status classes, schedule, sd_notify", daemonOK, daemonDetail)
 
 // The update gates: versions ordered as SemVer orders them, an install window past midnight,
 // a lock held on the inhibit file.
