@@ -130,7 +130,10 @@ def wait_for(what, check, timeout, interval=2.0):
         time.sleep(interval)
 
 
-def board_config(compatible):
+def board_config(compatible, download_rate=None):
+    # The full run slows downloads (firmware.maxBytesPerSecond) so that its power cuts land
+    # during them: over the test's tap link a whole bundle otherwise arrives in seconds.
+    rate = f"maxBytesPerSecond: {download_rate}," if download_rate else ""
     return f"""{{
   device: {{ id: "board-1" }},
   server: {{ url: "http://{HOST_ADDRESS}:{INFLUX_PORT}" }},
@@ -156,6 +159,7 @@ def board_config(compatible):
     commitEveryStart: true,
     rollback: ["rauc", "status", "mark-bad", "booted"],
     statusURL: "http://{HOST_ADDRESS}:{STATUS_PORT}/status",
+    {rate}
   }},
 }}
 """
@@ -206,7 +210,7 @@ class Run:
         shutil.copy(self.args.deb, os.path.join(share, "fire-agent.deb"))
         shutil.copy(os.path.join(self.cache, self.arch, "keys/vendor.pub"), os.path.join(share, "vendor.pub"))
         with open(os.path.join(share, "fire-agent.json5"), "w") as config:
-            config.write(board_config(self.compatible))
+            config.write(board_config(self.compatible, download_rate=4_000_000 if self.args.full else None))
         with open(os.path.join(share, "writer"), "w") as writer:
             writer.write(WRITER)
         return share
@@ -454,7 +458,8 @@ class Run:
             wait_for("the install under way",
                      lambda: rebooted or phase() in ("installing", "installed", "confirming"), 900, interval=1)
         if install_cut and not rebooted and phase() == "installing":
-            time.sleep(random.uniform(0, 60))
+            # RAUC writes a slot in about 45 s here: a cut within it, or just after.
+            time.sleep(random.uniform(1, 40))
             slot = self.cut(board, "install")
             running, status = self.booted(board)
             print(f"   cut {len(self.cuts)} during the install of {version}: booted {slot} ({running})", flush=True)
