@@ -14,45 +14,45 @@ import TinyFireCore
 /// Swift cannot build). The program's entry point (Sources/fire-agent/main.swift) runs it.
 ///
 /// Memory: the arguments and what each command holds (`TelemetryAgent`, one status document).
-public enum AgentCommandLine {
+package enum AgentCommandLine {
     /// fire-agent's version line (`--version`).
-    public static let version = "fire-agent \(HTTPHeaders.tinyFireVersion) (TinyFire \(HTTPHeaders.tinyFireVersion))"
+    package static let version = "fire-agent \(HTTPHeaders.tinyFireVersion) (TinyFire \(HTTPHeaders.tinyFireVersion))"
 
     /// Exit statuses, as the host binary's (curl's and sysexits' numbers).
-    public enum Exit {
+    package enum Exit {
         /// Done.
-        public static let success: Int32 = 0
+        package static let success: Int32 = 0
         /// The command line is wrong (swift-argument-parser's status for a usage error).
-        public static let usage: Int32 = 64
+        package static let usage: Int32 = 64
         /// `status`: no daemon runs with this config.
-        public static let notRunning: Int32 = 69
+        package static let notRunning: Int32 = 69
         /// Not done yet, but durable (`sync`: batches still queued; `status`: stale).
-        public static let deferred: Int32 = 75
+        package static let deferred: Int32 = 75
         /// The config file has problems.
-        public static let configError: Int32 = 78
+        package static let configError: Int32 = 78
         /// The agent's own files could not be written (its queue).
-        public static let writeError: Int32 = 23
+        package static let writeError: Int32 = 23
         /// A file or directory the command reads cannot be used (`queue list` and `stats`).
-        public static let readError: Int32 = 26
+        package static let readError: Int32 = 26
         /// `run`: a reload could bring up neither the new nor the old config.
-        public static let internalError: Int32 = 99
+        package static let internalError: Int32 = 99
         /// `firmware verify`: the manifest, its signature or the image is refused.
-        public static let refused: Int32 = 65
+        package static let refused: Int32 = 65
         /// `firmware update --once`: installed; the new version runs after the reboot.
-        public static let installed: Int32 = 10
+        package static let installed: Int32 = 10
         /// `firmware update --once`: the new version was committed.
-        public static let committed: Int32 = 11
+        package static let committed: Int32 = 11
         /// `firmware update --once`: the offer was refused.
-        public static let offerRefused: Int32 = 12
+        package static let offerRefused: Int32 = 12
         /// `firmware update --once`: the update failed.
-        public static let updateFailed: Int32 = 13
+        package static let updateFailed: Int32 = 13
         /// `firmware update --once`: the new version was rolled back.
-        public static let rolledBack: Int32 = 14
+        package static let rolledBack: Int32 = 14
         /// `firmware update --once`: another fire-agent runs the firmware flow.
-        public static let busy: Int32 = 16
+        package static let busy: Int32 = 16
 
         /// What `firmware update --once` exits with for `outcome`.
-        public static func code(_ outcome: FirmwareUpdater.CycleOutcome) -> Int32 {
+        package static func code(_ outcome: FirmwareUpdater.CycleOutcome) -> Int32 {
             switch outcome {
             case .upToDate: success
             case .installed: installed
@@ -67,7 +67,7 @@ public enum AgentCommandLine {
 
     /// Runs the command `arguments` name (without the program's name) and returns the exit
     /// status.
-    public static func run(_ arguments: [String]) -> Int32 {
+    package static func run(_ arguments: [String]) -> Int32 {
         guard let first = arguments.first else { return help("") }
         let rest = Array(arguments.dropFirst())
         switch first {
@@ -328,7 +328,7 @@ public enum AgentCommandLine {
     /// `fire-agent sync --once`: one collection and delivery cycle; its figures on standard
     /// output. Exit 0 when the queue is empty, 75 when batches stay queued (why on standard
     /// error), 78 for a bad config, 23 when the agent's queue cannot be opened.
-    public static func syncOnce(configPath: String) -> Int32 {
+    package static func syncOnce(configPath: String) -> Int32 {
         guard let config = loadConfig(configPath) else { return Exit.configError }
         let agent: TelemetryAgent
         do throws(AgentError) {
@@ -356,7 +356,7 @@ public enum AgentCommandLine {
     /// - Parameters:
     ///   - configPath: the config file.
     ///   - options: how the daemon is hosted (signals handled by default).
-    public static func runDaemon(configPath: String, options: AgentDaemon.Options = AgentDaemon.Options()) -> Int32 {
+    package static func runDaemon(configPath: String, options: AgentDaemon.Options = AgentDaemon.Options()) -> Int32 {
         guard let config = loadConfig(configPath) else { return Exit.configError }
         let daemon: AgentDaemon
         do throws(AgentError) {
@@ -383,7 +383,7 @@ public enum AgentCommandLine {
     ///     default route.
     ///   - namespace: a network namespace file to watch instead of this process's.
     ///   - watch: keep printing changes.
-    public static func reachability(host: String?, namespace: String?, watch: Bool) -> Int32 {
+    package static func reachability(host: String?, namespace: String?, watch: Bool) -> Int32 {
         let judge: RouteJudge
         do throws(NetworkReachabilityError) {
             judge = try RouteJudge(host: host, networkNamespace: namespace)
@@ -469,7 +469,7 @@ public enum AgentCommandLine {
     /// `fire-agent queue list`: one line per queued record, oldest first — `SEQUENCE AGE_S METHOD
     /// URL BODY_BYTES IDEMPOTENCY_KEY` — at most `limit`; read without the queue's lock (works
     /// while the agent runs). Exit 26 when `directory` holds no usable queue.
-    public static func queueList(directory: String, limit: Int) -> Int32 {
+    package static func queueList(directory: String, limit: Int) -> Int32 {
         guard let store = inspectQueue(directory) else { return Exit.readError }
         defer { store.close() }
         let now = Instant.wallClockMilliseconds()
@@ -486,7 +486,7 @@ public enum AgentCommandLine {
     /// `fire-agent queue stats`: counts, bytes, the oldest record's age and the counters, as
     /// `key=value` lines; read without the queue's lock. Exit 26 when `directory` holds no
     /// usable queue.
-    public static func queueStats(directory: String) -> Int32 {
+    package static func queueStats(directory: String) -> Int32 {
         guard let store = inspectQueue(directory) else { return Exit.readError }
         defer { store.close() }
         let totals = store.totals()
@@ -545,7 +545,7 @@ public enum AgentCommandLine {
     ///   - configPath: the config naming the status file (default `AgentConfig.defaultPath`).
     ///   - statusFile: read this file instead.
     ///   - json: print the document.
-    public static func status(configPath: String?, statusFile: String?, json: Bool) -> Int32 {
+    package static func status(configPath: String?, statusFile: String?, json: Bool) -> Int32 {
         let path: String
         if let statusFile {
             path = statusFile
@@ -584,7 +584,7 @@ public enum AgentCommandLine {
 
     /// `fire-agent config check`: the file's problems with their key paths (exit 78), or `ok`
     /// with the device, the server and the proxy in use.
-    public static func configCheck(path: String) -> Int32 {
+    package static func configCheck(path: String) -> Int32 {
         do throws(ConfigError) {
             let loaded = try AgentConfig.load(path: path)
             print("\(path): ok (device \(loaded.device.id), server \(loaded.server.url.absoluteString))")
@@ -608,7 +608,7 @@ public enum AgentCommandLine {
     /// `fire-agent config show`: the effective config, defaults filled in, as JSON (valid JSON5,
     /// usable as a config file); passwords and tokens masked unless `showSecrets`. Exit 78 with
     /// the file's problems.
-    public static func configShow(path: String, showSecrets: Bool) -> Int32 {
+    package static func configShow(path: String, showSecrets: Bool) -> Int32 {
         do throws(ConfigError) {
             let text = try AgentConfig.load(path: path).rendered(maskingSecrets: !showSecrets)
             _ = writeAll(1, Array(text.utf8))
@@ -634,7 +634,7 @@ public enum AgentCommandLine {
     /// - Parameters:
     ///   - configPath: the config file.
     ///   - userAgent: the `User-Agent` of its requests.
-    public static func firmwareUpdate(configPath: String, userAgent: String = TelemetryAgent.defaultUserAgent) -> Int32 {
+    package static func firmwareUpdate(configPath: String, userAgent: String = TelemetryAgent.defaultUserAgent) -> Int32 {
         guard let config = loadConfig(configPath) else { return Exit.configError }
         guard let firmware = config.firmware else {
             printError("fire-agent: \(configPath) has no firmware section: nothing to update")
@@ -699,7 +699,7 @@ public enum AgentCommandLine {
     ///   - signature: the signature file (default: the manifest's path + `.sig`).
     ///   - image: an image to check against the manifest's size and SHA-256.
     ///   - deviceType: a device type the manifest must list.
-    public static func firmwareVerify(manifest: String, keys: [String], signature: String?, image: String?, deviceType: String?)
+    package static func firmwareVerify(manifest: String, keys: [String], signature: String?, image: String?, deviceType: String?)
         -> Int32
     {
         // As the host's parser reports a check its command makes itself: the root usage.

@@ -66,7 +66,7 @@ extension AgentCommandLine {
     ///   - maxRecords: the queue's record bound.
     ///   - maxBytes: the queue's byte bound.
     ///   - dropOldest: when full, drop the oldest records instead of refusing.
-    public static func queueAdd(
+    package static func queueAdd(
         directory: String, url: String, method: String?, headers lines: [String], data: String?, count: Int, start: Int,
         maxRecords: Int, maxBytes: Int64, dropOldest: Bool
     ) -> Int32 {
@@ -140,7 +140,7 @@ extension AgentCommandLine {
     ///   - timeout: seconds allowed per request (0: no limit).
     ///   - discardStatus: statuses that remove a record without success, comma-separated.
     ///   - options: TLS and proxy.
-    public static func queueFlush(directory: String, timeout: Double, discardStatus: String?, options: TransferOptions) -> Int32 {
+    package static func queueFlush(directory: String, timeout: Double, discardStatus: String?, options: TransferOptions) -> Int32 {
         let trust: (@Sendable (TrustFacts) -> String?)?
         let proxy: ProxySettings
         switch options.trust() {

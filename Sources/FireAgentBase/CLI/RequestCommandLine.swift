@@ -83,14 +83,14 @@ extension AgentCommandLine {
     /// `fire-agent request`: see the extension's notes.
     /// - Parameter options: the command line.
     /// - Returns: the exit status.
-    public static func request(_ options: RequestOptions) -> Int32 {
+    package static func request(_ options: RequestOptions) -> Int32 {
         tinyfire_ignore_sigpipe()
         return RequestRun(options).perform()
     }
 
     /// A size as curl's options take it: bytes, or a number with k, M or G (powers of 1024;
     /// either case). Nil for anything else, 0, or more than 2^62.
-    public static func curlSize(_ text: String) -> UInt64? {
+    package static func curlSize(_ text: String) -> UInt64? {
         var digits = Substring(text)
         var scale: UInt64 = 1
         switch digits.last {
@@ -107,7 +107,7 @@ extension AgentCommandLine {
     /// The hidden file beside `-C -`'s output that holds the validator (ETag, else
     /// Last-Modified) of the bytes in it, `.NAME.fire-agent-resume`; removed when the download
     /// completes.
-    public static func resumeRecordPath(for output: String) -> String {
+    package static func resumeRecordPath(for output: String) -> String {
         let slash = output.utf8.lastIndex(of: UInt8(ascii: "/"))
         let directory = slash.map { String(output[...$0]) } ?? ""
         let name = slash.map { String(output[output.index(after: $0)...]) } ?? output
@@ -117,56 +117,56 @@ extension AgentCommandLine {
 
 /// `fire-agent request`'s options, as given (the host's swift-argument-parser front end builds
 /// them; the core's parser does for the Embedded build).
-public struct RequestOptions: Sendable {
+package struct RequestOptions: Sendable {
     /// The URL (http:// or https://).
-    public var url: String
+    package var url: String
     /// `-X`: the method (default GET, or POST with a body, PUT with `-T`).
-    public var method: String?
+    package var method: String?
     /// `-H`: extra `Name: value` lines.
-    public var headers: [String]
+    package var headers: [String]
     /// `-d`: the body, or `@FILE` read whole (up to `maxRequestBody`).
-    public var data: String?
+    package var data: String?
     /// `-o`: the file the body goes to (`-` or nil: standard output).
-    public var output: String?
+    package var output: String?
     /// `-i`: the response head before the body.
-    public var include: Bool
+    package var include: Bool
     /// `-v`: heads and timings on standard error.
-    public var verbose: Bool
+    package var verbose: Bool
     /// `--timeout`: seconds for the whole transfer (nil or 0: no limit).
-    public var timeout: Double?
+    package var timeout: Double?
     /// `--connect-timeout`: seconds for DNS plus connect (default 30).
-    public var connectTimeout: Double?
+    package var connectTimeout: Double?
     /// `--idle-timeout`: seconds without a byte moving (default 60).
-    public var idleTimeout: Double?
+    package var idleTimeout: Double?
     /// `--speed-limit`: bytes per second below which the transfer stops after `speedTime`.
-    public var speedLimit: Int?
+    package var speedLimit: Int?
     /// `--speed-time`: the window of `speedLimit`, seconds.
-    public var speedTime: Double
+    package var speedTime: Double
     /// `--limit-rate`: the read rate, curl's size form.
-    public var limitRate: String?
+    package var limitRate: String?
     /// `--max-filesize`: the largest body, curl's size form (exit 63).
-    public var maxFilesize: String?
+    package var maxFilesize: String?
     /// `--max-redirs`: redirects followed at most.
-    public var maxRedirects: Int
+    package var maxRedirects: Int
     /// `--max-body`: the largest `-d @FILE`, bytes.
-    public var maxRequestBody: Int
+    package var maxRequestBody: Int
     /// `-T`: a file sent as the body, streamed.
-    public var uploadFile: String?
+    package var uploadFile: String?
     /// `-F`: multipart form fields.
-    public var form: [String]
+    package var form: [String]
     /// `-C`: `-` continues the `-o` file from its size.
-    public var continueAt: String?
+    package var continueAt: String?
     /// `-#`: progress on standard error.
-    public var progress: Bool
+    package var progress: Bool
     /// `--wait-for-network`: seconds to wait for a route when the network is missing.
-    public var waitForNetwork: Double?
+    package var waitForNetwork: Double?
     /// `--defer-to`: the offline queue a request goes to when the network is missing.
-    public var deferTo: String?
+    package var deferTo: String?
     /// TLS and proxy.
-    public var transfer: TransferOptions
+    package var transfer: TransferOptions
 
     /// Every option, by its long name.
-    public init(
+    package init(
         url: String, method: String?, headers: [String], data: String?, output: String?, include: Bool, verbose: Bool,
         timeout: Double?, connectTimeout: Double?, idleTimeout: Double?, speedLimit: Int?, speedTime: Double, limitRate: String?,
         maxFilesize: String?, maxRedirects: Int, maxRequestBody: Int, uploadFile: String?, form: [String], continueAt: String?,

@@ -2,37 +2,37 @@ import TinyFireCore
 
 extension AgentCommandLine.Exit {
     /// `request`: redirect to a scheme that is not allowed (https → http).
-    public static let unsupportedProtocol: Int32 = 1
+    package static let unsupportedProtocol: Int32 = 1
     /// `request`, `queue add`: the URL or the request cannot be used.
-    public static let malformedURL: Int32 = 3
+    package static let malformedURL: Int32 = 3
     /// The proxy's name did not resolve, or the proxy URL is malformed.
-    public static let proxyProblem: Int32 = 5
+    package static let proxyProblem: Int32 = 5
     /// The host name did not resolve.
-    public static let couldNotResolveHost: Int32 = 6
+    package static let couldNotResolveHost: Int32 = 6
     /// No address accepted the connection; `queue flush`: a record could not be delivered.
-    public static let couldNotConnect: Int32 = 7
+    package static let couldNotConnect: Int32 = 7
     /// The server's response broke HTTP/1.1.
-    public static let weirdServerReply: Int32 = 8
+    package static let weirdServerReply: Int32 = 8
     /// `request`: the server answered with a status outside 2xx.
-    public static let httpError: Int32 = 22
+    package static let httpError: Int32 = 22
     /// A timeout fired: connect, idle, total or low speed.
-    public static let timedOut: Int32 = 28
+    package static let timedOut: Int32 = 28
     /// The TLS handshake failed.
-    public static let sslConnectError: Int32 = 35
+    package static let sslConnectError: Int32 = 35
     /// A partial download could not be resumed (`-C -`).
-    public static let badDownloadResume: Int32 = 36
+    package static let badDownloadResume: Int32 = 36
     /// More redirects than `--max-redirs`.
-    public static let tooManyRedirects: Int32 = 47
+    package static let tooManyRedirects: Int32 = 47
     /// The connection failed or closed while receiving.
-    public static let receiveError: Int32 = 56
+    package static let receiveError: Int32 = 56
     /// A CA, CRL, certificate, key file or pin could not be used.
-    public static let sslCertificateProblem: Int32 = 58
+    package static let sslCertificateProblem: Int32 = 58
     /// The server's certificate was not trusted.
-    public static let peerFailedVerification: Int32 = 60
+    package static let peerFailedVerification: Int32 = 60
     /// The body's Content-Encoding could not be decoded.
-    public static let badContentEncoding: Int32 = 61
+    package static let badContentEncoding: Int32 = 61
     /// A size limit was crossed (`--max-filesize`, a full queue).
-    public static let sizeLimitExceeded: Int32 = 63
+    package static let sizeLimitExceeded: Int32 = 63
 
     /// The status for an offline queue that refused a record or could not be opened.
     package static func code(_ error: OfflineQueueError) -> Int32 {

@@ -3,7 +3,7 @@ import TinyFireCore
 /// The curl-like TLS and proxy options of `fire-agent request` and `queue flush`, read once
 /// for both: `--cacert`, `--pin`, `--cert`/`--key`, `-k`; `-x`, `-U`, `--noproxy`,
 /// `--proxy-cacert`, `-p`. Memory: the option texts and the decoded pins (32 bytes each).
-public struct TransferOptions: Sendable {
+package struct TransferOptions: Sendable {
     static let options: Set<String> = [
         "--cacert", "--pin", "--cert", "--key", "--proxy", "--proxy-user", "--noproxy", "--proxy-cacert",
     ]
@@ -33,28 +33,28 @@ public struct TransferOptions: Sendable {
     }
 
     /// `--cacert FILE`.
-    public var caCertificate: String?
+    package var caCertificate: String?
     /// `--pin sha256//BASE64`, each given.
-    public var pins: [String]
+    package var pins: [String]
     /// `--cert FILE`.
-    public var clientCertificate: String?
+    package var clientCertificate: String?
     /// `--key FILE`.
-    public var clientKey: String?
+    package var clientKey: String?
     /// `-k`.
-    public var insecure: Bool
+    package var insecure: Bool
     /// `-x URL` ("" disables the environment's proxy).
-    public var proxy: String?
+    package var proxy: String?
     /// `-U USER:PASSWORD`.
-    public var proxyUser: String?
+    package var proxyUser: String?
     /// `--noproxy LIST`.
-    public var noProxy: String?
+    package var noProxy: String?
     /// `--proxy-cacert FILE`.
-    public var proxyCACertificate: String?
+    package var proxyCACertificate: String?
     /// `-p`.
-    public var proxyTunnel: Bool
+    package var proxyTunnel: Bool
 
     /// The options as given (the host's swift-argument-parser front end builds them).
-    public init(
+    package init(
         caCertificate: String?, pins: [String], clientCertificate: String?, clientKey: String?, insecure: Bool, proxy: String?,
         proxyUser: String?, noProxy: String?, proxyCACertificate: String?, proxyTunnel: Bool
     ) {

@@ -12,40 +12,40 @@ import TinyFireCore
 /// `AgentConfig.load(path:)`, which refuses a file with any problem — unknown keys (with the
 /// closest known key), wrong types, missing or impossible values, a readable private key — and
 /// names each one by its key path, before anything runs.
-public struct AgentConfig: Sendable {
+package struct AgentConfig: Sendable {
     /// Where the agent reads its config unless `--config` says otherwise.
-    public static let defaultPath = "/etc/fire-agent/fire-agent.json5"
+    package static let defaultPath = "/etc/fire-agent/fire-agent.json5"
 
     /// Who this device is.
-    public struct Device: Sendable {
+    package struct Device: Sendable {
         /// The device's identifier: a tag on every point (default: /etc/machine-id).
-        public var id: String
+        package var id: String
         /// Extra tags on every point (site, model, …).
-        public var labels: [String: String]
+        package var labels: [String: String]
     }
 
     /// The fleet backend and how to reach it.
-    public struct Server: Sendable {
+    package struct Server: Sendable {
         /// Base URL (http or https); InfluxDB paths go below it.
         package var url: AbsoluteURL
         /// CA certificates (PEM) to trust instead of the system bundle.
-        public var caFile: String?
+        package var caFile: String?
         /// SPKI pins, `sha256//BASE64`; any one must match the verified chain.
-        public var pins: [String]
+        package var pins: [String]
         /// Client certificate (PEM) for mutual TLS.
-        public var clientCertificate: String?
+        package var clientCertificate: String?
         /// Its private key (PEM); refused when group or others can read it.
-        public var clientKey: String?
+        package var clientKey: String?
         /// DNS plus TCP connect.
-        public var connectTimeout: Duration
+        package var connectTimeout: Duration
         /// No byte moving.
-        public var idleTimeout: Duration
+        package var idleTimeout: Duration
         /// One whole request.
-        public var requestTimeout: Duration
+        package var requestTimeout: Duration
     }
 
     /// Where telemetry goes: InfluxDB's v1 `/write` or v2 `/api/v2/write`.
-    public enum InfluxAPI: Sendable, Equatable {
+    package enum InfluxAPI: Sendable, Equatable {
         /// `/write?db=…&rp=…`, with Basic credentials when given.
         case v1(database: String, retentionPolicy: String?, username: String?, password: String?)
         /// `/api/v2/write?org=…&bucket=…`, with `Authorization: Token …`.
@@ -53,25 +53,25 @@ public struct AgentConfig: Sendable {
     }
 
     /// Timestamp precision of the line protocol sent.
-    public typealias Precision = TimestampPrecision
+    package typealias Precision = TimestampPrecision
 
     /// How the agent reaches servers: the proxy for telemetry, manifests, images and reports.
-    public struct Network: Sendable {
+    package struct Network: Sendable {
         /// Which proxy each request goes through.
-        public var proxy: ProxySettings
+        package var proxy: ProxySettings
         /// The proxy came from `network.proxy` (true) or, with the key absent, from the
         /// environment (`https_proxy`, `http_proxy`, `all_proxy`, `no_proxy`, as curl reads them).
-        public var proxyFromConfig: Bool
+        package var proxyFromConfig: Bool
         /// `network.proxy` as written (nil when absent; "" for no proxy).
-        public var proxyURL: String?
+        package var proxyURL: String?
         /// `network.noProxy` as written (nil when absent).
-        public var noProxy: [String]?
+        package var noProxy: [String]?
         /// `network.proxyCAFile`, resolved.
-        public var proxyCAFile: String?
+        package var proxyCAFile: String?
         /// Entries of the environment's `no_proxy` that are no host, address, range or `*`:
         /// ignored, as curl ignores them (the valid ones apply), each said once in these words
         /// (`config check` prints them, the agent logs them when it starts).
-        public var ignoredNoProxyEntries: [String] = []
+        package var ignoredNoProxyEntries: [String] = []
 
         /// The host a request to `url` connects to: its proxy's, or its own.
         package func routeHost(for url: AbsoluteURL) -> String? {
@@ -81,211 +81,211 @@ public struct AgentConfig: Sendable {
     }
 
     /// Which built-in collectors run.
-    public struct Collectors: Sendable, Equatable {
+    package struct Collectors: Sendable, Equatable {
         /// CPU time per state, from /proc/stat deltas.
-        public var cpu = true
+        package var cpu = true
         /// /proc/meminfo.
-        public var memory = true
+        package var memory = true
         /// /proc/loadavg.
-        public var load = true
+        package var load = true
         /// /proc/uptime.
-        public var uptime = true
+        package var uptime = true
         /// statvfs of each real mount.
-        public var disk = true
+        package var disk = true
         /// /proc/net/dev per interface.
-        public var network = true
+        package var network = true
         /// /sys/class/thermal zones.
-        public var thermal = true
+        package var thermal = true
         /// /proc/pressure (PSI), where the kernel has it.
-        public var pressure = true
+        package var pressure = true
         /// The agent's own health: queue, drops, dead letters, last sync, RSS.
-        public var agent = true
+        package var agent = true
 
         /// Every collector on.
-        public init() {}
+        package init() {}
     }
 
     /// Telemetry: collection, spool, batching, upload.
-    public struct Telemetry: Sendable {
+    package struct Telemetry: Sendable {
         /// Collection period.
-        public var interval: Duration
+        package var interval: Duration
         /// Delivery period (a sync also runs when the network comes back).
-        public var syncInterval: Duration
+        package var syncInterval: Duration
         /// Each period is moved by up to this fraction, at random, so a fleet spreads out.
-        public var jitter: Double
+        package var jitter: Double
         /// Which collectors run.
-        public var collectors: Collectors
+        package var collectors: Collectors
         /// Directory other programs drop line-protocol files into (renamed in); nil: none.
-        public var spoolDirectory: String?
+        package var spoolDirectory: String?
         /// The largest spool file taken (read as a stream: memory does not grow with it); a
         /// larger one is moved to `rejected/` unread. Default 16 MiB, at most 1 GiB.
-        public var spoolMaxFileBytes: Int
+        package var spoolMaxFileBytes: Int
         /// The most `rejected/` in the spool may hold (refused lines, entries set aside), in
         /// bytes on disk; past it the oldest entries are removed, counted and logged. Default
         /// 4 MiB, at least 64 KiB, at most 1 GiB.
-        public var spoolRejectedMaxBytes: Int
+        package var spoolRejectedMaxBytes: Int
         /// Spool points always carry the board's `device` tag; a `device` tag the line itself
         /// carried is dropped, or kept under this tag key when one is set. Default nil.
-        public var spoolDeviceTagKeptAs: String?
+        package var spoolDeviceTagKeptAs: String?
         /// Points per batch at most.
-        public var batchMaxPoints: Int
+        package var batchMaxPoints: Int
         /// Bytes per batch (uncompressed line protocol) at most.
-        public var batchMaxBytes: Int
+        package var batchMaxBytes: Int
         /// InfluxDB v1 or v2, with its database or bucket and credentials.
-        public var api: InfluxAPI
+        package var api: InfluxAPI
         /// Timestamp precision sent.
-        public var precision: Precision
+        package var precision: Precision
     }
 
     /// The offline queue every batch goes through.
-    public struct Queue: Sendable {
+    package struct Queue: Sendable {
         /// Where the queue keeps its journal and body files.
-        public var directory: String
+        package var directory: String
         /// Batches held at most.
-        public var maxRecords: Int
+        package var maxRecords: Int
         /// Bytes held at most (journal plus body files).
-        public var maxBytes: Int64
+        package var maxBytes: Int64
         /// Batches the server refused for good (400), with its message.
-        public var deadLetterDirectory: String
+        package var deadLetterDirectory: String
         /// A batch the server keeps answering with a retryable error goes to the dead
         /// letters after this long at the head of the queue (nothing blocks it forever).
-        public var maxRecordAge: Duration
+        package var maxRecordAge: Duration
         /// What a full queue does with a new batch: refuse it (`rejectNew`, the default: what
         /// is queued is kept; spool files then stay in the spool) or drop the oldest
         /// (`dropOldest`: the newest data wins). Both are counted.
-        public var overflow: QueueOverflowPolicy
+        package var overflow: QueueOverflowPolicy
         /// The delay after the first failed delivery; it doubles with each failure in a row.
-        public var retryInitial: Duration
+        package var retryInitial: Duration
         /// The longest delay between two attempts (a server's Retry-After can ask for more).
-        public var retryMaximum: Duration
+        package var retryMaximum: Duration
         /// Batches in flight at once, each on a keep-alive connection of its own (InfluxDB
         /// needs no order between batches); they are still removed from the queue in order.
         /// Default 4; 1 sends one at a time.
-        public var inFlight: Int = 4
+        package var inFlight: Int = 4
     }
 
     /// Log output.
-    public struct Logging: Sendable {
+    package struct Logging: Sendable {
         /// The lowest level logged.
-        public var level: LogLevel
+        package var level: LogLevel
         /// `text` for people, `json` for collectors (one object per line).
-        public var format: String
+        package var format: String
     }
 
     /// How `fire-agent run` behaves as a service.
-    public struct Daemon: Sendable {
+    package struct Daemon: Sendable {
         /// Where the running daemon keeps its status for `fire-agent status` (JSON, replaced
         /// atomically). Default `/run/fire-agent/status.json`.
-        public var statusFile: String
+        package var statusFile: String
         /// How long SIGTERM waits for a delivery in flight before the daemon exits anyway
         /// (the batch stays queued and is sent again). Default 10 s.
-        public var stopTimeout: Duration
+        package var stopTimeout: Duration
     }
 
     /// How far the wall clock is believed (docs/OPERATIONS.md, "Time").
-    public struct Clock: Sendable {
+    package struct Clock: Sendable {
         /// Whether a clock the kernel reports unsynchronized (`adjtimex` `STA_UNSYNC`, and no
         /// systemd-timesyncd flag) is untrusted: decisions that need the date (a manifest's
         /// expiry, the age of a batch queued before a reboot) then wait. Default true; set it
         /// false on a board that runs no NTP client and keeps time with a battery-backed RTC.
-        public var requireSync: Bool
+        package var requireSync: Bool
     }
 
     /// Firmware updates (docs/FIRMWARE.md): present when `firmware.manifestURL` is set.
-    public struct Firmware: Sendable {
+    package struct Firmware: Sendable {
         /// The signed manifest, polled with `If-None-Match`.
         package var manifestURL: AbsoluteURL
         /// Its detached signature. Default: the manifest's URL with `.sig` appended.
         package var signatureURL: AbsoluteURL
         /// The vendor's public keys (read and checked at load); any one valid signature suffices.
-        public var keys: [ManifestKey]
+        package var keys: [ManifestKey]
         /// This device's type: a manifest must list it in `compatible`.
-        public var deviceType: String
+        package var deviceType: String
         /// The booted version: the first line of this file (e.g. `/etc/sw-version`)…
-        public var versionFile: String?
+        package var versionFile: String?
         /// …or the first line of this command's output (argv, no shell).
-        public var versionCommand: [String]?
+        package var versionCommand: [String]?
         /// This boot's ID (a different one means the device rebooted).
-        public var bootIDFile: String
+        package var bootIDFile: String
         /// State, staging directory (the image and its resume record) and the report queue.
-        public var directory: String
+        package var directory: String
         /// How often the manifest is polled (jittered; at once when the route comes back).
-        public var pollInterval: Duration
+        package var pollInterval: Duration
         /// Each poll is moved by up to this fraction, at random.
-        public var jitter: Double
+        package var jitter: Double
         /// Install versions at or below the highest ever accepted (never by default).
-        public var allowDowngrade: Bool
+        package var allowDowngrade: Bool
         /// The largest `maxBytesPerSecond` and `lowSpeedBytesPerSecond`: 1 GiB/s, which fits the
         /// 32-bit `Int` of armv7 boards (a larger value is a config problem, not a trap).
-        public static let maximumBytesPerSecond: Int64 = 1 << 30
+        package static let maximumBytesPerSecond: Int64 = 1 << 30
         /// Image download rate limit, bytes per second (metered links), at most
         /// `maximumBytesPerSecond`; nil: none.
-        public var maxBytesPerSecond: Int?
+        package var maxBytesPerSecond: Int?
         /// An image download slower than this (bytes per second, at most
         /// `maximumBytesPerSecond`) for `lowSpeedTime` is cut and retried.
-        public var lowSpeedBytesPerSecond: Int
+        package var lowSpeedBytesPerSecond: Int
         /// The window of `lowSpeedBytesPerSecond`.
-        public var lowSpeedTime: Duration
+        package var lowSpeedTime: Duration
         /// The manifest and its signature must each arrive whole within this; default 20 s.
-        public var manifestTimeout: Duration
+        package var manifestTimeout: Duration
         /// Download attempts that may fail with the server reachable before the update fails.
-        public var downloadAttempts: Int
+        package var downloadAttempts: Int
         /// Free space the image must leave on its file system (for the state, the queue and
         /// the reports): a download that would go below it waits and is tried again. Default 16 MiB.
-        public var stagingReserveBytes: Int64
+        package var stagingReserveBytes: Int64
         /// Backoff between download attempts: first delay, doubling up to `retryMaximum`.
-        public var retryInitial: Duration
+        package var retryInitial: Duration
         /// The longest delay between two download attempts.
-        public var retryMaximum: Duration
+        package var retryMaximum: Duration
         /// The install command: argv, `{file}` replaced by the verified image's path and
         /// `{version}` by its version; run without a shell.
-        public var install: [String]
+        package var install: [String]
         /// The installer is killed (and the update failed) after this long.
-        public var installTimeout: Duration
+        package var installTimeout: Duration
         /// Whether an installed image runs only after a reboot (A/B). Default true.
-        public var rebootRequired: Bool
+        package var rebootRequired: Bool
         /// An installer exit code that also means "installed, reboot needed".
-        public var rebootExitCode: Int?
+        package var rebootExitCode: Int?
         /// The reboot command (argv), run after a successful install when a reboot is
         /// required; nil waits for something else to reboot the device.
-        public var reboot: [String]?
+        package var reboot: [String]?
         /// The commit command (argv, e.g. `rauc status mark-good`), run once the new version
         /// has synced with the server; nil: nothing to commit.
-        public var commit: [String]?
+        package var commit: [String]?
         /// Whether the daemon runs the commit command when it starts and no update awaits its
         /// confirmation: the running version is then the good one. Boot loaders that count
         /// every boot (RAUC's U-Boot and GRUB integrations) need the running slot marked good
         /// after each boot, or its attempts run out and a slot that failed comes first again.
         /// Default false.
-        public var commitEveryStart = false
+        package var commitEveryStart = false
         /// Commands other than the installer are killed after this long.
-        public var commandTimeout: Duration
+        package var commandTimeout: Duration
         /// Where status events are POSTed (through the firmware report queue); nil: none.
         package var statusURL: AbsoluteURL?
         /// Runs once the new version is booted, before the commit; nil: none (the commit
         /// waits for a sync only).
-        public var healthCheck: HealthCheck?
+        package var healthCheck: HealthCheck?
         /// The rollback command (argv, e.g. `["rauc", "status", "mark-bad", "booted"]`), run at
         /// most once when the new version fails its health check or its confirmation deadline;
         /// the reboot command runs after it. nil: such an update fails uncommitted.
-        public var rollback: [String]?
+        package var rollback: [String]?
         /// The new version must pass its health check and sync with the server within this
         /// much boot time (wall-clock jumps do not move it), or it is rolled back; nil: no
         /// deadline.
-        public var confirmTimeout: Duration?
+        package var confirmTimeout: Duration?
         /// Interface types (`cellular`, `wifi`, `ethernet`, `other`, as reachability reports
         /// them) image downloads avoid: while the route to the image's server runs over one,
         /// the download waits (a download under way pauses and resumes later). Polls, reports
         /// and telemetry go on. Default none.
-        public var avoidInterfaces: [String] = []
+        package var avoidInterfaces: [String] = []
         /// Local-time ranges (the board's time zone) when installs and reboots may start;
         /// downloads go ahead outside them. Empty: any time.
-        public var installWindow: [InstallWindow] = []
+        package var installWindow: [InstallWindow] = []
         /// While this file exists and another process holds a lock on it (flock), no install or
         /// reboot starts (the application's critical work). It fails closed: a file that exists
         /// but that the agent cannot open (no `CAP_DAC_OVERRIDE` for an application's 0600 file),
         /// lock-test or that is not a regular file holds them too (`inhibitFileProblem`). nil: none.
-        public var inhibitFile: String?
+        package var inhibitFile: String?
 
         /// Why this process cannot tell whether `inhibitFile` is locked (`… cannot be opened:
         /// Permission denied`), or nil: `fire-agent config check` says it, since the agent then
@@ -301,46 +301,46 @@ public struct AgentConfig: Sendable {
 
     /// `firmware.healthCheck`: is the new version healthy (the application runs, its service
     /// answers)? Exit 0 within `timeout` passes.
-    public struct HealthCheck: Sendable, Equatable {
+    package struct HealthCheck: Sendable, Equatable {
         /// The command (argv, no shell); `{version}` is replaced by the new version.
-        public var command: [String]
+        package var command: [String]
         /// Each attempt is killed after this long (a failed attempt). Default 60 s.
-        public var timeout: Duration
+        package var timeout: Duration
         /// Attempts before the new version is rolled back. Default 3.
-        public var attempts: Int
+        package var attempts: Int
         /// The pause between two attempts. Default 30 s.
-        public var interval: Duration
+        package var interval: Duration
     }
 
     /// Who this device is.
-    public var device: Device
+    package var device: Device
     /// The fleet backend.
-    public var server: Server
+    package var server: Server
     /// Collection and upload.
-    public var telemetry: Telemetry
+    package var telemetry: Telemetry
     /// The offline queue.
-    public var queue: Queue
+    package var queue: Queue
     /// Log output.
-    public var logging: Logging
+    package var logging: Logging
     /// Service behaviour.
-    public var daemon: Daemon
+    package var daemon: Daemon
     /// The wall clock's trust.
-    public var clock: Clock
+    package var clock: Clock
     /// Firmware updates; nil when not configured.
-    public var firmware: Firmware?
+    package var firmware: Firmware?
     /// The proxy.
-    public var network: Network
+    package var network: Network
     /// The file this was read from.
-    public var file: String
+    package var file: String
 
     /// The largest config file read (a config is a few KiB; this bounds the memory a wrong
     /// path, say a log file, can take).
-    public static let maximumFileBytes = 1 << 20
+    package static let maximumFileBytes = 1 << 20
 
     /// Reads and checks a config file.
     /// - Parameter path: the file, at most `maximumFileBytes`.
     /// - Throws: `ConfigError` listing every problem (key path and reason).
-    public static func load(path: String) throws(ConfigError) -> AgentConfig {
+    package static func load(path: String) throws(ConfigError) -> AgentConfig {
         guard let data = SystemFiles().readBytes(path, limit: maximumFileBytes, whole: true) else {
             let reason = SystemFiles().whyUnreadable(path, limit: maximumFileBytes, what: "a config file")
             throw ConfigError(file: path, problems: [ConfigProblem(path: "", reason: reason)])
@@ -376,7 +376,7 @@ public struct AgentConfig: Sendable {
     /// - Throws: `ConfigError` listing every problem.
     ///   - environment: reads an environment variable (the proxy variables when `network.proxy`
     ///     is absent); default the process's.
-    public static func parse(
+    package static func parse(
         _ data: [UInt8], file: String, machineIDPath: String = "/etc/machine-id",
         environment: (String) -> String? = ProxySettings.processEnvironment
     ) throws(ConfigError) -> AgentConfig {

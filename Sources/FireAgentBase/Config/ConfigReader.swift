@@ -6,11 +6,11 @@
 
 /// One thing wrong with a config file: where (a key path such as `server.url`; empty for the
 /// whole file) and why.
-public struct ConfigProblem: Sendable, Equatable, CustomStringConvertible {
+package struct ConfigProblem: Sendable, Equatable, CustomStringConvertible {
     /// The key path.
-    public let path: String
+    package let path: String
     /// What is wrong, and what is allowed.
-    public let reason: String
+    package let reason: String
 
     /// A problem at `path`.
     package init(path: String, reason: String) {
@@ -19,15 +19,15 @@ public struct ConfigProblem: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// "path: reason".
-    public var description: String { path.isEmpty ? reason : "\(path): \(reason)" }
+    package var description: String { path.isEmpty ? reason : "\(path): \(reason)" }
 }
 
 /// A config file that cannot be used, with every problem found in it (not only the first).
-public struct ConfigError: Error, Sendable, CustomStringConvertible {
+package struct ConfigError: Error, Sendable, CustomStringConvertible {
     /// The file.
-    public let file: String
+    package let file: String
     /// The problems, in the order found.
-    public let problems: [ConfigProblem]
+    package let problems: [ConfigProblem]
 
     /// The problems found in `file`.
     package init(file: String, problems: [ConfigProblem]) {
@@ -36,7 +36,7 @@ public struct ConfigError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The file and one problem per line.
-    public var description: String {
+    package var description: String {
         (["\(file): \(problems.count == 1 ? "1 problem" : "\(problems.count) problems")"] + problems.map { "  \($0)" })
             .joined(separator: "\n")
     }

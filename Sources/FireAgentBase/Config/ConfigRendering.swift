@@ -4,7 +4,7 @@ extension AgentConfig {
     /// The effective config (defaults filled in) as JSON, which is valid JSON5 and can be
     /// used as a config file. Passwords and tokens are shown as `"********"` unless
     /// `maskingSecrets` is false.
-    public func rendered(maskingSecrets: Bool = true) -> String {
+    package func rendered(maskingSecrets: Bool = true) -> String {
         func secret(_ value: String?) -> RenderValue { value.map { .string(maskingSecrets ? "********" : $0) } ?? .null }
         func text(_ value: String?) -> RenderValue { value.map(RenderValue.string) ?? .null }
         func duration(_ value: Duration) -> RenderValue { .string(ConfigReader.describe(value)) }

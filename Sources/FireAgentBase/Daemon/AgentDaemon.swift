@@ -33,36 +33,36 @@ import TinyFireCore
 /// Memory: the agent's (`TelemetryAgent`: one pending batch, the queue's index, an engine), a
 /// netlink socket's 32 KiB buffer and a 256 KiB kernel buffer while reachability is watched,
 /// plus the status document; nothing grows with uptime.
-public final class AgentDaemon: @unchecked Sendable {
+package final class AgentDaemon: @unchecked Sendable {
     // @unchecked: everything mutable below is touched only by the thread in `run()`; other
     // threads talk to it through `mailbox` (a lock and the wake pipe).
 
     /// The kernel receive buffer of the netlink event socket: 256 KiB. Overruns trigger a
     /// full re-read.
-    public static let routeEventBuffer: Int32 = 256 * 1024
+    package static let routeEventBuffer: Int32 = 256 * 1024
 
     /// How the daemon is hosted.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// Turn SIGTERM, SIGINT and SIGHUP into stop and reload (the command does; in-process
         /// tests call `stop()` and `reload()` instead).
-        public var handleSignals = true
+        package var handleSignals = true
         /// The environment (`NOTIFY_SOCKET`, `WATCHDOG_USEC`).
-        public var environment: [String: String] = ProcessEnvironment.current()
+        package var environment: [String: String] = ProcessEnvironment.current()
         /// Where /proc and /sys are.
-        public var files = SystemFiles()
+        package var files = SystemFiles()
         /// The version the status reports.
-        public var version = HTTPHeaders.tinyFireVersion
+        package var version = HTTPHeaders.tinyFireVersion
         /// The `User-Agent` of uploads; nil: `TelemetryAgent`'s (`fire-agent TinyFire/VERSION`).
-        public var userAgent: String?
+        package var userAgent: String?
         /// Watch the route to the server (netlink). Off where netlink is missing.
-        public var watchReachability = true
+        package var watchReachability = true
         /// Judge reachability by the default route of this network namespace
         /// (`/run/netns/NAME`) instead of the route to the server in the process's own (tests
         /// take the route away and give it back there).
-        public var reachabilityNamespace: String?
+        package var reachabilityNamespace: String?
 
         /// Default options.
-        public init() {}
+        package init() {}
     }
 
     private let configPath: String
@@ -106,7 +106,7 @@ public final class AgentDaemon: @unchecked Sendable {
     ///   - options: how it is hosted.
     ///   - makeLogger: a logger for a config's `logging` section (called again at reload).
     /// - Throws: `AgentError` when the agent cannot start (queue locked or unusable, TLS).
-    public init(
+    package init(
         configPath: String, config: AgentConfig, options: Options = Options(),
         makeLogger: @escaping @Sendable (AgentConfig.Logging) -> Logger
     ) throws(AgentError) {
@@ -193,16 +193,16 @@ public final class AgentDaemon: @unchecked Sendable {
     }
 
     /// Asks the loop to stop (as SIGTERM does); `run()` returns once the work is persisted.
-    public func stop() { mailbox.post(.stop) }
+    package func stop() { mailbox.post(.stop) }
 
     /// Asks the loop to read the config file again (as SIGHUP does).
-    public func reload() { mailbox.post(.reload) }
+    package func reload() { mailbox.post(.reload) }
 
     // MARK: - The loop
 
     /// Runs until stopped. Returns after the queue is closed and the status says `stopped`.
     /// - Throws: `AgentError` when a reload could bring up neither the new nor the old config.
-    public func run() throws(AgentError) {
+    package func run() throws(AgentError) {
         attach(agent)
         judgeRoutes()
         startDelivery()

@@ -7,14 +7,14 @@ import TinyFireCore
 #endif
 
 /// Why the agent cannot start or run: a typed error whose message names the problem.
-public struct AgentError: Error, Sendable, CustomStringConvertible {
+package struct AgentError: Error, Sendable, CustomStringConvertible {
     /// What went wrong.
-    public let description: String
+    package let description: String
     /// Another fire-agent holds what this one needs (the firmware flow's lock): try later.
-    public var isBusy = false
+    package var isBusy = false
 
     /// An error saying `description`.
-    public init(description: String, isBusy: Bool = false) {
+    package init(description: String, isBusy: Bool = false) {
         self.description = description
         self.isBusy = isBusy
     }
@@ -27,24 +27,24 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
 /// Written and read without Foundation (`encoded()`, `read(path:)`), so the Embedded agent's
 /// `status` reads what either agent wrote. Memory: the document is at most
 /// `maximumFileBytes` to read; what it holds is a few strings and one entry per stopped collector.
-public struct AgentStatus: Sendable, Equatable {
+package struct AgentStatus: Sendable, Equatable {
     /// What the last sync (collection and spool queued) did.
-    public struct Sync: Sendable, Equatable {
+    package struct Sync: Sendable, Equatable {
         /// When it ran.
-        public var at: WallTime
+        package var at: WallTime
         /// Points collected since the sync before.
-        public var collectedPoints: Int
+        package var collectedPoints: Int
         /// Spool lines taken.
-        public var spooledLines: Int
+        package var spooledLines: Int
         /// Spool lines refused (kept in `rejected/`).
-        public var rejectedLines: Int
+        package var rejectedLines: Int
         /// Batches queued.
-        public var queuedBatches: Int
+        package var queuedBatches: Int
         /// Why something could not be queued, if it could not.
-        public var error: String?
+        package var error: String?
 
         /// A sync's figures.
-        public init(at: WallTime, collectedPoints: Int, spooledLines: Int, rejectedLines: Int, queuedBatches: Int, error: String? = nil) {
+        package init(at: WallTime, collectedPoints: Int, spooledLines: Int, rejectedLines: Int, queuedBatches: Int, error: String? = nil) {
             self.at = at
             self.collectedPoints = collectedPoints
             self.spooledLines = spooledLines
@@ -55,18 +55,18 @@ public struct AgentStatus: Sendable, Equatable {
     }
 
     /// The last answer to a delivery attempt.
-    public struct Delivery: Sendable, Equatable {
+    package struct Delivery: Sendable, Equatable {
         /// When.
-        public var at: WallTime
+        package var at: WallTime
         /// `delivered`, `discarded`, `failed`, `dropped`, `quarantined`, `dead-lettered` or `split`.
-        public var result: String
+        package var result: String
         /// The server's status, when it answered.
-        public var status: Int?
+        package var status: Int?
         /// Why it failed or was set aside.
-        public var reason: String?
+        package var reason: String?
 
         /// An attempt's outcome.
-        public init(at: WallTime, result: String, status: Int? = nil, reason: String? = nil) {
+        package init(at: WallTime, result: String, status: Int? = nil, reason: String? = nil) {
             self.at = at
             self.result = result
             self.status = status
@@ -75,30 +75,30 @@ public struct AgentStatus: Sendable, Equatable {
     }
 
     /// The offline queue's figures.
-    public struct Queue: Sendable, Equatable {
+    package struct Queue: Sendable, Equatable {
         /// Batches queued.
-        public var records: Int
+        package var records: Int
         /// Their bytes on disk.
-        public var bytes: Int64
+        package var bytes: Int64
         /// Seconds since the oldest queued batch was queued.
-        public var oldestAgeSeconds: Double?
+        package var oldestAgeSeconds: Double?
         /// Batches delivered (persistent across restarts).
-        public var delivered: UInt64
+        package var delivered: UInt64
         /// Batches dropped to stay in bounds (`.dropOldest`; persistent).
-        public var dropped: UInt64
+        package var dropped: UInt64
         /// Batches refused because the queue was full (persistent).
-        public var rejected: UInt64
+        package var rejected: UInt64
         /// Batches removed without delivery: dead letters and split batches (persistent).
-        public var discarded: UInt64
+        package var discarded: UInt64
         /// Damaged records set aside at open (persistent).
-        public var quarantined: UInt64
+        package var quarantined: UInt64
         /// Failed attempts in a row of the oldest batch.
-        public var headFailures: Int
+        package var headFailures: Int
         /// Why the oldest batch is failing, if it is.
-        public var lastFailure: String?
+        package var lastFailure: String?
 
         /// The queue's figures.
-        public init(
+        package init(
             records: Int, bytes: Int64, oldestAgeSeconds: Double? = nil, delivered: UInt64, dropped: UInt64, rejected: UInt64,
             discarded: UInt64, quarantined: UInt64, headFailures: Int, lastFailure: String? = nil
         ) {
@@ -116,32 +116,32 @@ public struct AgentStatus: Sendable, Equatable {
     }
 
     /// Where firmware updates stand (the updater's snapshot).
-    public struct Firmware: Sendable, Equatable {
+    package struct Firmware: Sendable, Equatable {
         /// The update's phase (`idle` when none).
-        public var phase: String
+        package var phase: String
         /// The version being installed, or last installed or refused.
-        public var version: String?
+        package var version: String?
         /// The version that ran when it was offered.
-        public var fromVersion: String?
+        package var fromVersion: String?
         /// Image bytes on disk.
-        public var downloadedBytes: Int64
+        package var downloadedBytes: Int64
         /// The image's size.
-        public var size: Int64
+        package var size: Int64
         /// Why it failed, or a note.
-        public var reason: String?
+        package var reason: String?
         /// When the phase began.
-        public var since: WallTime?
+        package var since: WallTime?
         /// The highest version ever accepted.
-        public var highestAccepted: String?
+        package var highestAccepted: String?
         /// When the manifest was last polled.
-        public var lastCheck: WallTime?
+        package var lastCheck: WallTime?
         /// What the last poll found.
-        public var lastCheckResult: String?
+        package var lastCheckResult: String?
         /// What the update waits for now (the link, the install window, the inhibit lock).
-        public var waiting: String?
+        package var waiting: String?
 
         /// Nothing under way yet.
-        public init(phase: String, downloadedBytes: Int64 = 0, size: Int64 = 0) {
+        package init(phase: String, downloadedBytes: Int64 = 0, size: Int64 = 0) {
             self.phase = phase
             self.downloadedBytes = downloadedBytes
             self.size = size
@@ -177,51 +177,51 @@ public struct AgentStatus: Sendable, Equatable {
     }
 
     /// `running`, `stopping` or `stopped`.
-    public var state: String
+    package var state: String
     /// The daemon's process id.
-    public var pid: Int32
+    package var pid: Int32
     /// fire-agent's version.
-    public var version: String
+    package var version: String
     /// When the daemon started.
-    public var startedAt: WallTime
+    package var startedAt: WallTime
     /// When this was written.
-    public var updatedAt: WallTime
+    package var updatedAt: WallTime
     /// When the daemon will have written this file again at the latest (it rewrites it at
     /// every sync): past it, what the file says is stale. nil once the daemon stopped.
-    public var nextUpdateBy: WallTime?
+    package var nextUpdateBy: WallTime?
     /// Set by `fire-agent status`, never by the daemon: why what it shows is stale.
-    public var stale: String?
+    package var stale: String?
     /// The config file in use.
-    public var configFile: String
+    package var configFile: String
     /// When it was loaded (at start or by the last accepted reload).
-    public var configLoadedAt: WallTime
+    package var configLoadedAt: WallTime
     /// Why the last reload was refused (the running config was kept); nil after a good one.
-    public var reloadError: String?
+    package var reloadError: String?
     /// What reachability says about the route to the server: `reachable <interface>`,
     /// `not-reachable` or `unknown`.
-    public var reachability: String
+    package var reachability: String
     /// `trusted`, or why the wall clock is not (decisions that need the date wait; see
     /// `ClockVerdict`). Nil in status files of earlier versions.
-    public var clock: String?
+    package var clock: String?
     /// The last sync.
-    public var lastSync: Sync?
+    package var lastSync: Sync?
     /// The last delivery attempt's outcome.
-    public var lastDelivery: Delivery?
+    package var lastDelivery: Delivery?
     /// When a batch was last delivered.
-    public var lastSuccessfulDelivery: WallTime?
+    package var lastSuccessfulDelivery: WallTime?
     /// The queue.
-    public var queue: Queue
+    package var queue: Queue
     /// Dead letters kept in `queue.deadLetterDirectory`.
-    public var deadLetters: Int
+    package var deadLetters: Int
     /// Spool lines refused since the daemon started.
-    public var rejectedSpoolLines: Int
+    package var rejectedSpoolLines: Int
     /// Collectors switched off because they failed on this board, with the reason.
-    public var stoppedCollectors: [String: String]
+    package var stoppedCollectors: [String: String]
     /// Firmware updates, when configured.
-    public var firmware: Firmware?
+    package var firmware: Firmware?
 
     /// A status; what is not given is absent.
-    public init(
+    package init(
         state: String, pid: Int32, version: String, startedAt: WallTime, updatedAt: WallTime, nextUpdateBy: WallTime? = nil,
         stale: String? = nil, configFile: String, configLoadedAt: WallTime, reloadError: String? = nil, reachability: String,
         clock: String? = nil, lastSync: Sync? = nil, lastDelivery: Delivery? = nil, lastSuccessfulDelivery: WallTime? = nil,
@@ -251,13 +251,13 @@ public struct AgentStatus: Sendable, Equatable {
 
     /// The largest status file read (one is a few KiB; the bound keeps a wrong path from
     /// costing memory).
-    public static let maximumFileBytes = 1 << 20
+    package static let maximumFileBytes = 1 << 20
 
     /// The JSON the status file holds: one object, keys sorted, one member per line, times in
     /// RFC 3339. Written by hand rather than with `JSONEncoder`: the daemon writes it after
     /// every change, and the encoder's generic machinery and calendar-based date formatting
     /// would keep about 2 MiB of extra code resident in the daemon (measured with callgrind).
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var members: [(String, StatusJSON)] = [
             ("configFile", .string(configFile)), ("configLoadedAt", .date(configLoadedAt)), ("deadLetters", .integer(Int64(deadLetters))),
             ("pid", .integer(Int64(pid))), ("reachability", .string(reachability)),
@@ -306,7 +306,7 @@ public struct AgentStatus: Sendable, Equatable {
     /// - Parameter bytes: the document.
     /// - Throws: `StatusFields.Problem` naming the first key that is missing or of the wrong
     ///   type, or where the JSON goes wrong.
-    public static func parse(_ bytes: [UInt8]) throws(StatusFields.Problem) -> AgentStatus {
+    package static func parse(_ bytes: [UInt8]) throws(StatusFields.Problem) -> AgentStatus {
         let root: StrictJSON
         do throws(StrictJSON.SyntaxError) {
             root = try StrictJSON.parse(bytes, rules: .responses)
@@ -356,7 +356,7 @@ public struct AgentStatus: Sendable, Equatable {
     /// - Parameter path: the file.
     /// - Throws: `AgentError` naming the file when it is missing, unreadable or not a status
     ///   document (with the key or the place that is wrong).
-    public static func read(path: String) throws(AgentError) -> AgentStatus {
+    package static func read(path: String) throws(AgentError) -> AgentStatus {
         guard let bytes = SystemFiles().readBytes(path, limit: maximumFileBytes, whole: true) else {
             let reason = SystemFiles().whyUnreadable(path, limit: maximumFileBytes, what: "a status file")
             throw AgentError(description: "status file \(path) \(reason) (is fire-agent run running with this config?)")
@@ -372,7 +372,7 @@ public struct AgentStatus: Sendable, Equatable {
     /// directory is created (0755) when missing; the file is 0644 (it holds no secrets).
     /// - Parameter path: the status file.
     /// - Throws: `AgentError` naming the file.
-    public func write(to path: String) throws(AgentError) {
+    package func write(to path: String) throws(AgentError) {
         var bytes = encoded()
         bytes.append(UInt8(ascii: "\n"))
         makeDirectories(directoryPart(of: path), mode: 0o755)
@@ -385,7 +385,7 @@ public struct AgentStatus: Sendable, Equatable {
     /// Why this status is stale at `now`, if it is: a live daemon that has not rewritten it by
     /// `nextUpdateBy`. `fileSystem` says what the status file's file system is like (read-only,
     /// full), when that explains it. Sans-I/O.
-    public func staleness(now: WallTime, alive: Bool, fileSystem: String?) -> String? {
+    package func staleness(now: WallTime, alive: Bool, fileSystem: String?) -> String? {
         guard alive, let due = nextUpdateBy, now > due else { return nil }
         let why = fileSystem.map { "the daemon cannot write it: \($0)" } ?? "the daemon did not write it (stuck? see its log)"
         return
@@ -393,13 +393,13 @@ public struct AgentStatus: Sendable, Equatable {
     }
 
     /// Whether the process that wrote this still runs (signal 0 reaches it).
-    public var daemonIsAlive: Bool {
+    package var daemonIsAlive: Bool {
         state != "stopped" && (kill(pid, 0) == 0 || errno == EPERM)
     }
 
     /// What keeps a file in `path`'s directory from being written, if anything visible:
     /// a read-only or full file system.
-    public static func fileSystemProblem(of path: String) -> String? {
+    package static func fileSystemProblem(of path: String) -> String? {
         let directory = directoryPart(of: path)
         var info = statvfs()
         guard statvfs(directory, &info) == 0 else { return nil }
@@ -413,7 +413,7 @@ public struct AgentStatus: Sendable, Equatable {
     /// - Parameters:
     ///   - alive: whether the daemon still runs.
     ///   - now: the wall clock, for "… s ago".
-    public func describe(alive: Bool, now: WallTime) -> String {
+    package func describe(alive: Bool, now: WallTime) -> String {
         func when(_ time: WallTime) -> String {
             let seconds = Self.roundedSeconds(now.duration(since: time))
             return "\(time) (\(seconds < 0 ? "in the future" : "\(seconds) s ago"))"
@@ -489,11 +489,11 @@ public struct AgentStatus: Sendable, Equatable {
 }
 
 /// One object of a status document, read key by key with the key's path in every problem.
-public struct StatusFields {
+package struct StatusFields {
     /// What is wrong with a status document: "queue.records: expected an integer, found a string".
-    public struct Problem: Error, Sendable, CustomStringConvertible {
+    package struct Problem: Error, Sendable, CustomStringConvertible {
         /// The key path and what is wrong there.
-        public let description: String
+        package let description: String
     }
 
     let members: [String: StrictJSON]

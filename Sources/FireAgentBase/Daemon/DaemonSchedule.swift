@@ -12,9 +12,9 @@
 /// - The watchdog, when systemd asked for one, is due every half of its interval.
 ///
 /// Times are `Duration`s since an origin the caller picks (a monotonic clock's start).
-public struct DaemonSchedule: Sendable, Equatable {
+package struct DaemonSchedule: Sendable, Equatable {
     /// Something that is due.
-    public enum Job: Sendable, Equatable, CaseIterable {
+    package enum Job: Sendable, Equatable, CaseIterable {
         /// Run the collectors.
         case collect
         /// Queue pending points and the spool.
@@ -24,20 +24,20 @@ public struct DaemonSchedule: Sendable, Equatable {
     }
 
     /// The collection period.
-    public private(set) var collectEvery: Duration
+    package private(set) var collectEvery: Duration
     /// The sync period before jitter.
-    public private(set) var syncEvery: Duration
+    package private(set) var syncEvery: Duration
     /// The jitter fraction (0...0.5).
-    public private(set) var jitter: Double
+    package private(set) var jitter: Double
     /// How often the watchdog is fed, or nil without one.
-    public let watchdogEvery: Duration?
+    package let watchdogEvery: Duration?
 
     /// When collection is next due.
-    public private(set) var nextCollect: Duration
+    package private(set) var nextCollect: Duration
     /// When sync is next due.
-    public private(set) var nextSync: Duration
+    package private(set) var nextSync: Duration
     /// When the watchdog is next due, or nil without one.
-    public private(set) var nextWatchdog: Duration?
+    package private(set) var nextWatchdog: Duration?
 
     /// A schedule starting at `now`: collection at once, the first sync within the first
     /// jittered interval, the watchdog at once.
@@ -48,7 +48,7 @@ public struct DaemonSchedule: Sendable, Equatable {
     ///   - watchdogInterval: systemd's `WatchdogSec` (from `WATCHDOG_USEC`), or nil.
     ///   - now: the start.
     ///   - random: a number in 0...1 placing the first sync.
-    public init(
+    package init(
         collectEvery: Duration, syncEvery: Duration, jitter: Double, watchdogInterval: Duration?, now: Duration, random: Double
     ) {
         self.collectEvery = max(collectEvery, .milliseconds(1))
@@ -62,7 +62,7 @@ public struct DaemonSchedule: Sendable, Equatable {
     }
 
     /// The earliest time anything is due.
-    public var nextDeadline: Duration {
+    package var nextDeadline: Duration {
         [nextCollect, nextSync, nextWatchdog].compactMap { $0 }.min() ?? nextCollect
     }
 
@@ -72,7 +72,7 @@ public struct DaemonSchedule: Sendable, Equatable {
     ///   - now: the time.
     ///   - random: a number in 0...1 drawing the next sync's jitter.
     /// - Returns: the jobs to run now, in the order collect, sync, watchdog.
-    public mutating func due(at now: Duration, random: Double) -> [Job] {
+    package mutating func due(at now: Duration, random: Double) -> [Job] {
         var jobs: [Job] = []
         if nextCollect <= now {
             jobs.append(.collect)
@@ -93,7 +93,7 @@ public struct DaemonSchedule: Sendable, Equatable {
 
     /// The route to the server came back: a sync is due now.
     /// - Parameter now: the time.
-    public mutating func routeReturned(at now: Duration) {
+    package mutating func routeReturned(at now: Duration) {
         nextSync = min(nextSync, now)
     }
 
@@ -104,7 +104,7 @@ public struct DaemonSchedule: Sendable, Equatable {
     ///   - syncEvery: the new sync period.
     ///   - jitter: the new jitter.
     ///   - now: the time.
-    public mutating func reconfigure(collectEvery: Duration, syncEvery: Duration, jitter: Double, now: Duration) {
+    package mutating func reconfigure(collectEvery: Duration, syncEvery: Duration, jitter: Double, now: Duration) {
         self.collectEvery = max(collectEvery, .milliseconds(1))
         self.syncEvery = max(syncEvery, .milliseconds(1))
         self.jitter = min(max(jitter, 0), 0.5)

@@ -15,11 +15,11 @@ import TinyFireCore
 /// `WATCHDOG=1`.
 ///
 /// Memory: one socket; messages are built on the stack of the caller.
-public final class SystemdNotifier: Sendable {
+package final class SystemdNotifier: Sendable {
     /// The socket's address as given.
-    public let socketPath: String
+    package let socketPath: String
     /// systemd's watchdog interval (`WATCHDOG_USEC`), when it asked this process for one.
-    public let watchdogInterval: Duration?
+    package let watchdogInterval: Duration?
     private let fd: Int32
     /// `socketPath` as a socket address, and its length (an abstract name's length says where
     /// it ends: it is not NUL-terminated).
@@ -30,7 +30,7 @@ public final class SystemdNotifier: Sendable {
     /// by systemd with `Type=notify`) or it cannot be used.
     /// - Parameter environment: the process environment (`NOTIFY_SOCKET`, `WATCHDOG_USEC`,
     ///   `WATCHDOG_PID`).
-    public init?(environment: [String: String]) {
+    package init?(environment: [String: String]) {
         guard let path = environment["NOTIFY_SOCKET"], !path.isEmpty, path.utf8.count < 108,
             path.hasPrefix("/") || path.hasPrefix("@")
         else { return nil }
@@ -62,7 +62,7 @@ public final class SystemdNotifier: Sendable {
 
     /// How long a state message (`READY=1`, `RELOADING=1`, `STOPPING=1`) waits for room in a
     /// full socket before it is dropped.
-    public static let stateMessageWait: Duration = .seconds(1)
+    package static let stateMessageWait: Duration = .seconds(1)
 
     /// Sends `state` (newline-separated `KEY=value` assignments, e.g. `READY=1`) without
     /// blocking for long. systemd reads its socket at once; one that stops reading (hung, or
@@ -74,7 +74,7 @@ public final class SystemdNotifier: Sendable {
     ///   - wait: how long to wait for room; zero tries once.
     /// - Returns: whether the datagram was sent.
     @discardableResult
-    public func notify(_ state: String, waitingUpTo wait: Duration = .zero) -> Bool {
+    package func notify(_ state: String, waitingUpTo wait: Duration = .zero) -> Bool {
         let message = Array(state.utf8)
         let deadline = Instant.now() + wait
         while true {
@@ -93,16 +93,16 @@ public final class SystemdNotifier: Sendable {
 
     /// `READY=1` with a status line (waits up to `stateMessageWait` for room).
     @discardableResult
-    public func ready(status: String) -> Bool { notify("READY=1\nSTATUS=\(status)", waitingUpTo: Self.stateMessageWait) }
+    package func ready(status: String) -> Bool { notify("READY=1\nSTATUS=\(status)", waitingUpTo: Self.stateMessageWait) }
 
     /// `WATCHDOG=1`. Dropped at once when the socket is full: the next ping follows.
     @discardableResult
-    public func watchdog() -> Bool { notify("WATCHDOG=1") }
+    package func watchdog() -> Bool { notify("WATCHDOG=1") }
 
     /// `RELOADING=1` with the monotonic time, as `Type=notify-reload` expects (waits up to
     /// `stateMessageWait` for room).
     @discardableResult
-    public func reloading() -> Bool {
+    package func reloading() -> Bool {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return notify(
@@ -112,5 +112,5 @@ public final class SystemdNotifier: Sendable {
 
     /// `STOPPING=1` with a status line (waits up to `stateMessageWait` for room).
     @discardableResult
-    public func stopping(status: String) -> Bool { notify("STOPPING=1\nSTATUS=\(status)", waitingUpTo: Self.stateMessageWait) }
+    package func stopping(status: String) -> Bool { notify("STOPPING=1\nSTATUS=\(status)", waitingUpTo: Self.stateMessageWait) }
 }

@@ -8,30 +8,30 @@ import TinyFireCore
 #endif
 
 /// What one collection and delivery cycle did (`fire-agent sync --once`).
-public struct SyncReport: Sendable, Equatable {
+package struct SyncReport: Sendable, Equatable {
     /// Points the collectors made.
-    public var collectedPoints = 0
+    package var collectedPoints = 0
     /// Lines taken from spool files.
-    public var spooledLines = 0
+    package var spooledLines = 0
     /// Lines refused from spool files (kept in `rejected/`).
-    public var rejectedLines = 0
+    package var rejectedLines = 0
     /// Spool entries set aside whole (unread, or after too many refused lines).
-    public var spoolSetAside = 0
+    package var spoolSetAside = 0
     /// Whether taking the spool stopped at its deadline with files left (the next sync goes on).
-    public var spoolYielded = false
+    package var spoolYielded = false
     /// Batches queued this cycle.
-    public var queuedBatches = 0
+    package var queuedBatches = 0
     /// Batches delivered by the flush.
-    public var delivered = 0
+    package var delivered = 0
     /// Batches removed without delivery (dead letters, split batches).
-    public var discarded = 0
+    package var discarded = 0
     /// Batches still queued.
-    public var remaining = 0
+    package var remaining = 0
     /// Why delivery stopped early, if it did.
-    public var failure: String?
+    package var failure: String?
 
     /// Nothing done yet.
-    public init() {}
+    package init() {}
 }
 
 /// fire-agent's telemetry job on the core alone, for the Embedded agent and the host: the
@@ -45,13 +45,13 @@ public struct SyncReport: Sendable, Equatable {
 /// flight, each at most `telemetry.batchMaxBytes` and 4 KiB of its answer), one pending batch
 /// (`telemetry.batchMaxPoints`, `telemetry.batchMaxBytes`), one collection round's points and
 /// the spool's one line at a time (`SpoolDirectory`).
-public final class TelemetryAgent: Sendable {
+package final class TelemetryAgent: Sendable {
     /// The config in use.
-    public let config: AgentConfig
+    package let config: AgentConfig
     /// What delivery has done, for status and the agent's own telemetry.
-    public let tracker: DeliveryTracker
+    package let tracker: DeliveryTracker
     /// What the wall clock can be trusted with.
-    public let clock: WallClock
+    package let clock: WallClock
     /// Where batches are written: `/write` (v1) or `/api/v2/write` (v2) with the query the API
     /// needs, behind the base URL's own path.
     package let writeURL: AbsoluteURL
@@ -168,23 +168,23 @@ public final class TelemetryAgent: Sendable {
     }
 
     /// The `User-Agent` of the agent's requests unless its host says otherwise.
-    public static let defaultUserAgent = FleetServer.defaultUserAgent
+    package static let defaultUserAgent = FleetServer.defaultUserAgent
 
     /// Batches up to this size (gzip'd) are kept inline in the queue's journal, so the judge
     /// can split one the server found too large (413); larger ones go to body files.
     static let inlineBodyLimit = 512 << 10
 
     /// Stops delivery, closes the queue and the engine.
-    public func close() {
+    package func close() {
         queue.close()
         engine.shutdown()
     }
 
     /// Collectors switched off on this board, with the reason.
-    public var stoppedCollectors: [String: String] { collector.withLock { $0.stopped } }
+    package var stoppedCollectors: [String: String] { collector.withLock { $0.stopped } }
 
     /// The queue's figures for the status file.
-    public var queueFigures: AgentStatus.Queue { Self.queueFigures(store: store, queue: queue) }
+    package var queueFigures: AgentStatus.Queue { Self.queueFigures(store: store, queue: queue) }
 
     /// Starts background delivery (now if anything is queued and the network allows).
     /// - Parameter network: what reachability says about the route to the server.
@@ -194,12 +194,12 @@ public final class TelemetryAgent: Sendable {
     package func network(_ network: OfflineQueueReplay.Network) { queue.network(network) }
 
     /// Stops background delivery; `completion` runs once no attempt is in flight.
-    public func stopDelivery(completion: @escaping @Sendable () -> Void) { queue.stop(completion: completion) }
+    package func stopDelivery(completion: @escaping @Sendable () -> Void) { queue.stop(completion: completion) }
 
     /// One whole cycle: collect, queue the pending points and the spool, deliver everything the
     /// server takes now (`fire-agent sync --once`). Blocks until the flush ends.
     /// - Parameter timestamp: the round's time, ns since the epoch.
-    public func syncOnce(timestamp: Int64 = TelemetryAgent.now()) -> SyncReport {
+    package func syncOnce(timestamp: Int64 = TelemetryAgent.now()) -> SyncReport {
         var report = SyncReport()
         report.collectedPoints = collect(timestamp: timestamp)
         queuePending(into: &report)
@@ -223,7 +223,7 @@ public final class TelemetryAgent: Sendable {
     /// - Parameter timestamp: the round's time, ns since the epoch (every point carries it).
     /// - Returns: how many points were collected.
     @discardableResult
-    public func collect(timestamp: Int64 = TelemetryAgent.now()) -> Int {
+    package func collect(timestamp: Int64 = TelemetryAgent.now()) -> Int {
         guard clockAllowsStamping(at: timestamp) else { return 0 }
         let points = collector.withLock { $0.collect(timestamp: timestamp) }
         var count = 0
@@ -260,7 +260,7 @@ public final class TelemetryAgent: Sendable {
     ///   - report: receives the counts.
     ///   - spoolDeadline: when taking the spool stops, wherever it is (`report.spoolYielded`
     ///     says so; the next sync goes on from there); nil: the whole spool.
-    public func queuePending(into report: inout SyncReport, spoolDeadline: Duration? = nil) {
+    package func queuePending(into report: inout SyncReport, spoolDeadline: Duration? = nil) {
         let deadline = spoolDeadline.map { Instant.now() + $0 }
         var yielded = false
         var setAside = 0
@@ -306,7 +306,7 @@ public final class TelemetryAgent: Sendable {
     }
 
     /// Now, in nanoseconds since the epoch (the wall clock).
-    public static func now() -> Int64 {
+    package static func now() -> Int64 {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)

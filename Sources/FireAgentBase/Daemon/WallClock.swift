@@ -9,7 +9,7 @@ import TinyFireCore
 #endif
 
 /// Whether the wall clock can be believed, and if not, why.
-public enum ClockVerdict: Sendable, Equatable {
+package enum ClockVerdict: Sendable, Equatable {
     /// At or above the floor, and synchronized (or synchronization is not required).
     case trusted
     /// Before the floor: certainly wrong (a board without a real-time clock boots in 1970).
@@ -18,10 +18,10 @@ public enum ClockVerdict: Sendable, Equatable {
     case unsynchronized
 
     /// Whether decisions that need the date may be taken.
-    public var isTrusted: Bool { self == .trusted }
+    package var isTrusted: Bool { self == .trusted }
 
     /// Why the clock is not trusted, in words (empty when it is).
-    public var reason: String {
+    package var reason: String {
         switch self {
         case .trusted: return ""
         case .belowFloor(let floor):
@@ -38,7 +38,7 @@ public enum ClockVerdict: Sendable, Equatable {
     ///   - floor: the time floor.
     ///   - synchronized: whether the kernel (or systemd-timesyncd's flag) says the clock is synchronized.
     ///   - requireSync: `clock.requireSync`.
-    public static func judge(now: WallTime, floor: WallTime, synchronized: Bool, requireSync: Bool) -> ClockVerdict {
+    package static func judge(now: WallTime, floor: WallTime, synchronized: Bool, requireSync: Bool) -> ClockVerdict {
         if now < floor { return .belowFloor(floor: floor) }
         if requireSync && !synchronized { return .unsynchronized }
         return .trusted
@@ -57,20 +57,20 @@ public enum ClockVerdict: Sendable, Equatable {
 ///   queued batch's age across a reboot) only while the clock is trusted (`ClockVerdict`).
 ///
 /// Memory: a few words; the floor file is one short line.
-public final class WallClock: Sendable {
+package final class WallClock: Sendable {
     /// When this binary was built: the first floor.
-    public static let buildTime = WallTime(secondsSince1970: Int64(tinyfire_build_time()))
+    package static let buildTime = WallTime(secondsSince1970: Int64(tinyfire_build_time()))
     /// systemd-timesyncd's flag: present while it has synchronized the clock.
-    public static let timesyncdFlag = "/run/systemd/timesync/synchronized"
+    package static let timesyncdFlag = "/run/systemd/timesync/synchronized"
     /// 2026-01-01: no record of this queue format was stamped before it by a right clock.
     static let formatEpoch = WallTime(secondsSince1970: 1_767_225_600)
     /// How often a trusted, synchronized clock is saved as the floor.
     static let saveInterval: Duration = .seconds(3600)
 
     /// `clock.requireSync`.
-    public let requireSync: Bool
+    package let requireSync: Bool
     /// The first floor (the build time unless a test says otherwise).
-    public let buildFloor: WallTime
+    package let buildFloor: WallTime
     private let floorFile: String?
     private let flagFile: String
     private let saved = Locked<(floor: WallTime?, at: Instant?)>((nil, nil))
@@ -81,7 +81,7 @@ public final class WallClock: Sendable {
     ///   - requireSync: whether an unsynchronized clock is untrusted.
     ///   - buildFloor: the first floor; default the build time.
     ///   - flagFile: systemd-timesyncd's flag file.
-    public init(
+    package init(
         floorFile: String?, requireSync: Bool, buildFloor: WallTime = WallClock.buildTime, flagFile: String = WallClock.timesyncdFlag
     ) {
         self.floorFile = floorFile
@@ -94,28 +94,28 @@ public final class WallClock: Sendable {
     }
 
     /// The floor: the later of the build floor and the saved one.
-    public var floor: WallTime { max(buildFloor, saved.withLock { $0.floor } ?? buildFloor) }
+    package var floor: WallTime { max(buildFloor, saved.withLock { $0.floor } ?? buildFloor) }
 
     /// Whether the kernel reports the clock synchronized, or systemd-timesyncd's flag is there.
-    public var synchronized: Bool {
+    package var synchronized: Bool {
         tinyfire_clock_unsynchronized() == 0 || access(flagFile, F_OK) == 0
     }
 
     /// The verdict now.
     /// - Parameter now: the wall clock; default now.
-    public func verdict(now: WallTime = .now()) -> ClockVerdict {
+    package func verdict(now: WallTime = .now()) -> ClockVerdict {
         ClockVerdict.judge(now: now, floor: floor, synchronized: !requireSync || synchronized, requireSync: requireSync)
     }
 
     /// Whether points may be stamped now (the clock is at or above the floor).
-    public func mayStamp(now: WallTime = .now()) -> Bool { now >= floor }
+    package func mayStamp(now: WallTime = .now()) -> Bool { now >= floor }
 
     /// Saves now as the floor when the kernel reports the clock synchronized, at most once an
     /// hour. A clock that is merely believed (`requireSync` off) never raises the floor: a board
     /// whose RTC ran a year ahead would otherwise stop stamping points for that year once corrected.
     /// - Returns: the problem when the file could not be written.
     @discardableResult
-    public func remember(now: WallTime = .now()) -> String? {
+    package func remember(now: WallTime = .now()) -> String? {
         guard let floorFile, now >= floor, synchronized else { return nil }
         let due = saved.withLock { state in state.at.map { Instant.now().since($0) >= Self.saveInterval } ?? true }
         guard due else { return nil }
@@ -138,7 +138,7 @@ public final class WallClock: Sendable {
     ///   - enqueuedAt: the record's wall-clock stamp.
     ///   - sinceEnqueue: its age on the boot clock, when it was queued during this boot.
     ///   - now: the wall clock; default now.
-    public func age(enqueuedAt: WallTime, sinceEnqueue: Duration?, now: WallTime = .now()) -> Duration? {
+    package func age(enqueuedAt: WallTime, sinceEnqueue: Duration?, now: WallTime = .now()) -> Duration? {
         if let sinceEnqueue { return sinceEnqueue }
         guard verdict(now: now).isTrusted, enqueuedAt >= Self.formatEpoch else { return nil }
         return max(.zero, now.duration(since: enqueuedAt))

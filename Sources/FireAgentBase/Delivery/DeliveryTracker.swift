@@ -4,19 +4,19 @@ import TinyFireCore
 /// `fire-agent status` and the agent's own `fire_agent` measurement. Thread-safe.
 ///
 /// Memory: a few fields and the listeners given; nothing grows with deliveries.
-public final class DeliveryTracker: Sendable {
+package final class DeliveryTracker: Sendable {
     /// The figures at one moment.
-    public struct Snapshot: Sendable, Equatable {
+    package struct Snapshot: Sendable, Equatable {
         /// The last attempt's outcome.
-        public var lastDelivery: AgentStatus.Delivery?
+        package var lastDelivery: AgentStatus.Delivery?
         /// When a batch was last delivered.
-        public var lastSuccess: WallTime?
+        package var lastSuccess: WallTime?
         /// Dead letters kept.
-        public var deadLetters: Int
+        package var deadLetters: Int
         /// Spool lines refused.
-        public var rejectedSpoolLines = 0
+        package var rejectedSpoolLines = 0
         /// Entries removed from the spool's `rejected/` to keep it within its bounds.
-        public var droppedRejectedSpool = 0
+        package var droppedRejectedSpool = 0
     }
 
     private let state: Locked<Snapshot>
@@ -24,15 +24,15 @@ public final class DeliveryTracker: Sendable {
 
     /// A tracker.
     /// - Parameter deadLetters: dead letters already kept when the agent starts.
-    public init(deadLetters: Int) {
+    package init(deadLetters: Int) {
         state = Locked(Snapshot(deadLetters: deadLetters))
     }
 
     /// The figures now.
-    public var snapshot: Snapshot { state.withLock { $0 } }
+    package var snapshot: Snapshot { state.withLock { $0 } }
 
     /// Calls `listener` after every change (on the thread that made it).
-    public func onChange(_ listener: @escaping @Sendable () -> Void) {
+    package func onChange(_ listener: @escaping @Sendable () -> Void) {
         listeners.withLock { $0.append(listener) }
     }
 
@@ -40,7 +40,7 @@ public final class DeliveryTracker: Sendable {
     /// - Parameters:
     ///   - event: what the queue did.
     ///   - now: when (the wall clock, for the status; not judged).
-    public func record(_ event: QueueDeliveryEvent, at now: WallTime = .now()) {
+    package func record(_ event: QueueDeliveryEvent, at now: WallTime = .now()) {
         state.withLock { state in
             switch event {
             case .delivered(_, _, let status):
@@ -65,13 +65,13 @@ public final class DeliveryTracker: Sendable {
     }
 
     /// Counts spool lines refused.
-    public func rejectedSpool(_ lines: Int) {
+    package func rejectedSpool(_ lines: Int) {
         state.withLock { $0.rejectedSpoolLines += lines }
         notify()
     }
 
     /// Counts entries removed from the spool's `rejected/` to keep it within its bounds.
-    public func droppedRejectedSpool(_ entries: Int) {
+    package func droppedRejectedSpool(_ entries: Int) {
         state.withLock { $0.droppedRejectedSpool += entries }
         notify()
     }

@@ -3,10 +3,10 @@ import TinyFireCore
 /// How fire-agent writes a batch of line protocol to InfluxDB and what the queue does with it
 /// after the server answered: sans-I/O, tested from tables (`DeliveryDecisionTests`). Which
 /// status means what is `StatusClass`'s rule; this file says what a batch does in each class.
-public enum InfluxWrite {
+package enum InfluxWrite {
     /// The `Authorization` value the API needs, if any: `Basic` for v1 with a user and a
     /// password, `Token` for v2.
-    public static func authorization(for api: AgentConfig.InfluxAPI) -> String? {
+    package static func authorization(for api: AgentConfig.InfluxAPI) -> String? {
         switch api {
         case .v1(_, _, let user?, let password?): return "Basic " + Base64.encode(Array((user + ":" + password).utf8))
         case .v1: return nil
@@ -17,7 +17,7 @@ public enum InfluxWrite {
     /// The request body for `batch`: its line protocol, gzip'd (sent with
     /// `Content-Encoding: gzip`).
     /// - Throws: `AgentError` when zlib refuses.
-    public static func body(for batch: Batch) throws(AgentError) -> [UInt8] {
+    package static func body(for batch: Batch) throws(AgentError) -> [UInt8] {
         do throws(Gzip.CompressionError) {
             return try Gzip.compress(batch.body)
         } catch {

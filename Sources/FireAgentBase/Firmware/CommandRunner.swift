@@ -8,23 +8,23 @@ import TinyFireCore
 #endif
 
 /// How a command ended.
-public struct CommandResult: Sendable, Equatable {
+package struct CommandResult: Sendable, Equatable {
     /// The exit code, when it exited.
-    public var exitCode: Int32?
+    package var exitCode: Int32?
     /// The signal that ended it, when one did.
-    public var signal: Int32?
+    package var signal: Int32?
     /// Killed because it ran past its timeout.
-    public var timedOut: Bool
+    package var timedOut: Bool
     /// The start of its output (stdout and stderr together), at most `CommandRunner`'s limit.
-    public var output: [UInt8]
+    package var output: [UInt8]
     /// Output bytes beyond the limit, not kept.
-    public var droppedOutputBytes: Int
+    package var droppedOutputBytes: Int
 
     /// Exited with 0 in time.
-    public var succeeded: Bool { exitCode == 0 && !timedOut }
+    package var succeeded: Bool { exitCode == 0 && !timedOut }
 
     /// `exit 3`, `killed by signal 9`, `timed out after 30m (killed)`.
-    public var summary: String {
+    package var summary: String {
         if timedOut { return "timed out (killed)" }
         if let exitCode { return "exit \(exitCode)" }
         if let signal { return "killed by signal \(signal)" }
@@ -32,19 +32,19 @@ public struct CommandResult: Sendable, Equatable {
     }
 
     /// The output as text, `…(N more bytes)` when cut.
-    public var outputText: String {
+    package var outputText: String {
         String(decoding: output, as: UTF8.self) + (droppedOutputBytes > 0 ? "…(\(droppedOutputBytes) more bytes)" : "")
     }
 }
 
 /// A command that could not be started.
-public struct CommandError: Error, Sendable, CustomStringConvertible {
+package struct CommandError: Error, Sendable, CustomStringConvertible {
     /// argv[0].
-    public let program: String
+    package let program: String
     /// Why.
-    public let message: String
+    package let message: String
     /// `cannot run PROGRAM: message`.
-    public var description: String { "cannot run \(program): \(message)" }
+    package var description: String { "cannot run \(program): \(message)" }
 }
 
 /// Runs the firmware commands (installer, reboot, commit, version): an argv list, no shell —
@@ -52,9 +52,9 @@ public struct CommandError: Error, Sendable, CustomStringConvertible {
 /// stdin from /dev/null, stdout and stderr captured together up to `outputLimit` bytes (the
 /// rest counted, not kept: memory is bounded by the limit), default signal handling, and a
 /// timeout after which the whole group gets SIGTERM, then SIGKILL 5 s later.
-public enum CommandRunner {
+package enum CommandRunner {
     /// Output kept by default: 64 KiB.
-    public static let defaultOutputLimit = 64 * 1024
+    package static let defaultOutputLimit = 64 * 1024
 
     /// Runs `argv` to its end (blocking the calling thread).
     /// - Parameters:
@@ -67,7 +67,7 @@ public enum CommandRunner {
     ///   - started: called once the command runs.
     /// - Returns: how it ended.
     /// - Throws: `CommandError` when it cannot be started.
-    public static func run(
+    package static func run(
         _ argv: [String], timeout: Duration, outputLimit: Int = defaultOutputLimit, heldDescriptor: Int32? = nil,
         started: (() -> Void)? = nil
     ) throws(CommandError) -> CommandResult {
@@ -191,7 +191,7 @@ public enum CommandRunner {
 
     /// Replaces `{file}` and `{version}` in each argument (whole-string substitution, no
     /// splitting, no shell).
-    public static func expand(_ argv: [String], file: String, version: String) -> [String] {
+    package static func expand(_ argv: [String], file: String, version: String) -> [String] {
         argv.map { replacing(replacing($0, "{file}", with: file), "{version}", with: version) }
     }
 

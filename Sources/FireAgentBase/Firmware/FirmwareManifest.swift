@@ -8,9 +8,9 @@ import TinyFireCore
 
 /// Why an update was refused: the kind (for counters and tests) and a message that names the
 /// problem (for the log, the status and the report to the server).
-public struct FirmwareRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+package struct FirmwareRefusal: Error, Sendable, Equatable, CustomStringConvertible {
     /// What kind of refusal.
-    public enum Kind: String, Sendable, Equatable {
+    package enum Kind: String, Sendable, Equatable {
         /// The manifest is not a manifest (syntax, a missing or wrong field, too large).
         case badManifest
         /// No signature, or none valid by a configured key.
@@ -34,18 +34,18 @@ public struct FirmwareRefusal: Error, Sendable, Equatable, CustomStringConvertib
     }
 
     /// The kind.
-    public let kind: Kind
+    package let kind: Kind
     /// What is wrong, in words.
-    public let message: String
+    package let message: String
 
     /// `kind: message`.
-    public var description: String { "\(kind.rawValue): \(message)" }
+    package var description: String { "\(kind.rawValue): \(message)" }
 
     /// A refusal.
     /// - Parameters:
     ///   - kind: what kind.
     ///   - message: what is wrong, in words.
-    public init(kind: Kind, message: String) {
+    package init(kind: Kind, message: String) {
         self.kind = kind
         self.message = message
     }
@@ -63,13 +63,13 @@ public struct FirmwareRefusal: Error, Sendable, Equatable, CustomStringConvertib
 /// vendor tool may add some). The document is read as strict RFC 8259 JSON (`StrictJSON`): no
 /// JSON5, a field given twice is refused even when one spelling is escaped, and `size` must be
 /// written as a whole number — nothing two readers could read differently.
-public struct FirmwareManifest: Sendable, Equatable {
+package struct FirmwareManifest: Sendable, Equatable {
     /// The largest manifest read; a longer document is refused.
-    public static let maximumBytes = 64 * 1024
+    package static let maximumBytes = 64 * 1024
     /// The largest image a manifest may sign: 2^48 bytes (256 TiB), far above any board's
     /// storage and far below where the download's arithmetic (sizes, offsets, the staging
     /// reserve added) could overflow. A larger `size` is refused when the manifest is read.
-    public static let maximumImageSize: Int64 = 1 << 48
+    package static let maximumImageSize: Int64 = 1 << 48
 
     /// Why `size` cannot be a signed image's size, or nil: one rule for a manifest read from the
     /// network and for an update recorded in the state by an earlier agent.
@@ -84,21 +84,21 @@ public struct FirmwareManifest: Sendable, Equatable {
     }
 
     /// The version offered.
-    public let version: SemanticVersion
+    package let version: SemanticVersion
     /// Device types it is built for.
-    public let compatible: [String]
+    package let compatible: [String]
     /// Where the image is, resolved against the manifest's URL.
     package let image: AbsoluteURL
     /// `image` as text.
-    public var imageURL: String { image.absoluteString }
+    package var imageURL: String { image.absoluteString }
     /// The image's length in bytes: 1 … `maximumImageSize`.
-    public let size: Int64
+    package let size: Int64
     /// The image's SHA-256, 32 bytes.
-    public let sha256: [UInt8]
+    package let sha256: [UInt8]
     /// After this time the manifest is refused (no freezing a fleet on an old one).
-    public let expires: WallTime?
+    package let expires: WallTime?
     /// Release notes, shown in the log.
-    public let notes: String?
+    package let notes: String?
 
     /// What a manifest read from a file (`fire-agent firmware verify`) resolves a relative
     /// `image` against: only the file is checked then, and its host shows the image is beside it.
@@ -170,13 +170,13 @@ public struct FirmwareManifest: Sendable, Equatable {
     }
 
     /// `sha256` in lowercase hexadecimal.
-    public var sha256Hex: String { hex(sha256) }
+    package var sha256Hex: String { hex(sha256) }
 
     /// Checks a file against the manifest's size and SHA-256, reading it once through a fixed
     /// buffer.
     /// - Parameter path: the image.
     /// - Throws: `FirmwareRefusal` `.sizeMismatch` or `.hashMismatch` (also when it cannot be read).
-    public func verifyImage(at path: String) throws(FirmwareRefusal) {
+    package func verifyImage(at path: String) throws(FirmwareRefusal) {
         let hasher = SHA256Hasher()
         guard let bytes = hasher.update(fromFile: path) else {
             throw FirmwareRefusal(kind: .hashMismatch, message: "\(path) cannot be read")
@@ -213,7 +213,7 @@ public struct FirmwareManifest: Sendable, Equatable {
 }
 
 /// Whether a verified manifest may be installed on this device: sans-I/O, fed the facts.
-public enum UpdateDecision {
+package enum UpdateDecision {
     /// The manifest's verdict.
     /// - Parameters:
     ///   - manifest: the verified manifest.
@@ -224,7 +224,7 @@ public enum UpdateDecision {
     ///   - now: the time.
     ///   - clock: whether `now` can be trusted; an expiry is checked only against a trusted clock.
     /// - Throws: `FirmwareRefusal` (`.clockUntrusted`, `.expired`, `.incompatible`, `.notNewer`).
-    public static func check(
+    package static func check(
         _ manifest: FirmwareManifest, deviceType: String, highestAccepted: SemanticVersion?, allowDowngrade: Bool, now: WallTime,
         clock: ClockVerdict = .trusted
     ) throws(FirmwareRefusal) {

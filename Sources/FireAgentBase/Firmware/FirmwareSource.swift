@@ -2,7 +2,7 @@ import HTTPTypes
 import TinyFireCore
 
 /// What a backend says when asked for firmware.
-public enum FirmwareSourceAnswer: Sendable {
+package enum FirmwareSourceAnswer: Sendable {
     /// The server answered: nothing new (a 304, or an offer already seen). A sync.
     case unchanged
     /// The server answered with an offer the device has not seen: verified and read, or
@@ -15,16 +15,16 @@ public enum FirmwareSourceAnswer: Sendable {
 }
 
 /// An update offered by a backend.
-public struct FirmwareOffer: Sendable {
+package struct FirmwareOffer: Sendable {
     /// The offer's identity: the flow acts on each at most once.
-    public var digest: String
+    package var digest: String
     /// What to install, or why it is refused (signature, syntax).
-    public var manifest: Result<FirmwareManifest, FirmwareRefusal>
+    package var manifest: Result<FirmwareManifest, FirmwareRefusal>
     /// Who vouched for it (a key fingerprint), for the log.
-    public var vouchedBy: String?
+    package var vouchedBy: String?
 
     /// An offer.
-    public init(digest: String, manifest: Result<FirmwareManifest, FirmwareRefusal>, vouchedBy: String?) {
+    package init(digest: String, manifest: Result<FirmwareManifest, FirmwareRefusal>, vouchedBy: String?) {
         self.digest = digest
         self.manifest = manifest
         self.vouchedBy = vouchedBy
@@ -32,13 +32,13 @@ public struct FirmwareOffer: Sendable {
 }
 
 /// A status event for the backend: where an update stands.
-public struct FirmwareReport: Sendable {
+package struct FirmwareReport: Sendable {
     /// The update.
-    public var update: UpdateRecord
+    package var update: UpdateRecord
     /// Image bytes on disk / size (0 to 1).
-    public var progress: Double
+    package var progress: Double
     /// When.
-    public var time: WallTime
+    package var time: WallTime
 }
 
 /// A firmware backend, seen from the flow: asked for offers, told what happened. The flow, the
@@ -154,17 +154,17 @@ package final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
 
     /// Removes kept manifests other than `digest`'s.
     /// - Parameter digest: the one an update follows, if any.
-    public func forget(except digest: String?) { store.forgetManifests(except: digest) }
+    package func forget(except digest: String?) { store.forgetManifests(except: digest) }
 
     /// Forgets the ETag, so the next poll reads the manifest whole.
-    public func checkAgain() { entityTag = nil }
+    package func checkAgain() { entityTag = nil }
 
     /// Stops delivering reports and closes their queue.
-    public func close() { reports?.close() }
+    package func close() { reports?.close() }
 
     /// Delivers the queued reports once, in order, until one fails.
     /// - Returns: reports still queued.
-    public func flushReports() -> Int {
+    package func flushReports() -> Int {
         guard let reports else { return 0 }
         let outcome = ConditionLocked<Result<QueueFlushOutcome, OfflineQueueError>?>(nil)
         reports.flush { result in outcome.withLock { $0 = result } }
@@ -178,7 +178,7 @@ package final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
     /// fetched and verified, the manifest read and kept under its digest.
     /// - Parameter known: whether a digest was acted on already (then no signature is fetched).
     /// - Returns: the answer.
-    public func poll(known: (String) -> Bool) -> FirmwareSourceAnswer {
+    package func poll(known: (String) -> Bool) -> FirmwareSourceAnswer {
         var headers = HTTPHeaders()
         if let entityTag { headers.update(name: "If-None-Match", value: entityTag) }
         let answer = fetch(config.manifestURL, headers: headers, limit: FirmwareManifest.maximumBytes)
@@ -249,7 +249,7 @@ package final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
     /// The manifest kept for `digest`, verified again against the configured keys.
     /// - Parameter digest: the update's manifest digest.
     /// - Returns: the manifest, or nil (missing, changed, or no longer valid by any key).
-    public func restore(digest: String) -> FirmwareManifest? {
+    package func restore(digest: String) -> FirmwareManifest? {
         guard let kept = store.loadManifest(digest: digest) else {
             logger.error("firmware manifest of the update under way is missing")
             return nil
@@ -270,7 +270,7 @@ package final class SignedManifestSource: FirmwareSource, @unchecked Sendable {
     /// POSTs `{device, manifest, version, fromVersion, state, progress, reason, time}` to the
     /// status URL through the report queue; the Idempotency-Key names the manifest and the
     /// step, so a report repeated after a crash is the same report.
-    public func report(_ report: FirmwareReport) {
+    package func report(_ report: FirmwareReport) {
         guard let url = config.statusURL, let reports else { return }
         let update = report.update
         var members: [(String, StatusJSON)] = [

@@ -16,13 +16,13 @@ import TinyFireCore
 ///   a newer offer never overwrites the one an update under way follows);
 /// - `staging/`: the image (`image.part` while it downloads, `image.bin` once verified: the
 ///   same file system, so the move is a rename) and the download's resume record.
-public struct FirmwareStore: Sendable {
+package struct FirmwareStore: Sendable {
     /// The directory.
-    public let directory: String
+    package let directory: String
 
     /// The store in `directory` (created 0700 when missing).
     /// - Throws: `AgentError` when it cannot be created.
-    public init(directory: String) throws(AgentError) {
+    package init(directory: String) throws(AgentError) {
         self.directory = directory
         makeDirectories(directory, mode: 0o700)
         for path in [directory, directory + "/staging", directory + "/offers"] {
@@ -38,9 +38,9 @@ public struct FirmwareStore: Sendable {
 
     package var statePath: String { directory + "/state.json" }
     /// The image while it downloads.
-    public var partialImagePath: String { directory + "/staging/image.part" }
+    package var partialImagePath: String { directory + "/staging/image.part" }
     /// The image once verified: what the installer gets.
-    public var imagePath: String { directory + "/staging/image.bin" }
+    package var imagePath: String { directory + "/staging/image.bin" }
     /// Held (flock) by the installer for as long as it runs, through an inherited descriptor.
     package var installLockPath: String { directory + "/install.lock" }
     /// The download's resume record (validators of the partial image).
@@ -49,7 +49,7 @@ public struct FirmwareStore: Sendable {
     /// Reads the state; a missing file is a fresh state.
     /// - Throws: `AgentError` naming the file when it is unreadable or not a state document
     ///   (the caller moves it aside and starts afresh; see `quarantineState`).
-    public func loadState() throws(AgentError) -> FirmwareState {
+    package func loadState() throws(AgentError) -> FirmwareState {
         guard let bytes = SystemFiles().readBytes(statePath, limit: 1 << 20, whole: true) else {
             if access(statePath, F_OK) != 0 { return FirmwareState() }
             throw AgentError(description: "firmware state \(statePath) cannot be read: \(errnoMessage(errno))")
@@ -68,25 +68,25 @@ public struct FirmwareStore: Sendable {
     }
 
     /// Moves a damaged state file aside (`state.json.damaged`) so the agent can start.
-    public func quarantineState() {
+    package func quarantineState() {
         rename(statePath, statePath + ".damaged")
     }
 
     /// Replaces the state durably.
     /// - Throws: `AgentError` naming the file (disk full, read-only).
-    public func save(_ state: FirmwareState) throws(AgentError) {
+    package func save(_ state: FirmwareState) throws(AgentError) {
         try writeDurably(Array((state.json.text + "\n").utf8), to: statePath)
     }
 
     /// Keeps a manifest and its signature under the manifest's digest.
-    public func saveManifest(_ manifest: [UInt8], signature: [UInt8], digest: String) throws(AgentError) {
+    package func saveManifest(_ manifest: [UInt8], signature: [UInt8], digest: String) throws(AgentError) {
         let path = directory + "/offers/" + digest + ".json"
         try writeDurably(signature, to: path + ".sig")
         try writeDurably(manifest, to: path)
     }
 
     /// The manifest and signature kept for `digest`, if both are there.
-    public func loadManifest(digest: String) -> (manifest: [UInt8], signature: [UInt8])? {
+    package func loadManifest(digest: String) -> (manifest: [UInt8], signature: [UInt8])? {
         let path = directory + "/offers/" + digest + ".json"
         guard let manifest = SystemFiles().readBytes(path, limit: FirmwareManifest.maximumBytes, whole: true),
             let signature = SystemFiles().readBytes(path + ".sig", limit: ManifestSignature.maximumBytes, whole: true)
@@ -95,7 +95,7 @@ public struct FirmwareStore: Sendable {
     }
 
     /// Removes kept manifests other than `digest`'s.
-    public func forgetManifests(except digest: String?) {
+    package func forgetManifests(except digest: String?) {
         for name in SystemFiles().list(directory + "/offers") where digest.map({ !name.hasPrefix($0 + ".json") }) ?? true {
             unlink(directory + "/offers/" + name)
         }
@@ -156,7 +156,7 @@ public struct FirmwareStore: Sendable {
     }
 
     /// Removes the staged image (partial or verified) and its resume record.
-    public func discardImage() {
+    package func discardImage() {
         for path in [partialImagePath, imagePath, resumeRecordPath] { unlink(path) }
     }
 

@@ -16,12 +16,12 @@ import TinyFireCore
 /// manifest), the kept manifest (at most 64 KiB), up to 64 KiB of a command's output, and the
 /// report queue's index. The image goes to disk through the engine's fixed buffer; nothing
 /// grows with its size.
-public final class FirmwareUpdater: @unchecked Sendable {
+package final class FirmwareUpdater: @unchecked Sendable {
     // @unchecked: the mutable state below `flow` is touched only by the updater's thread;
     // `control` (a lock) and `wake` are what other threads share with it.
 
     /// What `fire-agent status` shows.
-    public typealias Snapshot = AgentStatus.Firmware
+    package typealias Snapshot = AgentStatus.Firmware
 
     private struct Control {
         var stopping = false
@@ -205,7 +205,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
     package func network(_ network: OfflineQueueReplay.Network) { source.network(network) }
 
     /// What one firmware cycle (`fire-agent firmware update --once`) came to.
-    public enum CycleOutcome: Sendable, Equatable {
+    package enum CycleOutcome: Sendable, Equatable {
         /// Nothing to do: no offer, the offer already runs, or it was acted on before.
         case upToDate(String)
         /// Installed this cycle; the new version runs after the reboot (the reboot command
@@ -232,7 +232,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// waits for a download retry: the state keeps it for the next cycle or the daemon. The
     /// updater is done afterwards (its lock, queue and connections released).
     /// - Returns: what it came to.
-    public func runOnce() -> CycleOutcome {
+    package func runOnce() -> CycleOutcome {
         defer { releaseLock() }
         let before = flow.state.update
         prepare()
@@ -308,13 +308,13 @@ public final class FirmwareUpdater: @unchecked Sendable {
 
     /// Asks a waiting step again at once (the route changed: a download that waits for another
     /// link may go).
-    public func recheckWaits() {
+    package func recheckWaits() {
         control.withLock { $0.recheck = true }
         wake.signal()
     }
 
     /// Polls the manifest at once (the route to the server came back).
-    public func pollNow() {
+    package func pollNow() {
         control.withLock { $0.pollNow = true }
         wake.signal()
     }
@@ -325,7 +325,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
     /// - Parameter timeout: how long to wait for the thread.
     /// - Returns: whether the thread ended in time.
     @discardableResult
-    public func stop(timeout: Duration) -> Bool {
+    package func stop(timeout: Duration) -> Bool {
         let download = control.withLock { control -> ImageDownload? in
             control.stopping = true
             return control.download
@@ -339,7 +339,7 @@ public final class FirmwareUpdater: @unchecked Sendable {
     }
 
     /// The status `fire-agent status` shows.
-    public var snapshot: Snapshot { control.withLock { $0.snapshot } }
+    package var snapshot: Snapshot { control.withLock { $0.snapshot } }
 
     private var stopping: Bool { control.withLock { $0.stopping } }
 

@@ -12,26 +12,26 @@ import TinyFireCore
 /// ECDSA on P-256, P-384 or P-521, or RSA of at least 2048 bits, read from a PEM or
 /// DER public key or from a certificate. Several keys allow rotation: any one valid signature
 /// suffices.
-public final class ManifestKey: @unchecked Sendable, CustomStringConvertible {
+package final class ManifestKey: @unchecked Sendable, CustomStringConvertible {
     /// The smallest RSA modulus accepted.
-    public static let minimumRSABits = 2048
+    package static let minimumRSABits = 2048
     /// The largest key file read.
-    public static let maximumFileBytes = 64 * 1024
+    package static let maximumFileBytes = 64 * 1024
 
     /// Where the key was read from (for messages).
-    public let path: String
+    package let path: String
     /// `sha256//…` of the key's SubjectPublicKeyInfo: names the key in the log and the report.
-    public let fingerprint: String
+    package let fingerprint: String
     /// "ECDSA" or "RSA".
-    public let algorithm: String
+    package let algorithm: String
     /// The key's size in bits.
-    public let bits: Int
+    package let bits: Int
     private let key: PublicKey
 
     /// Reads the key at `path`.
     /// - Parameter path: a PEM or DER public key or certificate.
     /// - Throws: `ManifestKeyError` naming the file and what is wrong with it.
-    public init(contentsOf path: String) throws(ManifestKeyError) {
+    package init(contentsOf path: String) throws(ManifestKeyError) {
         guard let bytes = SystemFiles().readBytes(path, limit: Self.maximumFileBytes, whole: true) else {
             var info = stat()
             let problem =
@@ -62,24 +62,24 @@ public final class ManifestKey: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// `RSA 3072 bits sha256//… (path)`.
-    public var description: String { "\(algorithm) \(bits) bits \(fingerprint) (\(path))" }
+    package var description: String { "\(algorithm) \(bits) bits \(fingerprint) (\(path))" }
 
     /// Whether `signature` is this key's signature of the SHA-256 digest `digest`.
     /// - Parameters:
     ///   - signature: DER ECDSA, or RSA PKCS#1 v1.5 or PSS.
     ///   - digest: 32 bytes.
     /// - Returns: true when valid.
-    public func verifies(_ signature: [UInt8], ofDigest digest: [UInt8]) -> Bool {
+    package func verifies(_ signature: [UInt8], ofDigest digest: [UInt8]) -> Bool {
         key.verifies(signature, ofSHA256: digest)
     }
 }
 
 /// A key file that cannot be used: which file, and why.
-public struct ManifestKeyError: Error, Sendable, CustomStringConvertible {
+package struct ManifestKeyError: Error, Sendable, CustomStringConvertible {
     /// The key file.
-    public let path: String
+    package let path: String
     /// What is wrong with it.
-    public let message: String
+    package let message: String
     /// `firmware key PATH: message`.
-    public var description: String { "firmware key \(path): \(message)" }
+    package var description: String { "firmware key \(path): \(message)" }
 }

@@ -8,9 +8,9 @@ import TinyFireCore
 
 /// The detached signature over a manifest's exact bytes (`openssl dgst -sha256 -sign key.pem
 /// -out manifest.json.sig manifest.json`).
-public enum ManifestSignature {
+package enum ManifestSignature {
     /// The largest signature read (RSA 8192 is 1 KiB; base64 of it is less than 2 KiB).
-    public static let maximumBytes = 4096
+    package static let maximumBytes = 4096
 
     /// Checks `signature` over `manifest` against `keys`.
     /// - Parameters:
@@ -20,7 +20,7 @@ public enum ManifestSignature {
     /// - Returns: the key that signed.
     /// - Throws: `FirmwareRefusal` `.badSignature`.
     @discardableResult
-    public static func verify(_ signature: [UInt8], of manifest: [UInt8], keys: [ManifestKey]) throws(FirmwareRefusal) -> ManifestKey {
+    package static func verify(_ signature: [UInt8], of manifest: [UInt8], keys: [ManifestKey]) throws(FirmwareRefusal) -> ManifestKey {
         func refuse(_ message: String) -> FirmwareRefusal { FirmwareRefusal(kind: .badSignature, message: message) }
         guard !keys.isEmpty else { throw refuse("no firmware key is configured (firmware.keys)") }
         guard !signature.isEmpty else { throw refuse("the signature is empty") }
@@ -46,7 +46,7 @@ public enum ManifestSignature {
 }
 
 /// Incremental SHA-256, for images hashed as they are written: the core's `SHA256`.
-public typealias SHA256Hasher = SHA256
+package typealias SHA256Hasher = SHA256
 
 extension SHA256 {
     /// Adds a file's bytes, read through one 256 KiB buffer.
@@ -54,7 +54,7 @@ extension SHA256 {
     ///   - path: the file.
     ///   - length: how many bytes (nil: to its end).
     /// - Returns: the bytes added, or nil when the file cannot be read or is shorter than `length`.
-    public func update(fromFile path: String, length: UInt64? = nil) -> UInt64? {
+    package func update(fromFile path: String, length: UInt64? = nil) -> UInt64? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }

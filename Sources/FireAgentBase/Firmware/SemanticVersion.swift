@@ -4,18 +4,18 @@
 /// both are numbers and as ASCII otherwise; build metadata (`+build.7`) is ignored.
 ///
 /// Sans-I/O and total: `init?` refuses what is not a version rather than guessing.
-public struct SemanticVersion: Sendable, Hashable, Comparable, CustomStringConvertible {
+package struct SemanticVersion: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// MAJOR, MINOR, PATCH.
-    public let core: [UInt64]
+    package let core: [UInt64]
     /// Pre-release identifiers (`rc`, `1` for `-rc.1`); empty for a release.
-    public let preRelease: [String]
+    package let preRelease: [String]
     /// The text it was read from.
-    public let description: String
+    package let description: String
 
     /// Reads `text`; nil when it is not a version (empty parts, letters in the core, more than
     /// three core numbers, a number beyond 64 bits, an empty pre-release identifier).
     /// - Parameter text: e.g. `1.4.2`, `v2.0.0-rc.1+build.5`.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         var rest = Substring(text)
         if rest.first == "v" || rest.first == "V" { rest = rest.dropFirst() }
         if let plus = rest.firstIndex(of: "+") {
@@ -50,18 +50,18 @@ public struct SemanticVersion: Sendable, Hashable, Comparable, CustomStringConve
     }
 
     /// Equal when they sort equal (build metadata and a leading `v` do not count).
-    public static func == (lhs: SemanticVersion, rhs: SemanticVersion) -> Bool {
+    package static func == (lhs: SemanticVersion, rhs: SemanticVersion) -> Bool {
         lhs.core == rhs.core && lhs.preRelease == rhs.preRelease
     }
 
     /// Hashes what `==` compares.
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         hasher.combine(core)
         hasher.combine(preRelease)
     }
 
     /// Semantic Versioning's precedence.
-    public static func < (lhs: SemanticVersion, rhs: SemanticVersion) -> Bool {
+    package static func < (lhs: SemanticVersion, rhs: SemanticVersion) -> Bool {
         if lhs.core != rhs.core { return lhs.core.lexicographicallyPrecedes(rhs.core) }
         // A release sorts after its pre-releases.
         switch (lhs.preRelease.isEmpty, rhs.preRelease.isEmpty) {

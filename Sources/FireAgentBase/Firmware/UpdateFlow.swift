@@ -16,7 +16,7 @@ import TinyFireCore
 /// that fails its attempts, or a confirmation that does not end within `firmware.confirmTimeout`,
 /// goes to `rollingBack`: the rollback command runs (at most once), then the reboot command,
 /// and the next boot shows the old version (`failed`, "rolled back: …").
-public enum UpdatePhase: String, Sendable, CaseIterable {
+package enum UpdatePhase: String, Sendable, CaseIterable {
     /// No update under way.
     case idle
     /// The image is being fetched into the staging directory.
@@ -41,21 +41,21 @@ public enum UpdatePhase: String, Sendable, CaseIterable {
     case superseded
 
     /// No update under way: idle, or ended (done, failed, superseded).
-    public var isTerminal: Bool { [.idle, .done, .failed, .superseded].contains(self) }
+    package var isTerminal: Bool { [.idle, .done, .failed, .superseded].contains(self) }
 }
 
 /// A manifest the flow acted on: it reached the installer, `done` or `failed` after it was
 /// accepted. Never acted on again.
-public struct HistoryEntry: Sendable, Equatable {
+package struct HistoryEntry: Sendable, Equatable {
     /// SHA-256 (hex) of the manifest's bytes.
-    public var digest: String
+    package var digest: String
     /// Its version ("" when unknown: an entry from a state file written before versions were kept).
-    public var version: String
+    package var version: String
     /// The installer was started for it.
-    public var installerRan: Bool
+    package var installerRan: Bool
 
     /// An entry.
-    public init(digest: String, version: String, installerRan: Bool) {
+    package init(digest: String, version: String, installerRan: Bool) {
         self.digest = digest
         self.version = version
         self.installerRan = installerRan
@@ -63,43 +63,43 @@ public struct HistoryEntry: Sendable, Equatable {
 }
 
 /// One update: the manifest it follows and where it stands (persisted in the state file).
-public struct UpdateRecord: Sendable, Equatable {
+package struct UpdateRecord: Sendable, Equatable {
     /// The phase.
-    public var phase: UpdatePhase
+    package var phase: UpdatePhase
     /// SHA-256 (hex) of the manifest's exact bytes: the update's identity.
-    public var manifestDigest: String
+    package var manifestDigest: String
     /// The version offered ("" when the manifest could not be read).
-    public var version: String
+    package var version: String
     /// The version running when it was offered.
-    public var fromVersion: String?
+    package var fromVersion: String?
     /// The image's size from the manifest.
-    public var size: Int64
+    package var size: Int64
     /// The boot ID when the installer started (a different one later means a reboot).
-    public var bootID: String?
+    package var bootID: String?
     /// Why it failed (`kind: message`), or a note (an installer whose outcome is unknown).
-    public var reason: String?
+    package var reason: String?
     /// Downloads started over from zero after the image did not match.
-    public var freshDownloads: Int
+    package var freshDownloads: Int
     /// Download attempts that failed with the server reachable.
-    public var failedAttempts: Int
+    package var failedAttempts: Int
     /// When the phase was entered.
-    public var since: WallTime
+    package var since: WallTime
     /// Health-check attempts that failed since the new version runs.
-    public var healthAttempts: Int = 0
+    package var healthAttempts: Int = 0
     /// The health check passed (or none is configured) in `confirming`.
-    public var healthy: Bool = false
+    package var healthy: Bool = false
     /// Time spent confirming, accounted in boot time (`CLOCK_BOOTTIME`, which wall-clock
     /// jumps do not move) across the boots of the new version, in milliseconds.
-    public var confirmElapsedMilliseconds: Int64 = 0
+    package var confirmElapsedMilliseconds: Int64 = 0
     /// The boot, and its boot time in milliseconds, of the last confirmation accounting.
-    public var confirmMark: ConfirmMark?
+    package var confirmMark: ConfirmMark?
     /// The rollback command was started (it runs at most once per update).
-    public var rollbackRan: Bool = false
+    package var rollbackRan: Bool = false
     /// The boot the rollback command ran in (a different one later means the reboot happened).
-    public var rollbackBootID: String?
+    package var rollbackBootID: String?
 
     /// A record in `phase` for `digest`.
-    public init(phase: UpdatePhase, manifestDigest: String, version: String, fromVersion: String?, size: Int64, since: WallTime) {
+    package init(phase: UpdatePhase, manifestDigest: String, version: String, fromVersion: String?, size: Int64, since: WallTime) {
         self.phase = phase
         self.manifestDigest = manifestDigest
         self.version = version
@@ -112,32 +112,32 @@ public struct UpdateRecord: Sendable, Equatable {
 }
 
 /// What the firmware flow keeps across restarts (`firmware/state.json`).
-public struct FirmwareState: Sendable, Equatable {
+package struct FirmwareState: Sendable, Equatable {
     /// The current or last update.
-    public var update: UpdateRecord?
+    package var update: UpdateRecord?
     /// The highest version ever committed on this device (the rollback floor), with the
     /// running version as a floor too.
-    public var highestAccepted: String?
+    package var highestAccepted: String?
     /// Manifests acted on (the installer ran, or the update reached `done` or `failed`): never
     /// acted on again, whatever the server answers later. No answer evicts one: past
     /// `historyLimit` entries only those the rollback floor refuses anyway (a version not above
     /// `highestAccepted`, with downgrades off) are dropped, oldest first; when none can be, new
     /// offers are refused (`historyFull`) until an operator clears the state. Memory: at most
     /// `historyLimit` entries (about 120 bytes each in `state.json`).
-    public var history: [HistoryEntry]
+    package var history: [HistoryEntry]
     /// Digests of manifests refused before anything was done (a bad manifest, another device
     /// type, not newer): remembered only so that each is reported once; the newest
     /// `refusalLimit`. Forgetting one costs a second report, never an install: the same checks
     /// refuse it again.
-    public var refused: [String]
+    package var refused: [String]
 
     /// Entries of `history` kept.
-    public static let historyLimit = 512
+    package static let historyLimit = 512
     /// Entries of `refused` kept.
-    public static let refusalLimit = 64
+    package static let refusalLimit = 64
 
     /// Nothing yet.
-    public init() {
+    package init() {
         update = nil
         highestAccepted = nil
         history = []
@@ -145,25 +145,25 @@ public struct FirmwareState: Sendable, Equatable {
     }
 
     /// Whether the manifest `digest` was acted on or refused already.
-    public func remembers(_ digest: String) -> Bool {
+    package func remembers(_ digest: String) -> Bool {
         refused.contains(digest) || history.contains { $0.digest == digest }
     }
 
     /// Whether the installer was started for `digest`.
-    public func installerRan(_ digest: String) -> Bool {
+    package func installerRan(_ digest: String) -> Bool {
         history.contains { $0.digest == digest && $0.installerRan }
     }
 }
 
 /// Where the confirmation time was last accounted: a boot and its boot time.
-public struct ConfirmMark: Sendable, Equatable {
+package struct ConfirmMark: Sendable, Equatable {
     /// The boot ID.
-    public var bootID: String
+    package var bootID: String
     /// `CLOCK_BOOTTIME` then, in milliseconds.
-    public var uptimeMilliseconds: Int64
+    package var uptimeMilliseconds: Int64
 
     /// A mark.
-    public init(bootID: String, uptimeMilliseconds: Int64) {
+    package init(bootID: String, uptimeMilliseconds: Int64) {
         self.bootID = bootID
         self.uptimeMilliseconds = uptimeMilliseconds
     }
@@ -171,19 +171,19 @@ public struct ConfirmMark: Sendable, Equatable {
 
 /// How a new version is confirmed before its commit (`firmware.healthCheck`,
 /// `firmware.rollback`, `firmware.confirmTimeout`).
-public struct ConfirmPolicy: Sendable, Equatable {
+package struct ConfirmPolicy: Sendable, Equatable {
     /// A health check is configured: it must pass before the commit.
-    public var healthCheck: Bool
+    package var healthCheck: Bool
     /// Attempts the check gets before the new version is rolled back.
-    public var healthAttempts: Int
+    package var healthAttempts: Int
     /// A rollback command is configured.
-    public var rollback: Bool
+    package var rollback: Bool
     /// Confirmation (check passed and a sync) must end within this, or the new version is
     /// rolled back; nil: no deadline.
-    public var timeout: Duration?
+    package var timeout: Duration?
 
     /// A policy; the default is today's: commit after a sync, no check, no deadline.
-    public init(healthCheck: Bool = false, healthAttempts: Int = 1, rollback: Bool = false, timeout: Duration? = nil) {
+    package init(healthCheck: Bool = false, healthAttempts: Int = 1, rollback: Bool = false, timeout: Duration? = nil) {
         self.healthCheck = healthCheck
         self.healthAttempts = max(1, healthAttempts)
         self.rollback = rollback
@@ -192,7 +192,7 @@ public struct ConfirmPolicy: Sendable, Equatable {
 }
 
 /// What happened, fed to `UpdateFlow`.
-public enum UpdateEvent: Sendable, Equatable {
+package enum UpdateEvent: Sendable, Equatable {
     /// The server offers a manifest: read and checked (`refusal` nil) or refused.
     case offered(digest: String, manifest: FirmwareManifest?, refusal: FirmwareRefusal?, running: SemanticVersion?)
     /// The image is complete in the staging directory.
@@ -235,7 +235,7 @@ public enum UpdateEvent: Sendable, Equatable {
 
 /// What the flow asks its host to do, in order: report before persisting (a report repeated
 /// after a crash has the same Idempotency-Key), persist before acting.
-public enum UpdateEffect: Sendable, Equatable {
+package enum UpdateEffect: Sendable, Equatable {
     /// Report the record as it was when this effect was made (`UpdateFlow.takeReport()`
     /// gives it: one event can report two updates, the superseded one and its successor).
     case report
@@ -277,11 +277,11 @@ public enum UpdateEffect: Sendable, Equatable {
 /// - a manifest acted on (done, failed or refused) is never acted on again;
 /// - nothing newer than `highestAccepted` is required twice: a replayed older manifest is
 ///   refused (`UpdateDecision`), and `highestAccepted` only grows.
-public struct UpdateFlow: Sendable {
+package struct UpdateFlow: Sendable {
     /// The persisted state.
-    public private(set) var state: FirmwareState
+    package private(set) var state: FirmwareState
     /// Failed download attempts (with the server reachable) before the update fails.
-    public let maximumFailedAttempts: Int
+    package let maximumFailedAttempts: Int
     /// The records of `.report` effects not yet taken, oldest first.
     private var pendingReports: [UpdateRecord] = []
     /// The commit command was asked for and has not answered (in memory: after a restart the
@@ -292,15 +292,15 @@ public struct UpdateFlow: Sendable {
     private var afterPoll: UpdateEffect?
     /// Downgrades are allowed (`firmware.allowDowngrade`): then the rollback floor refuses
     /// nothing, and no history entry may be dropped.
-    public let allowDowngrade: Bool
+    package let allowDowngrade: Bool
     /// How a new version is confirmed.
-    public let confirmation: ConfirmPolicy
+    package let confirmation: ConfirmPolicy
     /// A sync with the server succeeded since the new version runs (in memory: after a restart
     /// the next poll syncs again).
     private var synced = false
     /// Installs wait for a gate (`firmware.installWindow`, `firmware.inhibitFile`): a verified
     /// image is installed on `.installAllowed`, not at once.
-    public let gatedInstall: Bool
+    package let gatedInstall: Bool
     /// The image was verified in this process and waits for the install gate.
     private var verifiedAwaitingGate = false
     /// This boot's ID, as the last event that carried one said.
@@ -313,7 +313,7 @@ public struct UpdateFlow: Sendable {
     ///   - allowDowngrade: `firmware.allowDowngrade`.
     ///   - confirmation: the health check, rollback and deadline of the confirmation.
     ///   - gatedInstall: installs wait for `.installAllowed`.
-    public init(
+    package init(
         state: FirmwareState, maximumFailedAttempts: Int, allowDowngrade: Bool = false, confirmation: ConfirmPolicy = ConfirmPolicy(),
         gatedInstall: Bool = false
     ) {
@@ -325,24 +325,24 @@ public struct UpdateFlow: Sendable {
     }
 
     /// Confirmation time left before the deadline (nil: none, or not confirming).
-    public var confirmRemaining: Duration? {
+    package var confirmRemaining: Duration? {
         guard phase == .confirming, let timeout = confirmation.timeout, let update = state.update else { return nil }
         return max(.zero, timeout - .milliseconds(update.confirmElapsedMilliseconds))
     }
 
     /// The health check still has to pass before the commit.
-    public var awaitsHealthCheck: Bool {
+    package var awaitsHealthCheck: Bool {
         phase == .confirming && confirmation.healthCheck && state.update?.healthy == false
     }
 
     /// The record a `.report` effect reports, in the order the effects were made.
     /// - Returns: the record, or nil when none is waiting.
-    public mutating func takeReport() -> UpdateRecord? {
+    package mutating func takeReport() -> UpdateRecord? {
         pendingReports.isEmpty ? nil : pendingReports.removeFirst()
     }
 
     /// The current update's phase (idle when none).
-    public var phase: UpdatePhase { state.update?.phase ?? .idle }
+    package var phase: UpdatePhase { state.update?.phase ?? .idle }
 
     /// What to do after a start (of the agent, after a crash or a reboot), given what runs.
     /// - Parameters:
@@ -350,7 +350,7 @@ public struct UpdateFlow: Sendable {
     ///   - bootID: this boot's ID.
     ///   - now: the time.
     /// - Returns: the effects.
-    public mutating func resume(version: SemanticVersion?, bootID: String?, now: WallTime) -> [UpdateEffect] {
+    package mutating func resume(version: SemanticVersion?, bootID: String?, now: WallTime) -> [UpdateEffect] {
         raiseFloor(running: version)
         if let bootID { self.bootID = bootID }
         // Judged again before anything acts on it: a state written by an older agent (or changed
@@ -386,7 +386,7 @@ public struct UpdateFlow: Sendable {
     ///   - event: what happened.
     ///   - now: the time.
     /// - Returns: the effects, in order.
-    public mutating func handle(_ event: UpdateEvent, now: WallTime) -> [UpdateEffect] {
+    package mutating func handle(_ event: UpdateEvent, now: WallTime) -> [UpdateEffect] {
         switch event {
         case .offered(let digest, let manifest, let refusal, let running):
             return offer(digest: digest, manifest: manifest, refusal: refusal, running: running, now: now)
@@ -553,7 +553,7 @@ public struct UpdateFlow: Sendable {
     /// Marks the rollback started, in this boot: the host persists this before it runs the
     /// command, so that it runs at most once whatever stops the agent.
     /// - Returns: false when it may not run (not rolling back, or started before).
-    public mutating func rollbackStarts() -> Bool {
+    package mutating func rollbackStarts() -> Bool {
         guard phase == .rollingBack, var update = state.update, !update.rollbackRan else { return false }
         update.rollbackRan = true
         update.rollbackBootID = bootID ?? update.confirmMark?.bootID

@@ -12,23 +12,23 @@ import TinyFireCore
 /// `02:00-05:00`, `Mon-Fri 01:30-04:00`, `Sat,Sun 00:00-24:00`, `22:00-02:00` (past midnight:
 /// the days name the evening it starts). Sans-I/O: parsed from text, asked with a weekday and
 /// a minute of the day.
-public struct InstallWindow: Sendable, Equatable, CustomStringConvertible {
+package struct InstallWindow: Sendable, Equatable, CustomStringConvertible {
     /// Weekdays it starts on, `tm_wday` numbers (0 Sunday … 6 Saturday).
-    public var days: Set<Int>
+    package var days: Set<Int>
     /// Its start and end, minutes since midnight (end 1440 is midnight at the day's end); an
     /// end at or before the start runs past midnight.
-    public var start: Int
+    package var start: Int
     /// See `start`.
-    public var end: Int
+    package var end: Int
     /// As written.
-    public let description: String
+    package let description: String
 
     package static let dayNames = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
 
     /// Reads one range.
     /// - Parameter text: `[DAYS ]HH:MM-HH:MM`.
     /// - Throws: `ConfigProblem`-ready text naming what is wrong.
-    public init(parsing text: String) throws(InstallWindowError) {
+    package init(parsing text: String) throws(InstallWindowError) {
         description = text
         let parts = text.split(separator: " ", omittingEmptySubsequences: true)
         guard parts.count == 1 || parts.count == 2 else { throw InstallWindowError(text, "is not \"[DAYS ]HH:MM-HH:MM\"") }
@@ -69,7 +69,7 @@ public struct InstallWindow: Sendable, Equatable, CustomStringConvertible {
     /// - Parameters:
     ///   - weekday: `tm_wday` (0 Sunday).
     ///   - minute: minutes since local midnight.
-    public func contains(weekday: Int, minute: Int) -> Bool {
+    package func contains(weekday: Int, minute: Int) -> Bool {
         if start < end { return days.contains(weekday) && minute >= start && minute < end }
         // Past midnight: the evening of a listed day, or the morning after one.
         return (days.contains(weekday) && minute >= start) || (days.contains((weekday + 6) % 7) && minute < end)
@@ -77,24 +77,24 @@ public struct InstallWindow: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A malformed `firmware.installWindow` entry.
-public struct InstallWindowError: Error, Sendable, CustomStringConvertible {
+package struct InstallWindowError: Error, Sendable, CustomStringConvertible {
     /// The entry and what is wrong with it.
-    public let description: String
+    package let description: String
 
     package init(_ text: String, _ reason: String) { description = "\"\(text)\" \(reason)" }
 }
 
 /// The board's local time, as the C library sees it (`TZ`, else `/etc/localtime`).
-public struct LocalTime: Sendable, Equatable, CustomStringConvertible {
+package struct LocalTime: Sendable, Equatable, CustomStringConvertible {
     /// `tm_wday`: 0 Sunday … 6 Saturday.
-    public var weekday: Int
+    package var weekday: Int
     /// Minutes since local midnight.
-    public var minute: Int
+    package var minute: Int
     /// The zone's abbreviation (`CET`, `UTC`).
-    public var zone: String
+    package var zone: String
 
     /// Now.
-    public static func now() -> LocalTime {
+    package static func now() -> LocalTime {
         tzset()  // a time zone changed since the last call (/etc/localtime, TZ) counts
         var seconds = time(nil)
         var parts = tm()
@@ -104,7 +104,7 @@ public struct LocalTime: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// `Tue 03:12 CET`.
-    public var description: String {
+    package var description: String {
         let day = InstallWindow.dayNames[weekday % 7].prefix(1).uppercased() + InstallWindow.dayNames[weekday % 7].dropFirst()
         let hour = minute / 60
         let minutes = minute % 60

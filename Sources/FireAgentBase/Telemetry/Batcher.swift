@@ -2,11 +2,11 @@
 /// bytes (newlines included) each, in order. Sans-I/O: fed lines, hands out batches.
 ///
 /// Memory: the batch being filled (at most `maxBytes`).
-public struct Batcher: Sendable {
+package struct Batcher: Sendable {
     /// Lines per batch at most.
-    public let maxPoints: Int
+    package let maxPoints: Int
     /// Bytes per batch at most.
-    public let maxBytes: Int
+    package let maxBytes: Int
     private var lines: [String] = []
     private var bytes = 0
 
@@ -14,24 +14,24 @@ public struct Batcher: Sendable {
     /// - Parameters:
     ///   - maxPoints: lines per batch (≥ 1).
     ///   - maxBytes: bytes per batch (a line longer than this is refused by `add`).
-    public init(maxPoints: Int, maxBytes: Int) {
+    package init(maxPoints: Int, maxBytes: Int) {
         self.maxPoints = max(1, maxPoints)
         self.maxBytes = max(1, maxBytes)
     }
 
     /// Why a line cannot go into any batch.
-    public struct LineTooLong: Error, Sendable, CustomStringConvertible {
+    package struct LineTooLong: Error, Sendable, CustomStringConvertible {
         /// The line's length with its newline.
-        public let length: Int
+        package let length: Int
         /// The batch bound.
-        public let limit: Int
+        package let limit: Int
         /// The reason, in words.
-        public var description: String { "a line of \(length) bytes does not fit in a batch of at most \(limit) bytes" }
+        package var description: String { "a line of \(length) bytes does not fit in a batch of at most \(limit) bytes" }
     }
 
     /// Adds a line (without its newline); returns the batch it completed, if any.
     /// - Throws: `LineTooLong` when the line alone exceeds `maxBytes`.
-    public mutating func add(_ line: String) throws(LineTooLong) -> Batch? {
+    package mutating func add(_ line: String) throws(LineTooLong) -> Batch? {
         let size = line.utf8.count + 1
         guard size <= maxBytes else { throw LineTooLong(length: size, limit: maxBytes) }
         var completed: Batch?
@@ -42,7 +42,7 @@ public struct Batcher: Sendable {
     }
 
     /// The partly filled batch, if any.
-    public mutating func flush() -> Batch? {
+    package mutating func flush() -> Batch? {
         guard !lines.isEmpty else { return nil }
         defer {
             lines = []
@@ -53,27 +53,27 @@ public struct Batcher: Sendable {
 
     /// Drops the unfinished batch's lines after its first `count` (lines taken from files that
     /// stay where they are, when the batch cannot be queued: the files are read again later).
-    public mutating func keepFirst(_ count: Int) {
+    package mutating func keepFirst(_ count: Int) {
         guard count < lines.count else { return }
         lines.removeLast(lines.count - max(0, count))
         bytes = lines.reduce(0) { $0 + $1.utf8.count + 1 }
     }
 
     /// Lines and bytes waiting in the unfinished batch.
-    public var pending: (points: Int, bytes: Int) { (lines.count, bytes) }
+    package var pending: (points: Int, bytes: Int) { (lines.count, bytes) }
 }
 
 /// One upload: lines of line protocol, sent newline-terminated (and gzip'd).
-public struct Batch: Sendable, Equatable {
+package struct Batch: Sendable, Equatable {
     /// The lines, without newlines.
-    public var lines: [String]
+    package var lines: [String]
 
     package init(lines: [String]) {
         self.lines = lines
     }
 
     /// The body: each line and a newline.
-    public var body: [UInt8] {
+    package var body: [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(lines.reduce(0) { $0 + $1.utf8.count + 1 })
         for line in lines {
@@ -84,7 +84,7 @@ public struct Batch: Sendable, Equatable {
     }
 
     /// The two halves, for a server that found the batch too large (413); nil for one line.
-    public var halves: (Batch, Batch)? {
+    package var halves: (Batch, Batch)? {
         guard lines.count > 1 else { return nil }
         let middle = lines.count / 2
         return (Batch(lines: Array(lines[..<middle])), Batch(lines: Array(lines[middle...])))

@@ -7,28 +7,28 @@ import TinyFireCore
 #endif
 
 /// Why a collector stopped: the file it reads is missing or not what it expects on this board.
-public struct CollectorError: Error, Sendable, CustomStringConvertible {
+package struct CollectorError: Error, Sendable, CustomStringConvertible {
     /// The collector.
-    public let collector: String
+    package let collector: String
     /// What went wrong (the file and the reason).
-    public let message: String
+    package let message: String
 
     /// "collector: message".
-    public var description: String { "\(collector): \(message)" }
+    package var description: String { "\(collector): \(message)" }
 }
 
 /// Where collectors read the kernel's files: `/` on a board, a directory tree in tests.
-public struct SystemFiles: Sendable {
+package struct SystemFiles: Sendable {
     /// Prefix for every path (empty for the real system).
-    public let root: String
+    package let root: String
 
     /// Reads the real /proc and /sys.
-    public init(root: String = "") { self.root = root }
+    package init(root: String = "") { self.root = root }
 
     /// The file's text, or nil when it cannot be read. Reads at most `limit` bytes (the
     /// kernel's text files are far smaller; a bound keeps a strange file from costing memory);
     /// with `whole`, a file longer than `limit` is nil rather than cut short.
-    public func read(_ path: String, limit: Int = 1 << 20, whole: Bool = false) -> String? {
+    package func read(_ path: String, limit: Int = 1 << 20, whole: Bool = false) -> String? {
         readBytes(path, limit: limit, whole: whole).map { String(decoding: $0, as: UTF8.self) }
     }
 
@@ -37,7 +37,7 @@ public struct SystemFiles: Sendable {
     /// at the path (a local user's trap for a root reader, or a mistake) is nil at once, never
     /// waited on. A command that reads a path its user named may take a pipe
     /// (`<(…)`): it passes false and waits for the writer as `cat` would.
-    public func readBytes(_ path: String, limit: Int = 1 << 20, whole: Bool = false, regularOnly: Bool = true) -> [UInt8]? {
+    package func readBytes(_ path: String, limit: Int = 1 << 20, whole: Bool = false, regularOnly: Bool = true) -> [UInt8]? {
         // Non-blocking, so that opening a FIFO with no writer returns instead of waiting.
         let fd = open(root + path, O_RDONLY | O_CLOEXEC | O_NOCTTY | (regularOnly ? O_NONBLOCK : 0))
         guard fd >= 0 else { return nil }
@@ -69,7 +69,7 @@ public struct SystemFiles: Sendable {
     ///   - path: the file.
     ///   - limit: the bound it was read with.
     ///   - what: what the file should have been ("a config file"), for the too-large case.
-    public func whyUnreadable(_ path: String, limit: Int, what: String) -> String {
+    package func whyUnreadable(_ path: String, limit: Int, what: String) -> String {
         var info = stat()
         if stat(root + path, &info) != 0 {
             return errno == ENOENT ? "does not exist" : "cannot be read: \(errnoMessage(errno))"
@@ -88,7 +88,7 @@ public struct SystemFiles: Sendable {
 
     /// Names in a directory, sorted (none when it cannot be read, or its listing stops on an
     /// error).
-    public func list(_ path: String) -> [String] {
+    package func list(_ path: String) -> [String] {
         ((try? listDirectory(root + path)) ?? []).sorted()
     }
 }
@@ -96,17 +96,17 @@ public struct SystemFiles: Sendable {
 /// The built-in collectors: parsers of the kernel's text files, fed the text (so tests give
 /// them any board's files), each keeping what it needs from the last sample (CPU deltas).
 /// Measurement and field names follow Telegraf's, so existing dashboards work.
-public enum SystemCollectors {
+package enum SystemCollectors {
     // MARK: CPU
 
     /// Jiffies per state from the first line of /proc/stat.
-    public struct CPUTimes: Sendable, Equatable {
+    package struct CPUTimes: Sendable, Equatable {
         /// user, nice, system, idle, iowait, irq, softirq, steal (guest time is inside user).
-        public var values: [UInt64]
+        package var values: [UInt64]
     }
 
     /// The aggregate `cpu` line of /proc/stat.
-    public static func parseCPU(_ text: String) -> CPUTimes? {
+    package static func parseCPU(_ text: String) -> CPUTimes? {
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return nil }
         let numbers = line.split(separator: " ").dropFirst().compactMap { UInt64($0) }
         guard numbers.count >= 4 else { return nil }
@@ -115,7 +115,7 @@ public enum SystemCollectors {
 
     /// Percent of time per state between two samples (`cpu` measurement, tag `cpu=cpu-total`);
     /// nil when no time passed or a counter went back (a reboot between samples).
-    public static func cpuUsage(from old: CPUTimes, to new: CPUTimes) -> [String: Point.Value]? {
+    package static func cpuUsage(from old: CPUTimes, to new: CPUTimes) -> [String: Point.Value]? {
         var deltas: [UInt64] = []
         for (a, b) in zip(old.values, new.values) {
             guard b >= a else { return nil }
@@ -132,7 +132,7 @@ public enum SystemCollectors {
     // MARK: Memory
 
     /// `mem` fields from /proc/meminfo (bytes, and used/available percent), plus swap.
-    public static func memory(_ text: String) -> [String: Point.Value]? {
+    package static func memory(_ text: String) -> [String: Point.Value]? {
         var values: [String: Int64] = [:]
         for line in text.split(separator: "\n") {
             let parts = line.split(separator: " ", omittingEmptySubsequences: true)
@@ -156,7 +156,7 @@ public enum SystemCollectors {
     // MARK: Load and uptime
 
     /// `system` fields load1, load5, load15 from /proc/loadavg.
-    public static func load(_ text: String) -> [String: Point.Value]? {
+    package static func load(_ text: String) -> [String: Point.Value]? {
         let parts = text.split(separator: " ")
         guard parts.count >= 3, let one = Double(parts[0]), let five = Double(parts[1]), let fifteen = Double(parts[2]) else {
             return nil
@@ -165,7 +165,7 @@ public enum SystemCollectors {
     }
 
     /// `system` field uptime (whole seconds) from /proc/uptime.
-    public static func uptime(_ text: String) -> [String: Point.Value]? {
+    package static func uptime(_ text: String) -> [String: Point.Value]? {
         guard let first = text.split(separator: " ").first, let seconds = Double(first.trimmed()), seconds >= 0 else { return nil }
         return ["uptime": .integer(Int64(seconds))]
     }
@@ -173,7 +173,7 @@ public enum SystemCollectors {
     // MARK: Network
 
     /// `net` fields per interface from /proc/net/dev (loopback left out, as Telegraf does).
-    public static func network(_ text: String) -> [String: [String: Point.Value]]? {
+    package static func network(_ text: String) -> [String: [String: Point.Value]]? {
         var out: [String: [String: Point.Value]] = [:]
         for line in text.split(separator: "\n") {
             guard let colon = line.firstIndex(of: ":") else { continue }
@@ -192,7 +192,7 @@ public enum SystemCollectors {
     // MARK: Pressure
 
     /// `pressure` fields per kind (`some`, `full`) from one /proc/pressure file.
-    public static func pressure(_ text: String) -> [String: [String: Point.Value]]? {
+    package static func pressure(_ text: String) -> [String: [String: Point.Value]]? {
         var out: [String: [String: Point.Value]] = [:]
         for line in text.split(separator: "\n") {
             let parts = line.split(separator: " ")
@@ -215,18 +215,18 @@ public enum SystemCollectors {
     // MARK: Disks
 
     /// A mounted file system worth reporting.
-    public struct Mount: Sendable, Equatable {
+    package struct Mount: Sendable, Equatable {
         /// The device (`/dev/mmcblk0p2`).
-        public var device: String
+        package var device: String
         /// Where it is mounted.
-        public var path: String
+        package var path: String
         /// Its type (`ext4`).
-        public var type: String
+        package var type: String
     }
 
     /// File systems that hold data, from /proc/self/mounts: pseudo and memory file systems
     /// (proc, sysfs, cgroup, tmpfs, …) are left out, and each mount point once.
-    public static func realMounts(_ text: String) -> [Mount] {
+    package static func realMounts(_ text: String) -> [Mount] {
         let pseudo: Set<String> = [
             "proc", "sysfs", "devtmpfs", "devpts", "tmpfs", "cgroup", "cgroup2", "pstore", "securityfs", "debugfs", "tracefs",
             "configfs", "fusectl", "mqueue", "hugetlbfs", "bpf", "autofs", "binfmt_misc", "rpc_pipefs", "nsfs", "ramfs", "overlay",
@@ -266,7 +266,7 @@ public enum SystemCollectors {
     }
 
     /// `disk` fields from statvfs of `path` (nil when it cannot be read).
-    public static func diskUsage(_ path: String) -> [String: Point.Value]? {
+    package static func diskUsage(_ path: String) -> [String: Point.Value]? {
         var info = statvfs()
         guard statvfs(path, &info) == 0, info.f_blocks > 0 else { return nil }
         let size = Int64(info.f_frsize)
@@ -284,7 +284,7 @@ public enum SystemCollectors {
     // MARK: Thermal
 
     /// `temp` in °C from a thermal zone's `temp` file (millidegrees).
-    public static func temperature(_ text: String) -> Double? {
+    package static func temperature(_ text: String) -> Double? {
         guard let millidegrees = Int64(text.trimmed()) else { return nil }
         return Double(millidegrees) / 1000
     }

@@ -1,7 +1,7 @@
 /// One InfluxDB point: a measurement, tags, fields and the time it was taken.
-public struct Point: Sendable, Equatable {
+package struct Point: Sendable, Equatable {
     /// A field's value.
-    public enum Value: Sendable, Equatable {
+    package enum Value: Sendable, Equatable {
         /// A float (`1.5`).
         case float(Double)
         /// An integer (`12i`).
@@ -13,14 +13,14 @@ public struct Point: Sendable, Equatable {
     }
 
     /// The measurement (InfluxDB's table).
-    public var measurement: String
+    package var measurement: String
     /// Tags, sorted by key when encoded (InfluxDB's preferred order).
-    public var tags: [String: String]
+    package var tags: [String: String]
     /// Fields, encoded in key order.
-    public var fields: [String: Value]
+    package var fields: [String: Value]
     /// Nanoseconds since the Unix epoch, fixed when the point was collected, so a point sent
     /// twice is the same point (InfluxDB keeps one).
-    public var timestamp: Int64
+    package var timestamp: Int64
 
     /// Creates a point.
     /// - Parameters:
@@ -28,7 +28,7 @@ public struct Point: Sendable, Equatable {
     ///   - tags: tags.
     ///   - fields: at least one field.
     ///   - timestamp: nanoseconds since the epoch.
-    public init(measurement: String, tags: [String: String] = [:], fields: [String: Value], timestamp: Int64) {
+    package init(measurement: String, tags: [String: String] = [:], fields: [String: Value], timestamp: Int64) {
         self.measurement = measurement
         self.tags = tags
         self.fields = fields
@@ -37,11 +37,11 @@ public struct Point: Sendable, Equatable {
 }
 
 /// InfluxDB line protocol: writing points, and checking lines other programs wrote.
-public enum LineProtocol {
+package enum LineProtocol {
     /// The line for `point`, timestamp in `precision` (truncated), without a newline. Fields
     /// that are not finite numbers are left out (InfluxDB refuses NaN and infinity); nil when
     /// no field is left.
-    public static func encode(_ point: Point, precision: TimestampPrecision) -> String? {
+    package static func encode(_ point: Point, precision: TimestampPrecision) -> String? {
         var line = escape(point.measurement, measurement: true)
         for key in point.tags.keys.sorted() {
             guard let value = point.tags[key], !key.isEmpty, !value.isEmpty else { continue }
@@ -67,7 +67,7 @@ public enum LineProtocol {
     }
 
     /// Nanoseconds in `precision`'s unit.
-    public static func scale(_ nanoseconds: Int64, to precision: TimestampPrecision) -> Int64 {
+    package static func scale(_ nanoseconds: Int64, to precision: TimestampPrecision) -> Int64 {
         switch precision {
         case .ns: return nanoseconds
         case .us: return nanoseconds / 1000
@@ -191,12 +191,12 @@ public enum LineProtocol {
     /// Checks one line of a spool file as InfluxDB would parse it: a measurement, optional
     /// tags, at least one field with a valid value, an optional integer timestamp.
     /// - Returns: nil when the line is valid; otherwise why, with the column.
-    public static func problem(in line: Substring) -> String? {
+    package static func problem(in line: Substring) -> String? {
         check(line).problem
     }
 
     /// `problem(in:)`, and whether the line ends with a timestamp.
-    public static func check(_ line: Substring) -> (problem: String?, hasTimestamp: Bool) {
+    package static func check(_ line: Substring) -> (problem: String?, hasTimestamp: Bool) {
         var hasTimestamp = false
         let problem = check(line, hasTimestamp: &hasTimestamp)
         return (problem, hasTimestamp)

@@ -9,20 +9,20 @@ import TinyFireCore
 #endif
 
 /// What one pass over the spool did.
-public struct SpoolPass: Sendable, Equatable {
+package struct SpoolPass: Sendable, Equatable {
     /// Lines queued.
-    public var queuedLines = 0
+    package var queuedLines = 0
     /// Lines refused (kept in `rejected/`), and files set aside whole (one each).
-    public var rejectedLines = 0
+    package var rejectedLines = 0
     /// Entries set aside whole: without being read (symlinks, FIFOs, hard links, too large,
     /// unreadable), or after too many refused lines, or because they grew while being read.
-    public var setAside = 0
+    package var setAside = 0
     /// Entries of `rejected/` removed to keep it within `telemetry.spoolRejectedMaxBytes` (oldest first).
-    public var rejectedDropped = 0
+    package var rejectedDropped = 0
     /// Whether the queue refused a batch: the files left wait as they are.
-    public var blocked = false
+    package var blocked = false
     /// Whether the pass stopped at its deadline with files left (the next pass goes on).
-    public var yielded = false
+    package var yielded = false
 }
 
 /// The spool directory, read as untrusted input: whoever may write it (a group of programs on

@@ -1,5 +1,5 @@
 /// The verdict on one line of a spool file. Sans-I/O.
-public enum SpoolLineVerdict: Sendable, Equatable {
+package enum SpoolLineVerdict: Sendable, Equatable {
     /// Blank or a `#` comment: nothing to send, nothing to report.
     case skip
     /// A line InfluxDB will accept; `stamped` when it had no time and was given `timestamp`.
@@ -8,14 +8,14 @@ public enum SpoolLineVerdict: Sendable, Equatable {
     case refused(text: String, reason: String)
 
     /// The board's `device` tag, set on every spool point whatever the line said.
-    public struct DeviceTag: Sendable, Equatable {
+    package struct DeviceTag: Sendable, Equatable {
         /// The board's device ID.
-        public var id: String
+        package var id: String
         /// A tag key for the `device` value the line carried itself; nil drops it.
-        public var keptAs: String?
+        package var keptAs: String?
 
         /// Creates the tag.
-        public init(id: String, keptAs: String? = nil) {
+        package init(id: String, keptAs: String? = nil) {
             self.id = id
             self.keptAs = keptAs
         }
@@ -28,7 +28,7 @@ public enum SpoolLineVerdict: Sendable, Equatable {
     ///     batch sent twice is the same points; nil leaves such lines as they are.
     ///   - device: set as the point's `device` tag (a writer cannot speak for another board);
     ///     nil leaves the tags as they are.
-    public static func judge(_ line: SpoolLineSplitter.Line, timestamp: Int64?, device: DeviceTag? = nil) -> SpoolLineVerdict {
+    package static func judge(_ line: SpoolLineSplitter.Line, timestamp: Int64?, device: DeviceTag? = nil) -> SpoolLineVerdict {
         switch line.content {
         case .tooLong(let prefix, let length):
             return .refused(text: String(decoding: prefix, as: UTF8.self), reason: "longer than a batch (\(length) bytes)")
@@ -56,21 +56,21 @@ public enum SpoolLineVerdict: Sendable, Equatable {
 /// What a whole spool file holds once checked: the lines InfluxDB will accept, and the ones it
 /// would refuse, with their line numbers and reasons. Sans-I/O, for a file's text in memory (the
 /// agent itself reads spool files as a stream: `SpoolDirectory`).
-public struct SpoolFile: Sendable, Equatable {
+package struct SpoolFile: Sendable, Equatable {
     /// A refused line.
-    public struct Rejected: Sendable, Equatable {
+    package struct Rejected: Sendable, Equatable {
         /// 1-based line number in the file.
-        public var number: Int
+        package var number: Int
         /// The line as it was (the first bytes of a long one).
-        public var text: String
+        package var text: String
         /// Why (column and reason).
-        public var reason: String
+        package var reason: String
     }
 
     /// Valid lines, in order, without newlines.
-    public var lines: [String]
+    package var lines: [String]
     /// Refused lines.
-    public var rejected: [Rejected]
+    package var rejected: [Rejected]
 
     /// Checks `text`: blank lines and `#` comments are skipped; a last line without a newline
     /// is refused (a writer that renames its file in ends every line); NUL bytes, invalid UTF-8
@@ -80,7 +80,7 @@ public struct SpoolFile: Sendable, Equatable {
     ///   - maxLineBytes: longer lines are refused (they fit no batch).
     ///   - timestamp: added to lines that have none (in the config's precision), so a batch
     ///     sent twice is the same points; nil leaves such lines as they are.
-    public init(text: String, maxLineBytes: Int, timestamp: Int64? = nil) {
+    package init(text: String, maxLineBytes: Int, timestamp: Int64? = nil) {
         var lines: [String] = []
         var rejected: [Rejected] = []
         func take(_ line: SpoolLineSplitter.Line) {

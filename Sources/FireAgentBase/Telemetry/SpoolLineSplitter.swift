@@ -5,14 +5,14 @@
 /// Memory: the unfinished line, at most `maxLineBytes` bytes. A longer line is not kept: it is
 /// handed out as `.tooLong` with its first `SpoolLineSplitter.keptPrefixBytes` bytes once its
 /// newline arrives.
-public struct SpoolLineSplitter: Sendable {
+package struct SpoolLineSplitter: Sendable {
     /// How much of a line longer than the bound is kept, to say in `rejected/` what it was.
-    public static let keptPrefixBytes = 200
+    package static let keptPrefixBytes = 200
 
     /// One line of the file.
-    public struct Line: Sendable, Equatable {
+    package struct Line: Sendable, Equatable {
         /// What the line holds.
-        public enum Content: Sendable, Equatable {
+        package enum Content: Sendable, Equatable {
             /// The line's bytes, without its newline (and without a CR before it).
             case bytes([UInt8])
             /// A line longer than the bound: its first bytes and its whole length (newline included).
@@ -21,11 +21,11 @@ public struct SpoolLineSplitter: Sendable {
             case torn([UInt8])
         }
         /// 1-based line number in the file.
-        public var number: Int
+        package var number: Int
         /// Offset just past the line's newline (for `.torn`, the end of the file).
-        public var end: Int64
+        package var end: Int64
         /// The line.
-        public var content: Content
+        package var content: Content
 
         package init(number: Int, end: Int64, content: Content) {
             self.number = number
@@ -35,21 +35,21 @@ public struct SpoolLineSplitter: Sendable {
     }
 
     /// Lines longer than this (newline included) are handed out as `.tooLong`.
-    public let maxLineBytes: Int
+    package let maxLineBytes: Int
     private var carry: [UInt8] = []
     private var skipped = 0
     private var skipping = false
     /// Bytes of the file consumed so far (the offset the next fed byte has).
-    public private(set) var offset: Int64
+    package private(set) var offset: Int64
     /// The number of the last line handed out.
-    public private(set) var lineNumber: Int
+    package private(set) var lineNumber: Int
 
     /// Creates a splitter.
     /// - Parameters:
     ///   - maxLineBytes: the longest line kept whole, newline included (≥ 2).
     ///   - offset: where in the file the first fed byte is (the start of a line).
     ///   - lineNumber: how many lines come before `offset`.
-    public init(maxLineBytes: Int, offset: Int64 = 0, lineNumber: Int = 0) {
+    package init(maxLineBytes: Int, offset: Int64 = 0, lineNumber: Int = 0) {
         self.maxLineBytes = max(2, maxLineBytes)
         self.offset = offset
         self.lineNumber = lineNumber
@@ -59,7 +59,7 @@ public struct SpoolLineSplitter: Sendable {
     /// returns false to stop (the rest of `bytes` is then not consumed: `offset` is just past the
     /// last line handed out).
     /// - Returns: false when `body` stopped it.
-    public mutating func feed(_ bytes: UnsafeRawBufferPointer, _ body: (Line) -> Bool) -> Bool {
+    package mutating func feed(_ bytes: UnsafeRawBufferPointer, _ body: (Line) -> Bool) -> Bool {
         var start = 0
         while start < bytes.count {
             guard let newline = bytes[start...].firstIndex(of: 0x0A) else {
@@ -87,7 +87,7 @@ public struct SpoolLineSplitter: Sendable {
     }
 
     /// The end of the file: what was left after the last newline, if anything.
-    public mutating func finish() -> Line? {
+    package mutating func finish() -> Line? {
         guard !carry.isEmpty || skipping else { return nil }
         lineNumber += 1
         defer {

@@ -2,31 +2,31 @@
 /// with bytes that are not UTF-8; decoding such a name would make a different name (U+FFFD in
 /// place of the bytes) under which the file cannot be opened, moved or removed. The agent keeps
 /// names as bytes from `readdir` to `openat`, `renameat` and `unlinkat`, and shows them escaped.
-public struct SpoolName: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
+package struct SpoolName: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
     /// The name's bytes, without a NUL.
-    public let bytes: [UInt8]
+    package let bytes: [UInt8]
     /// The bytes and a NUL, for the system calls.
     private let terminated: [UInt8]
 
     /// A name from its bytes (a NUL in them ends it, as it would for the kernel).
-    public init(bytes: [UInt8]) {
+    package init(bytes: [UInt8]) {
         let cut = Array(bytes.prefix { $0 != 0 })
         self.bytes = cut
         terminated = cut + [0]
     }
 
     /// A name from text (tests, the progress record of an older version).
-    public init(_ text: String) { self.init(bytes: Array(text.utf8)) }
+    package init(_ text: String) { self.init(bytes: Array(text.utf8)) }
 
     /// A name written in the source.
-    public init(stringLiteral text: String) { self.init(text) }
+    package init(stringLiteral text: String) { self.init(text) }
 
     /// Whether the name starts with `.` (a writer's file still being written).
-    public var isHidden: Bool { bytes.first == 0x2E }
+    package var isHidden: Bool { bytes.first == 0x2E }
 
     /// The name for logs and reasons: UTF-8 printable text as it is, anything else (invalid
     /// UTF-8, control characters, backslash) as `\xNN`.
-    public var description: String {
+    package var description: String {
         var out = ""
         var index = 0
         while index < bytes.count {
@@ -58,7 +58,7 @@ public struct SpoolName: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     /// `body` with the name as a C string.
-    public func withCString<Result>(_ body: (UnsafePointer<CChar>) -> Result) -> Result {
+    package func withCString<Result>(_ body: (UnsafePointer<CChar>) -> Result) -> Result {
         terminated.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { chars in
                 // Never empty (the NUL is always there).
@@ -69,14 +69,14 @@ public struct SpoolName: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     /// This name with `suffix` (`.1`, `.refused`) after it.
-    public func appending(_ suffix: String) -> SpoolName { SpoolName(bytes: bytes + Array(suffix.utf8)) }
+    package func appending(_ suffix: String) -> SpoolName { SpoolName(bytes: bytes + Array(suffix.utf8)) }
 
     /// Byte order (the order the spool is taken in).
-    public static func < (lhs: SpoolName, rhs: SpoolName) -> Bool { lhs.bytes.lexicographicallyPrecedes(rhs.bytes) }
+    package static func < (lhs: SpoolName, rhs: SpoolName) -> Bool { lhs.bytes.lexicographicallyPrecedes(rhs.bytes) }
 
     /// The same bytes.
-    public static func == (lhs: SpoolName, rhs: SpoolName) -> Bool { lhs.bytes == rhs.bytes }
+    package static func == (lhs: SpoolName, rhs: SpoolName) -> Bool { lhs.bytes == rhs.bytes }
 
     /// Hashes the bytes.
-    public func hash(into hasher: inout Hasher) { hasher.combine(bytes) }
+    package func hash(into hasher: inout Hasher) { hasher.combine(bytes) }
 }

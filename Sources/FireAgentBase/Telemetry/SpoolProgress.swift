@@ -6,31 +6,31 @@
 /// A record applies only to the file it was made for: same name, device, inode, size and
 /// modification time. Spool files are renamed in whole and never change after; any other file
 /// (a new one under the same name, one that reused the inode) starts from its first byte.
-public struct SpoolProgress: Sendable, Equatable {
+package struct SpoolProgress: Sendable, Equatable {
     /// The file's name in the spool (bytes: a name need not be UTF-8).
-    public var name: SpoolName
+    package var name: SpoolName
     /// `st_dev`, `st_ino`, `st_size` and `st_mtim` (ns) of the file.
-    public var device: UInt64
+    package var device: UInt64
     /// The file's inode number.
-    public var inode: UInt64
+    package var inode: UInt64
     /// The file's size in bytes.
-    public var size: Int64
+    package var size: Int64
     /// The file's modification time, ns since the epoch.
-    public var modified: Int64
+    package var modified: Int64
     /// Bytes of the file whose lines are queued (or refused): the next line starts here.
-    public var offset: Int64
+    package var offset: Int64
     /// Lines before `offset`.
-    public var lineNumber: Int
+    package var lineNumber: Int
     /// The time given to lines without one, in the config's precision.
-    public var stamp: Int64
+    package var stamp: Int64
     /// Refused lines ending at or before this offset are already kept in `rejected/` (and
     /// counted): read again after a kill, they are not kept or counted twice. At least `offset`.
-    public var refusedThrough: Int64
+    package var refusedThrough: Int64
     /// Refused lines of this file kept so far (the file is set aside whole past a bound).
-    public var refusedLines: Int
+    package var refusedLines: Int
 
     /// Creates a record.
-    public init(
+    package init(
         name: SpoolName, device: UInt64, inode: UInt64, size: Int64, modified: Int64, offset: Int64, lineNumber: Int, stamp: Int64,
         refusedThrough: Int64? = nil, refusedLines: Int = 0
     ) {
@@ -47,13 +47,13 @@ public struct SpoolProgress: Sendable, Equatable {
     }
 
     /// Whether this record is for the file with this identity.
-    public func matches(device: UInt64, inode: UInt64, size: Int64, modified: Int64) -> Bool {
+    package func matches(device: UInt64, inode: UInt64, size: Int64, modified: Int64) -> Bool {
         self.device == device && self.inode == inode && self.size == size && self.modified == modified
     }
 
     /// The record as one line:
     /// `spool-progress 2 <name as hex> dev ino size mtime offset line stamp refusedThrough refusedLines`.
-    public var encoded: String {
+    package var encoded: String {
         let digits = Array("0123456789abcdef".utf8)
         var hex: [UInt8] = []
         for byte in name.bytes { hex.append(contentsOf: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]]) }
@@ -63,7 +63,7 @@ public struct SpoolProgress: Sendable, Equatable {
 
     /// Reads a record written by `encoded` (or by an older version: `spool-progress 1 …`,
     /// without the refusal fields); nil for anything else (a torn or foreign file).
-    public init?(encoded text: String) {
+    package init?(encoded text: String) {
         guard text.hasSuffix("\n") else { return nil }
         let fields = text.dropLast().split(separator: " ", omittingEmptySubsequences: false)
         guard fields.count >= 10, fields[0] == "spool-progress", fields[2].utf8.count % 2 == 0,
@@ -100,12 +100,12 @@ public struct SpoolProgress: Sendable, Equatable {
 /// checksum, to the slot the last write did not use, and is made durable with one `fdatasync`
 /// (no new file, no rename). A write cut short by a power loss spoils only its own slot: the
 /// other still holds the record before it. Sans-I/O: slots in, record out.
-public enum SpoolProgressSlots {
+package enum SpoolProgressSlots {
     /// Bytes per slot; a record (a 255-byte name in hex and nine numbers) fits with room.
-    public static let slotBytes = 1024
+    package static let slotBytes = 1024
 
     /// The slot's bytes for `record` (nil: no file in progress) under sequence `sequence`.
-    public static func encode(_ record: SpoolProgress?, sequence: UInt64) -> [UInt8] {
+    package static func encode(_ record: SpoolProgress?, sequence: UInt64) -> [UInt8] {
         let payload = record?.encoded ?? "none\n"
         var bytes = Array("slot \(sequence) \(String(checksum(payload), radix: 16)) \(payload)".utf8)
         bytes.append(contentsOf: repeatElement(0, count: max(0, slotBytes - bytes.count)))
@@ -113,7 +113,7 @@ public enum SpoolProgressSlots {
     }
 
     /// The newest intact slot of the file's bytes: its sequence and record (nil: none in progress).
-    public static func decode(_ bytes: [UInt8]) -> (sequence: UInt64, record: SpoolProgress?)? {
+    package static func decode(_ bytes: [UInt8]) -> (sequence: UInt64, record: SpoolProgress?)? {
         var best: (sequence: UInt64, record: SpoolProgress?)?
         var start = 0
         while start + 8 <= bytes.count {

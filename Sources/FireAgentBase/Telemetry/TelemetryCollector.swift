@@ -6,14 +6,14 @@ import TinyFireCore
 /// (`device` and the config's labels) and the one timestamp of the round.
 ///
 /// Memory: the previous CPU sample (eight counters) and the points of one round.
-public final class TelemetryCollector {
+package final class TelemetryCollector {
     private let files: SystemFiles
     private let tags: [String: String]
     private let logger: Logger
     private let enabled: AgentConfig.Collectors
     private var previousCPU: SystemCollectors.CPUTimes?
     /// Collectors switched off after a failure, with the reason (for status).
-    public private(set) var stopped: [String: String] = [:]
+    package private(set) var stopped: [String: String] = [:]
     /// The agent's own figures (queue depth, drops, …), asked for each round.
     private let agentHealth: () -> [String: Point.Value]
 
@@ -24,7 +24,7 @@ public final class TelemetryCollector {
     ///   - files: where /proc and /sys are.
     ///   - logger: where failures are logged (once each).
     ///   - agentHealth: the agent's own figures for the `fire_agent` measurement.
-    public init(
+    package init(
         collectors: AgentConfig.Collectors, tags: [String: String], files: SystemFiles = SystemFiles(), logger: Logger,
         agentHealth: @escaping () -> [String: Point.Value] = { [:] }
     ) {
@@ -36,7 +36,7 @@ public final class TelemetryCollector {
     }
 
     /// One round: every enabled collector's points, stamped `timestamp` (ns since the epoch).
-    public func collect(timestamp: Int64) -> [Point] {
+    package func collect(timestamp: Int64) -> [Point] {
         var points: [Point] = []
         func point(_ measurement: String, _ fields: [String: Point.Value], extra: [String: String] = [:]) {
             guard !fields.isEmpty else { return }

@@ -1,5 +1,5 @@
 /// The unit of line-protocol timestamps (InfluxDB's `precision` parameter).
-public enum TimestampPrecision: String, Sendable, CaseIterable {
+package enum TimestampPrecision: String, Sendable, CaseIterable {
     /// Nanoseconds.
     case ns
     /// Microseconds.
