@@ -1,4 +1,4 @@
-// The public, throwing ways in to the core's proxy types (TinyFireCore/Transport/Proxy.swift),
+// The public, throwing ways in to the core's proxy types (TinyFireCore/Connection/Proxy.swift),
 // with TinyFire's error.
 
 extension Proxy {
