@@ -140,6 +140,38 @@ struct EventLoopTests {
         #expect(finished.error.contains("ftp"))
     }
 
+    @Test(
+        "two engines on one shared loop: shutting one down leaves the loop and the other running; a transfer started on the one shut down is told so"
+    )
+    func sharedLoop() async throws {
+        let loop = try EventLoop(name: "test-shared")
+        defer { loop.shutdown() }
+        let first = Engine(settings: SessionConfiguration().engineSettings, loop: loop)
+        let second = Engine(settings: SessionConfiguration().engineSettings, loop: loop)
+        #expect(first.loop === loop && second.loop === loop)
+        // runAndWait: from another thread it returns once the task ran on the loop.
+        let ranOn = Mutex<Sighting?>(nil)
+        loop.runAndWait { ranOn.withLock { $0 = EventLoopTests.sighting(loop) } }
+        #expect(ranOn.withLock { $0 }?.inEventLoop == true)
+        first.shutdown()
+        // The loop runs on: the second engine's transfer is answered (an unsupported scheme
+        // fails at once, on the loop).
+        let spec = RequestSpec(url: AbsoluteURL("ftp://127.0.0.1/file")!, method: .get, headers: HTTPHeaders(), body: nil)
+        let alive = RecordingOwner(loop: loop)
+        second.start(spec, owner: alive)
+        #expect(await eventually { alive.finished.withLock { $0 } != nil })
+        #expect(alive.finished.withLock { $0 }?.error.contains("ftp") == true)
+        // The first is shut down: its owner hears so instead of waiting for ever.
+        let late = RecordingOwner(loop: loop)
+        first.start(spec, owner: late)
+        #expect(await eventually { late.finished.withLock { $0 } != nil })
+        #expect(late.finished.withLock { $0 }?.error == "\(TransferFailure.engineShutDown)")
+        second.shutdown()
+        let after = Mutex(false)
+        loop.runAndWait { after.withLock { $0 = true } }
+        #expect(after.withLock { $0 }, "the loop still runs after both engines ended their part")
+    }
+
     /// A transfer's owner that records where it was asked and told things.
     final class RecordingOwner: TransferOwner {
         struct Finish: Sendable {
