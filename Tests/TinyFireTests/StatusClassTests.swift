@@ -37,6 +37,10 @@ struct StatusClassTests {
         for unread in ["soon", "-5", "1.5", "", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
             #expect(StatusClass(status: 429, retryAfter: unread, now: now) == .throttled(retryAfter: nil), "\(unread)")
         }
+        // A date no arithmetic may overflow on, whatever the header or the clock says.
+        #expect(StatusClass(status: 429, retryAfter: "Sun, 06 Nov 400000000 08:49:37 GMT", now: now) == .throttled(retryAfter: nil))
+        let far = WallTime(millisecondsSince1970: .min)
+        #expect(StatusClass(status: 429, retryAfter: "Fri, 31 Dec 9999 23:59:59 GMT", now: far) == .throttled(retryAfter: .seconds(3600)))
         // A Retry-After beside a status that does not throttle changes nothing.
         #expect(StatusClass(status: 500, retryAfter: "7", now: now) == .transient)
         #expect(StatusClass(status: 301, retryAfter: "7", now: now) == .transient)
@@ -48,8 +52,11 @@ struct StatusClassTests {
         #expect(HTTPDate.secondsSince1970("Thu, 01 Jan 1970 00:00:00 GMT") == 0)
         #expect(HTTPDate.secondsSince1970("Tue, 29 Feb 2028 23:59:59 GMT") == 1_835_481_599)
         #expect(HTTPDate.secondsSince1970("Sat, 21 Nov 2026 10:00:00 GMT") == 1_795_255_200)
+        #expect(HTTPDate.secondsSince1970("Fri, 31 Dec 9999 23:59:59 GMT") == 253_402_300_799)
         for bad in [
-            "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 32 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 300000000000 08:49:37 GMT", "Sun, 06 Nov 10000 08:49:37 GMT", "Sun, 06 Nov 0 08:49:37 GMT",
+            "Sun, 06 Nov -5 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 32 Nov 1994 08:49:37 GMT",
             "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:61:00 GMT", "Sun, 06 Nov 1994 08:49 GMT", "06 Nov 1994 08:49:37 GMT",
         ] {
             #expect(HTTPDate.secondsSince1970(bad) == nil, "\(bad)")

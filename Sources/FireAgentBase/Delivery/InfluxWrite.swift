@@ -33,7 +33,7 @@ package enum InfluxWrite {
     /// | another 2xx | kept: not InfluxDB's answer (a captive portal, a proxy) |
     /// | 429, 503 | kept; the whole queue waits the server's `Retry-After` (else the backoff) |
     /// | 413 (too large), 400 (lines refused) | replaced by its two halves, queued at the tail, until the refused lines stand alone; a one-line batch is a dead letter |
-    /// | 401, 403, 407 | kept, retried after the backoff: a config reload with new credentials sends it |
+    /// | 401, 403, 407 | kept, retried after the backoff, never let go for its age: a config reload with new credentials sends it |
     /// | 404, 410 and the other 4xx | a dead letter with the server's message (no such database, a method refused: the same batch is refused again) |
     /// | 408, 425, 5xx, 1xx, 3xx | kept, retried after the backoff |
     ///
@@ -74,9 +74,12 @@ package enum InfluxWrite {
             return split(record, detail: detail, batchBytes: batchBytes)
         case .gone, .refused:
             return .deadLetter(reason: detail)
+        case .credentials:
+            // Kept whatever its age: new credentials (a reload) send it; it is not the batch's fault.
+            return .retry
         case .throttled(let after):
             delay = after
-        case .credentials, .transient:
+        case .transient:
             delay = nil
         }
         if let age, age > maxAge {

@@ -106,7 +106,7 @@ package final class FirmwareUpdater: @unchecked Sendable {
     ///     builds read nothing from it.
     ///   - wallClock: what the wall clock can be trusted with (default: the agent's, with its
     ///     floor in `queue.directory`).
-    ///   - userAgent: the `User-Agent` of every request.
+    ///   - userAgent: the `User-Agent` of every request, when `server` is not given.
     ///   - points: where the `fire_agent_update` points go (the telemetry queue); nil: none are made.
     ///   - server: the fleet server as the daemon set it up for all its clients; nil: set up
     ///     from `agentConfig` and `userAgent` here.
@@ -334,7 +334,10 @@ package final class FirmwareUpdater: @unchecked Sendable {
         wake.signal()
         let ended = finished.wait(timeout: timeout, consume: false)
         source.close()
-        if ended { client.shutdown() }
+        // On the daemon's shared loop the client ends its part now, busy or not: a request the
+        // thread is still waiting for fails (`.engineShutDown`) instead of outliving the loop.
+        // On a loop of its own, only once the thread ended (a stopped loop answers no one).
+        if ended || client.engine.sharesLoop { client.shutdown() }
         return ended
     }
 

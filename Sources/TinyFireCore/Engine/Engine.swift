@@ -10,6 +10,8 @@ package final class Engine: @unchecked Sendable {
     private let loopResult: Result<EventLoop, SystemResourceError>
     /// Whether `shutdown` stops the loop (the engine started it) or only ends its own part.
     private let ownsLoop: Bool
+    /// Whether the engine runs on a loop it shares (and ends only its own part of).
+    package var sharesLoop: Bool { !ownsLoop }
     /// The I/O loop, nil when it could not start.
     package var loop: EventLoop? { try? loopResult.get() }
     private var pool: ConnectionPool?
@@ -76,7 +78,10 @@ package final class Engine: @unchecked Sendable {
             // for the answer (one thread hand-off per request instead of two). Files stay with
             // the loop thread (sendfile's SIGPIPE is blocked there only); streams may block.
             if spec.bodySource == nil && !loop.inEventLoop && loop.runIfWaiting(begin) { return }
-            loop.execute(begin)
+            if !loop.execute(begin) && !ownsLoop {
+                // A shared loop its owner stopped: the owner hears it instead of waiting for ever.
+                owner.transferDidFinish(.failure(.engineShutDown), request: nil, response: nil, report: TransferReport())
+            }
         }
     }
 
@@ -117,7 +122,7 @@ package final class Engine: @unchecked Sendable {
 
     /// Fails every live transfer (`.engineShutDown`), closes every connection and stops the
     /// loop the engine started (on a shared loop: returns once that ran there; a transfer
-    /// started later fails with `.engineShutDown`). The owner drops the engine after this: its
+    /// started later fails with `.engineShutDown`, also after the loop's owner stopped it). The owner drops the engine after this: its
     /// loop work holds it until then.
     package func shutdown() {
         guard case .success(let loop) = loopResult else { return }

@@ -67,7 +67,9 @@ public enum StatusClass: Sendable, Equatable {
         let cap = maximumRetryAfter.components.seconds
         if let seconds = Int64(text), seconds >= 0 { return .seconds(min(seconds, cap)) }
         guard let date = HTTPDate.secondsSince1970(text) else { return nil }
-        let delta = Int64(date) * 1000 - now.millisecondsSince1970
+        // Years 1 to 9999 (`HTTPDate`): no overflow in milliseconds; `now` may be anything.
+        let (delta, overflow) = (Int64(date) * 1000).subtractingReportingOverflow(now.millisecondsSince1970)
+        if overflow { return now.millisecondsSince1970 < 0 ? maximumRetryAfter : .zero }
         return .milliseconds(min(max(delta, 0), cap * 1000))
     }
 }
@@ -76,13 +78,14 @@ public enum StatusClass: Sendable, Equatable {
 public enum HTTPDate {
     /// An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") as seconds since 1970; nil for any other
     /// form (the obsolete RFC 850 and asctime forms are not read: no server this client talks
-    /// to sends them, and a date misread is worse than none).
+    /// to sends them, and a date misread is worse than none) and for a year outside 1 to 9999
+    /// (a header from anyone on the path must not overflow the arithmetic).
     /// - Parameter text: the header's value.
     public static func secondsSince1970(_ text: String) -> Int? {
         let parts = text.split(separator: " ")
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), (1...31).contains(day),
-            let month = months.firstIndex(of: String(parts[2])), let year = Int(parts[3])
+            let month = months.firstIndex(of: String(parts[2])), let year = Int(parts[3]), (1...9999).contains(year)
         else { return nil }
         let clock = parts[4].split(separator: ":").compactMap { Int($0) }
         guard clock.count == 3, (0..<24).contains(clock[0]), (0..<60).contains(clock[1]), (0...60).contains(clock[2]) else {

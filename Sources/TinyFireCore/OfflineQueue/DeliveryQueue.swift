@@ -55,6 +55,8 @@ package final class DeliveryQueue: Sendable {
         var headThrottled = false
         /// Called once the attempts in flight have finished (`stop(completion:)`).
         var idleWaiters: [@Sendable () -> Void] = []
+        /// The completions of flushes under way: `close` ends each with `.closed`.
+        var pendingFlushes: [FlushCompletion] = []
 
         /// The idle waiters, taken, when no attempt is in flight.
         mutating func takeIdleWaiters() -> [@Sendable () -> Void] {
@@ -105,8 +107,9 @@ package final class DeliveryQueue: Sendable {
         }
     }
 
-    /// Stops delivery and its thread (an attempt in flight is dropped: its record stays
-    /// queued), syncs the cursor, closes the store.
+    /// Stops delivery and the thread the queue started (on a shared loop: its own tasks and
+    /// timers; the loop runs on), drops an attempt in flight (its record stays queued), ends a
+    /// flush under way with `.closed`, syncs the cursor, closes the store.
     package func close() {
         let first = state.withLock { state -> Bool in
             defer { state.closed = true }
@@ -115,8 +118,12 @@ package final class DeliveryQueue: Sendable {
         }
         guard first else { return }
         let end: @Sendable () -> Void = { [self] in
-            let timers = state.withLock { [$0.retryTimer.take(), $0.throttleTimer.take()] }
+            let (timers, flushes) = state.withLock { state in
+                defer { state.pendingFlushes = [] }
+                return ([state.retryTimer.take(), state.throttleTimer.take()], state.pendingFlushes)
+            }
             for timer in timers { if let timer { loop.cancel(timer) } }
+            for flush in flushes { flush(.failure(.closed)) }
         }
         if ownsLoop {
             // Queued before the shutdown, so it runs in the loop's last pass: the timers (which
@@ -736,16 +743,25 @@ package final class DeliveryQueue: Sendable {
     /// once).
     /// - Parameter completion: called once, on the delivery thread, with what happened.
     package func flush(completion: @escaping @Sendable (Result<QueueFlushOutcome, OfflineQueueError>) -> Void) {
-        let closed = state.withLock { $0.closed }
+        // Registered before it is handed to the loop: a close meanwhile ends it with `.closed`.
+        let once = FlushCompletion(completion)
+        let closed = state.withLock { state -> Bool in
+            if !state.closed { state.pendingFlushes.append(once) }
+            return state.closed
+        }
         guard !closed else {
-            completion(.failure(.closed))
+            once(.failure(.closed))
             return
+        }
+        let done: @Sendable (Result<QueueFlushOutcome, OfflineQueueError>) -> Void = { [self] result in
+            state.withLock { $0.pendingFlushes.removeAll { $0 === once } }
+            once(result)
         }
         onLoop { [self] in
             let busy = state.withLock { state -> Bool? in
                 guard state.replay.phase == .stopped, !state.flushing else { return true }
                 if state.window.attemptsInFlight > 0 {
-                    state.idleWaiters.append { [self] in flush(completion: completion) }
+                    state.idleWaiters.append { [self] in flush(completion: done) }
                     return nil
                 }
                 state.flushing = true
@@ -753,11 +769,29 @@ package final class DeliveryQueue: Sendable {
             }
             guard let busy else { return }  // started again once the attempt in flight ends
             guard !busy else {
-                completion(.failure(.deliveryRunning))
+                done(.failure(.deliveryRunning))
                 return
             }
             let before = store.totals().cursor
-            FlushStep(queue: self, before: before, completion: completion).run()
+            FlushStep(queue: self, before: before, completion: done).run()
+        }
+    }
+
+    /// A flush's completion, called once: by the flush, or with `.closed` by `close`.
+    final class FlushCompletion: Sendable {
+        private let body: @Sendable (Result<QueueFlushOutcome, OfflineQueueError>) -> Void
+        private let called = Locked(false)
+
+        init(_ body: @escaping @Sendable (Result<QueueFlushOutcome, OfflineQueueError>) -> Void) {
+            self.body = body
+        }
+
+        func callAsFunction(_ result: Result<QueueFlushOutcome, OfflineQueueError>) {
+            let first = called.withLock { called -> Bool in
+                defer { called = true }
+                return !called
+            }
+            if first { body(result) }
         }
     }
 

@@ -129,7 +129,8 @@ package struct FileReplaceError: Error, Sendable {
 /// Replaces the file at `path` by one holding `bytes`: written to `path + temporarySuffix`
 /// (created anew with `mode`, never through a symlink), then renamed over `path`, made as
 /// lasting as `durability` says. On failure the temporary file is removed and `path` is left as
-/// it was (unless the rename or the directory sync failed: then it may already be the new file).
+/// it was, except when only the directory sync failed: then `path` is the new file, not yet
+/// durable. One writer per path (the temporary name is shared).
 /// - Parameters:
 ///   - path: the file.
 ///   - bytes: its new contents.

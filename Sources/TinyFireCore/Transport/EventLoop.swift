@@ -124,13 +124,16 @@ package final class EventLoop: @unchecked Sendable {
     /// answer or a stream chunk that arrives after its Session is gone): the loop's
     /// descriptors stay open until the loop is released, so a late caller never writes to a
     /// closed descriptor whose number another file may have taken since.
-    package func execute(_ task: @escaping @Sendable () -> Void) {
+    /// - Returns: whether the task was taken (false: the loop was asked to stop).
+    @discardableResult
+    package func execute(_ task: @escaping @Sendable () -> Void) -> Bool {
         let wasEmpty = inbox.withLock { queue -> Bool? in
             guard !stopRequested.load(ordering: .acquiring) else { return nil }
             queue.append(task)
             return queue.count == 1
         }
         if wasEmpty == true { wake() }
+        return wasEmpty != nil
     }
 
     /// Runs `task` as loop work and returns once it ran: at once when the caller is doing loop
@@ -153,7 +156,12 @@ package final class EventLoop: @unchecked Sendable {
             return true
         }
         guard queued else {
-            task()
+            // As loop work: the loop thread may still be in its last pass.
+            ownership.withLock { _ in
+                owner.store(UInt(tinyfire_thread_id()), ordering: .relaxed)
+                defer { owner.store(0, ordering: .relaxed) }
+                task()
+            }
             return
         }
         wake()

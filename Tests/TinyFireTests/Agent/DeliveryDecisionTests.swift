@@ -121,6 +121,8 @@ struct DeliveryDecisionTests {
         let lines = (0..<8).map { "m n=\($0)i \($0)" }
         for status in [401, 403, 407] {
             #expect(try fate(status, lines: lines, message: "no") == .retry, "\(status) keeps the batch")
+            // Whatever its age: wrong credentials are not the batch's fault (a reload sends it).
+            #expect(try InfluxWrite.judge(status, lines: lines, age: .seconds(30 * 86400)) == .retry, "\(status) of an old batch")
         }
         for status in [404, 405, 410, 422] {
             #expect(try fate(status, lines: lines, message: "no") == .deadLetter(reason: "HTTP \(status): no"))
