@@ -154,6 +154,8 @@ struct OfflineQueueDeliveryTests {
         let result = try #require(outcome.withLock { $0 }, "flush never finished")
         #expect(try result.get() == OfflineQueue.FlushResult(delivered: 0, discarded: 0, remaining: 0, failure: nil))
         #expect(requests.load(ordering: .relaxed) == 1)
+        // Events reach the handler on its own queue: on a loaded machine after the flush's answer.
+        _ = recorder.wait(within: .seconds(10)) { !$0.isEmpty }
         #expect(recorder.events.withLock { $0 }.count == 1 && recorder.delivered == 1, "\(recorder.events.withLock { $0 })")
         queue.close()
     }
