@@ -634,7 +634,7 @@ package enum AgentCommandLine {
     /// - Parameters:
     ///   - configPath: the config file.
     ///   - userAgent: the `User-Agent` of its requests.
-    package static func firmwareUpdate(configPath: String, userAgent: String = TelemetryAgent.defaultUserAgent) -> Int32 {
+    package static func firmwareUpdate(configPath: String, userAgent: String = FleetServer.defaultUserAgent) -> Int32 {
         guard let config = loadConfig(configPath) else { return Exit.configError }
         guard let firmware = config.firmware else {
             printError("fire-agent: \(configPath) has no firmware section: nothing to update")

@@ -167,9 +167,6 @@ package final class TelemetryAgent: Sendable {
         pending = Locked(Batcher(maxPoints: config.telemetry.batchMaxPoints, maxBytes: config.telemetry.batchMaxBytes))
     }
 
-    /// The `User-Agent` of the agent's requests unless its host says otherwise.
-    package static let defaultUserAgent = FleetServer.defaultUserAgent
-
     /// Batches up to this size (gzip'd) are kept inline in the queue's journal, so the judge
     /// can split one the server found too large (413); larger ones go to body files.
     static let inlineBodyLimit = 512 << 10
