@@ -174,7 +174,9 @@ struct OfflineQueueStoreTests {
         queue.close()
     }
 
-    @Test("a journal cut at every byte of its last record: that record is set aside, the others stay, appends continue")
+    @Test(
+        "a journal cut at every byte of its last record (an append a kill cut short, never acknowledged): cut off, not counted as damage, the others stay, appends continue"
+    )
     func tornTailAtEveryOffset() throws {
         let original = try makeTemporaryDirectory("queue-torn")
         do {
@@ -198,7 +200,10 @@ struct OfflineQueueStoreTests {
             try bytes.prefix(cut).write(to: URL(fileURLWithPath: copySegment))
             let queue = try OfflineQueue(directory: copy)
             #expect(queue.records().map(\.url) == (1...4).map { "http://example.test/ingest/\($0)" }, "cut at \(cut)")
-            #expect(queue.statistics.quarantined == (cut > lastOffset ? 1 : 0), "cut at \(cut)")
+            #expect(queue.statistics.quarantined == 0, "cut at \(cut)")
+            #expect((try FileManager.default.contentsOfDirectory(atPath: copy + "/quarantine")).isEmpty, "cut at \(cut)")
+            let attributes = try FileManager.default.attributesOfItem(atPath: copySegment)
+            #expect((attributes[.size] as? Int) == lastOffset, "cut at \(cut): the unfinished bytes are cut off")
             try queue.enqueue(try ingestRequest("http://example.test", "new"))
             queue.close()
             let reopened = try OfflineQueue(directory: copy)
@@ -208,6 +213,29 @@ struct OfflineQueueStoreTests {
             cuts += 1
         }
         #expect(cuts == bytes.count - lastOffset && cuts > 50)
+    }
+
+    @Test("a last record of full length whose payload is corrupt is damage, not an unfinished append: set aside and counted")
+    func corruptLastRecord() throws {
+        let directory = try makeTemporaryDirectory("queue-corrupt-last")
+        do {
+            let queue = try OfflineQueue(directory: directory)
+            for n in 1...5 { try queue.enqueue(try ingestRequest("http://example.test", "\(n)")) }
+            queue.close()
+        }
+        let segment = try segmentFile(directory)
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: segment)))
+        guard case .record(let lastOffset, _) = bytes.withUnsafeBytes({ OfflineQueueJournal.scan($0) }).last else {
+            Issue.record("no records")
+            return
+        }
+        bytes[lastOffset + OfflineQueueJournal.headerLength + 3] ^= 0x55
+        try Data(bytes).write(to: URL(fileURLWithPath: segment))
+        let queue = try OfflineQueue(directory: directory)
+        #expect(queue.records().count == 4)
+        #expect(queue.statistics.quarantined == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/quarantine").count == 1)
+        queue.close()
     }
 
     @Test("a corrupt record in the middle is quarantined once; the records behind it are delivered")

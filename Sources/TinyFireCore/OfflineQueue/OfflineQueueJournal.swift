@@ -208,6 +208,18 @@ package enum OfflineQueueJournal {
         return checksum(payload) == header.payloadChecksum ? header : nil
     }
 
+    /// Whether the bytes from `offset` to the end are an append cut short: fewer bytes than a
+    /// header, or an intact header whose record runs past the end. That is what a process killed
+    /// inside its `pwrite` leaves (the kernel stops a write between pages on SIGKILL). Such a
+    /// record was never acknowledged (an append returns after its `fdatasync`), so nothing in it
+    /// was accepted. A whole-length record with a bad checksum is not this: it is damage.
+    package static func isUnfinishedAppend(in bytes: UnsafeRawBufferPointer, at offset: Int) -> Bool {
+        guard offset >= 0, offset < bytes.count else { return false }
+        if bytes.count - offset < headerLength { return true }
+        guard let header = header(in: bytes, at: offset) else { return false }
+        return bytes.count - offset < header.recordLength
+    }
+
     /// Decodes a payload (checksum already verified).
     package static func decodePayload(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> Payload {
         var reader = Reader(bytes: bytes)

@@ -522,7 +522,17 @@ package final class OfflineQueueStore: @unchecked Sendable {
                 case .damaged(let range, let atEnd):
                     damaged = true
                     if !atEnd { tailOnly = false }
-                    let what = atEnd && isLast ? "torn tail" : "damaged bytes"
+                    if atEnd && isLast && bytes.withUnsafeBytes({ OfflineQueueJournal.isUnfinishedAppend(in: $0, at: range.lowerBound) }) {
+                        // A write cut short by a kill or a power cut: never acknowledged, so
+                        // nothing accepted is in it. Cut it off (below), as a crash leaves it.
+                        if !readOnly {
+                            logger.notice(
+                                "offline queue: an append that never finished cut from \(path) at \(range.lowerBound) (\(range.count) bytes, never acknowledged)"
+                            )
+                        }
+                        continue
+                    }
+                    let what = atEnd && isLast ? "a damaged tail" : "damaged bytes"
                     quarantine(bytes[range], name: "\(Self.segmentName(first))-\(range.lowerBound).bad", budget: &quarantineBytes)
                     if readOnly { continue }
                     logger.warning(
