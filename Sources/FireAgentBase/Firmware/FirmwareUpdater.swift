@@ -9,8 +9,9 @@ import TinyFireCore
 
 /// The firmware flow's I/O: it polls the manifest, downloads, verifies, runs the commands and
 /// reports, on a thread of its own so a long download or install never holds the daemon's loop.
-/// Every decision is `UpdateFlow`'s; this type only carries its effects out, in order (report,
-/// persist, act), and feeds it what happened.
+/// Every decision is `UpdateFlow`'s, its waits and retries included; this type only carries its
+/// effects out, in order (report, persist, act), keeps the instants of the timers the flow armed,
+/// and feeds it what happened (a gate found closed or open, a timer fired).
 ///
 /// Memory: one `FirmwareClient` (its engine's 64 KiB read buffers and the 64 KiB bound on the
 /// manifest), the kept manifest (at most 64 KiB), up to 64 KiB of a command's output, and the
@@ -58,17 +59,9 @@ package final class FirmwareUpdater: @unchecked Sendable {
     /// The manifest being acted on (verified), its bytes' digest, and its signature.
     private var manifest: FirmwareManifest?
     private var nextPoll: Instant
-    private var retryAt: Instant?
-    /// When the next health-check attempt runs.
-    private var healthRetryAt: Instant?
-    /// A step that waits (the link, the install window, the inhibit lock): asked again then.
-    private var gateRetryAt: Instant?
-    private var gatePending: UpdateEffect?
-    /// What the update waits for now (`status`), nil when nothing.
-    private var waitReason: String?
-    /// Checks in a row that found too little space for the download: its backoff, as a failed
-    /// attempt's (`firmware.retry`), without counting toward `downloadAttempts`.
-    private var spaceWaits = 0
+    /// When each timer the flow armed fires. Only instants: what a timer means, and which
+    /// ones stand, is the flow's (`flow.waits`).
+    private var deadlines: [UpdateTimer: Instant] = [:]
     /// Why `firmware.inhibitFile` cannot be judged, as last logged (once per spell); nil while
     /// it can.
     private var inhibitProblem: String?
@@ -78,8 +71,6 @@ package final class FirmwareUpdater: @unchecked Sendable {
     private let reachabilityNamespace: String?
     /// How routes are reached through the proxy (the route that matters is the proxy's).
     private let network: AgentConfig.Network
-    /// When the confirmation deadline passes (accounted again then).
-    private var confirmDeadline: Instant?
     /// When the status last heard of the download's progress (the engine's thread).
     private let lastProgressReport = Locked(Instant.now())
     /// The last tenth of the image logged (the log shows the download every 10 %).
@@ -253,18 +244,21 @@ package final class FirmwareUpdater: @unchecked Sendable {
 
     /// Runs the health check's remaining attempts, waiting their intervals (and the deadline).
     private func settleHealthChecks() {
-        while flow.phase == .confirming, stateRetryAt == nil, let at = healthRetryAt {
-            if let deadline = confirmDeadline, deadline <= at {
-                sleepUntil(deadline)
-                confirmDeadline = nil
-                perform(confirmTick())
-                continue
-            }
-            sleepUntil(at)
-            healthRetryAt = nil
-            perform([.healthCheck])
+        while flow.phase == .confirming, stateRetryAt == nil, let at = deadlines[.healthCheck] {
+            let timer: UpdateTimer = deadlines[.confirmDeadline].map { $0 <= at } == true ? .confirmDeadline : .healthCheck
+            sleepUntil(deadlines[timer] ?? at)
+            fire(timer)
         }
     }
+
+    /// Fires `timer`: the flow says what it was armed for.
+    private func fire(_ timer: UpdateTimer) {
+        deadlines[timer] = nil
+        feed(.timerFired(timer))
+    }
+
+    /// What the update waits for now (`status`), nil when nothing.
+    private var waitReason: String? { flow.waits.held?.reason }
 
     private func outcome(since before: UpdateRecord?) -> CycleOutcome {
         let update = flow.state.update
@@ -359,50 +353,43 @@ package final class FirmwareUpdater: @unchecked Sendable {
                 defer { control.pollNow = false }
                 return control.pollNow
             }
-            if asked { nextPoll = now }
-            if control.withLock({ control -> Bool in
+            let recheck = control.withLock { control -> Bool in
                 defer { control.recheck = false }
                 return control.recheck
-            }), gateRetryAt != nil {
-                gateRetryAt = now
             }
-            if let at = stateRetryAt, now >= at || asked {
-                stateRetryAt = nil
-                resumeFromDisk()
-                continue
-            }
-            if stateRetryAt != nil, now >= nextPoll {
-                // Nothing acts on a state that is not on disk; polls wait for the write too.
-                nextPoll = .now() + config.pollInterval
-            }
-            if let at = retryAt, now >= at || asked {
-                retryAt = nil
-                perform([.download(fromZero: false)])
-                continue
-            }
-            if let at = confirmDeadline, now >= at {
-                confirmDeadline = nil
-                perform(confirmTick())
-                continue
-            }
-            if let at = healthRetryAt, now >= at {
-                healthRetryAt = nil
-                perform([.healthCheck])
-                continue
-            }
-            if let at = gateRetryAt, now >= at || asked, let pending = gatePending {
-                gateRetryAt = nil
-                gatePending = nil
-                perform([pending])
+            // The route back or changed: what waited for it is asked at once.
+            var early: Set<UpdateTimer> = asked ? UpdateTimer.firedByServerBack : []
+            if recheck { early.formUnion(UpdateTimer.firedByRouteChange) }
+            for timer in early where deadlines[timer] != nil { deadlines[timer] = now }
+            if asked { nextPoll = now }
+            if let at = stateRetryAt {
+                // Nothing acts on a state that is not on disk: no timer fires, polls wait too.
+                if now >= at || asked {
+                    stateRetryAt = nil
+                    resumeFromDisk()
+                    continue
+                }
+                if now >= nextPoll { nextPoll = .now() + config.pollInterval }
+            } else if let (timer, _) = deadlines.filter({ $0.value <= now }).min(by: { Self.order($0, $1) }) {
+                fire(timer)
                 continue
             }
             if now >= nextPoll {
                 pollAndSchedule()
                 continue
             }
-            let deadline = [retryAt, stateRetryAt, healthRetryAt, confirmDeadline, gateRetryAt].compactMap { $0 }.reduce(nextPoll, min)
+            let timers = stateRetryAt.map { [$0] } ?? Array(deadlines.values)
+            let deadline = timers.reduce(nextPoll, min)
             wake.wait(timeout: deadline.since(.now()))
         }
+    }
+
+    /// Which of two due timers fires first: the earlier, and at the same instant a download's
+    /// retry, the deadline, the health check, then a held step.
+    private static func order(_ a: (key: UpdateTimer, value: Instant), _ b: (key: UpdateTimer, value: Instant)) -> Bool {
+        if a.value != b.value { return a.value < b.value }
+        let rank: [UpdateTimer] = [.downloadRetry, .confirmDeadline, .healthCheck, .gate]
+        return (rank.firstIndex(of: a.key) ?? 0) < (rank.firstIndex(of: b.key) ?? 0)
     }
 
     /// Where every run starts: the manifest an update under way follows, an installer an
@@ -462,7 +449,7 @@ package final class FirmwareUpdater: @unchecked Sendable {
                 guard persist() else { return }  // not on disk: nothing may act on it
             case .download(let fromZero):
                 if let reason = linkGateReason() {
-                    outcome = startWait(reason, retry: .download(fromZero: fromZero), every: .seconds(5))
+                    work = hold(effect, reason: reason, kind: .link)[...] + work
                     break
                 }
                 let space = stagingSpace(fromZero: fromZero)
@@ -470,40 +457,41 @@ package final class FirmwareUpdater: @unchecked Sendable {
                 case .waits(let reason):
                     // Space can come back: asked again on the retry backoff; the note (and so
                     // the state and the log) changes only when the reason does.
-                    spaceWaits += 1
-                    let delay = QueueBackoff(initial: config.retryInitial, maximum: config.retryMaximum)
-                        .delay(afterFailure: spaceWaits, random: Double.random(in: 0...1))
-                    outcome = startWait(reason, retry: .download(fromZero: fromZero), every: delay, detail: ["free": "\(space.free)"])
+                    work = hold(effect, reason: reason, kind: .space, detail: ["free": "\(space.free)"])[...] + work
                 case .never(let reason):
                     outcome = .downloadFailed(reason: reason, permanent: true, serverReached: false)
                 case .fits:
-                    spaceWaits = 0
-                    work = endWait()[...] + work
+                    work = goOn()[...] + work
                     outcome = download(fromZero: fromZero)
                 }
             case .pollFirst:
                 pollAndSchedule()
                 outcome = .polled
-            case .retryDownload(let attempt):
-                let delay = QueueBackoff(initial: config.retryInitial, maximum: config.retryMaximum)
-                    .delay(afterFailure: max(1, attempt), random: Double.random(in: 0...1))
-                retryAt = .now() + delay
-                logger.info("firmware download will be tried again", metadata: ["in": "\(ConfigReader.describe(delay))"])
+            case .arm(let timer, let delay):
+                deadlines[timer] = .now() + delay
+                switch timer {
+                case .downloadRetry:
+                    logger.info("firmware download will be tried again", metadata: ["in": "\(ConfigReader.describe(delay))"])
+                case .healthCheck:
+                    logger.info("firmware health check will run again", metadata: ["in": "\(ConfigReader.describe(delay))"])
+                case .gate, .confirmDeadline: break
+                }
+            case .accountConfirmation: work = confirmTick()[...] + work
             case .verify: outcome = verify()
             case .install: outcome = install()
             case .reboot:
                 // Into the new version: the window and the lock; back to the old one: the lock.
                 if let reason = flow.phase == .rollingBack ? inhibitReason() : installGateReason() {
-                    outcome = startWait(reason, retry: .reboot, every: .seconds(15))
+                    work = hold(.reboot, reason: reason, kind: .install)[...] + work
                 } else {
-                    work = endWait()[...] + work
+                    work = goOn()[...] + work
                     reboot()
                 }
             case .installGate:
                 if let reason = installGateReason() {
-                    outcome = startWait(reason, retry: .installGate, every: .seconds(15))
+                    work = hold(.installGate, reason: reason, kind: .install)[...] + work
                 } else {
-                    work = endWait()[...] + work
+                    work = goOn()[...] + work
                     outcome = .installAllowed
                 }
             case .checkBooted: outcome = .booted(version: bootedVersion(), bootID: bootID())
@@ -517,10 +505,6 @@ package final class FirmwareUpdater: @unchecked Sendable {
                 work = confirmTick()[...] + work
                 guard flow.awaitsHealthCheck else { break }
                 outcome = healthCheck()
-            case .retryHealthCheck:
-                guard let check = config.healthCheck else { break }
-                healthRetryAt = .now() + check.interval
-                logger.info("firmware health check will run again", metadata: ["in": "\(ConfigReader.describe(check.interval))"])
             case .rollback:
                 guard flow.rollbackStarts() else { break }
                 guard persist() else { return }  // started only once that is on disk
@@ -530,17 +514,17 @@ package final class FirmwareUpdater: @unchecked Sendable {
                 // Confirmation time counts from here.
                 work = confirmTick()[...] + work
             }
-            if flow.phase != .confirming {
-                confirmDeadline = nil
-                healthRetryAt = nil
-            }
             publish()
             if let outcome {
                 if stopping, case .downloadFailed = outcome { return }  // cancelled by stop: resumes at the next start
-                work = flow.handle(outcome, now: WallTime.now())[...] + work
+                if case .gateClosed(let step, let reason, let kind) = outcome {
+                    work = hold(step, reason: reason, kind: kind)[...] + work
+                } else {
+                    work = flow.handle(outcome, now: WallTime.now())[...] + work
+                }
             }
-            // Nothing waits for a step of an update that ended (failed, superseded, done).
-            if flow.phase.isTerminal { dropWait() }
+            // What the flow no longer waits for (a phase left, an update ended) does not fire.
+            for timer in deadlines.keys where !flow.waits.armed.contains(timer) { deadlines[timer] = nil }
         }
     }
 
@@ -560,7 +544,8 @@ package final class FirmwareUpdater: @unchecked Sendable {
                     metadata: ["reason": "\(error)", "in": "\(ConfigReader.describe(delay))"])
             }
             stateWriteFailed = true
-            retryAt = nil
+            // The flow is read again from disk once the write succeeds: its waits start over.
+            deadlines.removeAll()
             stateRetryAt = .now() + delay
             return false
         }
@@ -600,7 +585,10 @@ package final class FirmwareUpdater: @unchecked Sendable {
             confirmation: ConfirmPolicy(
                 healthCheck: config.healthCheck != nil, healthAttempts: config.healthCheck?.attempts ?? 1, rollback: config.rollback != nil,
                 timeout: config.confirmTimeout),
-            gatedInstall: !config.installWindow.isEmpty || config.inhibitFile != nil)
+            gatedInstall: !config.installWindow.isEmpty || config.inhibitFile != nil,
+            waitPolicy: WaitPolicy(
+                retryInitial: config.retryInitial, retryMaximum: config.retryMaximum,
+                healthInterval: config.healthCheck?.interval ?? .seconds(30)))
     }
 
     /// The state on disk; a damaged one is moved aside (with the staged image) for a fresh start.
@@ -663,9 +651,7 @@ package final class FirmwareUpdater: @unchecked Sendable {
     /// - Returns: what the flow asks for (a persist, or the rollback when the deadline passed).
     private func confirmTick() -> [UpdateEffect] {
         guard flow.phase == .confirming else { return [] }
-        let effects = flow.handle(.confirmClock(bootID: bootID(), uptime: Self.bootTime()), now: WallTime.now())
-        confirmDeadline = flow.confirmRemaining.map { .now() + $0 }
-        return effects
+        return flow.handle(.confirmClock(bootID: bootID(), uptime: Self.bootTime()), now: WallTime.now())
     }
 
     /// `CLOCK_BOOTTIME`: time since boot, suspend included, never moved by the wall clock.
@@ -796,7 +782,7 @@ package final class FirmwareUpdater: @unchecked Sendable {
             return .downloadFinished
         case _ where paused != nil && !stopping:
             // The bytes stay with their resume record: it goes on from there on a good link.
-            return startWait(paused ?? "", retry: .download(fromZero: false), every: .seconds(5))
+            return .gateClosed(step: .download(fromZero: false), reason: paused ?? "", kind: .link)
         case .answered(let status):
             switch StatusClass(status: status) {
             case .gone:
@@ -952,43 +938,30 @@ package final class FirmwareUpdater: @unchecked Sendable {
 
     // MARK: - Waits
 
-    /// Waits for `retry`'s step: asked again after `every` (at once when the route changes).
-    /// - Parameter detail: more for the log line (logged once per reason).
-    /// - Returns: the note for the flow (`waiting: …`), reported once per reason.
-    private func startWait(_ reason: String, retry: UpdateEffect, every: Duration, detail: Logger.Metadata = [:]) -> UpdateEvent {
-        gatePending = retry
-        gateRetryAt = .now() + every
-        if waitReason != reason {
-            var metadata: Logger.Metadata = ["for": "\(reason)", "step": "\(Self.describe(retry))"]
+    /// A gate holds `step`: the flow arms its timer and notes the reason; logged once per reason.
+    /// - Parameter detail: more for the log line.
+    /// - Returns: what the flow asks for.
+    private func hold(_ step: UpdateEffect, reason: String, kind: GateKind, detail: Logger.Metadata = [:]) -> [UpdateEffect] {
+        let before = waitReason
+        let effects = flow.handle(.gateClosed(step: step, reason: reason, kind: kind), now: WallTime.now())
+        if before != reason, waitReason == reason {
+            var metadata: Logger.Metadata = ["for": "\(reason)", "step": "\(Self.describe(step))"]
             for (key, value) in detail { metadata[key] = value }
             logger.notice("firmware update waits", metadata: metadata)
         }
-        waitReason = reason
-        control.withLock { $0.snapshot.waiting = reason }
-        return .waiting("waiting: \(reason)")
+        return effects
     }
 
-    /// Ends a wait, if one was on.
+    /// The gate a step asked is open: a hold ends (logged).
     /// - Returns: what the flow asks for (a report that the wait is over).
-    private func endWait() -> [UpdateEffect] {
-        guard let reason = waitReason else { return [] }
+    private func goOn() -> [UpdateEffect] {
+        guard let reason = waitReason else { return flow.handle(.gateOpened, now: WallTime.now()) }
         logger.notice("firmware update goes on", metadata: ["waited for": "\(reason)"])
-        waitReason = nil
-        // The step that waited runs now: no earlier retry of it is due.
-        gatePending = nil
-        gateRetryAt = nil
-        control.withLock { $0.snapshot.waiting = nil }
-        return flow.handle(.waiting(nil), now: WallTime.now())
-    }
-
-    /// Forgets a wait without a report: the update it held ended.
-    private func dropWait() {
-        guard waitReason != nil || gatePending != nil else { return }
-        waitReason = nil
-        gatePending = nil
-        gateRetryAt = nil
-        spaceWaits = 0
-        control.withLock { $0.snapshot.waiting = nil }
+        let effects = flow.handle(.gateOpened, now: WallTime.now())
+        // The status says so now, not once the step (a download, minutes long) ended; the
+        // note's report and write follow it.
+        publish()
+        return effects
     }
 
     private static func describe(_ effect: UpdateEffect) -> String {
@@ -1173,6 +1146,7 @@ package final class FirmwareUpdater: @unchecked Sendable {
             $0.snapshot.reason = update?.reason
             $0.snapshot.since = update?.since
             $0.snapshot.highestAccepted = highest
+            $0.snapshot.waiting = waitReason
         }
         if notifying { onChange() }
     }

@@ -228,9 +228,13 @@ package enum UpdateEvent: Sendable, Equatable {
     /// The install gate (`firmware.installWindow`, `firmware.inhibitFile`) is open: the
     /// verified image may be installed now.
     case installAllowed
-    /// A wait began (`waiting: …`: the link, the window, the inhibit lock) or ended (nil): the
-    /// update's note, reported once per change.
-    case waiting(String?)
+    /// A gate holds `step` (the link, the staging space, the install window, the inhibit lock):
+    /// the flow arms its timer to ask again and notes `waiting: reason` (reported once per reason).
+    case gateClosed(step: UpdateEffect, reason: String, kind: GateKind)
+    /// The gate a step asked is open: the step goes on now; a hold ends, its note cleared.
+    case gateOpened
+    /// A timer the flow armed (`UpdateEffect.arm`) fired.
+    case timerFired(UpdateTimer)
 }
 
 /// What the flow asks its host to do, in order: report before persisting (a report repeated
@@ -245,8 +249,11 @@ package enum UpdateEffect: Sendable, Equatable {
     case download(fromZero: Bool)
     /// Poll the manifest now, feed what it offers, then feed `.polled`.
     case pollFirst
-    /// Fetch again after the backoff for failed attempt `attempt`.
-    case retryDownload(attempt: Int)
+    /// Fire `timer` (feed `.timerFired`) after `after`; arming it again moves it. A timer the
+    /// flow no longer lists in `waits.armed` is dropped unfired.
+    case arm(UpdateTimer, after: Duration)
+    /// Account the confirmation time now: feed `.confirmClock` with the boot and its boot time.
+    case accountConfirmation
     /// Compare the staged image with the manifest.
     case verify
     /// Run the install command (once per manifest, ever).
@@ -261,9 +268,6 @@ package enum UpdateEffect: Sendable, Equatable {
     case discardImage
     /// Run the health check (one attempt).
     case healthCheck
-    /// Run the health check again after `firmware.healthCheck.interval` (failed attempt
-    /// `attempt`).
-    case retryHealthCheck(attempt: Int)
     /// Run the rollback command (once per update, ever).
     case rollback
     /// The image is verified: ask the install gate, and feed `.installAllowed` once it is
@@ -279,7 +283,7 @@ package enum UpdateEffect: Sendable, Equatable {
 ///   refused (`UpdateDecision`), and `highestAccepted` only grows.
 package struct UpdateFlow: Sendable {
     /// The persisted state.
-    package private(set) var state: FirmwareState
+    package internal(set) var state: FirmwareState
     /// Failed download attempts (with the server reachable) before the update fails.
     package let maximumFailedAttempts: Int
     /// The records of `.report` effects not yet taken, oldest first.
@@ -305,6 +309,12 @@ package struct UpdateFlow: Sendable {
     private var verifiedAwaitingGate = false
     /// This boot's ID, as the last event that carried one said.
     private var bootID: String?
+    /// The timers armed and the step a gate holds (UpdateWaits.swift).
+    package internal(set) var waits = UpdateWaits()
+    /// How long each wait lasts.
+    package let waitPolicy: WaitPolicy
+    /// A number in 0...1 for the jitter of backoffs.
+    let random: @Sendable () -> Double
 
     /// A flow over `state`.
     /// - Parameters:
@@ -313,10 +323,15 @@ package struct UpdateFlow: Sendable {
     ///   - allowDowngrade: `firmware.allowDowngrade`.
     ///   - confirmation: the health check, rollback and deadline of the confirmation.
     ///   - gatedInstall: installs wait for `.installAllowed`.
+    ///   - waitPolicy: how long each wait lasts.
+    ///   - random: a number in 0...1 for each backoff's jitter.
     package init(
         state: FirmwareState, maximumFailedAttempts: Int, allowDowngrade: Bool = false, confirmation: ConfirmPolicy = ConfirmPolicy(),
-        gatedInstall: Bool = false
+        gatedInstall: Bool = false, waitPolicy: WaitPolicy = WaitPolicy(),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
     ) {
+        self.waitPolicy = waitPolicy
+        self.random = random
         self.state = state
         self.maximumFailedAttempts = maximumFailedAttempts
         self.allowDowngrade = allowDowngrade
@@ -416,7 +431,7 @@ package struct UpdateFlow: Sendable {
             if update.failedAttempts >= maximumFailedAttempts {
                 return fail("\(reason) (after \(update.failedAttempts) failed attempts)", now: now)
             }
-            return [.persist, .retryDownload(attempt: update.failedAttempts)]
+            return [.persist, arm(.downloadRetry, after: waitPolicy.retryDelay(afterFailure: update.failedAttempts, random: random()))]
         case .verified(let refusal, let bootID):
             guard phase == .verifying, var update = state.update else { return [] }
             if let refusal {
@@ -448,13 +463,9 @@ package struct UpdateFlow: Sendable {
             guard phase == .verifying, verifiedAwaitingGate else { return [] }
             verifiedAwaitingGate = false
             return startInstall(now: now)
-        case .waiting(let note):
-            guard var update = state.update, !update.phase.isTerminal, update.reason != note else { return [] }
-            // A wait's end clears only a wait's note.
-            if note == nil, update.reason?.hasPrefix("waiting") != true { return [] }
-            update.reason = note
-            state.update = update
-            return reporting() + [.persist]
+        case .gateClosed(let step, let reason, let kind): return hold(step, reason: reason, kind: kind)
+        case .gateOpened: return release()
+        case .timerFired(let timer): return fired(timer)
         case .installerExited(let success, let rebootRequired, let detail):
             guard phase == .installing else { return [] }
             guard success else { return fail("the installer failed: \(detail)", now: now) }
@@ -480,7 +491,7 @@ package struct UpdateFlow: Sendable {
             if update.healthAttempts >= confirmation.healthAttempts {
                 return rollBack("the health check failed \(update.healthAttempts) times, last: \(detail)", now: now)
             }
-            return reporting() + [.persist, .retryHealthCheck(attempt: update.healthAttempts)]
+            return reporting() + [.persist, arm(.healthCheck, after: waitPolicy.healthInterval)]
         case .confirmClock(let bootID, let uptime):
             if let bootID { self.bootID = bootID }
             guard phase == .confirming, var update = state.update else { return [] }
@@ -499,7 +510,8 @@ package struct UpdateFlow: Sendable {
                     : "no sync with the server succeeded"
                 return rollBack("not confirmed within \(ConfigReader.describe(timeout)): \(what)", now: now)
             }
-            return [.persist]
+            // Accounted again when the deadline would pass.
+            return [.persist] + (confirmRemaining.map { [arm(.confirmDeadline, after: $0)] } ?? [])
         case .rollbackExited(let success, let detail):
             guard phase == .rollingBack, state.update?.rollbackRan == true else { return [] }
             guard success else {
@@ -626,6 +638,7 @@ package struct UpdateFlow: Sendable {
         state.update = UpdateRecord(
             phase: .downloading, manifestDigest: digest, version: manifest.version.description, fromVersion: running?.description,
             size: manifest.size, since: now)
+        forgetWaits()
         return reporting() + [.persist, .discardImage, .download(fromZero: true)]
     }
 
@@ -682,13 +695,14 @@ package struct UpdateFlow: Sendable {
 
     /// Moves to `phase`: report, persist.
     private mutating func enter(_ phase: UpdatePhase, now: WallTime) -> [UpdateEffect] {
+        settleWaits(entering: phase, from: self.phase)
         state.update?.phase = phase
         state.update?.since = now
         return reporting() + [.persist]
     }
 
     /// `.report`, with the record as it is now kept for `takeReport()`.
-    private mutating func reporting() -> [UpdateEffect] {
+    mutating func reporting() -> [UpdateEffect] {
         guard let update = state.update else { return [] }
         pendingReports.append(update)
         return [.report]

@@ -19,6 +19,9 @@ struct HealthGateFlowTests {
                     .utf8), from: AbsoluteURL("https://u.example/m.json")!)
     }
 
+    /// The deadline's timer armed `seconds` ahead.
+    func deadline(_ seconds: Int64) -> UpdateEffect { .arm(.confirmDeadline, after: .seconds(seconds)) }
+
     /// A flow that installed 2.1.0 in boot-1 and was restarted in boot-2, where 2.1.0 runs.
     func booted(_ policy: ConfirmPolicy) throws -> (UpdateFlow, [UpdateEffect]) {
         var flow = UpdateFlow(state: FirmwareState(), maximumFailedAttempts: 3, confirmation: policy)
@@ -68,14 +71,14 @@ struct HealthGateFlowTests {
         drain(&flow)
         #expect(
             flow.handle(.healthChecked(passed: false, detail: "exit 1: app down"), now: now) == [
-                .report, .persist, .retryHealthCheck(attempt: 1),
+                .report, .persist, .arm(.healthCheck, after: .seconds(30)),
             ])
         let takeReport1 = flow.takeReport()
         #expect(takeReport1?.reason == "health check attempt 1 of 3 failed: exit 1: app down")
         #expect(flow.handle(.synced, now: now) == [], "never committed while the check fails")
         #expect(
             flow.handle(.healthChecked(passed: false, detail: "timed out (killed)"), now: now) == [
-                .report, .persist, .retryHealthCheck(attempt: 2),
+                .report, .persist, .arm(.healthCheck, after: .seconds(30)),
             ])
         drain(&flow)
         #expect(flow.handle(.healthChecked(passed: false, detail: "exit 1: app down"), now: now) == [.report, .persist, .rollback])
@@ -147,18 +150,19 @@ struct HealthGateFlowTests {
     func deadline() throws {
         var (flow, _) = try booted(gated)
         #expect(flow.confirmRemaining == .seconds(600))
-        #expect(flow.handle(.confirmClock(bootID: "boot-2", uptime: .seconds(100)), now: now) == [.persist])
-        #expect(flow.handle(.confirmClock(bootID: "boot-2", uptime: .seconds(400)), now: now) == [.persist])
+        #expect(flow.handle(.confirmClock(bootID: "boot-2", uptime: .seconds(100)), now: now) == [.persist, deadline(600)])
+        #expect(flow.handle(.confirmClock(bootID: "boot-2", uptime: .seconds(400)), now: now) == [.persist, deadline(300)])
         #expect(flow.confirmRemaining == .seconds(300))
         // A reboot of the new version: the new boot's clock starts again, the time kept.
         var restarted = UpdateFlow(state: flow.state, maximumFailedAttempts: 3, confirmation: gated)
         #expect(restarted.resume(version: new, bootID: "boot-3", now: now) == [.healthCheck])
-        #expect(restarted.handle(.confirmClock(bootID: "boot-3", uptime: .seconds(20)), now: now) == [.persist])
+        #expect(restarted.handle(.confirmClock(bootID: "boot-3", uptime: .seconds(20)), now: now) == [.persist, deadline(300)])
         #expect(restarted.confirmRemaining == .seconds(300))
         // A wall-clock jump changes nothing: only boot time counts.
         #expect(
-            restarted.handle(.confirmClock(bootID: "boot-3", uptime: .seconds(319)), now: now.adding(.seconds(86400 * 365))) == [.persist]
-        )
+            restarted.handle(.confirmClock(bootID: "boot-3", uptime: .seconds(319)), now: now.adding(.seconds(86400 * 365))) == [
+                .persist, deadline(1),
+            ])
         #expect(restarted.phase == .confirming)
         #expect(restarted.handle(.confirmClock(bootID: "boot-3", uptime: .seconds(320)), now: now) == [.report, .persist, .rollback])
         #expect(restarted.state.update?.reason == "not confirmed within 10m: its health check has not run to an end")

@@ -18,7 +18,12 @@ struct UpdateFlowTests {
     }
 
     func flow(attempts: Int = 3) -> UpdateFlow {
-        UpdateFlow(state: FirmwareState(), maximumFailedAttempts: attempts)
+        UpdateFlow(state: FirmwareState(), maximumFailedAttempts: attempts, random: { 0.5 })
+    }
+
+    /// The backoff the flow arms after failed attempt `failure` (its jitter fixed at 0.5).
+    func retry(_ failure: Int) -> UpdateEffect {
+        .arm(.downloadRetry, after: WaitPolicy().retryDelay(afterFailure: failure, random: 0.5))
     }
 
     @Test("an A/B update: offered, downloaded, verified, installed once, rebooted into the new version, synced, committed")
@@ -133,12 +138,12 @@ struct UpdateFlowTests {
         for _ in 0..<5 {
             #expect(
                 flow.handle(.downloadFailed(reason: "offline", permanent: false, serverReached: false), now: now) == [
-                    .persist, .retryDownload(attempt: 0),
+                    .persist, retry(1),
                 ])
         }
         #expect(
             flow.handle(.downloadFailed(reason: "reset", permanent: false, serverReached: true), now: now) == [
-                .persist, .retryDownload(attempt: 1),
+                .persist, retry(1),
             ])
         #expect(
             flow.handle(.downloadFailed(reason: "reset", permanent: false, serverReached: true), now: now) == [

@@ -61,9 +61,15 @@ struct UpdateGateTests {
         _ = flow.handle(.downloadFinished, now: now)
         #expect(flow.handle(.verified(nil, bootID: "b1"), now: now) == [.installGate])
         #expect(flow.phase == .verifying && !flow.state.installerRan("d1"))
-        #expect(flow.handle(.waiting("waiting: outside firmware.installWindow"), now: now) == [.report, .persist])
-        #expect(flow.handle(.waiting("waiting: outside firmware.installWindow"), now: now) == [], "reported once")
+        let closed = UpdateEvent.gateClosed(step: .installGate, reason: "outside firmware.installWindow", kind: .install)
+        #expect(flow.handle(closed, now: now) == [.arm(.gate, after: .seconds(15)), .report, .persist])
+        #expect(flow.handle(closed, now: now) == [.arm(.gate, after: .seconds(15))], "reported once")
         #expect(flow.state.update?.reason == "waiting: outside firmware.installWindow")
+        #expect(flow.waits.held == HeldStep(step: .installGate, reason: "outside firmware.installWindow"))
+        #expect(flow.handle(.timerFired(.gate), now: now) == [.installGate], "asked again when its timer fires")
+        #expect(flow.handle(.timerFired(.gate), now: now) == [], "fired once per arming")
+        #expect(flow.handle(.gateOpened, now: now) == [.report, .persist])
+        #expect(flow.waits.held == nil && flow.waits.armed.isEmpty && flow.state.update?.reason == nil)
         #expect(flow.handle(.installAllowed, now: now) == [.report, .persist, .install])
         #expect(flow.state.installerRan("d1") && flow.phase == .installing)
         #expect(flow.handle(.installAllowed, now: now) == [], "at most once")
@@ -75,6 +81,6 @@ struct UpdateGateTests {
         #expect(again.resume(version: SemanticVersion("2.0.0"), bootID: "b1", now: now) == [.verify])
         #expect(again.handle(.installAllowed, now: now) == [])
         // A wait's end clears only a wait's note.
-        #expect(again.handle(.waiting(nil), now: now) == [])
+        #expect(again.handle(.gateOpened, now: now) == [])
     }
 }
