@@ -28,20 +28,20 @@ package final class FirmwareUpdater: @unchecked Sendable {
         var stopping = false
         var pollNow = false
         var recheck = false
-        var download: ImageDownload?
         var snapshot: Snapshot
     }
 
     private let config: AgentConfig.Firmware
-    private let deviceID: String
     private let logger: Logger
     private let store: FirmwareStore
     private let client: FirmwareClient
     private let source: any FirmwareSource
-    /// Where the `fire_agent_update` points go: the telemetry queue, never the spool.
-    private let points: AgentPoints?
-    /// The telemetry's timestamp precision (each point is one unit later than the one before).
-    private let precision: AgentConfig.Precision
+    /// The image: fetched, judged against space and links, verified.
+    private let fetcher: ImageFetcher
+    /// The device's commands, boot ID and install gates.
+    private let commands: UpdateCommands
+    /// The log, the status event and the `fire_agent_update` point of each report.
+    private let reporter: UpdateReporter
     private let onChange: @Sendable () -> Void
     private let crashPoints: CrashPoints
     private let control: Locked<Control>
@@ -51,7 +51,6 @@ package final class FirmwareUpdater: @unchecked Sendable {
     private let wake: WakePipe
     /// Signalled once the updater's thread ended.
     private let finished: WakePipe
-    private let hasher = ImageHasher()
     /// Whether the wall clock may judge a manifest's expiry.
     private let wallClock: WallClock
 
@@ -62,19 +61,6 @@ package final class FirmwareUpdater: @unchecked Sendable {
     /// When each timer the flow armed fires. Only instants: what a timer means, and which
     /// ones stand, is the flow's (`flow.waits`).
     private var deadlines: [UpdateTimer: Instant] = [:]
-    /// Why `firmware.inhibitFile` cannot be judged, as last logged (once per spell); nil while
-    /// it can.
-    private var inhibitProblem: String?
-    /// The route to the image's host, judged when a download starts and while it runs.
-    private var imageRoute: (host: String, judge: RouteJudge)?
-    /// Where reachability judges routes (`/run/netns/NAME`), for tests; nil: this process's.
-    private let reachabilityNamespace: String?
-    /// How routes are reached through the proxy (the route that matters is the proxy's).
-    private let network: AgentConfig.Network
-    /// When the status last heard of the download's progress (the engine's thread).
-    private let lastProgressReport = Locked(Instant.now())
-    /// The last tenth of the image logged (the log shows the download every 10 %).
-    private let loggedTenth = Locked(-1)
     private var stateWriteFailed = false
     /// After a failed state write: when to try again, and how many writes failed in a row.
     private var stateRetryAt: Instant?
@@ -84,9 +70,6 @@ package final class FirmwareUpdater: @unchecked Sendable {
     private var lastVerdict: String?
     /// The last poll had an answer from the server.
     private var pollReachedServer = false
-    /// The last `fire_agent_update` point's time: each next one is at least one unit of the
-    /// precision later, so two steps in the same millisecond are two points, not one.
-    private var lastPointNanoseconds: Int64 = 0
 
     /// Opens the firmware directory and reads the state.
     /// - Parameters:
@@ -113,23 +96,22 @@ package final class FirmwareUpdater: @unchecked Sendable {
         self.config = config
         #if FIRE_AGENT_CRASH_POINTS
             // A test seam like the crash points: judge routes in another namespace.
-            reachabilityNamespace = environment["FIRE_AGENT_REACHABILITY_NETNS"]
+            let reachabilityNamespace = environment["FIRE_AGENT_REACHABILITY_NETNS"]
         #else
-            reachabilityNamespace = nil
+            let reachabilityNamespace: String? = nil
         #endif
-        self.wallClock =
+        let wallClock =
             wallClock ?? WallClock(floorFile: agentConfig.queue.directory + "/clock-floor", requireSync: agentConfig.clock.requireSync)
-        self.deviceID = agentConfig.device.id
-        self.network = agentConfig.network
+        self.wallClock = wallClock
         self.logger = logger
         self.onChange = onChange
-        self.points = points
-        self.precision = agentConfig.telemetry.precision
-        self.crashPoints = CrashPoints(environment: environment)
+        let crashPoints = CrashPoints(environment: environment)
+        self.crashPoints = crashPoints
         if let problem = FileTrust.privateDirectoryProblem(config.directory) {
             throw AgentError(description: "firmware.directory: \(problem)")
         }
-        store = try FirmwareStore(directory: config.directory)
+        let store = try FirmwareStore(directory: config.directory)
+        self.store = store
         do throws(SystemResourceError) {
             wake = try WakePipe()
             finished = try WakePipe()
@@ -146,11 +128,13 @@ package final class FirmwareUpdater: @unchecked Sendable {
             } else {
                 fleet = try FleetServer(config: agentConfig, userAgent: userAgent)
             }
-            client = FirmwareClient(server: fleet, firmware: config, loop: loop)
+            let client = FirmwareClient(server: fleet, firmware: config, loop: loop)
+            self.client = client
         } catch {
             close(lock)
             throw error
         }
+        let source: any FirmwareSource
         do throws(AgentError) {
             source = try SignedManifestSource(
                 config: config, deviceID: agentConfig.device.id, client: client, store: store, logger: logger)
@@ -159,8 +143,20 @@ package final class FirmwareUpdater: @unchecked Sendable {
             close(lock)
             throw error
         }
+        self.source = source
         nextPoll = .now()
-        control = Locked(Control(snapshot: Snapshot(phase: UpdatePhase.idle.rawValue, downloadedBytes: 0, size: 0)))
+        let control = Locked(Control(snapshot: Snapshot(phase: UpdatePhase.idle.rawValue, downloadedBytes: 0, size: 0)))
+        self.control = control
+        fetcher = ImageFetcher(
+            config: config, client: client, store: store, logger: logger, wallClock: wallClock, network: agentConfig.network,
+            reachabilityNamespace: reachabilityNamespace,
+            onProgress: { bytes, statusDue in
+                control.withLock { $0.snapshot.downloadedBytes = bytes }
+                if statusDue { onChange() }
+            })
+        commands = UpdateCommands(config: config, store: store, logger: logger, crashPoints: crashPoints)
+        reporter = UpdateReporter(
+            source: source, points: points, deviceID: agentConfig.device.id, precision: agentConfig.telemetry.precision, logger: logger)
         publish(notifying: false)
     }
 
@@ -320,11 +316,8 @@ package final class FirmwareUpdater: @unchecked Sendable {
     /// - Returns: whether the thread ended in time.
     @discardableResult
     package func stop(timeout: Duration) -> Bool {
-        let download = control.withLock { control -> ImageDownload? in
-            control.stopping = true
-            return control.download
-        }
-        download?.cancel()
+        control.withLock { $0.stopping = true }
+        fetcher.cancel()
         wake.signal()
         let ended = finished.wait(timeout: timeout, consume: false)
         source.close()
@@ -405,19 +398,19 @@ package final class FirmwareUpdater: @unchecked Sendable {
             _ = store.waitForInstaller(timeout: config.installTimeout)
         }
         // Said at start, not only once an install waits for it (then not again in this spell).
-        _ = inhibitReason()
-        let version = bootedVersion()
-        perform(flow.resume(version: version, bootID: bootID(), now: .now()))
+        _ = commands.inhibitReason()
+        let version = commands.bootedVersion()
+        perform(flow.resume(version: version, bootID: commands.bootID(), now: .now()))
         if config.commitEveryStart, flow.phase.isTerminal { markRunningGood() }
         publish()
     }
 
     /// `firmware.commitEveryStart`: no update awaits its confirmation, so the version that runs
-    /// is the good one; the commit command (`commit()`, which logs its run) says so to the boot
+    /// is the good one; the commit command (`UpdateCommands.commit()`, which logs its run) says so to the boot
     /// loader (RAUC's `mark-good` gives the booted slot its attempts back). Nothing else
     /// depends on it.
     private func markRunningGood() {
-        if case .commitExited(false, let detail) = commit() {
+        if case .commitExited(false, let detail) = commands.commit() {
             logger.error("firmware: the running version was not marked good at start", metadata: ["reason": "\(detail)"])
         }
     }
@@ -444,15 +437,18 @@ package final class FirmwareUpdater: @unchecked Sendable {
             if stopping, effect != .persist, effect != .report { return }
             var outcome: UpdateEvent?
             switch effect {
-            case .report: if let record = flow.takeReport() { report(record) }
+            case .report:
+                if let record = flow.takeReport() {
+                    reporter.report(record, downloadedBytes: control.withLock { $0.snapshot.downloadedBytes })
+                }
             case .persist:
                 guard persist() else { return }  // not on disk: nothing may act on it
             case .download(let fromZero):
-                if let reason = linkGateReason() {
+                if let reason = fetcher.linkGateReason(manifest: manifest) {
                     work = hold(effect, reason: reason, kind: .link)[...] + work
                     break
                 }
-                let space = stagingSpace(fromZero: fromZero)
+                let space = fetcher.stagingSpace(fromZero: fromZero, manifest: manifest)
                 switch space.verdict {
                 case .waits(let reason):
                     // Space can come back: asked again on the retry backoff; the note (and so
@@ -462,7 +458,7 @@ package final class FirmwareUpdater: @unchecked Sendable {
                     outcome = .downloadFailed(reason: reason, permanent: true, serverReached: false)
                 case .fits:
                     work = goOn()[...] + work
-                    outcome = download(fromZero: fromZero)
+                    outcome = fetcher.download(fromZero: fromZero, manifest: manifest)
                 }
             case .pollFirst:
                 pollAndSchedule()
@@ -477,38 +473,38 @@ package final class FirmwareUpdater: @unchecked Sendable {
                 case .gate, .confirmDeadline: break
                 }
             case .accountConfirmation: work = confirmTick()[...] + work
-            case .verify: outcome = verify()
-            case .install: outcome = install()
+            case .verify: outcome = fetcher.verify(manifest: manifest, bootID: commands.bootID())
+            case .install: outcome = commands.install(manifest: manifest)
             case .reboot:
                 // Into the new version: the window and the lock; back to the old one: the lock.
-                if let reason = flow.phase == .rollingBack ? inhibitReason() : installGateReason() {
+                if let reason = flow.phase == .rollingBack ? commands.inhibitReason() : commands.installGateReason() {
                     work = hold(.reboot, reason: reason, kind: .install)[...] + work
                 } else {
                     work = goOn()[...] + work
-                    reboot()
+                    commands.reboot(phase: flow.phase)
                 }
             case .installGate:
-                if let reason = installGateReason() {
+                if let reason = commands.installGateReason() {
                     work = hold(.installGate, reason: reason, kind: .install)[...] + work
                 } else {
                     work = goOn()[...] + work
                     outcome = .installAllowed
                 }
-            case .checkBooted: outcome = .booted(version: bootedVersion(), bootID: bootID())
-            case .commit: outcome = commit()
+            case .checkBooted: outcome = .booted(version: commands.bootedVersion(), bootID: commands.bootID())
+            case .commit: outcome = commands.commit()
             case .discardImage:
-                store.discardImage()
-                hasher.reset()
+                fetcher.discard()
                 if flow.phase.isTerminal { source.forget(except: nil) }
             case .healthCheck:
                 // The time spent so far counts first: a deadline passed ends it before a check.
                 work = confirmTick()[...] + work
                 guard flow.awaitsHealthCheck else { break }
-                outcome = healthCheck()
+                outcome = commands.healthCheck(
+                    version: flow.state.update?.version ?? "", attempt: (flow.state.update?.healthAttempts ?? 0) + 1)
             case .rollback:
                 guard flow.rollbackStarts() else { break }
                 guard persist() else { return }  // started only once that is on disk
-                outcome = rollback()
+                outcome = commands.rollback(version: flow.state.update?.version ?? "")
             }
             if flow.phase == .confirming, flow.state.update?.confirmMark == nil {
                 // Confirmation time counts from here.
@@ -572,7 +568,7 @@ package final class FirmwareUpdater: @unchecked Sendable {
         } else {
             manifest = nil
         }
-        perform(flow.resume(version: bootedVersion(), bootID: bootID(), now: WallTime.now()))
+        perform(flow.resume(version: commands.bootedVersion(), bootID: commands.bootID(), now: WallTime.now()))
         publish()
         // What the server offered while the state could not be written is asked for again.
         nextPoll = min(nextPoll, .now())
@@ -607,7 +603,7 @@ package final class FirmwareUpdater: @unchecked Sendable {
 
     private func poll() {
         if flow.phase == .installed || flow.phase == .confirming || flow.phase == .rollingBack {
-            feed(.booted(version: bootedVersion(), bootID: bootID()))
+            feed(.booted(version: commands.bootedVersion(), bootID: commands.bootID()))
         }
         if flow.phase == .confirming { perform(confirmTick()) }
         // Known: acted on, refused, or under way. A failed offer not remembered (a bad signature,
@@ -651,7 +647,7 @@ package final class FirmwareUpdater: @unchecked Sendable {
     /// - Returns: what the flow asks for (a persist, or the rollback when the deadline passed).
     private func confirmTick() -> [UpdateEffect] {
         guard flow.phase == .confirming else { return [] }
-        return flow.handle(.confirmClock(bootID: bootID(), uptime: Self.bootTime()), now: WallTime.now())
+        return flow.handle(.confirmClock(bootID: commands.bootID(), uptime: Self.bootTime()), now: WallTime.now())
     }
 
     /// `CLOCK_BOOTTIME`: time since boot, suspend included, never moved by the wall clock.
@@ -664,7 +660,7 @@ package final class FirmwareUpdater: @unchecked Sendable {
     /// An offer not seen before: checked against this device and offered to the flow.
     /// - Returns: what the check found, for the status.
     private func consider(_ offer: FirmwareOffer) -> String {
-        let running = bootedVersion()
+        let running = commands.bootedVersion()
         var manifest: FirmwareManifest?
         var refusal: FirmwareRefusal?
         do throws(FirmwareRefusal) {
@@ -709,233 +705,6 @@ package final class FirmwareUpdater: @unchecked Sendable {
 
     // MARK: - Download and verify
 
-    /// The partial image a download continues from: its resume record with a validator, for
-    /// this image, and a partial file no longer than the signed size; nil: from zero.
-    private func usableResume(fromZero: Bool, manifest: FirmwareManifest) -> ImageResumeRecord? {
-        guard !fromZero, var record = ImageResumeRecord.read(from: store.resumeRecordPath),
-            record.entityTag != nil || record.lastModified != nil, record.url == manifest.imageURL
-        else { return nil }
-        var info = stat()
-        guard stat(store.partialImagePath, &info) == 0, info.st_size > 0, Int64(info.st_size) <= manifest.size else { return nil }
-        record.partialFile = store.partialImagePath
-        record.bytesOnDisk = UInt64(info.st_size)
-        return record
-    }
-
-    /// What the staging directory's file system says about the download now (`StagingSpace`):
-    /// the image may not take the last `stagingReserveBytes` (the state, the manifests and the
-    /// reports need room too). A `statvfs` that fails decides nothing: the download's own
-    /// writes will.
-    /// - Returns: the verdict, and the bytes free (for the log).
-    private func stagingSpace(fromZero: Bool) -> (verdict: StagingSpace.Verdict, free: Int64) {
-        guard let manifest else { return (.fits, 0) }
-        let directory = store.directory + "/staging"
-        var space = statvfs()
-        guard statvfs(directory, &space) == 0 else { return (.fits, 0) }
-        let fileSystem = StagingSpace.FileSystem(
-            availableBlocks: UInt64(space.f_bavail), totalBlocks: UInt64(space.f_blocks), blockSize: UInt64(space.f_frsize))
-        let resume = usableResume(fromZero: fromZero, manifest: manifest)
-        // A partial file that cannot be continued goes first: its space counts as free.
-        if resume == nil { store.discardImage() }
-        let onDisk = Int64(clamping: resume?.bytesOnDisk ?? 0)
-        let verdict = StagingSpace.judge(
-            imageSize: manifest.size, onDisk: onDisk, reserve: config.stagingReserveBytes, fileSystem: fileSystem, directory: directory)
-        return (verdict, fileSystem.available)
-    }
-
-    /// - Returns: what came of it; nil when it paused to wait (the link).
-    private func download(fromZero: Bool) -> UpdateEvent? {
-        guard let manifest else {
-            return .downloadFailed(reason: "the manifest being acted on is missing or refused", permanent: true, serverReached: false)
-        }
-        let resume = usableResume(fromZero: fromZero, manifest: manifest)
-        if resume == nil { store.discardImage() }
-        let onDisk = Int64(resume?.bytesOnDisk ?? 0)
-        // The bytes already on disk go into the digest now, off the engine's thread.
-        guard hasher.rebuild(from: store.partialImagePath, length: UInt64(onDisk)) else {
-            store.discardImage()
-            return .downloadFailed(reason: "the partial image cannot be read", permanent: false, serverReached: false)
-        }
-        loggedTenth.withLock { $0 = manifest.size > 0 ? Int(onDisk * 10 / manifest.size) : 0 }
-        logger.info(
-            onDisk > 0 ? "firmware download continues" : "firmware download starts",
-            metadata: ["url": "\(manifest.image)", "from": "\(onDisk)", "size": "\(manifest.size)"])
-        let size = manifest.size
-        let download = ImageDownload(
-            client: client, url: manifest.image, partialFile: store.partialImagePath, recordPath: store.resumeRecordPath,
-            maximumSize: UInt64(manifest.size), resume: resume, hasher: hasher,
-            progress: { [self] bytes in progressed(Int64(bytes), of: size) })
-        control.withLock { $0.download = download }
-        if stopping { download.cancel() }
-        var paused: String?
-        let outcome = download.run(every: .seconds(2)) {
-            // Every 2 s while it runs: the route may have moved to an avoided link.
-            guard paused == nil, let reason = linkGateReason() else { return }
-            paused = reason
-            logger.notice("firmware download pauses: the link is avoided", metadata: ["reason": "\(reason)"])
-            download.cancel()
-        }
-        control.withLock { $0.download = nil }
-        let image = manifest.imageURL
-        switch outcome {
-        case .finished:
-            return .downloadFinished
-        case _ where paused != nil && !stopping:
-            // The bytes stay with their resume record: it goes on from there on a good link.
-            return .gateClosed(step: .download(fromZero: false), reason: paused ?? "", kind: .link)
-        case .answered(let status):
-            switch StatusClass(status: status) {
-            case .gone:
-                return .downloadFailed(reason: "the image \(image) is gone (HTTP \(status))", permanent: true, serverReached: true)
-            case let answer where answer.isPermanent:
-                return .downloadFailed(reason: "the image \(image) is refused (HTTP \(status))", permanent: true, serverReached: true)
-            default:
-                return .downloadFailed(reason: "the image \(image) answered HTTP \(status)", permanent: false, serverReached: true)
-            }
-        case .failed(.failed(let transfer), let reason):
-            if case .resourceChanged(let message) = transfer.reason {
-                logger.notice("firmware image changed on the server: the manifest is polled first", metadata: ["reason": "\(message)"])
-                return .imageChanged(reason: message)
-            }
-            if case .fileSizeExceeded = transfer.reason {
-                return .downloadFailed(
-                    reason: "sizeMismatch: the server sends more than the \(manifest.size) bytes signed", permanent: true,
-                    serverReached: true)
-            }
-            if case .certificateVerificationFailed = transfer.reason, case let verdict = wallClock.verdict(), !verdict.isTrusted {
-                // A certificate "not yet valid" or "expired" to a wrong clock says nothing about
-                // the server: retried without counting against firmware.downloadAttempts.
-                return .downloadFailed(reason: "\(reason) (\(verdict.reason))", permanent: false, serverReached: false)
-            }
-            return .downloadFailed(reason: reason, permanent: false, serverReached: !transfer.isNetworkUnavailable)
-        case .failed(_, let reason):
-            return .downloadFailed(reason: reason, permanent: false, serverReached: false)
-        }
-    }
-
-    private func progressed(_ bytes: Int64, of size: Int64) {
-        control.withLock { $0.snapshot.downloadedBytes = bytes }
-        let tenth = size > 0 ? Int(min(bytes, size) * 10 / size) : 0
-        if loggedTenth.withLock({ logged in
-            defer { logged = max(logged, tenth) }
-            return tenth > logged
-        }) {
-            logger.info("firmware download \(tenth * 10) %", metadata: ["bytes": "\(bytes)", "size": "\(size)"])
-        }
-        let now = Instant.now()
-        let due = lastProgressReport.withLock { last -> Bool in
-            guard now.since(last) >= .seconds(1) || bytes == size else { return false }
-            last = now
-            return true
-        }
-        if due { onChange() }
-    }
-
-    private func verify() -> UpdateEvent {
-        let id = bootID()
-        guard let manifest else {
-            return .verified(FirmwareRefusal(kind: .badManifest, message: "the manifest being acted on is missing or refused"), bootID: id)
-        }
-        let verified = access(store.imagePath, F_OK) == 0
-        let path = verified ? store.imagePath : store.partialImagePath
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            return .verified(FirmwareRefusal(kind: .sizeMismatch, message: "the image is not in \(path)"), bootID: id)
-        }
-        guard Int64(info.st_size) == manifest.size else {
-            return .verified(
-                FirmwareRefusal(kind: .sizeMismatch, message: "the image is \(info.st_size) bytes, the manifest signed \(manifest.size)"),
-                bootID: id)
-        }
-        let started = Instant.now()
-        var digest: [UInt8]
-        if !verified, hasher.count == UInt64(info.st_size) {
-            digest = hasher.finish()  // hashed while it was written
-        } else {
-            guard hasher.rebuild(from: path, length: UInt64(info.st_size)) else {
-                return .verified(FirmwareRefusal(kind: .stagingFailed, message: "the image \(path) cannot be read back"), bootID: id)
-            }
-            digest = hasher.finish()
-        }
-        guard digest == manifest.sha256 else {
-            return .verified(
-                FirmwareRefusal(
-                    kind: .hashMismatch, message: "the image's SHA-256 is \(hex(digest)), the manifest signed \(hex(manifest.sha256))"),
-                bootID: id)
-        }
-        if !verified {
-            // Verified: the move to the final name is a rename on the same file system.
-            guard rename(store.partialImagePath, store.imagePath) == 0 else {
-                return .verified(
-                    FirmwareRefusal(kind: .stagingFailed, message: "the image cannot be moved into place: \(errnoMessage(errno))"),
-                    bootID: id)
-            }
-            unlink(store.resumeRecordPath)
-            if let failure = syncDirectory(directoryPart(of: store.imagePath)) {
-                // The rename is done; a power cut may yet take it back (then the download goes on).
-                logger.warning(
-                    "firmware staging directory not synced", metadata: ["reason": "\(failure.operation): \(errnoMessage(failure.code))"])
-            }
-        }
-        logger.info(
-            "firmware image verified",
-            metadata: ["sha256": "\(hex(digest))", "took": "\(Instant.now().since(started).totalNanoseconds / 1_000_000) ms"])
-        return .verified(nil, bootID: id)
-    }
-
-    // MARK: - Commands
-
-    private func install() -> UpdateEvent {
-        guard let manifest else {
-            return .installerExited(success: false, rebootRequired: false, detail: "the manifest being acted on is missing or refused")
-        }
-        let argv = CommandRunner.expand(config.install, file: store.imagePath, version: manifest.version.description)
-        logger.info("firmware installer starts", metadata: ["command": "\(argv.joined(separator: " "))"])
-        let event: UpdateEvent
-        let lock = store.lockForInstaller()
-        defer { if let lock { close(lock) } }
-        do {
-            let result = try CommandRunner.run(argv, timeout: config.installTimeout, heldDescriptor: lock) { [crashPoints, logger] in
-                crashPoints.exit(at: "installing", "while the installer runs", logger: logger)
-            }
-            log(result, of: "installer")
-            let rebootCode = config.rebootExitCode.map { Int32($0) }
-            let success = !result.timedOut && (result.exitCode == 0 || (rebootCode != nil && result.exitCode == rebootCode))
-            let reboot = config.rebootRequired || (rebootCode != nil && result.exitCode == rebootCode)
-            event = .installerExited(success: success, rebootRequired: reboot, detail: describe(result))
-        } catch {
-            event = .installerExited(success: false, rebootRequired: false, detail: error.description)
-        }
-        crashPoints.exit(at: "installer-exited", "after the installer, before recording its outcome", logger: logger)
-        return event
-    }
-
-    private func reboot() {
-        let into = flow.phase == .rollingBack ? "the old version" : "the new version"
-        guard let argv = config.reboot else {
-            logger.info("firmware \(flow.phase.rawValue): waiting for a reboot into \(into)")
-            return
-        }
-        logger.info("firmware \(flow.phase.rawValue): rebooting into \(into)", metadata: ["command": "\(argv.joined(separator: " "))"])
-        do {
-            log(try CommandRunner.run(argv, timeout: config.commandTimeout), of: "reboot command")
-        } catch {
-            logger.error("firmware reboot command failed: waiting for a reboot", metadata: ["reason": "\(error)"])
-        }
-    }
-
-    private func commit() -> UpdateEvent {
-        guard let argv = config.commit else { return .commitExited(success: true, detail: "no commit command") }
-        logger.info("firmware commit starts", metadata: ["command": "\(argv.joined(separator: " "))"])
-        do {
-            let result = try CommandRunner.run(argv, timeout: config.commandTimeout)
-            log(result, of: "commit command")
-            return .commitExited(success: result.succeeded, detail: describe(result))
-        } catch {
-            return .commitExited(success: false, detail: error.description)
-        }
-    }
-
     // MARK: - Waits
 
     /// A gate holds `step`: the flow arms its timer and notes the reason; logged once per reason.
@@ -973,166 +742,7 @@ package final class FirmwareUpdater: @unchecked Sendable {
         }
     }
 
-    /// Why an install or a reboot into the new version may not start now, or nil.
-    private func installGateReason() -> String? {
-        if !config.installWindow.isEmpty {
-            let now = LocalTime.now()
-            if !config.installWindow.contains(where: { $0.contains(weekday: now.weekday, minute: now.minute) }) {
-                let list = config.installWindow.map { $0.description }.joined(separator: ", ")
-                return "outside firmware.installWindow (\(list)): local time \(now)"
-            }
-        }
-        return inhibitReason()
-    }
-
-    /// Why no reboot may start now (the application's lock, or a lock file the agent cannot
-    /// judge: it fails closed), or nil.
-    private func inhibitReason() -> String? {
-        guard let file = config.inhibitFile else { return nil }
-        switch InhibitLock.state(file) {
-        case .free:
-            inhibitProblem = nil
-            return nil
-        case .held:
-            inhibitProblem = nil
-            return "\(file) is locked by the application (firmware.inhibitFile)"
-        case .unusable(let why):
-            if inhibitProblem != why {
-                logger.warning(
-                    "firmware.inhibitFile cannot be judged: installs and reboots wait as if it were locked (logged once until it changes)",
-                    metadata: ["file": "\(file)", "reason": "\(why)"])
-            }
-            inhibitProblem = why
-            return "\(file) \(why): firmware.inhibitFile is taken as locked until the agent can tell"
-        }
-    }
-
-    /// Why the image may not be fetched now (the route runs over an avoided interface), or nil.
-    private func linkGateReason() -> String? {
-        guard !config.avoidInterfaces.isEmpty, let manifest, let image = AbsoluteURL(manifest.image.absoluteString),
-            let host = network.routeHost(for: image)
-        else { return nil }
-        let judge: RouteJudge
-        if let known = imageRoute, known.host == host {
-            judge = known.judge
-        } else {
-            guard let made = try? RouteJudge(host: host, networkNamespace: reachabilityNamespace) else { return nil }
-            made.resolveHost()
-            imageRoute = (host, made)
-            judge = made
-        }
-        guard case .reachable(let connection) = judge.evaluate(addressesChanged: {}).status,
-            config.avoidInterfaces.contains(connection.interfaceType.rawValue)
-        else {
-            return nil
-        }
-        return "the route to \(host) runs over \(connection.interfaceName) (\(connection.interfaceType.rawValue)), "
-            + "in firmware.avoidInterfaces"
-    }
-
-    /// One attempt of the health check.
-    private func healthCheck() -> UpdateEvent {
-        guard let check = config.healthCheck else { return .healthChecked(passed: true, detail: "no health check configured") }
-        let version = flow.state.update?.version ?? ""
-        let argv = CommandRunner.expand(check.command, file: store.imagePath, version: version)
-        logger.info(
-            "firmware health check starts",
-            metadata: ["command": "\(argv.joined(separator: " "))", "attempt": "\((flow.state.update?.healthAttempts ?? 0) + 1)"])
-        do {
-            let result = try CommandRunner.run(argv, timeout: check.timeout) { [crashPoints, logger] in
-                crashPoints.exit(at: "health-check", "while the health check runs", logger: logger)
-            }
-            log(result, of: "health check")
-            return .healthChecked(passed: result.succeeded, detail: describe(result))
-        } catch {
-            logger.error("firmware health check cannot run", metadata: ["reason": "\(error)"])
-            return .healthChecked(passed: false, detail: error.description)
-        }
-    }
-
-    /// The rollback command, once (`rollbackStarts()` is on disk already).
-    private func rollback() -> UpdateEvent {
-        guard let argv = config.rollback else { return .rollbackExited(success: false, detail: "no rollback command") }
-        let expanded = CommandRunner.expand(argv, file: store.imagePath, version: flow.state.update?.version ?? "")
-        logger.warning("firmware rollback starts", metadata: ["command": "\(expanded.joined(separator: " "))"])
-        let event: UpdateEvent
-        do {
-            let result = try CommandRunner.run(expanded, timeout: config.commandTimeout) { [crashPoints, logger] in
-                crashPoints.exit(at: "rollback-running", "while the rollback command runs", logger: logger)
-            }
-            log(result, of: "rollback command")
-            event = .rollbackExited(success: result.succeeded, detail: describe(result))
-        } catch {
-            event = .rollbackExited(success: false, detail: error.description)
-        }
-        crashPoints.exit(at: "rollback-exited", "after the rollback command, before recording its outcome", logger: logger)
-        return event
-    }
-
-    private func log(_ result: CommandResult, of name: String) {
-        let text = result.outputText
-        let metadata: Logger.Metadata = ["result": "\(result.summary)", "output": "\(text.suffix(4096))"]
-        if result.succeeded {
-            logger.info("firmware \(name) ended", metadata: metadata)
-        } else {
-            logger.error("firmware \(name) failed", metadata: metadata)
-        }
-    }
-
-    private func describe(_ result: CommandResult) -> String {
-        let last = result.outputText.split(separator: "\n").last.map { ": " + $0.prefix(200) } ?? ""
-        return result.summary + last
-    }
-
-    /// The booted version: the first line of `versionFile` or of `versionCommand`'s output.
-    private func bootedVersion() -> SemanticVersion? {
-        var text: String?
-        if let file = config.versionFile {
-            text = SystemFiles().read(file, limit: 4096)
-        } else if let argv = config.versionCommand,
-            let result = try? CommandRunner.run(argv, timeout: config.commandTimeout, outputLimit: 4096),
-            result.succeeded
-        {
-            text = String(decoding: result.output, as: UTF8.self)
-        }
-        let line = text?.split(whereSeparator: { $0.isNewline }).first.map { String($0).trimmed() }
-        let version = line.flatMap(SemanticVersion.init)
-        if version == nil { logger.warning("the booted version cannot be read", metadata: ["found": "\(line ?? "nothing")"]) }
-        return version
-    }
-
-    private func bootID() -> String? {
-        SystemFiles().read(config.bootIDFile, limit: 256)?.trimmed()
-    }
-
     // MARK: - Reports
-
-    /// Reports the update as it is: the log, the status, a status event through the report
-    /// queue (same Idempotency-Key when repeated after a crash), a `fire_agent_update` point.
-    private func report(_ update: UpdateRecord) {
-        let progress = update.size > 0 ? Double(control.withLock { $0.snapshot.downloadedBytes }) / Double(update.size) : 0
-        var metadata: Logger.Metadata = ["version": "\(update.version)", "from": "\(update.fromVersion ?? "?")"]
-        if let reason = update.reason { metadata["reason"] = "\(reason)" }
-        if update.phase == .failed {
-            logger.error("firmware update failed", metadata: metadata)
-        } else {
-            logger.info("firmware update \(update.phase.rawValue)", metadata: metadata)
-        }
-        let now = WallTime.now()
-        source.report(FirmwareReport(update: update, progress: progress, time: now))
-        if let points {
-            var fields: [String: Point.Value] = ["state": .string(update.phase.rawValue), "progress": .float(min(progress, 1))]
-            if let reason = update.reason { fields["reason"] = .string(String(reason.prefix(1024))) }
-            let unit: Int64 = [.s: 1_000_000_000, .ms: 1_000_000, .us: 1000, .ns: 1][precision] ?? 1
-            let nanoseconds = max(now.millisecondsSince1970 * 1_000_000, lastPointNanoseconds + unit)
-            lastPointNanoseconds = nanoseconds
-            points.record(
-                Point(
-                    measurement: "fire_agent_update",
-                    tags: ["device": deviceID, "version": update.version.isEmpty ? "unknown" : update.version],
-                    fields: fields, timestamp: nanoseconds))
-        }
-    }
 
     /// Copies the flow's state into the snapshot.
     private func publish(notifying: Bool = true) {
