@@ -19,9 +19,6 @@ package struct ConnectionBuildFailure: Error {
     package var codes: [Int32] = []
     /// The failure was on the way to the proxy or at it.
     package var atProxy = false
-    /// The proxy asked for credentials that are configured but were not sent (they are sent
-    /// in answer, once, on a fresh connection).
-    package var unansweredChallenge = false
     /// The TLS settings could not be loaded (a CA file that does not parse): the request fails
     /// with this error rather than a transfer error.
     package var configurationError: TLSSetupError?
@@ -55,12 +52,11 @@ package struct ConnectionSettings: Sendable {
     }
 }
 
-/// Hears how a build goes (the transfer it is for). Called on the loop.
+/// Hears how a build goes (the pool's `PooledBuild`, for the transfer it is for). Called on the loop.
 package protocol ConnectionBuildDelegate: AnyObject {
     /// The build entered `stage` (the transfer's phase and clock follow it).
     func connectionBuild(entered stage: ConnectionBuildStage)
-    /// A TCP connection opened: it takes the reserved pool slot (the delegate tells the pool);
-    /// the rest of the build runs on it.
+    /// A TCP connection opened: it takes the reserved pool slot; the rest of the build runs on it.
     func connectionBuild(opened connection: HTTPConnection, nameLookup: Duration, connect: Duration)
     /// The origin's handshake finished: judge `trust`, then call `completion(true)` to go on.
     /// On a refusal the delegate fails the transfer itself and calls `completion(false)`.
@@ -286,13 +282,8 @@ package final class ConnectionBuild {
             case .done:
                 originHandshake(on: connection)
             case .failed(let reason):
-                var failure = ConnectionBuildFailure(reason: reason, atProxy: true)
-                if case .proxyAuthenticationRequired(let challenge) = reason, !step.sentCredentials, proxy.credentials != nil,
-                    challenge.lowercased().hasPrefix("basic")
-                {
-                    failure.unansweredChallenge = true
-                }
-                fail(failure)
+                // A 407 is the transfer's to answer (`ProxyAuthentication`).
+                fail(ConnectionBuildFailure(reason: reason, atProxy: true))
             case .wantRead, .wantWrite:
                 break
             }

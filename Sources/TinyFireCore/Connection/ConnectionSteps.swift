@@ -68,8 +68,6 @@ package final class ProxyTunnelStep: ConnectionStep {
     private var buffer = [UInt8](repeating: 0, count: ProxyTunnelStep.readBufferSize)
     /// The proxy's answer, once its head arrived.
     package private(set) var answer: ResponseHead?
-    /// Whether the request carried `Proxy-Authorization`.
-    package let sentCredentials: Bool
     /// The answer's first bytes (after any empty lines), until they show whether it is HTTP.
     private var start: [UInt8] = []
     private static let httpPrefix = Array("HTTP/".utf8)
@@ -87,7 +85,6 @@ package final class ProxyTunnelStep: ConnectionStep {
         if let authorization { text += "Proxy-Authorization: \(authorization)\r\n" }
         text += "Proxy-Connection: Keep-Alive\r\n\r\n"
         request = Array(text.utf8)
-        sentCredentials = authorization != nil
         parser = ResponseParser(isHeadRequest: true, limits: ResponseParser.Limits(maxHeaderBlockBytes: maxHeadBytes))
     }
 

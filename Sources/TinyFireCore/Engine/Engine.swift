@@ -14,9 +14,8 @@ package final class Engine: @unchecked Sendable {
     package var sharesLoop: Bool { !ownsLoop }
     /// The I/O loop, nil when it could not start.
     package var loop: EventLoop? { try? loopResult.get() }
+    /// The connections, and what builds them (nil once shut down).
     private var pool: ConnectionPool?
-    /// Builds the connections the pool hands out (nil when the loop could not start).
-    private var factory: ConnectionFactory?
     /// Live transfers by owner, loop-confined.
     private var active: [ObjectIdentifier: Transfer] = [:]
 
@@ -48,13 +47,14 @@ package final class Engine: @unchecked Sendable {
     }
 
     private func attach(to loop: EventLoop) {
-        factory = ConnectionFactory(
+        let factory = ConnectionFactory(
             loop: loop,
             settings: ConnectionSettings(
                 readBufferSize: settings.readBufferSize, tls: settings.tls, maxHeaderBlockBytes: settings.maxHeaderBlockBytes,
                 userAgent: settings.defaultFields[.userAgent]))
         pool = ConnectionPool(
-            loop: loop, maxConnectionsPerHost: settings.maxConnectionsPerHost, idleTimeout: settings.idleConnectionTimeout)
+            loop: loop, factory: factory, maxConnectionsPerHost: settings.maxConnectionsPerHost,
+            idleTimeout: settings.idleConnectionTimeout)
     }
 
     /// Starts a transfer for `owner` (from any thread; the owner hears back on the loop thread).
@@ -64,12 +64,12 @@ package final class Engine: @unchecked Sendable {
             owner.transferDidFinish(.failure(.resourceExhausted(error.description)), request: nil, response: nil, report: TransferReport())
         case .success(let loop):
             let begin: @Sendable () -> Void = { [self] in
-                guard let pool, let factory else {
+                guard let pool else {
                     // Shut down (on a shared loop, which runs on): the owner hears it.
                     owner.transferDidFinish(.failure(.engineShutDown), request: nil, response: nil, report: TransferReport())
                     return
                 }
-                let transfer = Transfer(spec: spec, owner: owner, engine: self, loop: loop, pool: pool, factory: factory)
+                let transfer = Transfer(spec: spec, owner: owner, engine: self, loop: loop, pool: pool)
                 active[owner.transferOwnerID] = transfer
                 transfer.start()
             }
@@ -130,7 +130,6 @@ package final class Engine: @unchecked Sendable {
             for transfer in Array(active.values) { transfer.cancel(with: .engineShutDown) }
             pool?.closeAll()
             pool = nil
-            factory = nil
         }
         guard ownsLoop else {
             loop.runAndWait(end)

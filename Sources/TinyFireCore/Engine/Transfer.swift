@@ -6,13 +6,12 @@ import HTTPTypes
 /// stale-connection retry, the phase) and `TransferDeadlines` (every timeout and the receive
 /// rate); this class only carries the decisions out. What belongs to the owner — the body's
 /// sink, trust evaluators, redirect handlers — it reaches through `TransferOwner`. Loop-confined.
-final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuildDelegate, @unchecked Sendable {
+final class Transfer: HTTPExchangeDelegate, ConnectionRequester, @unchecked Sendable {
     private let owner: any TransferOwner
     private let ownerID: ObjectIdentifier
     private let engine: Engine
     private let loop: EventLoop
     private let pool: ConnectionPool
-    private let factory: ConnectionFactory
     private let configuration: EngineSettings
     // Loop-confined, so the runtime's exclusivity checks (two calls per mutation, on every body
     // chunk) are left out for the two cores.
@@ -27,13 +26,11 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     /// The current hop's origin, route and pool key.
     private var target: RequestTarget?
     private var key = PoolKey(scheme: "http", host: "", port: 80)
-    private var holdsReservedSlot = false
-    private var build: ConnectionBuild?
+    /// The connection the pool builds for this transfer, while it does.
+    private var build: PooledBuild?
     private var connection: HTTPConnection?
-    /// The proxy's credentials go with the next connection or request: preemptively, or in
-    /// answer to its 407 (once).
-    private var sendsProxyCredentials = false
-    private var answeredProxyChallenge = false
+    /// Whether the proxy's credentials go with the next connection or request.
+    private var proxyAuthentication = ProxyAuthentication()
     /// The last failure was on the way to the proxy or at it.
     private var failedAtProxy = false
 
@@ -63,14 +60,13 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     private var redirectAnswer: RedirectAnswer?
 
     init(
-        spec: RequestSpec, owner: any TransferOwner, engine: Engine, loop: EventLoop, pool: ConnectionPool, factory: ConnectionFactory
+        spec: RequestSpec, owner: any TransferOwner, engine: Engine, loop: EventLoop, pool: ConnectionPool
     ) {
         self.owner = owner
         ownerID = owner.transferOwnerID
         self.engine = engine
         self.loop = loop
         self.pool = pool
-        self.factory = factory
         let configuration = engine.settings
         self.configuration = configuration
         let asks = owner.transferAsksRedirects
@@ -161,7 +157,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         }
         self.target = target
         key = target.poolKey
-        if target.proxy?.sendsCredentialsPreemptively ?? false { sendsProxyCredentials = true }
+        proxyAuthentication.hop(through: target.proxy)
 
         var options = RequestHeadOptions()
         options.stripsCredentials = !spec.sendsCredentials
@@ -172,7 +168,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             // Proxy-Authorization only when none are configured.
             if let credentials = proxy.credentials {
                 options.dropsProxyAuthorization = true
-                if sendsProxyCredentials { proxyAuthorization = credentials.basicAuthorization }
+                if proxyAuthentication.sendsCredentials { proxyAuthorization = credentials.basicAuthorization }
             }
         } else {
             // An origin never sees a Proxy-Authorization field.
@@ -214,15 +210,15 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
     private func acquireConnection(forceNew: Bool) {
         lifecycle.waitingForSlot()
         clock.enter(.waiting, now: .now())
-        switch pool.lease(key, forceNew: forceNew, waiter: self) {
+        guard let target else { return }
+        switch pool.lease(target, forceNew: forceNew, sendsProxyCredentials: proxyAuthentication.sendsCredentials, requester: self) {
         case .reuse(let connection):
             metrics.nameLookup = nil
             metrics.connect = nil
             use(connection)
-        case .connect:
-            holdsReservedSlot = true
-            guard let target else { return }
-            build = factory.build(target, key: key, sendsProxyCredentials: sendsProxyCredentials, delegate: self)
+        case .building(let build):
+            // Unless it ended already (a failure at once, heard above).
+            if !build.ended { self.build = build }
         case .wait:
             armTimer()
         }
@@ -254,38 +250,31 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         armTimer()
     }
 
-    func connectionBuild(opened connection: HTTPConnection, nameLookup: Duration, connect: Duration) {
-        holdsReservedSlot = false
-        pool.didOpen(connection)
-        self.connection = connection
-        metrics.nameLookup = nameLookup
-        metrics.connect = connect
-    }
-
     func connectionBuild(evaluate trust: TrustFacts, completion: @escaping (Bool) -> Void) {
         evaluateTrust(trust, completion: completion)
     }
 
-    func connectionBuild(
-        finished result: Result<HTTPConnection, ConnectionBuildFailure>, tls: TLSStreamDetails?, handshake: Duration?
-    ) {
+    func connectionBuild(finished result: Result<HTTPConnection, ConnectionBuildFailure>, timings: ConnectionBuildTimings) {
         build = nil
+        if let nameLookup = timings.nameLookup, let connect = timings.connect {
+            metrics.nameLookup = nameLookup
+            metrics.connect = connect
+        }
         switch result {
         case .success(let connection):
-            if let handshake { metrics.tlsHandshake = handshake }
-            metrics.tls = tls
+            if let handshake = timings.handshake { metrics.tlsHandshake = handshake }
+            metrics.tls = timings.tls
             use(connection)
         case .failure(let failure):
-            connection = nil
             if let error = failure.configurationError {
                 finish(.failure(.invalidTLSConfiguration(reason: error.reason)))
                 return
             }
-            if failure.unansweredChallenge && !answeredProxyChallenge {
-                // The proxy asked for the configured credentials: answer once, on a fresh
-                // connection (curl does the same).
-                answeredProxyChallenge = true
-                sendsProxyCredentials = true
+            if failure.atProxy, case .proxyAuthenticationRequired(let challenge) = failure.reason, case .tunnel(let proxy) = target?.route,
+                proxyAuthentication.challenged(challenge, credentialsConfigured: proxy.credentials != nil, bodyReplayable: true)
+            {
+                // The CONNECT was refused for want of the configured credentials: asked again
+                // with them, on a fresh connection.
                 acquireConnection(forceNew: true)
                 return
             }
@@ -313,7 +302,7 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             completion(true)
         case .evaluate(let evaluate):
             // Nothing is read meanwhile (a TLS 1.3 server's tickets wait in the socket).
-            connection?.setReadingPaused(true)
+            build?.pauseReading()
             // The thread holds the transfer until the verdict is in: a refused or cancelled
             // transfer is only freed then.
             let verdict = TrustVerdict(transfer: self, completion: completion)
@@ -403,8 +392,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             // The proxy, not the origin, answered: credentials it asks for are sent once, on
             // the same hop; otherwise this ends the request with an error that names it.
             let challenge = head.firstValue("Proxy-Authenticate") ?? ""
-            if !sendsProxyCredentials, proxy.credentials != nil, challenge.lowercased().hasPrefix("basic"),
-                spec.bodySource?.isReplayable ?? true
+            if proxyAuthentication.challenged(
+                challenge, credentialsConfigured: proxy.credentials != nil, bodyReplayable: spec.bodySource?.isReplayable ?? true)
             {
                 throw .proxyChallenge
             }
@@ -608,9 +597,8 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
             perform(lifecycle.drainAborted())
             return
         }
-        if case .delegate(.proxyChallenge) = failure.kind, !answeredProxyChallenge {
-            answeredProxyChallenge = true
-            sendsProxyCredentials = true
+        if case .delegate(.proxyChallenge) = failure.kind {
+            // Answered (`ProxyAuthentication` said so at the head): the hop again, with them.
             response = nil
             startHop()
             return
@@ -721,14 +709,10 @@ final class Transfer: HTTPExchangeDelegate, ConnectionPoolWaiter, ConnectionBuil
         if let timer { loop.cancel(timer) }
         timer = nil
         timerDeadline = nil
-        build?.cancel()
+        build?.cancel()  // gives its slot back if the connection had not opened
         build = nil
         connection?.abort()
         connection = nil
-        if holdsReservedSlot {
-            holdsReservedSlot = false
-            pool.connectFailed(key)
-        }
         pool.removeWaiter(self, for: key)
         if case .failure = result { sink?.discard() }
         sink = nil
