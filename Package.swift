@@ -57,13 +57,13 @@ let package = Package(
         // the Embedded subset on TinyFireCore alone; cross/embedded/build.sh compiles it for
         // boards too, and the full-Swift fire-agent is built on it alone.
         .target(
-            name: "FireAgentBase",
+            name: "FireAgent",
             dependencies: ["TinyFireCore", .product(name: "HTTPTypes", package: "swift-http-types")],
             // Crash points for tests (CrashPoints.swift): in debug builds only, never in a release
             // binary (nor in the Embedded one, which cross/embedded/build.sh compiles without it).
             swiftSettings: [.define("FIRE_AGENT_CRASH_POINTS", .when(configuration: .debug))]),
         // fire-agent: AgentCommandLine's entry point; the same file is the Embedded build's.
-        .executableTarget(name: "fire-agent", dependencies: ["FireAgentBase"]),
+        .executableTarget(name: "fire-agent", dependencies: ["FireAgent"]),
         .executableTarget(
             name: "tinyfire-bench",
             dependencies: ["TinyFire"],
@@ -88,7 +88,7 @@ let package = Package(
                 "TinyFireCore",
                 "TinyFire",
                 "TinyFireFoundation",
-                "FireAgentBase",
+                "FireAgent",
                 "CZlib",
                 "CTinyFireSystem",
                 .product(name: "HTTPTypes", package: "swift-http-types"),

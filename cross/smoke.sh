@@ -67,7 +67,7 @@ expect() { # NAME CONDITION-RESULT
 echo "binary: $(file -b "$binary" | cut -d, -f1-2), $(stat -c %s "$binary") bytes; qemu: $(qemu-aarch64-static --version | head -1)"
 check "--version" 0 agent --version
 [[ "$out" =~ ^fire-agent\ [0-9]+\.[0-9]+\.[0-9]+\ \(TinyFire ]]; expect "--version prints 'fire-agent X.Y.Z (TinyFire …)': $out" $?
-# Release binaries carry no test hooks (FireAgentBase's CrashPoints exist in debug builds only).
+# Release binaries carry no test hooks (FireAgent's CrashPoints exist in debug builds only).
 ! grep -q FIRE_AGENT_FIRMWARE_EXIT_AT "$binary"; expect "the release binary has no test crash points" $?
 # Installed as OPERATIONS.md says (mode 0600: the full sample holds a password).
 for sample in fire-agent.minimal.json5 fire-agent.json5; do

@@ -36,7 +36,7 @@ echo "== build (warnings are errors)"
 # (responseJSON, ParameterEncoding) on purpose, to show that code written for it ports.
 swift build --build-tests -Xswiftc -warnings-as-errors -Xswiftc -Wwarning -Xswiftc DeprecatedDeclaration
 
-echo "== embedded: TinyFireCore and FireAgentBase in Embedded Swift for x86_64, armv7 and aarch64, checked under qemu"
+echo "== embedded: TinyFireCore and FireAgent in Embedded Swift for x86_64, armv7 and aarch64, checked under qemu"
 # (cross/README.md, "Embedded Swift": no Swift runtime; bookworm armhf/arm64 C sysroots, ~40 s
 # on a fresh machine for the packages.)
 cross/embedded/check.sh

@@ -6,7 +6,7 @@
 // Synchronous on purpose: an async main hands the main thread to dispatch_main, which ends it
 // with pthread_exit; in a static executable that unwind sorts every frame descriptor of the
 // binary (~5 ms of start-up, measured with callgrind).
-import FireAgentBase
+import FireAgent
 
 #if canImport(Glibc)
     import Glibc

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 @testable import TinyFire
 
 /// Replays the fuzzer's seed corpus and every saved crashing input (fuzz/regressions) through

@@ -107,9 +107,9 @@ swiftc "${swift_flags[@]}" -module-name TinyFireCore -package-name TinyFire \
 
 # core-check: a static executable over the core (cross/embedded/check.sh runs it).
 # fire-agent's logic that is in the subset already (issue 30, stage 2).
-mapfile -t agent_sources < <(find "$project/Sources/FireAgentBase" -name '*.swift' | sort)
-swiftc "${swift_flags[@]}" -module-name FireAgentBase -package-name TinyFire \
-    -warnings-as-errors -emit-module -emit-module-path "$out/FireAgentBase.swiftmodule" -c "${agent_sources[@]}" -o "$out/FireAgentBase.o"
+mapfile -t agent_sources < <(find "$project/Sources/FireAgent" -name '*.swift' | sort)
+swiftc "${swift_flags[@]}" -module-name FireAgent -package-name TinyFire \
+    -warnings-as-errors -emit-module -emit-module-path "$out/FireAgent.swiftmodule" -c "${agent_sources[@]}" -o "$out/FireAgent.o"
 
 swiftc "${swift_flags[@]/-parse-as-library/}" -module-name CoreCheck -package-name TinyFire \
     -c "$here/core-check/main.swift" -o "$out/core-check.o"
@@ -119,7 +119,7 @@ fi
 link_flags=("${clang_target[@]}" -fuse-ld=lld -static -Wl,--gc-sections -s)
 [ "$arch" = x86_64 ] || link_flags+=(-L "$sysroot/usr/lib/$multiarch")
 unicode="/opt/swift/usr/lib/swift/embedded/${swift_target[1]}/libswiftUnicodeDataTables.a"
-clang "${link_flags[@]}" "$out/core-check.o" "$out/FireAgentBase.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
+clang "${link_flags[@]}" "$out/core-check.o" "$out/FireAgent.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
     "$unicode" -lmbedtls -lmbedx509 -lmbedcrypto -lz -lm -lpthread -o "$out/core-check"
 # fire-agent: every command (AgentCommandLine), from the full-Swift build's own entry point, static
 # and stripped.
@@ -140,7 +140,7 @@ done
 if [ "${EMBEDDED_ORDER:-}" != none ] && [ -f "$here/fire-agent.order" ]; then
     agent_link+=(-Wl,--symbol-ordering-file="$here/fire-agent.order" -Wl,--no-warn-symbol-ordering)
 fi
-clang "${agent_link[@]}" "$out/fire-agent.o" "$out/FireAgentBase.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
+clang "${agent_link[@]}" "$out/fire-agent.o" "$out/FireAgent.o" "$out/TinyFireCore.o" "$out/HTTPTypes.o" "$out"/tinyfire_*.o "$out/runtime-stubs.o" \
     "$unicode" -lmbedtls -lmbedx509 -lmbedcrypto -lz -lm -lpthread -o "$out/fire-agent"
-log "$arch: TinyFireCore, FireAgentBase, core-check ($(stat -c %s "$out/core-check") bytes stripped) and fire-agent ($(stat -c %s "$out/fire-agent") bytes) built in $out"
+log "$arch: TinyFireCore, FireAgent, core-check ($(stat -c %s "$out/core-check") bytes stripped) and fire-agent ($(stat -c %s "$out/fire-agent") bytes) built in $out"
 echo "$out"

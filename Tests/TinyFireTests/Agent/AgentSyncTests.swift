@@ -3,7 +3,7 @@ import HTTPTypes
 import Synchronization
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 @testable import TinyFire
 
 extension TelemetryAgent {

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 @Suite("fire-agent telemetry: collectors and line protocol")
 struct CollectorTests {

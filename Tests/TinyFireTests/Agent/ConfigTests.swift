@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TinyFireCore
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 @Suite("fire-agent config: one JSON5 file, refused with key paths")
 struct ConfigTests {

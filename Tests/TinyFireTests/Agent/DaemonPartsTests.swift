@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TinyFireCore
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 @Suite("Daemon parts: schedule, log lines, systemd notifications")
 struct DaemonPartsTests {

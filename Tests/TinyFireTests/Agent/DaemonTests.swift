@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 @testable import TinyFire
 
 /// `fire-agent run` against a real influxd: in-process (AgentDaemon on a thread) and as the

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 @testable import TinyFireCore
 
 @Suite("fire-agent delivery decisions: batches, spool files, the server's answer")

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 /// The agent's state directories are judged along the path the kernel follows: a symbolic
 /// link in the middle leads into whatever directory it names, and every directory there is

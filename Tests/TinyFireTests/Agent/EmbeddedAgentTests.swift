@@ -2,9 +2,9 @@ import Foundation
 import Testing
 import TinyFireCore
 
-@testable import FireAgentBase
+@testable import FireAgent
 
-/// The Embedded fire-agent (cross/embedded/build.sh: the core and FireAgentBase in Embedded
+/// The Embedded fire-agent (cross/embedded/build.sh: the core and FireAgent in Embedded
 /// Swift, static, no Swift runtime) for one architecture, run natively or under qemu-user.
 struct EmbeddedAgent: CustomTestStringConvertible, Sendable {
     let arch: String

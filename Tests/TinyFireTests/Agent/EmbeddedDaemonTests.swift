@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TinyFire
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 /// `fire-agent run` of the Embedded binary (x86_64 natively, armv7 and aarch64 under qemu-user)
 /// against influxd, signalled as systemd and operators signal it: what DaemonTests ask of the

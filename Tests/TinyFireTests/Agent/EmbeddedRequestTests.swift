@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 /// `fire-agent request`, `queue add` and `queue flush` of the Embedded build (x86_64 natively,
 /// armv7 and aarch64 under qemu-user) against real servers: nginx, openssl-made certificates,

@@ -1,9 +1,9 @@
 import Foundation
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 
-/// The config's JSON5 reader (FireAgentBase, Foundation-free for the Embedded agent) against the
+/// The config's JSON5 reader (FireAgent, Foundation-free for the Embedded agent) against the
 /// reader it replaced: Foundation's `JSONDecoder` with `allowsJSON5`. Every document below is
 /// read by both; they must take the same ones to the same values and refuse the same ones.
 @Suite("JSON5: the agent's reader reads what Foundation's JSON5 decoder read")

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 @testable import TinyFireCore
 
 /// `server.pins` hold for `server.url`'s host, judged by the host each connection goes to: a

@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 import TinyFireCore
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 /// Proxy passwords stay secret wherever fire-agent shows a proxy URL or its command line, and
 /// the proxy settings it cannot use are said rather than dropped.

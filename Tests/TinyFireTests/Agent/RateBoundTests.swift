@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TinyFireCore
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 /// Byte rates are `Int` in the engine, 32 bits on armv7 boards: the config bounds them where it
 /// reads them, so a large value is a problem named by its key, never a trap in the conversion.

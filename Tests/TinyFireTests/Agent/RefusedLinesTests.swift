@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 @testable import TinyFire
 
 @Suite("fire-agent: a 400 costs only the lines the server refused, against a real influxd", .serialized)

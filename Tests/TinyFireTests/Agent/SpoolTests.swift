@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 @Suite("spool: bounded lines and durable progress (sans-I/O)")
 struct SpoolLineTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 @testable import TinyFireCore
 
 #if canImport(Glibc)

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 @Suite("Firmware: commands run without a shell, bounded and timed")
 struct CommandRunnerTests {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TinyFireCore
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 @Suite("Firmware: versions, manifests and the update decision")
 struct FirmwareManifestTests {

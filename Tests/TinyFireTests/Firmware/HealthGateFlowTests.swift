@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TinyFireCore
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 /// The confirmation of a new version as the flow decides it: health check, rollback, deadline.
 @Suite("Firmware: health gate, rollback and confirmation deadline in the update flow")

@@ -1,4 +1,4 @@
-import FireAgentBase
+import FireAgent
 import Foundation
 import Testing
 

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 /// Keys and signatures made by `openssl`, as a vendor makes them.
 struct VendorKeys {

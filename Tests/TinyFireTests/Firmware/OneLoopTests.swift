@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 extension FirmwareUpdateTests {
     /// The names of the running process's threads (`/proc/PID/task/*/comm`), sorted.

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TinyFireCore
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 @Suite("Firmware: the update flow as a state machine, fed events")
 struct UpdateFlowTests {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TinyFireCore
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 @Suite("Firmware: install windows, the inhibit lock and the gated install in the flow")
 struct UpdateGateTests {

@@ -1,7 +1,7 @@
 import Testing
 import TinyFireCore
 
-@testable import FireAgentBase
+@testable import FireAgent
 
 /// The flow's waits as states: which timers it arms, what their firing means, and what a move
 /// to another phase or update drops. Fed events, read effects: no thread, no clock.

@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 import TinyFire
 
-@testable import FireAgentBase
+@testable import FireAgent
 @testable import TinyFireCore
 
 // The agent's types in Foundation's terms, for the tests: `Date`s for the core's `WallTime`,

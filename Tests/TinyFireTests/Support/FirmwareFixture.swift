@@ -1,4 +1,4 @@
-import FireAgentBase
+import FireAgent
 import Foundation
 
 /// A vendor's update server for one test: nginx on loopback serving `www/` (images, manifests,

@@ -1,4 +1,4 @@
-import FireAgentBase
+import FireAgent
 // Runs TinyFireCore's pieces once on the machine (or emulator) it was built for, and says whether
 // each gave the known answer: a chunked, gzip-encoded response through ResponseParser and
 // ContentDecoder, SHA-256 over mbedTLS, the strict JSON reader, the monotonic clock, and errno
