@@ -221,24 +221,27 @@ extension AgentCommandLine {
         }
     }
 
-    /// What the commands that talk to servers run on: the library's `SessionConfiguration`
-    /// defaults (connect 30 s, idle 60 s, 10 redirects, gzip and deflate, 128 KiB read buffer)
-    /// with the command line's TLS, proxy and limits. Memory: one 128 KiB read buffer per
-    /// connection.
+    /// What the commands that talk to servers run on: the library's defaults
+    /// (`EngineSettings.standard`: connect 30 s, idle 60 s, 10 redirects, gzip and deflate,
+    /// 128 KiB read buffer) with the command line's TLS, proxy and limits, and fire-agent's
+    /// `User-Agent`. Memory: one 128 KiB read buffer per connection.
     static func commandEngineSettings(
         tls: TLSConfiguration, proxy: ProxySettings, totalTimeout: Duration?, connectTimeout: Duration = .seconds(30),
         idleTimeout: Duration = .seconds(60), lowSpeedLimit: LowSpeedLimit? = nil, maxReceiveBytesPerSecond: Int? = nil,
         maxRedirects: Int = 10
     ) -> EngineSettings {
-        var fields = HTTPFields()
-        fields[.userAgent] = FleetServer.defaultUserAgent
-        fields[.acceptEncoding] = "gzip;q=1.0, deflate;q=0.9"
-        return EngineSettings(
-            connectTimeout: connectTimeout, idleTimeout: idleTimeout, totalTimeout: totalTimeout, lowSpeedLimit: lowSpeedLimit,
-            maxReceiveBytesPerSecond: maxReceiveBytesPerSecond.map { max(1, $0) }, maxHeaderBlockBytes: 64 * 1024,
-            readBufferSize: 128 * 1024, maxConnectionsPerHost: 6, idleConnectionTimeout: .seconds(60), maxRedirects: max(0, maxRedirects),
-            allowsInsecureRedirects: false, automaticDecompression: true, defaultFields: fields, expectContinueThreshold: 1024 * 1024,
-            tls: tls, proxy: proxy)
+        var settings = EngineSettings.standard
+        settings.defaultFields[.userAgent] = FleetServer.defaultUserAgent
+        settings.defaultFields[.acceptEncoding] = "gzip;q=1.0, deflate;q=0.9"
+        settings.connectTimeout = connectTimeout
+        settings.idleTimeout = idleTimeout
+        settings.totalTimeout = totalTimeout
+        settings.lowSpeedLimit = lowSpeedLimit
+        settings.maxReceiveBytesPerSecond = maxReceiveBytesPerSecond.map { max(1, $0) }
+        settings.maxRedirects = max(0, maxRedirects)
+        settings.tls = tls
+        settings.proxy = proxy
+        return settings
     }
 
     /// `text` with every `{n}` replaced by `n`.

@@ -54,14 +54,21 @@ package struct FleetServer: Sendable {
         totalTimeout: Duration?, readBufferSize: Int, maxConnectionsPerHost: Int, maxRedirects: Int, fields: HTTPFields,
         lowSpeedLimit: LowSpeedLimit? = nil, maxReceiveBytesPerSecond: Int? = nil
     ) -> EngineSettings {
-        var fields = fields
-        fields[.userAgent] = userAgent
-        return EngineSettings(
-            connectTimeout: connectTimeout, idleTimeout: idleTimeout, totalTimeout: totalTimeout, lowSpeedLimit: lowSpeedLimit,
-            maxReceiveBytesPerSecond: maxReceiveBytesPerSecond, maxHeaderBlockBytes: 64 * 1024, readBufferSize: readBufferSize,
-            maxConnectionsPerHost: maxConnectionsPerHost, idleConnectionTimeout: .seconds(60), maxRedirects: maxRedirects,
-            allowsInsecureRedirects: false, automaticDecompression: true, defaultFields: fields, expectContinueThreshold: nil, tls: tls,
-            proxy: proxy)
+        var settings = EngineSettings.standard
+        settings.connectTimeout = connectTimeout
+        settings.idleTimeout = idleTimeout
+        settings.totalTimeout = totalTimeout
+        settings.lowSpeedLimit = lowSpeedLimit
+        settings.maxReceiveBytesPerSecond = maxReceiveBytesPerSecond
+        settings.readBufferSize = readBufferSize
+        settings.maxConnectionsPerHost = maxConnectionsPerHost
+        settings.maxRedirects = maxRedirects
+        settings.defaultFields = fields
+        settings.defaultFields[.userAgent] = userAgent
+        settings.expectContinueThreshold = nil
+        settings.tls = tls
+        settings.proxy = proxy
+        return settings
     }
 
     /// What telemetry's writes run with: each whole exchange within `server.requestTimeout`, a

@@ -4,13 +4,24 @@
 extension SessionConfiguration {
     /// What the core's engine runs this session's transfers with.
     var engineSettings: EngineSettings {
-        EngineSettings(
-            connectTimeout: connectTimeout, idleTimeout: idleTimeout, totalTimeout: totalTimeout, lowSpeedLimit: lowSpeedLimit,
-            maxReceiveBytesPerSecond: maxReceiveBytesPerSecond, maxHeaderBlockBytes: maxHeaderBlockBytes,
-            readBufferSize: readBufferSize, maxConnectionsPerHost: maxConnectionsPerHost,
-            idleConnectionTimeout: idleConnectionTimeout, maxRedirects: maxRedirects, allowsInsecureRedirects: allowsInsecureRedirects,
-            automaticDecompression: automaticDecompression, defaultFields: headers.fields,
-            expectContinueThreshold: expectContinueThreshold, tls: tls, proxy: proxy)
+        var settings = EngineSettings.standard
+        settings.connectTimeout = connectTimeout
+        settings.idleTimeout = idleTimeout
+        settings.totalTimeout = totalTimeout
+        settings.lowSpeedLimit = lowSpeedLimit
+        settings.maxReceiveBytesPerSecond = maxReceiveBytesPerSecond
+        settings.maxHeaderBlockBytes = maxHeaderBlockBytes
+        settings.readBufferSize = readBufferSize
+        settings.maxConnectionsPerHost = maxConnectionsPerHost
+        settings.idleConnectionTimeout = idleConnectionTimeout
+        settings.maxRedirects = maxRedirects
+        settings.allowsInsecureRedirects = allowsInsecureRedirects
+        settings.automaticDecompression = automaticDecompression
+        settings.defaultFields = headers.fields
+        settings.expectContinueThreshold = expectContinueThreshold
+        settings.tls = tls
+        settings.proxy = proxy
+        return settings
     }
 }
 

@@ -59,21 +59,21 @@ public struct SessionConfiguration: Sendable {
     public var proxy: ProxySettings
 
     /// 30 seconds.
-    public static let defaultConnectTimeout: Duration = .seconds(30)
+    public static let defaultConnectTimeout: Duration = EngineSettings.standard.connectTimeout
     /// 60 seconds.
-    public static let defaultIdleTimeout: Duration = .seconds(60)
+    public static let defaultIdleTimeout: Duration = EngineSettings.standard.idleTimeout
     /// 16 MiB.
     public static let defaultMaxInMemoryBodyBytes = 16 * 1024 * 1024
     /// 128 KiB.
-    public static let defaultReadBufferSize = 128 * 1024
+    public static let defaultReadBufferSize = EngineSettings.standard.readBufferSize
     /// 6 connections.
-    public static let defaultMaxConnectionsPerHost = 6
+    public static let defaultMaxConnectionsPerHost = EngineSettings.standard.maxConnectionsPerHost
     /// 10 redirects.
-    public static let defaultMaxRedirects = 10
+    public static let defaultMaxRedirects = EngineSettings.standard.maxRedirects
     /// 16 retries.
     public static let defaultMaxRetries = 16
     /// 1 MiB.
-    public static let defaultExpectContinueThreshold = 1024 * 1024
+    public static let defaultExpectContinueThreshold = EngineSettings.standard.expectContinueThreshold ?? 1024 * 1024
 
     /// The default configuration.
     public static var `default`: SessionConfiguration { SessionConfiguration() }

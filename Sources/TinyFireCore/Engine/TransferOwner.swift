@@ -196,7 +196,9 @@ package struct TransferReport: Sendable {
 }
 
 /// What an engine's transfers run with: limits, timeouts, the proxy, TLS and the default
-/// header fields. TinyFire builds it from its `SessionConfiguration`, the agent from its config.
+/// header fields. Start from `standard` and change what differs: TinyFire from its
+/// `SessionConfiguration` (whose defaults are `standard`'s), the agent's clients from
+/// `FleetServer`, the commands from their options.
 package struct EngineSettings: Sendable {
     package var connectTimeout: Duration
     package var idleTimeout: Duration
@@ -216,7 +218,18 @@ package struct EngineSettings: Sendable {
     package var tls: TLSConfiguration
     package var proxy: ProxySettings
 
-    package init(
+    /// The library's defaults (`SessionConfiguration`'s and the commands'): connect 30 s, idle
+    /// 60 s, no whole-exchange limit, 64 KiB of response head, a 128 KiB read buffer, 6
+    /// connections per origin kept idle 60 s, 10 redirects none of them to plain HTTP from
+    /// HTTPS, gzip and deflate decoded, `Expect: 100-continue` from 1 MiB, no default fields,
+    /// the system's trust, no proxy. Memory: one 128 KiB read buffer per open connection.
+    package static let standard = EngineSettings(
+        connectTimeout: .seconds(30), idleTimeout: .seconds(60), totalTimeout: nil, lowSpeedLimit: nil, maxReceiveBytesPerSecond: nil,
+        maxHeaderBlockBytes: ResponseParser.Limits.defaultMaxHeaderBlockBytes, readBufferSize: 128 * 1024, maxConnectionsPerHost: 6,
+        idleConnectionTimeout: .seconds(60), maxRedirects: 10, allowsInsecureRedirects: false, automaticDecompression: true,
+        defaultFields: HTTPFields(), expectContinueThreshold: 1024 * 1024, tls: TLSConfiguration(), proxy: .direct)
+
+    private init(
         connectTimeout: Duration, idleTimeout: Duration, totalTimeout: Duration?, lowSpeedLimit: LowSpeedLimit?,
         maxReceiveBytesPerSecond: Int?, maxHeaderBlockBytes: Int, readBufferSize: Int, maxConnectionsPerHost: Int,
         idleConnectionTimeout: Duration, maxRedirects: Int, allowsInsecureRedirects: Bool, automaticDecompression: Bool,

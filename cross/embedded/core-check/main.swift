@@ -955,11 +955,20 @@ let (exchangeOK, exchangeDetail) = exchangeCheck()
 check("HTTP exchange (stream upload)", exchangeOK, exchangeDetail)
 
 /// The engine settings the checks send with: short timeouts, two connections per host.
-let checkEngineSettings = EngineSettings(
-    connectTimeout: .seconds(5), idleTimeout: .seconds(5), totalTimeout: .seconds(10), lowSpeedLimit: nil,
-    maxReceiveBytesPerSecond: nil, maxHeaderBlockBytes: 16 * 1024, readBufferSize: 16 * 1024, maxConnectionsPerHost: 2,
-    idleConnectionTimeout: .seconds(5), maxRedirects: 3, allowsInsecureRedirects: false, automaticDecompression: true,
-    defaultFields: [.userAgent: "core-check"], expectContinueThreshold: nil, tls: TLSConfiguration(), proxy: .direct)
+let checkEngineSettings: EngineSettings = {
+    var settings = EngineSettings.standard
+    settings.connectTimeout = .seconds(5)
+    settings.idleTimeout = .seconds(5)
+    settings.totalTimeout = .seconds(10)
+    settings.maxHeaderBlockBytes = 16 * 1024
+    settings.readBufferSize = 16 * 1024
+    settings.maxConnectionsPerHost = 2
+    settings.idleConnectionTimeout = .seconds(5)
+    settings.maxRedirects = 3
+    settings.defaultFields = [.userAgent: "core-check"]
+    settings.expectContinueThreshold = nil
+    return settings
+}()
 
 // A whole request through the engine, as the agent will send one: a GET to a listener on
 // loopback, a 301 followed on the kept-alive connection, the 200's body in a ByteArraySink.
