@@ -175,11 +175,12 @@ package struct FirmwareManifest: Sendable, Equatable {
     /// Checks a file against the manifest's size and SHA-256, reading it once through a fixed
     /// buffer.
     /// - Parameter path: the image.
-    /// - Throws: `FirmwareRefusal` `.sizeMismatch` or `.hashMismatch` (also when it cannot be read).
+    /// - Throws: `FirmwareRefusal` `.sizeMismatch` or `.hashMismatch`; `.stagingFailed` when the
+    ///   file cannot be read (that says nothing about the image).
     package func verifyImage(at path: String) throws(FirmwareRefusal) {
         let hasher = SHA256Hasher()
         guard let bytes = hasher.update(fromFile: path) else {
-            throw FirmwareRefusal(kind: .hashMismatch, message: "\(path) cannot be read")
+            throw FirmwareRefusal(kind: .stagingFailed, message: "\(path) cannot be read: \(errnoMessage(errno))")
         }
         guard bytes == UInt64(size) else {
             throw FirmwareRefusal(kind: .sizeMismatch, message: "\(path) is \(bytes) bytes, the manifest signed \(size)")

@@ -224,6 +224,12 @@ extension ManifestSignatureTests {
         #expect(
             corrupt.status == 65 && corrupt.stderr.contains("refused: hashMismatch: the SHA-256 of \(d)/bad.img differs"),
             "\(corrupt.stderr)")
+        // An image that cannot be read says nothing about the image: not a hash mismatch.
+        let unreadable = try fireAgent(["firmware", "verify", "--key", d + "/ec.pub", d + "/manifest.json", "--image", d + "/none.img"])
+        #expect(
+            unreadable.status == 65
+                && unreadable.stderr.contains("refused: stagingFailed: \(d)/none.img cannot be read: No such file or directory"),
+            "\(unreadable.stderr)")
         let stranger = try fireAgent(["firmware", "verify", "--key", d + "/other.pub", d + "/manifest.json"])
         #expect(stranger.status == 65 && stranger.stderr.contains("refused: badSignature"), "\(stranger.stderr)")
         let wrongBoard = try fireAgent(["firmware", "verify", "--key", d + "/ec.pub", d + "/manifest.json", "--device-type", "kiosk"])
