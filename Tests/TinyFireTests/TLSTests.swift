@@ -43,6 +43,8 @@ struct TLSTests {
         }
         #expect(reasons.contains { $0.lowercased().contains("not correctly signed") || $0.lowercased().contains("trusted") })
         #expect(response.error?.transferError?.phase == .tlsHandshake)
+        // What the refused connection took is in the metrics (the socket opened before the handshake).
+        #expect(response.metrics?.nameLookup != nil && response.metrics?.connect != nil, "\(String(describing: response.metrics))")
     }
 
     @Test("an address is not accepted on a DNS name that spells it")

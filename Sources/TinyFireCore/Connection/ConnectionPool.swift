@@ -196,7 +196,8 @@ package final class PooledBuild: ConnectionBuildDelegate {
     private var build: ConnectionBuild?
     /// The connection once the socket opened (its reading is paused while an evaluator thinks).
     private var connection: HTTPConnection?
-    private var timings = ConnectionBuildTimings()
+    /// What the build took so far (the name lookup and connect once the socket opened).
+    package private(set) var timings = ConnectionBuildTimings()
     /// The build finished or was cancelled.
     package private(set) var ended = false
 

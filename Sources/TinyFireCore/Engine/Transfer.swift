@@ -709,6 +709,11 @@ final class Transfer: HTTPExchangeDelegate, ConnectionRequester, @unchecked Send
         if let timer { loop.cancel(timer) }
         timer = nil
         timerDeadline = nil
+        if let opened = build?.timings, let nameLookup = opened.nameLookup, let connect = opened.connect {
+            // Ended mid-build (a refused certificate, a handshake timeout): what it took so far.
+            metrics.nameLookup = nameLookup
+            metrics.connect = connect
+        }
         build?.cancel()  // gives its slot back if the connection had not opened
         build = nil
         connection?.abort()

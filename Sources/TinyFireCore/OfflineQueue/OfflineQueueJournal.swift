@@ -209,13 +209,16 @@ package enum OfflineQueueJournal {
     }
 
     /// Whether the bytes from `offset` to the end are an append cut short: fewer bytes than a
-    /// header, or an intact header whose record runs past the end. That is what a process killed
+    /// header that begin as one (the magic, as far as it goes), or an intact header whose record
+    /// runs past the end. That is what a process killed
     /// inside its `pwrite` leaves (the kernel stops a write between pages on SIGKILL). Such a
     /// record was never acknowledged (an append returns after its `fdatasync`), so nothing in it
     /// was accepted. A whole-length record with a bad checksum is not this: it is damage.
     package static func isUnfinishedAppend(in bytes: UnsafeRawBufferPointer, at offset: Int) -> Bool {
         guard offset >= 0, offset < bytes.count else { return false }
-        if bytes.count - offset < headerLength { return true }
+        if bytes.count - offset < headerLength {
+            return (0..<min(magic.count, bytes.count - offset)).allSatisfy { bytes[offset + $0] == magic[$0] }
+        }
         guard let header = header(in: bytes, at: offset) else { return false }
         return bytes.count - offset < header.recordLength
     }
