@@ -478,14 +478,14 @@ package final class FirmwareUpdater: @unchecked Sendable {
             case .reboot:
                 // Into the new version: the window and the lock; back to the old one: the lock.
                 if let reason = flow.phase == .rollingBack ? commands.inhibitReason() : commands.installGateReason() {
-                    work = hold(.reboot, reason: reason, kind: .install)[...] + work
+                    work = hold(.reboot, reason: reason, kind: .install, detail: localTime)[...] + work
                 } else {
                     work = goOn()[...] + work
                     commands.reboot(phase: flow.phase)
                 }
             case .installGate:
                 if let reason = commands.installGateReason() {
-                    work = hold(.installGate, reason: reason, kind: .install)[...] + work
+                    work = hold(.installGate, reason: reason, kind: .install, detail: localTime)[...] + work
                 } else {
                     work = goOn()[...] + work
                     outcome = .installAllowed
@@ -720,6 +720,9 @@ package final class FirmwareUpdater: @unchecked Sendable {
         }
         return effects
     }
+
+    /// The local time for a wait's log line, when an install window is configured.
+    private var localTime: Logger.Metadata { config.installWindow.isEmpty ? [:] : ["localTime": "\(LocalTime.now())"] }
 
     /// The gate a step asked is open: a hold ends (logged).
     /// - Returns: what the flow asks for (a report that the wait is over).

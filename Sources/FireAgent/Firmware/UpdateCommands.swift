@@ -92,7 +92,9 @@ final class UpdateCommands {
             let now = LocalTime.now()
             if !config.installWindow.contains(where: { $0.contains(weekday: now.weekday, minute: now.minute) }) {
                 let list = config.installWindow.map { $0.description }.joined(separator: ", ")
-                return "outside firmware.installWindow (\(list)): local time \(now)"
+                // Not the local time: the reason is the update's note, reported and written
+                // when it changes (the log line says the time, once).
+                return "outside firmware.installWindow (\(list))"
             }
         }
         return inhibitReason()
