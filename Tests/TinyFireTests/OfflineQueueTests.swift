@@ -215,32 +215,10 @@ struct OfflineQueueStoreTests {
         #expect(cuts == bytes.count - lastOffset && cuts > 50)
     }
 
-    @Test("a last record of full length whose payload is corrupt is damage, not an unfinished append: set aside and counted")
-    func corruptLastRecord() throws {
-        let directory = try makeTemporaryDirectory("queue-corrupt-last")
-        do {
-            let queue = try OfflineQueue(directory: directory)
-            for n in 1...5 { try queue.enqueue(try ingestRequest("http://example.test", "\(n)")) }
-            queue.close()
-        }
-        let segment = try segmentFile(directory)
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: segment)))
-        guard case .record(let lastOffset, _) = bytes.withUnsafeBytes({ OfflineQueueJournal.scan($0) }).last else {
-            Issue.record("no records")
-            return
-        }
-        bytes[lastOffset + OfflineQueueJournal.headerLength + 3] ^= 0x55
-        try Data(bytes).write(to: URL(fileURLWithPath: segment))
-        let queue = try OfflineQueue(directory: directory)
-        #expect(queue.records().count == 4)
-        #expect(queue.statistics.quarantined == 1)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/quarantine").count == 1)
-        queue.close()
-    }
-
-    @Test("a corrupt record in the middle is quarantined once; the records behind it are delivered")
-    func corruptMiddleRecord() throws {
-        let directory = try makeTemporaryDirectory("queue-corrupt")
+    /// A queue of five records (`…/ingest/1` … `5`) whose record `index` (from 0) has one payload
+    /// byte flipped on disk.
+    func queueWithCorruptRecord(_ index: Int, name: String) throws -> String {
+        let directory = try makeTemporaryDirectory(name)
         do {
             let queue = try OfflineQueue(directory: directory)
             for n in 1...5 { try queue.enqueue(try ingestRequest("http://example.test", "\(n)")) }
@@ -252,8 +230,24 @@ struct OfflineQueueStoreTests {
             if case .record(let offset, _) = entry { return offset }
             return nil
         }
-        bytes[offsets[2] + 40] ^= 0x55  // inside record 3's payload
+        bytes[offsets[index] + 40] ^= 0x55  // inside the record's payload
         try Data(bytes).write(to: URL(fileURLWithPath: segment))
+        return directory
+    }
+
+    @Test("a last record of full length whose payload is corrupt is damage, not an unfinished append: set aside and counted")
+    func corruptLastRecord() throws {
+        let directory = try queueWithCorruptRecord(4, name: "queue-corrupt-last")
+        let queue = try OfflineQueue(directory: directory)
+        #expect(queue.records().count == 4)
+        #expect(queue.statistics.quarantined == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/quarantine").count == 1)
+        queue.close()
+    }
+
+    @Test("a corrupt record in the middle is quarantined once; the records behind it are delivered")
+    func corruptMiddleRecord() throws {
+        let directory = try queueWithCorruptRecord(2, name: "queue-corrupt")
         let queue = try OfflineQueue(directory: directory)
         #expect(queue.records().map(\.url).map { $0.split(separator: "/").last.map(String.init) ?? "" } == ["1", "2", "4", "5"])
         #expect(queue.statistics.quarantined == 1)
